@@ -1,0 +1,49 @@
+#pragma once
+// Storage: one contiguous, 64-byte aligned buffer shared by a tensor and its views.
+//
+// Buffers come from a caching pool keyed by exact byte size: a training step allocates the same
+// shapes every step, so after the first step nearly every allocation is a pop from a free list
+// instead of a malloc (and, for large buffers, an mmap plus page faults).
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace tapegrad {
+
+class Storage {
+ public:
+  // An uninitialised buffer of nbytes bytes.
+  explicit Storage(std::size_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  std::size_t nbytes() const { return nbytes_; }
+
+  // Bumped by every in-place write through the public API, so the engine can tell that a
+  // tensor saved for backward was modified after it was saved.
+  std::uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t nbytes_ = 0;
+  std::uint64_t version_ = 0;
+};
+
+// Statistics and control of the buffer pool.
+struct PoolStats {
+  std::size_t bytes_in_use = 0;     // held by live storages
+  std::size_t bytes_cached = 0;     // free buffers kept for reuse
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t allocations = 0;      // buffers requested
+  std::size_t pool_hits = 0;        // of those, served from the cache
+};
+PoolStats pool_stats();
+// Returns every cached buffer to the system.
+void empty_pool_cache();
+
+}  // namespace tapegrad
