@@ -144,17 +144,16 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
         // One column of the Jacobian: perturb x_k[i], difference every output.
         double* p = x[k].data_ptr<double>();
         const double saved = p[i];
-        Tensor plus, minus;
+        // Read each output before the next perturbation: f may return a view of its input.
+        std::vector<double> up, down;
         {
           NoGradGuard guard;
           p[i] = saved + options.eps;
-          plus = evaluate(f, x);
+          up = evaluate(f, x).to_vector<double>();
           p[i] = saved - options.eps;
-          minus = evaluate(f, x);
+          down = evaluate(f, x).to_vector<double>();
           p[i] = saved;
         }
-        const std::vector<double> up = plus.to_vector<double>();
-        const std::vector<double> down = minus.to_vector<double>();
         for (std::int64_t o = 0; o < n_out; ++o) {
           const double numeric = (up[o] - down[o]) / (2 * options.eps);
           compare(result.inputs[k], analytic[o][k][i], numeric, options, o, i, -1);

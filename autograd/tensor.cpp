@@ -388,8 +388,10 @@ Tensor from_vector(const std::vector<std::int64_t>& data, const Shape& shape) {
 }
 Tensor from_vector(const std::vector<bool>& data, const Shape& shape) { return from_values<bool>(data, shape); }
 
-Tensor tensor(std::initializer_list<double> values, DType dtype) {
-  return from_values<double>(std::vector<double>(values), {static_cast<std::int64_t>(values.size())}).to(dtype);
+Tensor tensor(std::initializer_list<Number> values, DType dtype) {
+  std::vector<double> flat;
+  for (const Number& v : values) flat.push_back(v.value);
+  return from_values<double>(flat, {static_cast<std::int64_t>(values.size())}).to(dtype);
 }
 
 Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype) {

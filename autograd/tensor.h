@@ -14,6 +14,7 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/dtype.h"
@@ -131,6 +132,7 @@ class Tensor {
   Tensor sum(const Dims& axes = {}, bool keepdim = false) const;
   Tensor mean(const Dims& axes = {}, bool keepdim = false) const;
   Tensor max(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor min(const Dims& axes = {}, bool keepdim = false) const;
   Tensor var(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
   Tensor argmax(std::int64_t axis, bool keepdim = false) const;
   Tensor matmul(const Tensor& other) const;
@@ -173,8 +175,15 @@ Tensor from_vector(const std::vector<float>& data, const Shape& shape);
 Tensor from_vector(const std::vector<double>& data, const Shape& shape);
 Tensor from_vector(const std::vector<std::int64_t>& data, const Shape& shape);
 Tensor from_vector(const std::vector<bool>& data, const Shape& shape);
+// One entry of a 1-D literal. Converting to it is a user-defined conversion, which keeps
+// tensor({{0}, {1}}) (a (2, 1) literal) from being ambiguous with a 1-D literal.
+struct Number {
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+  Number(T v) : value(static_cast<double>(v)) {}  // NOLINT: implicit by design
+  double value;
+};
 // Literals: tensor({1, 2, 3}) and tensor({{1, 2}, {3, 4}}), float32 unless dtype says otherwise.
-Tensor tensor(std::initializer_list<double> values, DType dtype = kFloat32);
+Tensor tensor(std::initializer_list<Number> values, DType dtype = kFloat32);
 Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype = kFloat32);
 // Random tensors, drawn from gen.
 Tensor rand(const Shape& shape, Generator& gen, DType dtype = kFloat32);   // uniform [0, 1)

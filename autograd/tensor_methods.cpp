@@ -25,6 +25,7 @@ Tensor Tensor::select(std::int64_t axis, std::int64_t index) const { return tape
 Tensor Tensor::sum(const Dims& axes, bool keepdim) const { return tapegrad::sum(*this, axes, keepdim); }
 Tensor Tensor::mean(const Dims& axes, bool keepdim) const { return tapegrad::mean(*this, axes, keepdim); }
 Tensor Tensor::max(const Dims& axes, bool keepdim) const { return tapegrad::max(*this, axes, keepdim); }
+Tensor Tensor::min(const Dims& axes, bool keepdim) const { return tapegrad::min(*this, axes, keepdim); }
 Tensor Tensor::var(const Dims& axes, std::int64_t correction, bool keepdim) const {
   return tapegrad::var(*this, axes, correction, keepdim);
 }

@@ -1,0 +1,192 @@
+// Elementwise ops: forward values worked by hand, float64 gradchecks with broadcasting and
+// non-contiguous inputs, and error messages.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+
+namespace {
+
+// A (3, 4) input with entries well away from 0 and from +-1 (the kinks of relu, abs, clamp).
+Tensor away_from_kinks() {
+  return tensor({{-1.7, -0.6, 0.4, 1.3}, {2.1, -2.4, 0.7, -0.3}, {0.55, 1.8, -1.2, 0.25}}, kFloat64);
+}
+
+Tensor positive() { return tensor({{0.5, 1.5, 2.5, 3.0}, {0.8, 1.1, 4.0, 0.3}, {2.2, 0.9, 1.7, 0.6}}, kFloat64); }
+
+}  // namespace
+
+TEST_CASE("elementwise: arithmetic forward with broadcasting") {
+  Tensor a = tensor({{1, 2}, {3, 4}});
+  Tensor row = tensor({10, 20});
+  Tensor col = tensor({10, 20}).reshape({2, 1});
+  check_values(a + row, {11, 22, 13, 24});
+  check_values(a - col, {-9, -8, -17, -16});
+  check_values(a * row, {10, 40, 30, 80});
+  check_values(a / col, {0.1, 0.2, 0.15, 0.2});
+  check_values(row + col, {20, 30, 30, 40});  // (2) with (2,1) -> (2,2)
+  check_values(a + 1.0, {2, 3, 4, 5});
+  check_values(1.0 - a, {0, -1, -2, -3});
+  check_values(a * 2.0, {2, 4, 6, 8});
+  check_values(a / 4.0, {0.25, 0.5, 0.75, 1.0});
+  check_values(2.0 / a, {2, 1, 2.0 / 3, 0.5});
+  check_values(-a, {-1, -2, -3, -4});
+  check_values(maximum(a, tensor({2.5})), {2.5, 2.5, 3, 4});
+  check_values(minimum(a, tensor({2.5})), {1, 2, 2.5, 2.5});
+  CHECK((a + row).shape() == Shape{2, 2});
+  CHECK((tensor({1.0}) * zeros({3, 1, 2})).shape() == Shape{3, 1, 2});
+}
+
+TEST_CASE("elementwise: unary math and activations forward") {
+  check_values(pow(tensor({1, 2, 3}), 2.0), {1, 4, 9});
+  check_values(pow(tensor({4, 9}), 0.5), {2, 3});
+  check_values(pow(tensor({2}), -1.0), {0.5});
+  check_values(exp(tensor({0, 1})), {1, 2.718281828459045});
+  check_values(log(tensor({1, 2.718281828459045})), {0, 1});
+  check_values(sqrt(tensor({4, 9})), {2, 3});
+  check_values(abs(tensor({-1, 2, 0})), {1, 2, 0});
+  check_values(tanh(tensor({0, 0.5})), {0, 0.46211715726000974});
+  check_values(sigmoid(tensor({0, 2, -2})), {0.5, 0.8807970779778823, 0.11920292202211755});
+  check_values(relu(tensor({-1, 0, 2})), {0, 0, 2});
+  // x Phi(x): Phi(1) = 0.8413447460685429
+  check_values(gelu(tensor({1, -1, 0})), {0.8413447460685429, -0.15865525393145707, 0});
+  check_values(gelu(tensor({1, -1}), GeluApproximation::Tanh), {0.8411919906082768, -0.15880800939172324});
+  check_values(silu(tensor({1, -1})), {0.7310585786300049, -0.2689414213699951});
+  check_values(clamp(tensor({-2, 0.5, 3}), -1.0, 1.0), {-1, 0.5, 1});
+  check_values(clamp(tensor({-2, 0.5, 3}), std::nullopt, 1.0), {-2, 0.5, 1});
+  check_values(clamp(tensor({-2, 0.5, 3}), 0.0, std::nullopt), {0, 0.5, 3});
+}
+
+TEST_CASE("elementwise: large float32 tensors take the vectorised path with the same values") {
+  Generator gen(1);
+  Tensor x = randn({1000, 33}, gen);  // odd width: vector tail
+  Tensor x64 = x.to(kFloat64);
+  auto close = [](const Tensor& a, const Tensor& b) {
+    return (a.to(kFloat64) - b).abs().max().item() < 1e-5;
+  };
+  CHECK(close(exp(x), exp(x64)));
+  CHECK(close(tanh(x), tanh(x64)));
+  CHECK(close(sigmoid(x), sigmoid(x64)));
+  CHECK(close(gelu(x), gelu(x64)));
+  CHECK(close(silu(x), silu(x64)));
+  CHECK(close(exp(x.transpose(0, 1)), exp(x64.transpose(0, 1))));  // strided input
+}
+
+TEST_CASE("elementwise: gradcheck of arithmetic with broadcast shapes") {
+  Generator gen(0);
+  const Tensor a = randn({3, 4}, gen);
+  const Tensor row = randn({4}, gen);
+  const Tensor col = randn({3, 1}, gen);
+  const Tensor away = away_from_kinks();
+  check_gradients([](const TensorList& x) { return x[0] + x[1]; }, {a, row});
+  check_gradients([](const TensorList& x) { return x[0] - x[1]; }, {a, col});
+  check_gradients([](const TensorList& x) { return x[0] * x[1]; }, {a, row});
+  check_gradients([](const TensorList& x) { return x[0] * x[1]; }, {row, col});  // both broadcast
+  check_gradients([](const TensorList& x) { return x[0] / x[1]; }, {a, away.narrow(0, 0, 1)});
+  check_gradients([](const TensorList& x) { return x[0] + 2.0; }, {a});
+  check_gradients([](const TensorList& x) { return 2.0 - x[0]; }, {a});
+  check_gradients([](const TensorList& x) { return x[0] * 3.0; }, {a});
+  check_gradients([](const TensorList& x) { return x[0] / 3.0; }, {a});
+  check_gradients([](const TensorList& x) { return 3.0 / x[0]; }, {away});
+  check_gradients([](const TensorList& x) { return -x[0]; }, {a});
+  check_gradients([](const TensorList& x) { return maximum(x[0], x[1]); }, {away, row});
+  check_gradients([](const TensorList& x) { return minimum(x[0], x[1]); }, {away, col});
+}
+
+TEST_CASE("elementwise: gradcheck of unary math and activations") {
+  const Tensor x = away_from_kinks();
+  const Tensor p = positive();
+  check_gradients([](const TensorList& t) { return pow(t[0], 3.0); }, {x});
+  check_gradients([](const TensorList& t) { return pow(t[0], 2.0); }, {x});
+  check_gradients([](const TensorList& t) { return pow(t[0], -1.5); }, {p});
+  check_gradients([](const TensorList& t) { return exp(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return log(t[0]); }, {p});
+  check_gradients([](const TensorList& t) { return sqrt(t[0]); }, {p});
+  check_gradients([](const TensorList& t) { return abs(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return tanh(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return sigmoid(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return relu(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return gelu(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return gelu(t[0], GeluApproximation::Tanh); }, {x});
+  check_gradients([](const TensorList& t) { return silu(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return clamp(t[0], -1.0, 1.0); }, {x});
+  check_gradients([](const TensorList& t) { return clamp(t[0], std::nullopt, 0.5); }, {x});
+}
+
+TEST_CASE("elementwise: gradcheck through non-contiguous views and repeated use") {
+  const Tensor x = away_from_kinks();
+  Generator gen(3);
+  const Tensor y = randn({4, 3}, gen);
+  // x transposed is (4, 3) with strides (1, 4).
+  check_gradients([](const TensorList& t) { return t[0].transpose(0, 1) * t[1]; }, {x, y});
+  check_gradients([](const TensorList& t) { return tanh(t[0].transpose(0, 1)) + t[1].slice(0, 0, 4, 2).sum(); },
+                  {x, y});
+  check_gradients([](const TensorList& t) { return gelu(t[0].slice(1, 0, 4, 2)); }, {x});
+  // One tensor in several places.
+  check_gradients([](const TensorList& t) { return t[0] * t[0].exp() + t[0].transpose(0, 1).sum(); }, {x});
+}
+
+TEST_CASE("elementwise: comparisons, where and masked_fill") {
+  Tensor a = tensor({1, 2, 3});
+  Tensor b = tensor({3, 2, 1});
+  CHECK(lt(a, b).to_vector<int>() == std::vector<int>{1, 0, 0});
+  CHECK(le(a, b).to_vector<int>() == std::vector<int>{1, 1, 0});
+  CHECK(gt(a, b).to_vector<int>() == std::vector<int>{0, 0, 1});
+  CHECK(ge(a, b).to_vector<int>() == std::vector<int>{0, 1, 1});
+  CHECK(eq(a, b).to_vector<int>() == std::vector<int>{0, 1, 0});
+  CHECK(ne(a, b).to_vector<int>() == std::vector<int>{1, 0, 1});
+  CHECK(gt(a, 1.5).to_vector<int>() == std::vector<int>{0, 1, 1});
+  CHECK(eq(arange(3), 1.0).to_vector<int>() == std::vector<int>{0, 1, 0});
+  CHECK(gt(a, b).dtype() == kBool);
+  Tensor m = gt(a, 1.5);
+  CHECK(logical_not(m).to_vector<int>() == std::vector<int>{1, 0, 0});
+  CHECK(logical_and(m, lt(a, 2.5)).to_vector<int>() == std::vector<int>{0, 1, 0});
+  CHECK(logical_or(logical_not(m), eq(a, 3.0)).to_vector<int>() == std::vector<int>{1, 0, 1});
+
+  check_values(where(m, a, b), {3, 2, 3});
+  check_values(where(m, a, -1.0), {-1, 2, 3});
+  Tensor scores = tensor({{1, 2, 3}, {4, 5, 6}});
+  Tensor causal = from_vector(std::vector<bool>{false, true, true}, {3});
+  check_values(masked_fill(scores, causal, -100.0), {1, -100, -100, 4, -100, -100});
+  Tensor filled = masked_fill(scores, causal, -INFINITY);
+  CHECK(std::isinf(filled.at({1, 2})));
+
+  Generator gen(0);
+  const Tensor cond = from_vector(std::vector<bool>{true, false, false, true}, {4});
+  check_gradients([cond](const TensorList& t) { return where(cond, t[0], t[1]); }, {randn({3, 4}, gen), randn({4}, gen)});
+  check_gradients([cond](const TensorList& t) { return masked_fill(t[0], cond, 2.0); }, {randn({3, 4}, gen)});
+}
+
+TEST_CASE("elementwise: dtype conversions carry gradients between float types") {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = (x.to(kFloat64) * 3.0).sum();
+  y.backward();
+  CHECK(x.grad().dtype() == kFloat32);
+  check_values(x.grad(), {3, 3});
+  check_gradients([](const TensorList& t) { return t[0].to(kFloat32).to(kFloat64); }, {tensor({0.25, 0.5})},
+                  GradcheckOptions{1e-3, 1e-5, 1e-3});
+}
+
+TEST_CASE("elementwise: errors name the op and the shapes") {
+  CHECK_THROWS_WITH_AS(zeros({2, 3}) + zeros({4}), "add: shapes (2,3) and (4) cannot be broadcast together", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}) * zeros({3, 2}), "mul: shapes (2,3) and (3,2) cannot be broadcast together",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2}) - zeros({2}, kFloat64), "sub: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(exp(arange(3)), "exp: expected a floating-point tensor (float32 or float64), got int64",
+                       TypeError);
+  CHECK_THROWS_WITH_AS(clamp(zeros({2}), 1.0, 0.0), "clamp: min must not exceed max, got min 1.000000, max 0.000000",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(where(ones({2}), zeros({2}), zeros({2})), "where: the condition must be a bool tensor, got float32",
+                       TypeError);
+  CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), from_vector(std::vector<bool>{true, false, true}, {3}), 0.0),
+                       "masked_fill: shapes (3) and (2) cannot be broadcast together", ShapeError);
+  CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), from_vector(std::vector<bool>{true, false}, {2, 1}), 0.0),
+                       "masked_fill: mask of shape (2,1) does not broadcast to the input's shape (2)", ShapeError);
+  CHECK_THROWS_WITH_AS(logical_not(zeros({2})), "logical_not: the input must be a bool tensor, got float32", TypeError);
+}

@@ -1,0 +1,141 @@
+// Shape ops: views share storage, copies happen only when strides demand them, gradients map
+// back onto the input's shape.
+
+#include <doctest/doctest.h>
+
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+
+TEST_CASE("shape: reshape and view share storage when strides allow") {
+  Tensor x = arange(0.0, 6.0, 1.0);
+  Tensor r = x.reshape({2, 3});
+  CHECK(r.shape() == Shape{2, 3});
+  CHECK(r.data_ptr<float>() == x.data_ptr<float>());
+  CHECK(x.reshape({3, -1}).shape() == Shape{3, 2});
+  CHECK(x.reshape({-1}).shape() == Shape{6});
+  CHECK(x.view({1, 2, 3}).strides() == Dims{6, 3, 1});
+  CHECK(scalar_tensor(2.0).reshape({1, 1}).shape() == Shape{1, 1});
+
+  Tensor t = r.transpose(0, 1);  // (3, 2), strides (1, 3)
+  CHECK_FALSE(t.is_contiguous());
+  Tensor copied = t.reshape({6});  // no view exists: copies
+  check_values(copied, {0, 3, 1, 4, 2, 5});
+  CHECK(copied.data_ptr<float>() != x.data_ptr<float>());
+  // Splitting one axis of a transposed tensor is still a view.
+  Tensor split_view = t.reshape({3, 2, 1});
+  CHECK(split_view.data_ptr<float>() == x.data_ptr<float>());
+  CHECK(x.reshape({2, 3}).flatten().shape() == Shape{6});
+  CHECK(zeros({2, 3, 4}).flatten(1).shape() == Shape{2, 12});
+  CHECK(zeros({2, 3, 4}).flatten(0, 1).shape() == Shape{6, 4});
+}
+
+TEST_CASE("shape: transpose, permute, squeeze, unsqueeze, expand") {
+  Tensor x = arange(0.0, 6.0, 1.0).reshape({2, 3});
+  check_values(x.transpose(0, 1), {0, 3, 1, 4, 2, 5});
+  check_values(x.mT(), {0, 3, 1, 4, 2, 5});
+  Tensor y = arange(0.0, 24.0, 1.0).reshape({2, 3, 4});
+  Tensor p = y.permute({2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.at({3, 1, 2}) == y.at({1, 2, 3}));
+  CHECK(x.unsqueeze(0).shape() == Shape{1, 2, 3});
+  CHECK(x.unsqueeze(-1).shape() == Shape{2, 3, 1});
+  CHECK(x.unsqueeze(1).squeeze(1).shape() == Shape{2, 3});
+  Tensor e = tensor({1, 2, 3}).expand({2, 3});
+  check_values(e, {1, 2, 3, 1, 2, 3});
+  CHECK(e.strides() == Dims{0, 1});
+  CHECK(tensor({1, 2}).reshape({2, 1}).expand({-1, 3}).shape() == Shape{2, 3});
+  CHECK(broadcast_to(tensor({5}), {2, 2}).sum().item() == 20.0);
+}
+
+TEST_CASE("shape: narrow, slice and select are views with offsets") {
+  Tensor x = arange(0.0, 12.0, 1.0).reshape({3, 4});
+  check_values(x.narrow(1, 1, 2), {1, 2, 5, 6, 9, 10});
+  check_values(x.narrow(0, -1, 1), {8, 9, 10, 11});
+  check_values(x.slice(1, 0, 4, 2), {0, 2, 4, 6, 8, 10});
+  check_values(x.slice(1, -2, 100), {2, 3, 6, 7, 10, 11});  // Python clamping
+  CHECK(x.slice(0, 2, 1).shape() == Shape{0, 4});           // empty
+  check_values(x.select(0, 1), {4, 5, 6, 7});
+  check_values(x.select(1, -1), {3, 7, 11});
+  CHECK(x.select(1, 2).data_ptr<float>() == x.data_ptr<float>() + 2);
+}
+
+TEST_CASE("shape: concat, stack, split and chunk") {
+  Tensor a = tensor({{1, 2}, {3, 4}});
+  Tensor b = tensor({{5, 6}});
+  check_values(concat({a, b}, 0), {1, 2, 3, 4, 5, 6});
+  check_values(concat({a, a.transpose(0, 1)}, 1), {1, 2, 1, 3, 3, 4, 2, 4});
+  Tensor s = stack({tensor({1, 2}), tensor({3, 4})}, 1);
+  CHECK(s.shape() == Shape{2, 2});
+  check_values(s, {1, 3, 2, 4});
+  auto pieces = split(arange(0.0, 5.0, 1.0), 2, 0);
+  REQUIRE(pieces.size() == 3);
+  check_values(pieces[2], {4});
+  auto sized = split(arange(0.0, 5.0, 1.0), std::vector<std::int64_t>{1, 4}, 0);
+  check_values(sized[1], {1, 2, 3, 4});
+  auto chunks = chunk(arange(0.0, 6.0, 1.0).reshape({2, 3}), 3, 1);
+  REQUIRE(chunks.size() == 3);
+  check_values(chunks[1], {1, 4});
+}
+
+TEST_CASE("shape: gradcheck of every view and join, including non-contiguous inputs") {
+  Generator gen(0);
+  const Tensor x = randn({3, 4}, gen);
+  const Tensor y = randn({2, 4}, gen);
+  const Tensor w = randn({2, 3, 4}, gen);
+  check_gradients([](const TensorList& t) { return t[0].reshape({4, 3}) * 2.0; }, {x});
+  check_gradients([](const TensorList& t) { return t[0].transpose(0, 1).reshape({12}); }, {x});  // copying reshape
+  check_gradients([](const TensorList& t) { return t[0].view({2, 6}); }, {x});
+  check_gradients([](const TensorList& t) { return t[0].flatten(); }, {w});
+  check_gradients([](const TensorList& t) { return t[0].permute({1, 2, 0}) * t[0].permute({1, 2, 0}); }, {w});
+  check_gradients([](const TensorList& t) { return t[0].unsqueeze(1).squeeze(1).exp(); }, {x});
+  check_gradients([](const TensorList& t) { return t[0].unsqueeze(0).expand({5, 3, 4}); }, {x});
+  check_gradients([](const TensorList& t) { return t[0].narrow(1, 1, 2); }, {x});
+  check_gradients([](const TensorList& t) { return t[0].slice(1, 0, 4, 3) + t[0].slice(1, 1, 4, 2).sum(); }, {x});
+  check_gradients([](const TensorList& t) { return t[0].transpose(0, 1).select(1, 2); }, {x});
+  check_gradients([](const TensorList& t) { return concat({t[0], t[1], t[0].narrow(0, 0, 1)}, 0); }, {x, y});
+  check_gradients([](const TensorList& t) { return concat({t[0].transpose(0, 1), t[1].transpose(0, 1)}, 1); }, {x, y});
+  check_gradients([](const TensorList& t) { return stack({t[0].narrow(0, 0, 2), t[1]}, 1); }, {x, y});
+  check_gradients(
+      [](const TensorList& t) {
+        auto parts = split(t[0], 3, 1);  // widths 3 and 1
+        return parts[0].sum({1}) * parts[1].squeeze(1);
+      },
+      {x});
+}
+
+TEST_CASE("shape: errors name the op and the shapes") {
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).reshape({4, 2}),
+                       "reshape: cannot reshape a tensor of shape (2,3) (6 elements) into (4,2)", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).reshape({-1, -1}), "reshape: only one dimension can be -1, got (-1,-1)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).reshape({4, -1}), "reshape: cannot reshape a tensor of shape (2,3) into (4,-1)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).transpose(0, 1).view({6}),
+                       "view: a tensor of shape (3,2) with strides (1,3) cannot be viewed as (6); use reshape, which "
+                       "copies",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).transpose(0, 2), "transpose: axis 2 is out of range for a tensor of rank 2",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).permute({0, 0}), "permute: axis 0 appears twice in (0,0)", IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).permute({0}), "permute: 1 axes (0) for a tensor of rank 2", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).squeeze(0), "squeeze: axis 0 of shape (2,3) has size 2, not 1", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).expand({4, 3}), "expand: cannot expand shape (2,3) to (4,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).narrow(1, 2, 2),
+                       "narrow: start 2 and length 2 are out of range for axis 1 of shape (2,3)", IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).select(0, 2), "select: index 2 is out of range for axis 0 of shape (2,3)",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).slice(0, 0, 2, 0), "slice: step must be positive, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(concat({zeros({2, 3}), zeros({2, 4})}, 0),
+                       "concat: tensor 1 has shape (2,4), which does not match (2,3) outside axis 0", ShapeError);
+  CHECK_THROWS_WITH_AS(concat({zeros({2}), zeros({2}, kFloat64)}, 0), "concat: tensor 1 is float64, tensor 0 is float32",
+                       TypeError);
+  CHECK_THROWS_WITH_AS(concat({}, 0), "concat: expected at least one tensor", ValueError);
+  CHECK_THROWS_WITH_AS(stack({zeros({2}), zeros({3})}, 0), "stack: tensor 1 has shape (3), tensor 0 has (2)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(split(zeros({5}), std::vector<std::int64_t>{2, 2}, 0),
+                       "split: piece sizes add up to 4 but axis 0 of shape (5) has 5", ShapeError);
+  CHECK_THROWS_WITH_AS(chunk(zeros({5}), 0, 0), "chunk: the number of chunks must be positive, got 0", ValueError);
+}

@@ -1,0 +1,136 @@
+// Tensor basics: creation, dtypes, element access, printing, random generators, errors.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "autograd/autograd.h"
+
+using namespace tapegrad;
+
+TEST_CASE("tensor: creation functions fill shape, dtype and values") {
+  Tensor z = zeros({2, 3});
+  CHECK(z.shape() == Shape{2, 3});
+  CHECK(z.dtype() == kFloat32);
+  CHECK(z.numel() == 6);
+  CHECK(z.is_contiguous());
+  CHECK(z.strides() == Dims{3, 1});
+  CHECK(z.sum().item() == 0.0);
+  CHECK(ones({4}, kFloat64).sum().item() == 4.0);
+  CHECK(full({2, 2}, 2.5).at({1, 0}) == 2.5);
+  CHECK(scalar_tensor(3.0).dim() == 0);
+  CHECK(scalar_tensor(3.0).item() == 3.0);
+
+  Tensor r = arange(0.0, 1.0, 0.25);
+  CHECK(r.to_vector<double>() == std::vector<double>{0.0, 0.25, 0.5, 0.75});
+  Tensor i = arange(5);
+  CHECK(i.dtype() == kInt64);
+  CHECK(i.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2, 3, 4});
+  CHECK(arange(3.0, 0.0, -1.0).to_vector<double>() == std::vector<double>{3, 2, 1});
+
+  Tensor m = tensor({{1, 2, 3}, {4, 5, 6}});
+  CHECK(m.shape() == Shape{2, 3});
+  CHECK(m.at({1, 2}) == 6.0);
+  CHECK(m.at({-1, -3}) == 4.0);
+  CHECK(from_vector(std::vector<std::int64_t>{7, 8}, {2}).at({1}) == 8.0);
+  CHECK(from_vector(std::vector<bool>{true, false}, {2}).dtype() == kBool);
+}
+
+TEST_CASE("tensor: element writes and in-place ops") {
+  Tensor t = zeros({2, 2});
+  t.set({0, 1}, 4.0);
+  CHECK(t.at({0, 1}) == 4.0);
+  t.add_(ones({2}), 2.0);  // broadcast row
+  CHECK(t.to_vector<float>() == std::vector<float>{2, 6, 2, 2});
+  t.mul_(0.5);
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 3, 1, 1});
+  Tensor column = t.transpose(0, 1);  // a view: writes go through
+  column.fill_(7.0);
+  CHECK(t.to_vector<float>() == std::vector<float>{7, 7, 7, 7});
+  t.copy_(tensor({1, 2}));
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 1, 2});
+}
+
+TEST_CASE("tensor: dtype conversion") {
+  Tensor x = tensor({1.5, -2.0, 0.0});
+  CHECK(x.to(kFloat64).dtype() == kFloat64);
+  CHECK(x.to(kInt64).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, -2, 0});
+  CHECK(x.to(kBool).to_vector<int>() == std::vector<int>{1, 1, 0});
+}
+
+TEST_CASE("tensor: printing") {
+  std::ostringstream out;
+  out << tensor({{1, 2}, {3, 4}});
+  CHECK(out.str() == "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
+  CHECK(arange(3).str() == "tensor([0, 1, 2], dtype=int64)");
+  CHECK(scalar_tensor(0.5, kFloat64).str() == "tensor(0.5000, dtype=float64)");
+  Tensor w = ones({2}).requires_grad_();
+  CHECK(w.str() == "tensor([1.0000, 1.0000], requires_grad=true)");
+  CHECK((w * 2.0).str() == "tensor([2.0000, 2.0000], grad_fn=<mul>)");
+  CHECK(zeros({2000}).str().find("...") != std::string::npos);
+}
+
+TEST_CASE("tensor: seeded generators are reproducible") {
+  Generator a(42), b(42), c(43);
+  Tensor x = randn({100}, a);
+  Tensor y = randn({100}, b);
+  CHECK(x.to_vector<float>() == y.to_vector<float>());
+  CHECK(x.to_vector<float>() != randn({100}, c).to_vector<float>());
+
+  Generator g(0);
+  Tensor u = uniform({10000}, -2.0, 3.0, g, kFloat64);
+  const std::vector<double> uv = u.to_vector<double>();
+  CHECK(*std::max_element(uv.begin(), uv.end()) < 3.0);
+  CHECK(*std::min_element(uv.begin(), uv.end()) >= -2.0);
+  CHECK(u.mean().item() == doctest::Approx(0.5).epsilon(0.05));
+  Tensor n = normal({20000}, 1.0, 2.0, g, kFloat64);
+  CHECK(n.mean().item() == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(n.var().item() == doctest::Approx(4.0).epsilon(0.05));
+  Tensor k = randint(3, 7, {1000}, g);
+  const std::vector<std::int64_t> kv = k.to_vector<std::int64_t>();
+  CHECK(*std::min_element(kv.begin(), kv.end()) == 3);
+  CHECK(*std::max_element(kv.begin(), kv.end()) == 6);
+
+  // Saving and restoring the state replays the same numbers.
+  Generator s(7);
+  s.normal();
+  const std::string state = s.state();
+  const double next = s.normal();
+  const double after = s.uniform();
+  Generator t(0);
+  t.set_state(state);
+  CHECK(t.normal() == next);
+  CHECK(t.uniform() == after);
+}
+
+TEST_CASE("tensor: errors name the op and the values") {
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).at({2, 0}), "at: index (2,0) is out of range for shape (2,3)", IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).at({1}), "at: index (1) has 1 entries for a tensor of shape (2,3)", IndexError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}).item(), "item: only a tensor with one element has an item, got shape (2,3)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(from_vector(std::vector<float>{1, 2, 3}, {2, 2}),
+                       "from_vector: 3 values cannot fill shape (2,2) (4 elements)", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2}).data_ptr<double>(), "data_ptr: the tensor is float32, not float64", TypeError);
+  CHECK_THROWS_WITH_AS(arange(3).requires_grad_(),
+                       "requires_grad_: only floating-point tensors can require gradients, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(empty({2, -1}), "empty: negative dimension in shape (2,-1)", ShapeError);
+  CHECK_THROWS_WITH_AS(Tensor().shape(), "tensor: the tensor is undefined (default-constructed)", Error);
+  CHECK_THROWS_WITH_AS(tensor({{1, 2}, {3}}), "tensor: rows have different lengths (2 and 1)", ShapeError);
+  Generator g(0);
+  CHECK_THROWS_WITH_AS(uniform({2}, 1.0, 0.0, g), "uniform: low must not exceed high, got low 1.000000, high 0.000000",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(randint(3, 3, {2}, g), "randint: high must exceed low, got low 3, high 3", ValueError);
+  CHECK_THROWS_WITH_AS(arange(0.0, 1.0, 0.0), doctest::Contains("arange: start, end and step must be finite"),
+                       ValueError);
+  CHECK_THROWS_AS(zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), ShapeError);
+}
+
+TEST_CASE("tensor: the buffer pool reuses freed buffers of the same size") {
+  { Tensor warm = empty({123, 7}); }
+  const PoolStats before = pool_stats();
+  { Tensor again = empty({123, 7}); }
+  const PoolStats after = pool_stats();
+  CHECK(after.allocations == before.allocations + 1);
+  CHECK(after.pool_hits == before.pool_hits + 1);
+}
