@@ -1,5 +1,10 @@
 #include "autograd/storage.h"
 
+#include <algorithm>
+#include <string>
+
+#include "autograd/error.h"
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -32,7 +37,11 @@ class BufferPool {
       }
     }
     void* p = std::aligned_alloc(kAlignment, size);
-    if (!p) throw std::bad_alloc();
+    if (!p) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.bytes_in_use -= size;
+      throw Error("out of memory: cannot allocate a tensor buffer of " + std::to_string(nbytes) + " bytes");
+    }
     return p;
   }
 

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 #include <ostream>
 #include <sstream>
 
@@ -330,8 +331,14 @@ void check_inplace(const Tensor& t, const char* op) {
 }  // namespace detail
 
 Tensor empty(const Shape& shape, DType dtype) {
-  for (std::int64_t d : shape)
+  // The element count and byte size must fit in 63 bits: check before multiplying.
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
     if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.str());
+    if (d > 0 && numel > limit / d) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
+    numel *= d;
+  }
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * element_size(dtype));
   return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
@@ -354,6 +361,9 @@ Tensor arange(double start, double end, double step, DType dtype) {
     throw ValueError("arange: start, end and step must be finite and step non-zero, got start " +
                      std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step));
   const double count = std::ceil((end - start) / step);
+  if (count > 0x1p53)
+    throw ValueError("arange: " + std::to_string(count) + " elements are too many (start " + std::to_string(start) +
+                     ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
   const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
   Tensor t = empty({n}, dtype);
   dispatch_all(dtype, [&](auto tag) {

@@ -134,3 +134,10 @@ TEST_CASE("tensor: the buffer pool reuses freed buffers of the same size") {
   CHECK(after.allocations == before.allocations + 1);
   CHECK(after.pool_hits == before.pool_hits + 1);
 }
+
+TEST_CASE("tensor: impossible sizes are errors, not crashes") {
+  CHECK_THROWS_WITH_AS(empty({std::int64_t{1} << 40, std::int64_t{1} << 40}),
+                       "empty: shape (1099511627776,1099511627776) has too many elements", ShapeError);
+  CHECK_THROWS_WITH_AS(empty({std::int64_t{1} << 58}), doctest::Contains("out of memory"), Error);
+  CHECK_THROWS_AS(arange(0.0, 1e300, 1.0), ValueError);
+}
