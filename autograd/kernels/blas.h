@@ -1,0 +1,53 @@
+#pragma once
+// General matrix products on raw row-major buffers, and the BLAS thread controls.
+//
+//   C (m, n) = alpha * op(A) (m, k) @ op(B) (k, n) + beta * C
+//
+// op(A) = A when trans_a is false: A is stored (m, k) with row stride lda >= max(1, k);
+// op(A) = A^T when trans_a is true:  A is stored (k, m) with row stride lda >= max(1, m);
+// likewise B with (k, n) / (n, k) and ldb, and C is stored (m, n) with ldc >= max(1, n).
+// A transposed view is therefore passed as a flag and a leading dimension, never copied.
+// When beta is 0, C is written without being read (it may hold garbage or NaN).
+//
+// This header does not include <cblas.h>: blas.cpp is the only translation unit that does
+// (OpenBLAS's cblas.h clashes with xtensor-blas, see shared/notes/xtensor-and-blas.md).
+
+#include <cstdint>
+#include <string>
+
+namespace tapegrad::kernels {
+
+// Picks the triple loop for small products and BLAS otherwise (see kLoopGemmMaxWork in
+// blas.cpp for the measured crossover).
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+          std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
+          std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
+
+// Always cblas_sgemm / cblas_dgemm. Throws ValueError when a size does not fit BLAS's int.
+void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+               std::int64_t ldc);
+void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+               const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
+               std::int64_t ldc);
+
+// Always the plain triple loop (what gemm uses below the crossover).
+void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+               std::int64_t ldc);
+void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
+               const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
+               std::int64_t ldc);
+
+// Whether gemm takes the loop for an (m, k) @ (k, n) product.
+bool gemm_uses_loop(std::int64_t m, std::int64_t n, std::int64_t k);
+
+// OpenBLAS's worker threads (OPENBLAS_NUM_THREADS or the core count by default).
+int blas_num_threads();
+void set_blas_num_threads(int threads);
+// The kernel family OpenBLAS picked for this CPU ("Haswell", "Cooperlake" ...), which
+// OPENBLAS_CORETYPE overrides.
+std::string blas_core_name();
+
+}  // namespace tapegrad::kernels

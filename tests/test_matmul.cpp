@@ -1,0 +1,376 @@
+// matmul: torch.matmul semantics on gemm, checked against a naive reference loop written here
+// (float64), gradients by gradcheck, layouts (transposes must not be copied, counted through
+// the buffer pool), and the gemm loop path against the BLAS path.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "autograd/kernels/blas.h"
+#include "autograd/storage.h"
+
+using namespace tapegrad;
+
+namespace {
+
+// torch.matmul by definition: promote 1-D operands, broadcast the batch axes, three nested
+// loops per batch entry, then drop the promoted axes. Works on the row-major values only, so
+// it is independent of strides and of gemm.
+Tensor reference_matmul(const Tensor& a, const Tensor& b) {
+  Shape as = a.shape();
+  Shape bs = b.shape();
+  const bool a_vector = as.size() == 1;
+  const bool b_vector = bs.size() == 1;
+  if (a_vector) as = {1, as[0]};
+  if (b_vector) bs = {bs[0], 1};
+  const std::int64_t n = as[as.size() - 2], k = as[as.size() - 1], m = bs[bs.size() - 1];
+  REQUIRE(bs[bs.size() - 2] == k);
+  const int rank = std::max(as.size(), bs.size()) - 2;
+  // Batch sizes of a and b padded on the left to `rank` axes.
+  std::vector<std::int64_t> ab(rank, 1), bb(rank, 1), batch(rank, 1);
+  for (int d = 0; d < as.size() - 2; ++d) ab[rank - (as.size() - 2) + d] = as[d];
+  for (int d = 0; d < bs.size() - 2; ++d) bb[rank - (bs.size() - 2) + d] = bs[d];
+  std::int64_t batch_count = 1;
+  for (int d = 0; d < rank; ++d) {
+    REQUIRE((ab[d] == bb[d] || ab[d] == 1 || bb[d] == 1));
+    batch[d] = std::max(ab[d], bb[d]);
+    batch_count *= batch[d];
+  }
+  const std::vector<double> va = a.to_vector<double>();
+  const std::vector<double> vb = b.to_vector<double>();
+  std::vector<double> out(batch_count * n * m, 0.0);
+  for (std::int64_t flat = 0; flat < batch_count; ++flat) {
+    // The batch index of out, and the matching (broadcast) batch entries of a and b.
+    std::int64_t rest = flat, a_entry = 0, b_entry = 0, a_scale = 1, b_scale = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      const std::int64_t i = rest % batch[d];
+      rest /= batch[d];
+      a_entry += (ab[d] == 1 ? 0 : i) * a_scale;
+      b_entry += (bb[d] == 1 ? 0 : i) * b_scale;
+      a_scale *= ab[d];
+      b_scale *= bb[d];
+    }
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < m; ++j) {
+        double total = 0.0;
+        for (std::int64_t p = 0; p < k; ++p)
+          total += va[a_entry * n * k + i * k + p] * vb[b_entry * k * m + p * m + j];
+        out[flat * n * m + i * m + j] = total;
+      }
+  }
+  Shape shape(batch.begin(), batch.end());
+  if (!a_vector) shape.push_back(n);
+  if (!b_vector) shape.push_back(m);
+  return from_vector(out, shape);
+}
+
+void check_close(const Tensor& actual, const Tensor& expected, double tol) {
+  REQUIRE(actual.shape() == expected.shape());
+  const std::vector<double> x = actual.to_vector<double>();
+  const std::vector<double> y = expected.to_vector<double>();
+  for (std::size_t i = 0; i < x.size(); ++i)
+    CHECK_MESSAGE(std::abs(x[i] - y[i]) <= tol * (1.0 + std::abs(y[i])),
+                  "element " << i << ": " << x[i] << " vs " << y[i]);
+}
+
+// Buffers the pool hands out while fn runs (every new tensor and every copy takes one).
+std::size_t allocations_during(const std::function<void()>& fn) {
+  const std::size_t before = pool_stats().allocations;
+  fn();
+  return pool_stats().allocations - before;
+}
+
+struct ShapeCase {
+  Shape a, b, out;
+};
+
+// Every shape combination torch.matmul accepts, with the result shape it gives.
+const std::vector<ShapeCase> kShapeCases = {
+    {{2, 3}, {3, 4}, {2, 4}},                 // 2-D x 2-D
+    {{3}, {3}, {}},                           // dot
+    {{3}, {3, 4}, {4}},                       // 1-D lhs promoted to (1, 3)
+    {{2, 3}, {3}, {2}},                       // 1-D rhs promoted to (3, 1)
+    {{3}, {2, 3, 4}, {2, 4}},                 // 1-D lhs against a batch
+    {{2, 5, 3}, {3}, {2, 5}},                 // batch against a 1-D rhs
+    {{2, 5, 3}, {3, 4}, {2, 5, 4}},           // one B for the whole batch
+    {{2, 2, 5, 3}, {3, 4}, {2, 2, 5, 4}},     // two batch axes, one B
+    {{2, 3}, {4, 3, 5}, {4, 2, 5}},           // A broadcast over b's batch
+    {{4, 2, 3}, {4, 3, 5}, {4, 2, 5}},        // same batch
+    {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},  // (B,1,n,k) x (H,k,m)
+    {{1, 2, 3}, {4, 3, 5}, {4, 2, 5}},        // size-1 batch axis in a
+    {{4, 2, 3}, {1, 3, 5}, {4, 2, 5}},        // size-1 batch axis in b
+    {{2, 5, 3}, {1, 1, 3, 4}, {1, 2, 5, 4}},  // b's size-1 batch axes outrank a's
+    {{3, 1, 2, 3}, {1, 4, 3, 2}, {3, 4, 2, 2}},  // both broadcast
+};
+
+}  // namespace
+
+TEST_CASE("matmul: hand-worked 2x3 @ 3x2") {
+  // [[1,2,3],[4,5,6]] @ [[7,8],[9,10],[11,12]]:
+  //   1*7+2*9+3*11 = 58, 1*8+2*10+3*12 = 64, 4*7+5*9+6*11 = 139, 4*8+5*10+6*12 = 154
+  for (DType dtype : {kFloat32, kFloat64}) {
+    Tensor a = tensor({{1, 2, 3}, {4, 5, 6}}, dtype);
+    Tensor b = tensor({{7, 8}, {9, 10}, {11, 12}}, dtype);
+    Tensor c = matmul(a, b);
+    CHECK(c.dtype() == dtype);
+    CHECK(c.shape() == Shape{2, 2});
+    CHECK(c.to_vector<double>() == std::vector<double>{58, 64, 139, 154});
+    CHECK(a.matmul(b).to_vector<double>() == std::vector<double>{58, 64, 139, 154});
+  }
+  // 1-D: [1,2,3] . [4,5,6] = 32; [1,2,3] @ [[7,8],[9,10],[11,12]] = [58, 64]
+  Tensor dot = matmul(tensor({1, 2, 3}), tensor({4, 5, 6}));
+  CHECK(dot.shape() == Shape{});
+  CHECK(dot.item() == 32.0);
+  CHECK(matmul(tensor({1, 2, 3}), tensor({{7, 8}, {9, 10}, {11, 12}})).to_vector<double>() ==
+        std::vector<double>{58, 64});
+  CHECK(matmul(tensor({{1, 2, 3}, {4, 5, 6}}), tensor({1, 0, -1})).to_vector<double>() ==
+        std::vector<double>{-2, -2});
+}
+
+TEST_CASE("matmul: every shape combination against the reference loop") {
+  Generator gen(1);
+  for (const ShapeCase& c : kShapeCases) {
+    CAPTURE(c.a.str());
+    CAPTURE(c.b.str());
+    Tensor a = randn(c.a, gen, kFloat64);
+    Tensor b = randn(c.b, gen, kFloat64);
+    Tensor out = matmul(a, b);
+    CHECK(out.shape() == c.out);
+    check_close(out, reference_matmul(a, b), 1e-12);
+    // float32 runs sgemm on the same values.
+    check_close(matmul(a.to(kFloat32), b.to(kFloat32)), reference_matmul(a, b), 1e-5);
+  }
+}
+
+TEST_CASE("matmul: empty axes give empty or zero results") {
+  Generator gen(2);
+  CHECK(matmul(randn({0, 3}, gen), randn({3, 4}, gen)).shape() == Shape{0, 4});
+  CHECK(matmul(randn({2, 3}, gen), randn({0, 3, 4}, gen)).shape() == Shape{0, 2, 4});
+  Tensor k_zero = matmul(randn({2, 0}, gen), randn({0, 3}, gen));
+  CHECK(k_zero.shape() == Shape{2, 3});
+  CHECK(k_zero.to_vector<double>() == std::vector<double>(6, 0.0));
+}
+
+TEST_CASE("matmul: transposed and sliced operands") {
+  Generator gen(3);
+  Tensor x = randn({3, 2}, gen, kFloat64);  // x.mT(): (2,3) with strides (1,2)
+  Tensor y = randn({4, 3}, gen, kFloat64);  // y.mT(): (3,4) with strides (1,3)
+  Tensor b = randn({3, 4}, gen, kFloat64);
+  Tensor a = randn({2, 3}, gen, kFloat64);
+  Tensor wide = randn({4, 7}, gen, kFloat64);
+
+  struct LayoutCase {
+    const char* what;
+    Tensor a, b;
+    std::size_t buffers;  // the output, plus one per operand that had to be copied
+  };
+  const std::vector<LayoutCase> cases = {
+      {"a transposed", x.mT(), b, 1},
+      {"b transposed", a, y.mT(), 1},
+      {"both transposed", x.mT(), y.mT(), 1},
+      {"every other row of a (row stride 6)", randn({4, 3}, gen, kFloat64).slice(0, 0, 4, 2), b, 1},
+      {"columns 2..5 of a wider b (row stride 7)", a, wide.narrow(1, 2, 4).narrow(0, 0, 3), 1},
+      {"transposed slice of b (strides (1,7))", a, wide.narrow(1, 1, 3).mT(), 1},
+      {"every other column of a: copied", randn({2, 6}, gen, kFloat64).slice(1, 0, 6, 2), b, 2},
+      {"a row expanded to a matrix: copied", randn({1, 3}, gen, kFloat64).expand({2, 3}), b, 2},
+      {"both need copies", randn({2, 6}, gen, kFloat64).slice(1, 0, 6, 2),
+       randn({3, 8}, gen, kFloat64).slice(1, 0, 8, 2), 3},
+  };
+  NoGradGuard no_grad;
+  for (const LayoutCase& c : cases) {
+    CAPTURE(c.what);
+    Tensor out;
+    CHECK(allocations_during([&] { out = matmul(c.a, c.b); }) == c.buffers);
+    check_close(out, reference_matmul(c.a, c.b), 1e-12);
+  }
+}
+
+TEST_CASE("matmul: non-contiguous batches and broadcast batch strides") {
+  Generator gen(4);
+  NoGradGuard no_grad;
+  // a: (2,3,4) from permuting (3,2,4): batch stride 4, row stride 8, so the batch rows are not
+  // one evenly spaced run; each matrix is still used in place.
+  Tensor a1 = randn({3, 2, 4}, gen, kFloat64).permute({1, 0, 2});
+  Tensor w = randn({4, 5}, gen, kFloat64);
+  Tensor out;
+  CHECK(allocations_during([&] { out = matmul(a1, w); }) == 1);
+  check_close(out, reference_matmul(a1, w), 1e-12);
+  // a: (2,3,4) from permuting (4,2,3): the 6 rows are evenly spaced with column stride 6, so one
+  // transposed gemm covers the batch.
+  Tensor a2 = randn({4, 2, 3}, gen, kFloat64).permute({1, 2, 0});
+  CHECK(allocations_during([&] { out = matmul(a2, w); }) == 1);
+  check_close(out, reference_matmul(a2, w), 1e-12);
+  // b expanded along the batch (stride 0) and transposed per matrix.
+  Tensor b = randn({5, 4}, gen, kFloat64).mT().expand({3, 4, 5});
+  Tensor a3 = randn({3, 2, 4}, gen, kFloat64);
+  CHECK(allocations_during([&] { out = matmul(a3, b); }) == 1);
+  check_close(out, reference_matmul(a3, b), 1e-12);
+  // A batch of transposed matrices against a batch of sliced ones.
+  Tensor a4 = randn({2, 4, 3}, gen, kFloat64).mT();
+  Tensor b4 = randn({2, 4, 10}, gen, kFloat64).slice(2, 0, 5);
+  CHECK(allocations_during([&] { out = matmul(a4, b4); }) == 1);
+  check_close(out, reference_matmul(a4, b4), 1e-12);
+  // 1-D operands with a stride.
+  Tensor v = randn({8}, gen, kFloat64).slice(0, 0, 8, 2);
+  Tensor m = randn({4, 3}, gen, kFloat64);
+  check_close(matmul(v, m), reference_matmul(v, m), 1e-12);
+  check_close(matmul(m.mT(), v), reference_matmul(m.mT(), v), 1e-12);
+  check_close(matmul(v, v), reference_matmul(v, v), 1e-12);
+}
+
+TEST_CASE("matmul: gradcheck over every shape combination") {
+  Generator gen(5);
+  for (const ShapeCase& c : kShapeCases) {
+    CAPTURE(c.a.str());
+    CAPTURE(c.b.str());
+    auto r = gradcheck([](const TensorList& x) { return matmul(x[0], x[1]); },
+                       {randn(c.a, gen, kFloat64), randn(c.b, gen, kFloat64)});
+    CHECK_MESSAGE(r.passed, r.message());
+  }
+}
+
+TEST_CASE("matmul: gradcheck through transposed, sliced and expanded operands") {
+  Generator gen(6);
+  using F = std::function<Tensor(const TensorList&)>;
+  struct GradCase {
+    const char* what;
+    F f;
+    TensorList inputs;
+  };
+  const std::vector<GradCase> cases = {
+      {"a^T @ b", [](const TensorList& x) { return matmul(x[0].mT(), x[1]); },
+       {randn({3, 2}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
+      {"a @ b^T", [](const TensorList& x) { return matmul(x[0], x[1].mT()); },
+       {randn({2, 3}, gen, kFloat64), randn({4, 3}, gen, kFloat64)}},
+      {"batched a^T @ b^T", [](const TensorList& x) { return matmul(x[0].mT(), x[1].mT()); },
+       {randn({2, 3, 2}, gen, kFloat64), randn({2, 4, 3}, gen, kFloat64)}},
+      {"column slice (copied)", [](const TensorList& x) { return matmul(x[0].slice(1, 0, 6, 2), x[1]); },
+       {randn({2, 6}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
+      {"row slice", [](const TensorList& x) { return matmul(x[0].slice(0, 1, 5, 2), x[1]); },
+       {randn({5, 3}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
+      {"expanded b", [](const TensorList& x) { return matmul(x[0], x[1].expand({3, 4, 2})); },
+       {randn({3, 2, 4}, gen, kFloat64), randn({4, 2}, gen, kFloat64)}},
+      {"permuted batch @ shared b", [](const TensorList& x) { return matmul(x[0].permute({1, 0, 2}), x[1]); },
+       {randn({3, 2, 4}, gen, kFloat64), randn({4, 5}, gen, kFloat64)}},
+      {"strided vector", [](const TensorList& x) { return matmul(x[0].slice(0, 0, 6, 2), x[1].mT()); },
+       {randn({6}, gen, kFloat64), randn({4, 3}, gen, kFloat64)}},
+      {"same tensor twice", [](const TensorList& x) { return matmul(x[0], x[0].mT()); },
+       {randn({3, 4}, gen, kFloat64)}},
+  };
+  for (const GradCase& c : cases) {
+    CAPTURE(c.what);
+    auto r = gradcheck(c.f, c.inputs);
+    CHECK_MESSAGE(r.passed, r.message());
+  }
+}
+
+TEST_CASE("matmul: gradients match the formulas and skip inputs that need none") {
+  // y = sum(A @ B): dA = ones @ B^T (row sums of B), dB = A^T @ ones (column sums of A).
+  Tensor a = tensor({{1, 2, 3}, {4, 5, 6}}).requires_grad_();
+  Tensor b = tensor({{7, 8}, {9, 10}, {11, 12}}).requires_grad_();
+  matmul(a, b).sum().backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{15, 19, 23, 15, 19, 23});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{5, 5, 7, 7, 9, 9});
+
+  Tensor c = tensor({{1, 2}, {3, 4}});
+  Tensor d = tensor({{1, 0}, {0, 1}}).requires_grad_();
+  matmul(c, d).sum().backward();
+  CHECK_FALSE(c.grad().defined());
+  CHECK(d.grad().to_vector<double>() == std::vector<double>{4, 4, 6, 6});
+}
+
+TEST_CASE("matmul: the gradient of a batch-shared B is one gemm over the flattened rows") {
+  Generator gen(7);
+  Tensor a = randn({4, 5, 3}, gen);
+  Tensor b = randn({3, 2}, gen).requires_grad_();
+  Tensor y = matmul(a, b);
+  Tensor g = randn({4, 5, 2}, gen);
+  // The gemm's output is the only buffer (it becomes b.grad); a batched product followed by a
+  // sum over the batch would take at least two.
+  CHECK(allocations_during([&] { y.backward(g); }) == 1);
+  check_close(b.grad(), reference_matmul(a.reshape({20, 3}).mT(), g.reshape({20, 2})), 1e-5);
+}
+
+TEST_CASE("matmul: errors name the op and the shapes") {
+  Generator gen(8);
+  CHECK_THROWS_WITH_AS(matmul(randn({2, 3}, gen), randn({4, 5}, gen)), "matmul: cannot multiply (2,3) by (4,5)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(randn({2, 3}, gen, kFloat64), randn({4, 5}, gen, kFloat64)),
+                       "matmul: cannot multiply (2,3) by (4,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(randn({3}, gen), randn({4}, gen)), "matmul: cannot multiply (3) by (4)", ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(randn({2, 5, 3}, gen), randn({2, 3}, gen)), "matmul: cannot multiply (2,5,3) by (2,3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(randn({2, 2, 3}, gen), randn({3, 3, 4}, gen)),
+                       "matmul: cannot multiply (2,2,3) by (3,3,4)", ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(scalar_tensor(2.0), randn({3}, gen)),
+                       "matmul: both operands need at least one dimension, got shapes () and (3)", ShapeError);
+  CHECK_THROWS_WITH_AS(matmul(randn({2, 3}, gen), randn({3, 2}, gen, kFloat64)),
+                       "matmul: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(matmul(arange(6).reshape({2, 3}), arange(6).reshape({3, 2})),
+                       "matmul: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+}
+
+TEST_CASE("matmul: the gemm loop and BLAS agree on every transpose combination") {
+  Generator gen(10);
+  struct Dims3 {
+    std::int64_t m, n, k;
+  };
+  // Covers the loop's three forms: vectorised rows (n >= 8), contiguous dots, strided dots.
+  const std::vector<Dims3> sizes = {{1, 2, 20}, {2, 20, 1}, {4, 4, 4}, {5, 20, 20}, {3, 7, 11}, {1, 1, 9}};
+  for (Dims3 d : sizes) {
+    for (int flags = 0; flags < 4; ++flags) {
+      const bool ta = flags & 1, tb = flags & 2;
+      CAPTURE(d.m);
+      CAPTURE(d.n);
+      CAPTURE(d.k);
+      CAPTURE(ta);
+      CAPTURE(tb);
+      // Stored operands with padded rows (ld larger than the row) to exercise the strides.
+      const std::int64_t a_rows = ta ? d.k : d.m, a_cols = ta ? d.m : d.k;
+      const std::int64_t b_rows = tb ? d.n : d.k, b_cols = tb ? d.k : d.n;
+      for (DType dtype : {kFloat32, kFloat64}) {
+        Tensor a = randn({a_rows, a_cols + 3}, gen, dtype);
+        Tensor b = randn({b_rows, b_cols + 2}, gen, dtype);
+        Tensor c0 = randn({d.m, d.n + 1}, gen, dtype);
+        Tensor c_loop = c0.clone(), c_blas = c0.clone();
+        dispatch_floating(dtype, "test", [&](auto tag) {
+          using T = decltype(tag);
+          const T alpha = T(0.5), beta = T(-2);
+          kernels::gemm_loop(ta, tb, d.m, d.n, d.k, alpha, a.data_ptr<T>(), a_cols + 3, b.data_ptr<T>(), b_cols + 2,
+                             beta, c_loop.data_ptr<T>(), d.n + 1);
+          kernels::gemm_blas(ta, tb, d.m, d.n, d.k, alpha, a.data_ptr<T>(), a_cols + 3, b.data_ptr<T>(), b_cols + 2,
+                             beta, c_blas.data_ptr<T>(), d.n + 1);
+          return 0;
+        });
+        check_close(c_loop, c_blas, dtype == kFloat32 ? 1e-5 : 1e-12);
+        // The padding column of C is untouched by both.
+        CHECK(c_loop.select(1, d.n).to_vector<double>() == c0.select(1, d.n).to_vector<double>());
+      }
+    }
+  }
+  // beta = 0 must not read C: NaN there does not leak into the result.
+  std::vector<float> a{1, 2}, b{3, 4}, c_loop{NAN}, c_blas{NAN};
+  kernels::gemm_loop(false, false, 1, 1, 2, 1.0f, a.data(), 2, b.data(), 1, 0.0f, c_loop.data(), 1);
+  kernels::gemm_blas(false, false, 1, 1, 2, 1.0f, a.data(), 2, b.data(), 1, 0.0f, c_blas.data(), 1);
+  CHECK(c_loop[0] == 11.0f);
+  CHECK(c_blas[0] == 11.0f);
+}
+
+TEST_CASE("matmul: small products take the loop, larger ones BLAS, with the same results") {
+  // The spam toy's classifier head (1,20) @ (20,2) is below the crossover; its attention
+  // products (5,20) @ (20,20) are above it. matmul must give the reference values on both sides.
+  CHECK(kernels::gemm_uses_loop(1, 2, 20));
+  CHECK_FALSE(kernels::gemm_uses_loop(5, 20, 20));
+  Generator gen(11);
+  for (Shape b_shape : {Shape{20, 2}, Shape{20, 20}}) {
+    Tensor x = randn({5, 20}, gen, kFloat64);
+    Tensor w = randn(b_shape, gen, kFloat64);
+    check_close(matmul(x.select(0, 0), w), reference_matmul(x.select(0, 0), w), 1e-12);
+    check_close(matmul(x, w), reference_matmul(x, w), 1e-12);
+    check_close(matmul(x.mT().mT(), w.mT().contiguous().mT()), reference_matmul(x, w), 1e-12);
+  }
+}
