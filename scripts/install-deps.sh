@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs, from Debian 12's packages, everything tapegrad needs to build and test:
+# the compiler, CMake and Ninja, the header-only libraries (xtensor, xtl, xsimd, nlohmann_json,
+# doctest), OpenBLAS for cblas_sgemm, pkg-config, and python3 (used by later tests).
+#
+# Idempotent: when every package is already installed it does nothing (set
+# TAPEGRAD_FORCE_APT=1 to run apt-get anyway). Uses sudo only when not run as root.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential    # g++ 12, make, libc headers
+  cmake
+  ninja-build
+  pkg-config
+  libxtensor-dev
+  xtl-dev
+  libxsimd-dev
+  nlohmann-json3-dev
+  doctest-dev
+  libopenblas-dev
+  python3
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  # "install ok installed" is dpkg's status of a fully installed package.
+  if [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if [[ ${#missing[@]} -eq 0 && "${TAPEGRAD_FORCE_APT:-0}" != "1" ]]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+SUDO=()
+if [[ "$(id -u)" -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: not root and sudo is not available; install as root: ${missing[*]:-${PACKAGES[*]}}" >&2
+    exit 1
+  fi
+  SUDO=(sudo)
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+# Wait for another apt/dpkg run to finish rather than failing on its lock.
+APT_OPTS=(-o DPkg::Lock::Timeout=600 -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+echo "install-deps: installing ${missing[*]:-${PACKAGES[*]}}"
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${APT_OPTS[@]}" update
+"${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${APT_OPTS[@]}" install -y --no-install-recommends "${PACKAGES[@]}"
+echo "install-deps: done"

@@ -1,0 +1,37 @@
+# CTest driver of the install test:
+#   cmake -DBUILD_DIR=<tapegrad build tree> -DWORK_DIR=<scratch dir> -DCONSUMER_DIR=tests/install
+#         -DGENERATOR=<generator> -DCXX_COMPILER=<compiler> -DBUILD_TYPE=<type> -P run_install_test.cmake
+# 1. installs the build tree into WORK_DIR/prefix (cmake --install),
+# 2. configures and builds the consumer project against it (find_package(tapegrad) through
+#    CMAKE_PREFIX_PATH, nothing else pointing into the source or build tree),
+# 3. runs the consumer, which checks a gradient.
+foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR GENERATOR CXX_COMPILER)
+  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
+    message(FATAL_ERROR "run_install_test: ${var} must be set")
+  endif()
+endforeach()
+if(NOT BUILD_TYPE)
+  set(BUILD_TYPE Release)
+endif()
+
+function(run step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  message("-- ${step}: ${ARGN}\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "run_install_test: ${step} failed (${rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+set(prefix "${WORK_DIR}/prefix")
+run(install "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
+foreach(header autograd/autograd.h autograd/tensor.h autograd/ops.h autograd/kernels/strided.h)
+  if(NOT EXISTS "${prefix}/include/tapegrad/${header}")
+    message(FATAL_ERROR "run_install_test: ${header} was not installed under ${prefix}/include/tapegrad")
+  endif()
+endforeach()
+run(configure "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
+    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}" "-DCMAKE_PREFIX_PATH=${prefix}"
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
+run(build "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer")
+run(run "${WORK_DIR}/consumer/consumer")
