@@ -85,7 +85,8 @@ std::string GradcheckResult::message() const {
   return out.str();
 }
 
-GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options) {
+GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
+                          const TensorList& parameters) {
   if (!(options.eps > 0)) throw ValueError("gradcheck: eps must be positive, got " + std::to_string(options.eps));
   GradcheckResult result;
   TensorList x;
@@ -111,6 +112,22 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
     }
     result.inputs.push_back(report);
   }
+  // What gets perturbed and differentiated: the inputs' float64 copies, then the parameters,
+  // which f reads directly and which are perturbed in place.
+  TensorList targets = x;
+  for (std::size_t j = 0; j < parameters.size(); ++j) {
+    const Tensor& p = parameters[j];
+    if (!p.defined() || p.dtype() != kFloat64 || !p.is_leaf() || !p.requires_grad() || !p.is_contiguous())
+      throw ValueError("gradcheck: parameter " + std::to_string(j) +
+                       " must be a contiguous float64 leaf that requires grad (convert the module with to(kFloat64))");
+    GradcheckInputReport report;
+    report.shape = p.shape();
+    report.differentiated = true;
+    result.inputs.push_back(report);
+    targets.push_back(p);
+    differentiated.push_back(true);
+    total_in += p.numel();
+  }
 
   const Tensor y = evaluate(f, x);
   const std::int64_t n_out = y.numel();
@@ -118,8 +135,8 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
 
   // Central difference of g(y) = sum(y * weights) along `direction` of input k.
   auto numeric_derivative = [&](std::size_t k, const std::vector<double>& direction, const Tensor& weights) {
-    double* p = x[k].data_ptr<double>();
-    const std::vector<double> saved(p, p + x[k].numel());
+    double* p = targets[k].data_ptr<double>();
+    const std::vector<double> saved(p, p + targets[k].numel());
     NoGradGuard guard;
     for (std::size_t i = 0; i < saved.size(); ++i) p[i] = saved[i] + options.eps * direction[i];
     const double plus = dot(evaluate(f, x), weights);
@@ -135,14 +152,14 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
     for (std::int64_t o = 0; o < n_out; ++o) {
       Tensor onehot = zeros(y.shape(), kFloat64);
       onehot.data_ptr<double>()[o] = 1.0;
-      analytic.push_back(analytic_grads(y, onehot, x, differentiated));
+      analytic.push_back(analytic_grads(y, onehot, targets, differentiated));
     }
-    for (std::size_t k = 0; k < x.size(); ++k) {
+    for (std::size_t k = 0; k < targets.size(); ++k) {
       if (!differentiated[k]) continue;
-      const std::int64_t n_in = x[k].numel();
+      const std::int64_t n_in = targets[k].numel();
       for (std::int64_t i = 0; i < n_in; ++i) {
         // One column of the Jacobian: perturb x_k[i], difference every output.
-        double* p = x[k].data_ptr<double>();
+        double* p = targets[k].data_ptr<double>();
         const double saved = p[i];
         // Read each output before the next perturbation: f may return a view of its input.
         std::vector<double> up, down;
@@ -164,10 +181,10 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
     Generator gen(options.seed);
     for (int d = 0; d < options.random_directions; ++d) {
       const Tensor u = randn(y.shape(), gen, kFloat64);
-      const std::vector<std::vector<double>> grads = analytic_grads(y, u, x, differentiated);
-      for (std::size_t k = 0; k < x.size(); ++k) {
+      const std::vector<std::vector<double>> grads = analytic_grads(y, u, targets, differentiated);
+      for (std::size_t k = 0; k < targets.size(); ++k) {
         if (!differentiated[k]) continue;
-        const std::vector<double> v = randn(x[k].shape(), gen, kFloat64).to_vector<double>();
+        const std::vector<double> v = randn(targets[k].shape(), gen, kFloat64).to_vector<double>();
         double analytic = 0.0;
         for (std::size_t i = 0; i < v.size(); ++i) analytic += grads[k][i] * v[i];
         compare(result.inputs[k], analytic, numeric_derivative(k, v, u), options, -1, -1, d);

@@ -11,8 +11,9 @@
 namespace tapegrad::testing {
 
 // Runs gradcheck and fails the current test with its report when it does not pass.
-inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {}) {
-  const GradcheckResult result = gradcheck(f, inputs, options);
+inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},
+                            const TensorList& parameters = {}) {
+  const GradcheckResult result = gradcheck(f, inputs, options, parameters);
   CHECK_MESSAGE(result.passed, result.message());
 }
 
