@@ -4,3 +4,4 @@
 #include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/moe.h"

@@ -1,0 +1,155 @@
+// Mixture of experts: grouped dispatch against the per-token loop, auxiliary losses on
+// constructed routings, router gradients, float64 gradcheck.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "nn/nn.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+
+namespace {
+
+// A 4-expert layer whose router is c * identity, so token e_i (one-hot) scores c for expert i
+// and 0 for the others: softmax gives a = e^c / (e^c + 3) to expert i and b = 1 / (e^c + 3)
+// to each other expert.
+std::shared_ptr<nn::MixtureOfExperts> constructed_router(double c, std::int64_t top_k) {
+  Generator gen(0);
+  nn::MoEOptions options;
+  options.num_experts = 4;
+  options.top_k = top_k;
+  options.hidden = 3;
+  auto moe = std::make_shared<nn::MixtureOfExperts>(4, options, gen);
+  NoGradGuard guard;
+  moe->router()->weight().zero_();
+  for (std::int64_t i = 0; i < 4; ++i) moe->router()->weight().set({i, i}, c);
+  return moe;
+}
+
+Tensor one_hot_tokens(const std::vector<std::int64_t>& experts) {
+  return one_hot(from_vector(experts, {static_cast<std::int64_t>(experts.size())}), 4, kFloat32);
+}
+
+}  // namespace
+
+TEST_CASE("moe: grouped dispatch equals the per-token loop of the reference") {
+  Generator gen(1);
+  for (auto weighting : {nn::RouterWeighting::SoftmaxTopK, nn::RouterWeighting::SoftmaxThenTopK}) {
+    nn::MoEOptions options;
+    options.num_experts = 5;
+    options.top_k = 2;
+    options.hidden = 7;
+    options.weighting = weighting;
+    nn::MixtureOfExperts moe(6, options, gen);
+    const Tensor x = randn({2, 9, 6}, gen);  // (B, N, D)
+    const nn::MoEOutput result = moe(x);
+    CHECK(result.output.shape() == x.shape());
+
+    // The seed's loop: token by token, expert by expert.
+    const Tensor tokens = x.reshape({18, 6});
+    const Tensor logits = matmul(tokens, moe.router()->weight().mT());
+    const Tensor probs = softmax(logits, -1);
+    for (std::int64_t t = 0; t < 18; ++t) {
+      auto [scores, ids] = topk(logits.select(0, t), 2);
+      Tensor w = softmax(scores, -1);
+      if (weighting == nn::RouterWeighting::SoftmaxThenTopK) {
+        Tensor picked = index_select(probs.select(0, t), 0, ids);
+        w = picked / picked.sum();
+      }
+      Tensor expected = zeros({6});
+      for (std::int64_t j = 0; j < 2; ++j) {
+        const std::int64_t e = static_cast<std::int64_t>(ids.at({j}));
+        expected = expected + (*moe.expert(e))(tokens.select(0, t).unsqueeze(0)).squeeze(0) * w.at({j});
+      }
+      const Tensor got = result.output.reshape({18, 6}).select(0, t);
+      CHECK((got - expected).abs().max().item() < 1e-5);
+    }
+    std::int64_t assigned = 0, top1 = 0;
+    for (std::int64_t c : result.tokens_per_expert) assigned += c;
+    for (std::int64_t c : result.top1_per_expert) top1 += c;
+    CHECK(assigned == 36);
+    CHECK(top1 == 18);
+    CHECK((result.routing_weights.sum({-1}) - 1.0).abs().max().item() < 1e-6);
+  }
+}
+
+TEST_CASE("moe: load-balancing loss on constructed routings") {
+  const double c = std::log(3.0);  // a = 3/6 = 0.5, b = 1/6
+  auto router = constructed_router(c, 1);
+  nn::MixtureOfExperts& moe = *router;
+  // Perfectly balanced: every expert is some token's top-1 (f_i = 1/4) and P_i = (a + 3b)/4 = 1/4.
+  nn::MoEOutput balanced = moe(one_hot_tokens({0, 1, 2, 3}));
+  CHECK(balanced.load_balancing_loss.item() == doctest::Approx(1.0).epsilon(1e-6));
+  CHECK(balanced.importance_loss.item() == doctest::Approx(0.0));  // k = 1: importance (1, 1, 1, 1)
+  CHECK(balanced.top1_per_expert == std::vector<std::int64_t>{1, 1, 1, 1});
+  // Everything to expert 0: f = (1, 0, 0, 0), P_0 = a = 0.5, loss = 4 * 0.5 = 2.
+  nn::MoEOutput collapsed = moe(one_hot_tokens({0, 0, 0, 0}));
+  CHECK(collapsed.load_balancing_loss.item() == doctest::Approx(2.0).epsilon(1e-6));
+  // importance (4, 0, 0, 0): mean 1, population variance (9 + 1 + 1 + 1) / 4 = 3.
+  CHECK(collapsed.importance_loss.item() == doctest::Approx(3.0).epsilon(1e-6));
+  // z-loss: logsumexp(c, 0, 0, 0) = log(3 + 3) for every token.
+  CHECK(collapsed.router_z_loss.item() == doctest::Approx(std::log(6.0) * std::log(6.0)).epsilon(1e-6));
+  // A router that scores all experts the same: P_i = 1/4 whatever the top-1 ties resolve to.
+  auto flat_router = constructed_router(0.0, 2);
+  nn::MixtureOfExperts& flat = *flat_router;
+  CHECK(flat(one_hot_tokens({0, 1, 2})).load_balancing_loss.item() == doctest::Approx(1.0).epsilon(1e-6));
+}
+
+TEST_CASE("moe: the router receives gradients from the output and the auxiliary loss") {
+  Generator gen(2);
+  nn::MoEOptions options;
+  options.num_experts = 4;
+  options.hidden = 8;
+  nn::MixtureOfExperts moe(6, options, gen);
+  const Tensor x = randn({10, 6}, gen);
+  nn::MoEOutput result = moe(x);
+  (result.output.pow(2.0).mean() + 0.01 * result.load_balancing_loss).backward();
+  CHECK(moe.router()->weight().grad().abs().sum().item() > 0.0);
+  // Through the balance loss alone the router still learns (gradient via P).
+  moe.zero_grad();
+  moe(x).load_balancing_loss.backward();
+  CHECK(moe.router()->weight().grad().abs().sum().item() > 0.0);
+  CHECK(moe.named_parameters()[0].first == "router.weight");
+  CHECK(moe.named_parameters()[1].first == "experts.0.fc1.weight");
+}
+
+TEST_CASE("moe: float64 gradcheck of the layer and its auxiliary losses") {
+  Generator gen(3);
+  for (auto weighting : {nn::RouterWeighting::SoftmaxTopK, nn::RouterWeighting::SoftmaxThenTopK}) {
+    nn::MoEOptions options;
+    options.num_experts = 3;
+    options.top_k = 2;
+    options.hidden = 4;
+    options.weighting = weighting;
+    options.activation = nn::ExpertActivation::GELU;
+    nn::MixtureOfExperts moe(4, options, gen);
+    moe.to(kFloat64);
+    const Tensor x = randn({5, 4}, gen, kFloat64);
+    check_gradients(
+        [&](const TensorList& in) {
+          nn::MoEOutput r = moe(in[0]);
+          return concat({r.output.reshape({-1}), r.load_balancing_loss.reshape({1}), r.importance_loss.reshape({1}),
+                         r.router_z_loss.reshape({1})},
+                        0);
+        },
+        {x}, {}, moe.parameters());
+  }
+}
+
+TEST_CASE("moe: errors") {
+  Generator gen(0);
+  nn::MoEOptions options;
+  options.num_experts = 2;
+  options.top_k = 3;
+  CHECK_THROWS_WITH_AS(nn::MixtureOfExperts(4, options, gen),
+                       "MixtureOfExperts: need 0 < top_k <= num_experts, got top_k 3 and num_experts 2", ValueError);
+  options.top_k = 1;
+  options.hidden = 3;
+  nn::MixtureOfExperts moe(4, options, gen);
+  CHECK_THROWS_WITH_AS(moe(zeros({2, 5})), "MixtureOfExperts: expected input with last dimension 4, got shape (2,5)",
+                       ShapeError);
+}
