@@ -1,0 +1,381 @@
+// Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits, mse_loss and
+// the distribution helpers. Expected values come from the seed's worked numbers and from
+// torch.nn.functional 1.13 in float64 (the script's inputs are the literals written here).
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "nn/nn.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// logits: (4, 3)
+Tensor four_by_three() {
+  return tensor({{1.0, 2.0, 0.5}, {0.0, -1.0, 3.0}, {2.0, 2.0, -2.0}, {0.3, -0.7, 1.1}}, kFloat64);
+}
+// targets: (4), the last one ignored with PyTorch's default ignore_index -100
+Tensor targets_with_ignored() { return from_vector(std::vector<std::int64_t>{1, 2, 0, -100}, {4}); }
+
+// x: (2, 3, 2) in PyTorch's (N, C, T) layout
+Tensor n_c_t_logits() {
+  return from_vector(std::vector<double>{0.2, 1.0, 0.5, -0.3, -1.0, 0.4, 1.5, 0.0, 0.1, 0.2, 0.3, -2.0}, {2, 3, 2});
+}
+// targets: (2, 2)
+Tensor n_t_targets() { return from_vector(std::vector<std::int64_t>{2, 0, -100, 1}, {2, 2}); }
+
+bool all_finite(const Tensor& t) {
+  for (double v : t.to_vector<double>())
+    if (!std::isfinite(v)) return false;
+  return true;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the seed's numbers
+
+TEST_CASE("losses: the seed's cross-entropy and KL numbers in bits") {
+  const Tensor p = tensor({0.1, 0.2, 0.4, 0.2, 0.1}, kFloat64);
+  const Tensor uniform5 = full({5}, 0.2, kFloat64);
+  const Tensor closer = tensor({0.15, 0.175, 0.35, 0.175, 0.15}, kFloat64);
+  // The seed rounds to 2.32 and 2.16; the exact values are log2(5) and 2.159051657...
+  const double h_uniform = nn::cross_entropy_between(p, uniform5, -1, 2.0).item();
+  const double h_closer = nn::cross_entropy_between(p, closer, -1, 2.0).item();
+  CHECK(std::round(h_uniform * 100) / 100 == doctest::Approx(2.32));
+  CHECK(std::round(h_closer * 100) / 100 == doctest::Approx(2.16));
+  CHECK(h_uniform == doctest::Approx(std::log2(5.0)).epsilon(1e-12));
+  CHECK(h_closer == doctest::Approx(2.159051657097048).epsilon(1e-12));
+  CHECK(nn::entropy(p, -1, 2.0).item() == doctest::Approx(2.1219280948873624).epsilon(1e-12));
+  // The uniform distribution over 5 events needs log2(5) bits, like H(P, uniform).
+  CHECK(nn::entropy(uniform5, 0, 2.0).item() == doctest::Approx(std::log2(5.0)).epsilon(1e-12));
+  // KL(P, P) = 0, and H(P, Q) = KL(P, Q) + H(P).
+  CHECK(nn::kl_divergence(p, p, -1, 2.0).item() == doctest::Approx(0.0));
+  const double kl_closer = nn::kl_divergence(p, closer, -1, 2.0).item();
+  CHECK(kl_closer == doctest::Approx(0.03712356220968567).epsilon(1e-10));
+  CHECK(h_closer == doctest::Approx(kl_closer + nn::entropy(p, -1, 2.0).item()).epsilon(1e-12));
+  // Natural log by default.
+  CHECK(nn::cross_entropy_between(p, closer).item() == doctest::Approx(1.4965405688000968).epsilon(1e-12));
+  // kl_div with PyTorch's argument order (input = log q) gives the same KL, in nats.
+  CHECK(nn::kl_div(log(closer), p, nn::Reduction::Sum).item() ==
+        doctest::Approx(kl_closer * std::log(2.0)).epsilon(1e-12));
+}
+
+TEST_CASE("losses: distribution helpers reduce one axis and treat 0 log 0 as 0") {
+  // p: (2, 3), rows are distributions; the first has a zero entry.
+  const Tensor p = tensor({{0.5, 0.0, 0.5}, {0.2, 0.3, 0.5}}, kFloat64);
+  const Tensor h = nn::entropy(p);
+  CHECK(h.shape() == Shape{2});
+  check_values(h, {std::log(2.0), -(0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5))}, 1e-12);
+  // Along axis 0 (columns): column 1 is (0, 0.3).
+  check_values(nn::entropy(p, 0), {-(0.5 * std::log(0.5) + 0.2 * std::log(0.2)), -0.3 * std::log(0.3),
+                                   -2 * 0.5 * std::log(0.5)},
+               1e-12);
+  // q = 0 where p = 0 costs nothing; q = 0 where p > 0 is infinitely surprising.
+  const Tensor q = tensor({{0.25, 0.0, 0.75}, {0.2, 0.0, 0.8}}, kFloat64);
+  const Tensor h_pq = nn::cross_entropy_between(p, q);
+  CHECK(h_pq.at({0}) == doctest::Approx(-(0.5 * std::log(0.25) + 0.5 * std::log(0.75))));
+  CHECK(std::isinf(h_pq.at({1})));
+  CHECK_THROWS_WITH_AS(nn::entropy(p, -1, 1.0), "entropy: log_base must be positive and not 1, got 1.000000",
+                       ValueError);
+}
+
+// ---------------------------------------------------------------- cross_entropy / nll_loss
+
+TEST_CASE("losses: cross_entropy reductions with ignored targets match PyTorch") {
+  const Tensor x = four_by_three();
+  const Tensor t = targets_with_ignored();
+  // Row 0 by hand: logsumexp(1, 2, 0.5) - 2 = log(e + e^2 + e^0.5) - 2 = 0.46436878...
+  check_values(nn::cross_entropy(x, t, {nn::Reduction::None}), {0.4643687841, 0.0658839038, 0.7022633214, 0.0},
+               1e-9);
+  // Mean over the 3 non-ignored targets, not the 4 rows.
+  CHECK(nn::cross_entropy(x, t).item() == doctest::Approx(0.41083866976815636).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, t, {nn::Reduction::Sum}).item() == doctest::Approx(1.2325160093044691).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, t).item() ==
+        doctest::Approx(nn::cross_entropy(x, t, {nn::Reduction::Sum}).item() / 3).epsilon(1e-12));
+  // A different ignore_index: class 1 is ignored, only row 2 (target 0) remains.
+  nn::CrossEntropyOptions ignore_one;
+  ignore_one.ignore_index = 1;
+  const Tensor t_ones = from_vector(std::vector<std::int64_t>{1, 1, 0, 1}, {4});
+  CHECK(nn::cross_entropy(x, t_ones, ignore_one).item() == doctest::Approx(0.7022633214390952).epsilon(1e-12));
+  // Every target ignored: the mean is 0 / 0 = NaN, as in PyTorch; the sum is 0.
+  const Tensor all_ignored = full({4}, -100, kInt64);
+  CHECK(std::isnan(nn::cross_entropy(x, all_ignored).item()));
+  CHECK(nn::cross_entropy(x, all_ignored, {nn::Reduction::Sum}).item() == 0.0);
+}
+
+TEST_CASE("losses: cross_entropy label smoothing matches PyTorch, ignored targets excluded") {
+  const Tensor x = four_by_three();
+  const Tensor t = targets_with_ignored();
+  nn::CrossEntropyOptions smooth;
+  smooth.label_smoothing = 0.1;
+  smooth.reduction = nn::Reduction::None;
+  check_values(nn::cross_entropy(x, t, smooth), {0.5477021174, 0.2992172371, 0.8355966548, 0.0}, 1e-9);
+  smooth.reduction = nn::Reduction::Mean;
+  CHECK(nn::cross_entropy(x, t, smooth).item() == doctest::Approx(0.5608386697681563).epsilon(1e-12));
+  smooth.reduction = nn::Reduction::Sum;
+  CHECK(nn::cross_entropy(x, t, smooth).item() == doctest::Approx(1.6825160093044693).epsilon(1e-12));
+  // By hand for row 0: (1 - eps) nll + eps * mean_c(-log p_c).
+  const Tensor log_p = log_softmax(x, 1);
+  const double uniform_part = -(log_p.at({0, 0}) + log_p.at({0, 1}) + log_p.at({0, 2})) / 3;
+  CHECK(nn::cross_entropy(x, t, {nn::Reduction::None, -100, 0.1}).at({0}) ==
+        doctest::Approx(0.9 * -log_p.at({0, 1}) + 0.1 * uniform_part).epsilon(1e-12));
+  // label_smoothing = 1: the target is uniform.
+  CHECK(nn::cross_entropy(x, t, {nn::Reduction::None, -100, 1.0}).at({0}) ==
+        doctest::Approx(uniform_part).epsilon(1e-12));
+}
+
+TEST_CASE("losses: cross_entropy in the (N, C, T) layout matches PyTorch and the flattened (N*T, C) form") {
+  const Tensor x = n_c_t_logits();  // (2, 3, 2)
+  const Tensor t = n_t_targets();   // (2, 2)
+  const Tensor per_token = nn::cross_entropy(x, t, {nn::Reduction::None});
+  CHECK(per_token.shape() == Shape{2, 2});
+  check_values(per_token, {2.1749569269, 0.5995743767, 0.0, 0.6572784771}, 1e-9);
+  CHECK(nn::cross_entropy(x, t).item() == doctest::Approx(1.1439365935555563).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, t, {nn::Reduction::Mean, -100, 0.2}).item() ==
+        doctest::Approx(1.1794921491111119).epsilon(1e-12));
+  // The same loss from (N*T, C) rows: transpose to (N, T, C) (a non-contiguous view), flatten.
+  const Tensor rows = x.transpose(1, 2).reshape({4, 3});
+  const Tensor flat_targets = t.reshape({4});
+  CHECK(nn::cross_entropy(rows, flat_targets, {nn::Reduction::Mean, -100, 0.2}).item() ==
+        doctest::Approx(1.1794921491111119).epsilon(1e-12));
+  // And (N, T, C) logits passed as a transposed view: the language-model case.
+  const Tensor n_t_c = x.transpose(1, 2).contiguous();
+  CHECK(nn::cross_entropy(n_t_c.transpose(1, 2), t).item() == doctest::Approx(1.1439365935555563).epsilon(1e-12));
+}
+
+TEST_CASE("losses: cross_entropy of a single (C) vector with a scalar target") {
+  const Tensor x = tensor({1.0, 2.0, 0.5}, kFloat64);
+  const Tensor t = scalar_tensor(1, kInt64);
+  const Tensor none = nn::cross_entropy(x, t, {nn::Reduction::None});
+  CHECK(none.dim() == 0);
+  CHECK(none.item() == doctest::Approx(0.4643687841079449).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, t).item() == doctest::Approx(0.4643687841079449).epsilon(1e-12));
+  check_gradients([&](const TensorList& in) { return nn::cross_entropy(in[0], t, {nn::Reduction::Mean, -100, 0.3}); },
+                  {x});
+}
+
+TEST_CASE("losses: cross_entropy equals nll_loss(log_softmax) and the composite x - logsumexp") {
+  Generator gen(3);
+  const Tensor x = randn({5, 4}, gen, kFloat64).requires_grad_();
+  const Tensor t = from_vector(std::vector<std::int64_t>{3, -100, 0, 2, 1}, {5});
+  const Tensor fused = nn::cross_entropy(x, t);
+  const Tensor via_nll = nn::nll_loss(log_softmax(x, 1), t);
+  const Tensor composite = nn::nll_loss(x - logsumexp(x, {1}, true), t);
+  CHECK(fused.item() == doctest::Approx(via_nll.item()).epsilon(1e-14));
+  CHECK(fused.item() == doctest::Approx(composite.item()).epsilon(1e-12));
+  fused.backward();
+  const std::vector<double> fused_grad = x.grad().to_vector<double>();
+  x.zero_grad(true);
+  composite.backward();
+  check_values(x.grad(), fused_grad, 1e-10);
+  // The gradient by hand: (softmax - one_hot) / 4 kept rows, zero on the ignored row.
+  const Tensor p = softmax(x.detach(), 1);
+  CHECK(fused_grad[0 * 4 + 3] == doctest::Approx((p.at({0, 3}) - 1) / 4).epsilon(1e-10));
+  CHECK(fused_grad[0 * 4 + 1] == doctest::Approx(p.at({0, 1}) / 4).epsilon(1e-10));
+  for (int c = 0; c < 4; ++c) CHECK(fused_grad[1 * 4 + c] == 0.0);
+}
+
+TEST_CASE("losses: cross_entropy with class-probability targets matches PyTorch") {
+  const Tensor x = four_by_three();
+  const Tensor p = tensor({{0.2, 0.5, 0.3}, {0.0, 0.0, 1.0}, {0.5, 0.5, 0.0}, {1 / 3.0, 1 / 3.0, 1 / 3.0}}, kFloat64);
+  const Tensor none = nn::cross_entropy(x, p, {nn::Reduction::None});
+  CHECK(none.shape() == Shape{4});
+  // A one-hot row gives the class-index loss: row 1 is class 2, as in targets_with_ignored().
+  CHECK(none.at({1}) == doctest::Approx(0.0658839038).epsilon(1e-9));
+  CHECK(nn::cross_entropy(x, p).item() == doctest::Approx(0.8070717935259678).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, p, {nn::Reduction::Sum}).item() == doctest::Approx(3.2282871741038712).epsilon(1e-12));
+  CHECK(nn::cross_entropy(x, p, {nn::Reduction::Mean, -100, 0.1}).item() ==
+        doctest::Approx(0.9033217935259679).epsilon(1e-12));
+  // (N, C, T): probabilities along axis 1.
+  const Tensor scores = from_vector(std::vector<double>{1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0},
+                                    {2, 3, 2});
+  CHECK(nn::cross_entropy(n_c_t_logits(), softmax(scores, 1)).item() ==
+        doctest::Approx(1.2247658158255463).epsilon(1e-12));
+  Generator gen(4);
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::cross_entropy(in[0], softmax(in[1], 1), {nn::Reduction::Mean, -100, 0.2});
+      },
+      {randn({2, 3, 2}, gen), randn({2, 3, 2}, gen)});
+}
+
+TEST_CASE("losses: nll_loss picks -log p of the target class") {
+  const Tensor log_p = log(tensor({{0.2, 0.3, 0.5}, {0.6, 0.3, 0.1}}, kFloat64));
+  const Tensor t = from_vector(std::vector<std::int64_t>{2, 0}, {2});
+  check_values(nn::nll_loss(log_p, t, {nn::Reduction::None}), {-std::log(0.5), -std::log(0.6)}, 1e-12);
+  CHECK(nn::nll_loss(log_p, t).item() == doctest::Approx(0.601986402162968).epsilon(1e-12));
+  CHECK(nn::nll_loss(log_p, t, {nn::Reduction::Sum}).item() ==
+        doctest::Approx(-std::log(0.5) - std::log(0.6)).epsilon(1e-12));
+  // float32 works too.
+  CHECK(nn::nll_loss(log_p.to(kFloat32), t).item() == doctest::Approx(0.601986402162968).epsilon(1e-6));
+}
+
+TEST_CASE("losses: cross_entropy and nll_loss gradients (float64 gradcheck)") {
+  Generator gen(7);
+  const Tensor t = targets_with_ignored();
+  SUBCASE("mean with an ignored target") {
+    check_gradients([&](const TensorList& in) { return nn::cross_entropy(in[0], t); }, {randn({4, 3}, gen)});
+  }
+  SUBCASE("label smoothing, per-element") {
+    check_gradients(
+        [&](const TensorList& in) { return nn::cross_entropy(in[0], t, {nn::Reduction::None, -100, 0.25}); },
+        {randn({4, 3}, gen)});
+  }
+  SUBCASE("(N, C, T) from a transposed (N, T, C) input, smoothing and a custom ignore_index") {
+    const Tensor tokens = from_vector(std::vector<std::int64_t>{2, 0, 0, 1, 3, 0}, {2, 3});
+    check_gradients(
+        [&](const TensorList& in) {
+          return nn::cross_entropy(in[0].transpose(1, 2), tokens, {nn::Reduction::Mean, 0, 0.1});
+        },
+        {randn({2, 3, 4}, gen)});
+  }
+  SUBCASE("nll_loss sum") {
+    check_gradients([&](const TensorList& in) { return nn::nll_loss(in[0], t, {nn::Reduction::Sum}); },
+                    {randn({4, 3}, gen)});
+  }
+}
+
+TEST_CASE("losses: cross_entropy and nll_loss errors name the shapes and the bad index") {
+  const Tensor x = four_by_three();
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 1, 2}, {3})),
+                       "cross_entropy: input of shape (4,3) needs targets of shape (4), got targets of shape (3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(n_c_t_logits(), from_vector(std::vector<std::int64_t>{0, 1}, {2})),
+                       "cross_entropy: input of shape (2,3,2) needs targets of shape (2,2), got targets of shape (2)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, from_vector(std::vector<std::int64_t>{0, 3, 1, 2}, {4})),
+                       "cross_entropy: target 3 is out of range for 3 classes (ignore_index is -100)", IndexError);
+  CHECK_THROWS_WITH_AS(nn::nll_loss(x, from_vector(std::vector<std::int64_t>{0, -1, 1, 2}, {4})),
+                       "nll_loss: target -1 is out of range for 3 classes (ignore_index is -100)", IndexError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, zeros({4}, kBool)),
+                       "cross_entropy: targets must be an int64 tensor of class indices, got bool", TypeError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, zeros({4}, kFloat64)),
+                       "cross_entropy: probability targets of shape (4) must match input of shape (4,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, targets_with_ignored(), {nn::Reduction::BatchMean}),
+                       "cross_entropy: reduction BatchMean is only defined for kl_div; use None, Mean or Sum",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(x, targets_with_ignored(), {nn::Reduction::Mean, -100, 1.5}),
+                       "cross_entropy: label_smoothing must be in [0, 1], got 1.500000", ValueError);
+}
+
+// ---------------------------------------------------------------- kl_div
+
+TEST_CASE("losses: kl_div reductions none, sum, mean and batchmean match PyTorch") {
+  const Tensor input = log(tensor({{0.25, 0.25, 0.5}, {0.1, 0.6, 0.3}}, kFloat64));
+  const Tensor target = tensor({{0.5, 0.0, 0.5}, {0.2, 0.5, 0.3}}, kFloat64);
+  check_values(nn::kl_div(input, target, nn::Reduction::None),
+               {0.3465735903, 0.0, 0.0, 0.1386294361, -0.0911607784, 0.0}, 1e-9);
+  CHECK(nn::kl_div(input, target, nn::Reduction::Sum).item() == doctest::Approx(0.3940422480).epsilon(1e-9));
+  CHECK(nn::kl_div(input, target).item() == doctest::Approx(0.0656737080).epsilon(1e-9));  // / 6 elements
+  CHECK(nn::kl_div(input, target, nn::Reduction::BatchMean).item() ==
+        doctest::Approx(0.1970211240).epsilon(1e-9));  // / 2 rows
+  // log_target: target given as log-probabilities.
+  const Tensor log_target = log(tensor({{0.5, 0.2, 0.3}, {0.2, 0.5, 0.3}}, kFloat64));
+  CHECK(nn::kl_div(input, log_target, nn::Reduction::BatchMean, true).item() ==
+        doctest::Approx(0.09808292530117262).epsilon(1e-12));
+  // batchmean is the per-row KL(p || q).
+  CHECK(nn::kl_div(input, target, nn::Reduction::BatchMean).item() ==
+        doctest::Approx(nn::kl_divergence(target, exp(input)).mean().item()).epsilon(1e-12));
+}
+
+TEST_CASE("losses: kl_div with zeros in the target: no NaN in the value or the gradient") {
+  // q has a zero exactly where p does: input = log 0 = -inf there.
+  const Tensor input = log(tensor({{0.5, 0.0, 0.5}}, kFloat64)).requires_grad_();
+  const Tensor target = tensor({{0.25, 0.0, 0.75}}, kFloat64).requires_grad_();
+  const Tensor loss = nn::kl_div(input, target, nn::Reduction::Sum);
+  CHECK(loss.item() == doctest::Approx(0.25 * std::log(0.5) + 0.75 * std::log(1.5)).epsilon(1e-12));
+  loss.backward();
+  REQUIRE(all_finite(input.grad()));
+  REQUIRE(all_finite(target.grad()));
+  check_values(input.grad(), {-0.25, 0.0, -0.75}, 1e-12);
+  // d/dp [p log p - p x] = log p + 1 - x where p > 0; 0 where p == 0.
+  check_values(target.grad(), {std::log(0.25) + 1 - std::log(0.5), 0.0, std::log(0.75) + 1 - std::log(0.5)}, 1e-12);
+}
+
+TEST_CASE("losses: kl_div gradients (float64 gradcheck)") {
+  Generator gen(11);
+  SUBCASE("with respect to the input, zeros in the target") {
+    const Tensor target = tensor({{0.5, 0.0, 0.5}, {0.0, 0.0, 1.0}}, kFloat64);
+    check_gradients(
+        [&](const TensorList& in) { return nn::kl_div(log_softmax(in[0], 1), target, nn::Reduction::BatchMean); },
+        {randn({2, 3}, gen)});
+  }
+  SUBCASE("with respect to both, positive targets, per element") {
+    check_gradients([](const TensorList& in) { return nn::kl_div(in[0], in[1], nn::Reduction::None); },
+                    {randn({2, 3}, gen), rand({2, 3}, gen) + 0.1});
+  }
+  SUBCASE("log_target, mean, target broadcast over rows") {
+    check_gradients([](const TensorList& in) { return nn::kl_div(in[0], in[1], nn::Reduction::Mean, true); },
+                    {randn({2, 3}, gen), randn({3}, gen)});
+  }
+  SUBCASE("distribution helpers") {
+    check_gradients([](const TensorList& in) { return nn::entropy(in[0], 0, 2.0); }, {rand({3, 2}, gen) + 0.1});
+    check_gradients([](const TensorList& in) { return nn::cross_entropy_between(in[0], in[1]); },
+                    {rand({2, 3}, gen) + 0.1, rand({2, 3}, gen) + 0.1});
+    check_gradients([](const TensorList& in) { return nn::kl_divergence(in[0], in[1]); },
+                    {rand({2, 3}, gen) + 0.1, rand({3}, gen) + 0.1});
+  }
+}
+
+// ---------------------------------------------------------------- binary cross-entropy, mse
+
+TEST_CASE("losses: binary_cross_entropy_with_logits matches PyTorch, with and without pos_weight") {
+  const Tensor x = tensor({{0.0, 2.0, -3.0}, {1.5, -0.5, 40.0}}, kFloat64);
+  const Tensor y = tensor({{1.0, 0.0, 1.0}, {0.3, 0.0, 1.0}}, kFloat64);
+  // x = 0: log 2; x = 40, y = 1: exp(-40), no overflow.
+  check_values(nn::binary_cross_entropy_with_logits(x, y, nn::Reduction::None),
+               {0.6931471806, 2.1269280110, 3.0485873516, 1.2514132780, 0.4740769842, 0.0}, 1e-9);
+  CHECK(nn::binary_cross_entropy_with_logits(x, y).item() == doctest::Approx(1.2656921342232532).epsilon(1e-12));
+  const Tensor pos_weight = tensor({2.0, 0.5, 1.0}, kFloat64);
+  check_values(nn::binary_cross_entropy_with_logits(x, y, nn::Reduction::None, pos_weight),
+               {1.3862943611, 2.1269280110, 3.0485873516, 1.3118372614, 0.4740769842, 0.0}, 1e-9);
+  CHECK(nn::binary_cross_entropy_with_logits(x, y, nn::Reduction::Sum, pos_weight).item() ==
+        doctest::Approx(8.34772396929429).epsilon(1e-12));
+  // Large logits in float32 stay finite.
+  const Tensor big = tensor({100.0f, -100.0f});
+  check_values(nn::binary_cross_entropy_with_logits(big, tensor({0.0f, 1.0f}), nn::Reduction::None), {100.0, 100.0},
+               1e-6);
+}
+
+TEST_CASE("losses: binary_cross_entropy_with_logits gradient is sigmoid(x) - y, also at x = 0") {
+  const Tensor x = zeros({3}, kFloat64).requires_grad_();
+  nn::binary_cross_entropy_with_logits(x, tensor({1.0, 0.0, 0.25}, kFloat64), nn::Reduction::Sum).backward();
+  check_values(x.grad(), {-0.5, 0.5, 0.25}, 1e-12);  // PyTorch's values
+  Generator gen(5);
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::binary_cross_entropy_with_logits(in[0], in[1], nn::Reduction::Mean, in[2]);
+      },
+      {randn({3, 2}, gen) * 3.0, rand({3, 2}, gen), rand({2}, gen) + 0.5});
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::binary_cross_entropy_with_logits(in[0].transpose(0, 1), in[1], nn::Reduction::None);
+      },
+      {randn({2, 3}, gen), rand({3, 2}, gen)});
+}
+
+TEST_CASE("losses: mse_loss values, gradient and errors") {
+  const Tensor a = tensor({{1.0, 2.0}, {3.0, -1.0}}, kFloat64);
+  const Tensor b = tensor({{0.5, 2.5}, {1.0, 1.0}}, kFloat64);
+  check_values(nn::mse_loss(a, b, nn::Reduction::None), {0.25, 0.25, 4.0, 4.0}, 1e-12);
+  CHECK(nn::mse_loss(a, b).item() == doctest::Approx(2.125));
+  CHECK(nn::mse_loss(a, b, nn::Reduction::Sum).item() == doctest::Approx(8.5));
+  Generator gen(2);
+  check_gradients([](const TensorList& in) { return nn::mse_loss(in[0].transpose(0, 1), in[1]); },
+                  {randn({3, 2}, gen), randn({2, 3}, gen)});
+  CHECK_THROWS_WITH_AS(nn::mse_loss(zeros({4, 1}), zeros({4})),
+                       "mse_loss: target of shape (4) must match input of shape (4,1)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::mse_loss(a, b, nn::Reduction::BatchMean),
+                       "mse_loss: reduction BatchMean is only defined for kl_div; use None, Mean or Sum", ValueError);
+  CHECK_THROWS_WITH_AS(nn::binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3, 2})),
+                       "binary_cross_entropy_with_logits: targets of shape (3,2) must match logits of shape (2,3)",
+                       ShapeError);
+}
