@@ -179,7 +179,7 @@ const Tensor& Tensor::fill_(double value) const {
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = static_cast<T>(value);
-    T* base = static_cast<T*>(impl_->storage->data());
+    T* base = data_ptr<T>();  // the view's first element: its offset applied
     kernels::for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
       T* p = base + off[0];
       for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] = v;

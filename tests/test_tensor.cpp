@@ -50,6 +50,13 @@ TEST_CASE("tensor: element writes and in-place ops") {
   CHECK(t.to_vector<float>() == std::vector<float>{7, 7, 7, 7});
   t.copy_(tensor({1, 2}));
   CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 1, 2});
+  // Writes through views with an offset land in the viewed elements.
+  t.select(0, 1).fill_(9.0);
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 2, 9, 9});
+  t.select(1, 1).zero_();
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 0, 9, 0});
+  t.narrow(0, 1, 1).mul_(2.0).add_(ones({1, 2}));
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 0, 19, 1});
 }
 
 TEST_CASE("tensor: dtype conversion") {
