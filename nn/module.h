@@ -88,6 +88,19 @@ class Module {
   bool training_ = true;
 };
 
+// An indexed list of child modules named "0", "1", ... (a stack's "layers").
+class ModuleList : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    return register_module(std::to_string(size_++), std::move(module));
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
 // A module whose forward maps one tensor to one tensor; Sequential composes these.
 class UnaryModule : public Module {
  public:

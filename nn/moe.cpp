@@ -19,18 +19,6 @@ Tensor Expert::forward(const Tensor& x) {
   return (*fc2_)(h);
 }
 
-namespace {
-
-// Holds the experts so their names come out as "experts.0.fc1.weight".
-class ExpertList : public Module {
- public:
-  std::shared_ptr<Expert> add(std::shared_ptr<Expert> expert, std::size_t index) {
-    return register_module(std::to_string(index), std::move(expert));
-  }
-};
-
-}  // namespace
-
 MixtureOfExperts::MixtureOfExperts(std::int64_t dim, const MoEOptions& options, Generator& gen)
     : dim_(dim), options_(options) {
   if (options.num_experts <= 0 || options.top_k <= 0 || options.top_k > options.num_experts)
@@ -40,10 +28,9 @@ MixtureOfExperts::MixtureOfExperts(std::int64_t dim, const MoEOptions& options, 
     throw ValueError("MixtureOfExperts: dim and hidden must be positive, got " + std::to_string(dim) + " and " +
                      std::to_string(options.hidden));
   router_ = register_module("router", std::make_shared<Linear>(dim, options.num_experts, gen, options.router_bias));
-  auto list = register_module("experts", std::make_shared<ExpertList>());
+  auto list = register_module("experts", std::make_shared<ModuleList>());  // "experts.0.fc1.weight" ...
   for (std::int64_t e = 0; e < options.num_experts; ++e)
-    experts_.push_back(list->add(std::make_shared<Expert>(dim, options.hidden, options.activation, gen),
-                                 static_cast<std::size_t>(e)));
+    experts_.push_back(list->push_back(std::make_shared<Expert>(dim, options.hidden, options.activation, gen)));
 }
 
 MoEOutput MixtureOfExperts::forward(const Tensor& x) {

@@ -1,0 +1,164 @@
+#pragma once
+// Transformer blocks, stacks and a decoder-only language model.
+//
+// Pre-norm (norm_first = true) normalises each sublayer's input:
+//   x = x + dropout(attn(norm1(x)));  x = x + dropout(ff(norm2(x)))
+// Post-norm (norm_first = false, the original transformer) normalises after the residual:
+//   x = norm1(x + dropout(attn(x)));  x = norm2(x + dropout(ff(x)))
+// A decoder layer has three sublayers: causal self-attention, cross-attention to the encoder
+// output ("memory"), feed-forward. Pre-norm stacks end with a final LayerNorm ("norm").
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "nn/attention.h"
+#include "nn/layers.h"
+#include "nn/module.h"
+#include "nn/positions.h"
+
+namespace tapegrad::nn {
+
+// Example: {.d_model = 64, .num_heads = 4, .ff_hidden = 256} with ReLU, no dropout, pre-norm.
+struct TransformerLayerOptions {
+  std::int64_t d_model = 64;
+  std::int64_t num_heads = 4;
+  std::int64_t ff_hidden = 256;
+  Activation activation = Activation::ReLU;
+  double dropout = 0.0;
+  bool norm_first = true;
+  double eps = 1e-5;
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  // Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
+  TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  // x: (B, T, d); key_padding_mask: Bool (B, T), true = padding.
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
+
+ private:
+  TransformerLayerOptions options_;
+  std::shared_ptr<MultiHeadAttention> self_attn_;
+  std::shared_ptr<FeedForward> ff_;
+  std::shared_ptr<LayerNorm> norm1_, norm2_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_;
+};
+
+// What a decoder layer needs besides its input. The caches are for incremental decoding.
+struct DecoderLayerInputs {
+  Tensor tgt_key_padding_mask;     // Bool (B, T_tgt), true = padding
+  Tensor memory_key_padding_mask;  // Bool (B, T_src), true = padding
+  KVCache* self_cache = nullptr;   // grows by the new positions on each call
+  KVCache* cross_cache = nullptr;  // the memory's projected keys/values, filled on first use
+  bool need_cross_weights = false;
+};
+
+class TransformerDecoderLayer : public Module {
+ public:
+  // Children: "self_attn", "cross_attn", "ff", "norm1".."norm3", "dropout1".."dropout3".
+  TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen);
+  // x: (B, T, d) (causally masked, offset by the cache), memory: (B, S, d) -> (B, T, d).
+  // When inputs.need_cross_weights, *cross_weights receives (B, H, T, S).
+  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderLayerInputs& inputs = {},
+                 Tensor* cross_weights = nullptr);
+
+ private:
+  TransformerLayerOptions options_;
+  std::shared_ptr<MultiHeadAttention> self_attn_, cross_attn_;
+  std::shared_ptr<FeedForward> ff_;
+  std::shared_ptr<LayerNorm> norm1_, norm2_, norm3_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
+};
+
+// A stack of encoder layers ("layers.0" ...) and, for pre-norm, a final "norm".
+class TransformerEncoder : public Module {
+ public:
+  TransformerEncoder(std::int64_t num_layers, const TransformerLayerOptions& options, Generator& gen);
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
+  std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
+
+ private:
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
+  std::shared_ptr<LayerNorm> norm_;  // null for post-norm
+};
+
+// Per-layer caches of a decoder stack.
+struct DecoderCache {
+  std::vector<KVCache> self;
+  std::vector<KVCache> cross;
+  std::int64_t length() const { return self.empty() ? 0 : self.front().length(); }
+};
+
+class TransformerDecoder : public Module {
+ public:
+  TransformerDecoder(std::int64_t num_layers, const TransformerLayerOptions& options, Generator& gen);
+  // x: (B, T, d), memory: (B, S, d). With a cache, x holds only the new positions. When
+  // cross_weights is given it receives each layer's (B, H, T, S) cross-attention weights.
+  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor(), DecoderCache* cache = nullptr,
+                 std::vector<Tensor>* cross_weights = nullptr);
+  std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
+
+ private:
+  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
+  std::shared_ptr<LayerNorm> norm_;  // null for post-norm
+};
+
+// Decoder-only language model: token embedding + learned positions -> causal self-attention
+// blocks (encoder layers with a causal mask) -> final norm -> Linear to the vocabulary.
+struct LanguageModelOptions {
+  std::int64_t vocab_size = 256;
+  std::int64_t max_len = 128;
+  std::int64_t num_layers = 4;
+  TransformerLayerOptions layer;
+};
+
+struct GenerationOptions {
+  std::int64_t max_new_tokens = 16;
+  double temperature = 1.0;  // 0 = greedy (argmax)
+  std::int64_t top_k = 0;    // 0 = sample from the whole vocabulary
+  std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
+};
+
+// One causal block: pre- or post-norm self-attention and feed-forward, with a KV cache.
+class CausalBlock : public Module {
+ public:
+  CausalBlock(const TransformerLayerOptions& options, Generator& gen);
+  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
+
+ private:
+  TransformerLayerOptions options_;
+  std::shared_ptr<MultiHeadAttention> self_attn_;
+  std::shared_ptr<FeedForward> ff_;
+  std::shared_ptr<LayerNorm> norm1_, norm2_;
+  std::shared_ptr<Dropout> dropout1_, dropout2_;
+};
+
+class LanguageModel : public Module {
+ public:
+  // Children: "tok_emb", "pos_emb", "blocks.0" ..., "norm", "head".
+  LanguageModel(const LanguageModelOptions& options, Generator& gen);
+  // tokens: Int64 (B, T) -> logits (B, T, vocab). With caches (one per block), tokens are the
+  // new positions only and positions continue from the cached length.
+  Tensor forward(const Tensor& tokens, std::vector<KVCache>* caches = nullptr);
+  Tensor operator()(const Tensor& tokens) { return forward(tokens); }
+  // Continues prompt (Int64 (B, T0)) token by token with the KV cache, under no-grad; returns
+  // (B, T0 + new). Greedy when temperature is 0, else samples from softmax(logits / temperature)
+  // restricted to the top_k most likely tokens when top_k > 0.
+  Tensor generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen);
+  const LanguageModelOptions& options() const { return options_; }
+
+ private:
+  LanguageModelOptions options_;
+  std::shared_ptr<Embedding> tok_emb_;
+  std::shared_ptr<LearnedPositionEmbedding> pos_emb_;
+  std::vector<std::shared_ptr<CausalBlock>> blocks_;
+  std::shared_ptr<LayerNorm> norm_;
+  std::shared_ptr<Linear> head_;
+};
+
+}  // namespace tapegrad::nn
