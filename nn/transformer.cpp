@@ -1,5 +1,6 @@
 #include "nn/transformer.h"
 
+#include <cmath>
 #include <string>
 
 namespace tapegrad::nn {
@@ -251,6 +252,90 @@ Tensor LanguageModel::generate(const Tensor& prompt, const GenerationOptions& op
     for (bool f : finished) all_done = all_done && f;
     if (all_done || step + 1 == options.max_new_tokens) break;
     logits = forward(next_tokens, &caches);
+  }
+  train(was_training);
+  return sequence;
+}
+
+}  // namespace tapegrad::nn
+
+namespace tapegrad::nn {
+
+// ---------------------------------------------------------------- encoder-decoder
+EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& options, Generator& gen) : options_(options) {
+  if (options.src_vocab <= 0 || options.tgt_vocab <= 0 || options.max_len <= 0)
+    throw ValueError("EncoderDecoder: src_vocab, tgt_vocab and max_len must be positive, got " +
+                     std::to_string(options.src_vocab) + ", " + std::to_string(options.tgt_vocab) + ", " +
+                     std::to_string(options.max_len));
+  const std::int64_t d = options.layer.d_model;
+  src_emb_ = register_module("src_emb", std::make_shared<Embedding>(options.src_vocab, d, gen));
+  tgt_emb_ = register_module("tgt_emb", std::make_shared<Embedding>(options.tgt_vocab, d, gen));
+  if (options.positions == PositionEncoding::Learned) {
+    src_pos_ = register_module("src_pos", std::make_shared<LearnedPositionEmbedding>(options.max_len, d, gen));
+    tgt_pos_ = register_module("tgt_pos", std::make_shared<LearnedPositionEmbedding>(options.max_len, d, gen));
+  } else {
+    src_pos_ = register_module("src_pos", std::make_shared<SinusoidalPositionalEncoding>(options.max_len, d));
+    tgt_pos_ = register_module("tgt_pos", std::make_shared<SinusoidalPositionalEncoding>(options.max_len, d));
+  }
+  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(options.encoder_layers, options.layer, gen));
+  decoder_ = register_module("decoder", std::make_shared<TransformerDecoder>(options.decoder_layers, options.layer, gen));
+  head_ = register_module("head", std::make_shared<Linear>(d, options.tgt_vocab, gen));
+}
+
+Tensor EncoderDecoder::embed(const std::shared_ptr<Embedding>& table, const std::shared_ptr<UnaryModule>& positions,
+                             const Tensor& tokens, std::int64_t offset) {
+  if (tokens.dim() != 2)
+    throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
+  // Embeddings scaled by sqrt(d) so they are not drowned by the positions (Vaswani et al.).
+  const Tensor x = (*table)(tokens) * std::sqrt(static_cast<double>(options_.layer.d_model));  // (B, T, d)
+  if (auto learned = std::dynamic_pointer_cast<LearnedPositionEmbedding>(positions)) return learned->forward(x, offset);
+  return std::static_pointer_cast<SinusoidalPositionalEncoding>(positions)->forward(x, offset);
+}
+
+Tensor EncoderDecoder::encode(const Tensor& src, const Tensor& src_key_padding_mask) {
+  return (*encoder_)(embed(src_emb_, src_pos_, src, 0), src_key_padding_mask);
+}
+
+Tensor EncoderDecoder::decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& tgt_key_padding_mask,
+                              const Tensor& memory_key_padding_mask, DecoderCache* cache,
+                              std::vector<Tensor>* cross_weights) {
+  const std::int64_t offset = cache ? cache->length() : 0;
+  const Tensor h = decoder_->forward(embed(tgt_emb_, tgt_pos_, tgt_in, offset), memory, tgt_key_padding_mask,
+                                     memory_key_padding_mask, cache, cross_weights);
+  return (*head_)(h);  // (B, T, tgt_vocab)
+}
+
+Tensor EncoderDecoder::forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask,
+                               const Tensor& tgt_key_padding_mask) {
+  return decode(tgt_in, encode(src, src_key_padding_mask), tgt_key_padding_mask, src_key_padding_mask);
+}
+
+Tensor EncoderDecoder::greedy_decode(const Tensor& src, std::int64_t sos, std::int64_t eos, std::int64_t max_new_tokens,
+                                     const Tensor& src_key_padding_mask) {
+  if (max_new_tokens < 0 || max_new_tokens + 1 > options_.max_len)
+    throw ValueError("EncoderDecoder::greedy_decode: max_new_tokens " + std::to_string(max_new_tokens) +
+                     " must be in [0, max_len - 1 = " + std::to_string(options_.max_len - 1) + "]");
+  NoGradGuard no_grad;
+  const bool was_training = is_training();
+  eval();
+  const Tensor memory = encode(src, src_key_padding_mask);
+  const std::int64_t batch = src.shape()[0];
+  DecoderCache cache;
+  Tensor sequence = full({batch, 1}, static_cast<double>(sos), kInt64);
+  Tensor next = sequence;
+  std::vector<bool> finished(static_cast<std::size_t>(batch), false);
+  for (std::int64_t step = 0; step < max_new_tokens; ++step) {
+    const Tensor logits = decode(next, memory, Tensor(), src_key_padding_mask, &cache);  // (B, 1, V)
+    std::vector<std::int64_t> tokens = argmax(logits.select(1, 0), -1).to_vector<std::int64_t>();
+    bool all_done = true;
+    for (std::size_t b = 0; b < tokens.size(); ++b) {
+      if (finished[b]) tokens[b] = eos;
+      finished[b] = finished[b] || tokens[b] == eos;
+      all_done = all_done && finished[b];
+    }
+    next = from_vector(tokens, {batch, 1});
+    sequence = concat({sequence, next}, 1);
+    if (all_done) break;
   }
   train(was_training);
   return sequence;

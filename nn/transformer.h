@@ -161,4 +161,51 @@ class LanguageModel : public Module {
   std::shared_ptr<Linear> head_;
 };
 
+// Encoder-decoder transformer for sequence-to-sequence tasks: source and target token
+// embeddings (scaled by sqrt(d_model)) plus positions, an encoder stack, a decoder stack with
+// causal self-attention and cross-attention, and Linear(d, tgt_vocab) on top.
+enum class PositionEncoding { Learned, Sinusoidal };
+
+struct EncoderDecoderOptions {
+  std::int64_t src_vocab = 8;
+  std::int64_t tgt_vocab = 8;
+  std::int64_t max_len = 16;
+  std::int64_t encoder_layers = 2;
+  std::int64_t decoder_layers = 2;
+  PositionEncoding positions = PositionEncoding::Learned;
+  TransformerLayerOptions layer;
+};
+
+class EncoderDecoder : public Module {
+ public:
+  // Children: "src_emb", "tgt_emb", "src_pos", "tgt_pos", "encoder", "decoder", "head".
+  EncoderDecoder(const EncoderDecoderOptions& options, Generator& gen);
+  // src: Int64 (B, S) -> memory (B, S, d).
+  Tensor encode(const Tensor& src, const Tensor& src_key_padding_mask = Tensor());
+  // tgt_in: Int64 (B, T) -> logits (B, T, tgt_vocab). With a cache, tgt_in holds only the new
+  // positions, which continue from the cached length.
+  Tensor decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& tgt_key_padding_mask = Tensor(),
+                const Tensor& memory_key_padding_mask = Tensor(), DecoderCache* cache = nullptr,
+                std::vector<Tensor>* cross_weights = nullptr);
+  Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask = Tensor(),
+                 const Tensor& tgt_key_padding_mask = Tensor());
+  // Greedy decoding with the KV cache, under no-grad: starts every row with sos and appends the
+  // argmax token until all rows have produced eos or max_new_tokens were made. Returns (B, 1 + n)
+  // including the leading sos; rows that finished early are padded with eos.
+  Tensor greedy_decode(const Tensor& src, std::int64_t sos, std::int64_t eos, std::int64_t max_new_tokens,
+                       const Tensor& src_key_padding_mask = Tensor());
+  const EncoderDecoderOptions& options() const { return options_; }
+
+ private:
+  Tensor embed(const std::shared_ptr<Embedding>& table, const std::shared_ptr<UnaryModule>& learned_or_sinusoidal,
+               const Tensor& tokens, std::int64_t offset);
+
+  EncoderDecoderOptions options_;
+  std::shared_ptr<Embedding> src_emb_, tgt_emb_;
+  std::shared_ptr<UnaryModule> src_pos_, tgt_pos_;
+  std::shared_ptr<TransformerEncoder> encoder_;
+  std::shared_ptr<TransformerDecoder> decoder_;
+  std::shared_ptr<Linear> head_;
+};
+
 }  // namespace tapegrad::nn
