@@ -157,6 +157,9 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_he
     throw ValueError("MultiHeadAttention: kv_dim " + std::to_string(options.kv_dim) +
                      " is only for cross-attention and must be positive");
   head_dim_ = d_model / num_heads;
+  if (options.rotary_max_len < 0 || (options.rotary_max_len > 0 && options.cross_attention))
+    throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len) +
+                     " is only for self-attention and must not be negative");
   if (options.cross_attention) {
     const std::int64_t kv_dim = options.kv_dim > 0 ? options.kv_dim : d_model;
     options_.kv_dim = kv_dim;
@@ -166,6 +169,8 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_he
     qkv_proj_ = register_module("qkv_proj", std::make_shared<Linear>(d_model, 3 * d_model, gen, options.bias));
   }
   out_proj_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, gen, options.bias));
+  if (options.rotary_max_len > 0)
+    rotary_ = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim_, options.rotary_max_len));
   dropout_gen_.manual_seed(gen.next_u64());
 }
 
@@ -198,6 +203,12 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     q = qkv[0];
     k = qkv[1];
     v = qkv[2];
+    if (rotary_) {
+      // Positions of the new tokens start after the cached ones.
+      const std::int64_t offset = cache != nullptr ? cache->length() : 0;
+      q = rotary_->apply(q, offset);
+      k = rotary_->apply(k, offset);
+    }
     if (cache != nullptr) {
       if (cache->k.defined()) {
         const Shape expected{b, num_heads_, cache->length(), head_dim_};

@@ -34,6 +34,7 @@
 
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/positions.h"
 
 namespace tapegrad::nn {
 
@@ -76,6 +77,9 @@ struct MultiHeadAttentionOptions {
   // Feature size of the key/value sequence (cross-attention only); 0 means d_model. Keys and
   // values come from one sequence, so PyTorch's kdim and vdim are one number here.
   std::int64_t kv_dim = 0;
+  // > 0: self-attention rotates q and k by rotary position embeddings (RoPE) for positions up
+  // to this length; with a KV cache, the new positions continue from the cached length.
+  std::int64_t rotary_max_len = 0;
 };
 
 struct MultiHeadAttentionForwardOptions {
@@ -126,6 +130,7 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> q_proj_;
   std::shared_ptr<Linear> kv_proj_;
   std::shared_ptr<Linear> out_proj_;
+  std::shared_ptr<RotaryEmbedding> rotary_;  // null unless options.rotary_max_len > 0
   Generator dropout_gen_;  // seeded from the constructor's generator, so a run is reproducible
 };
 

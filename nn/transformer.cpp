@@ -20,6 +20,7 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
     : options_(options) {
   MultiHeadAttentionOptions attn;
   attn.dropout = options.dropout;
+  attn.rotary_max_len = options.rotary_max_len;
   self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(options.d_model, options.num_heads, gen, attn));
   ff_ = register_module("ff", std::make_shared<FeedForward>(options.d_model, options.ff_hidden, options.activation,
                                                             options.dropout, gen));
@@ -48,10 +49,12 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_paddi
 // ---------------------------------------------------------------- decoder layer
 TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen)
     : options_(options) {
-  MultiHeadAttentionOptions self;
-  self.dropout = options.dropout;
-  MultiHeadAttentionOptions cross = self;
+  MultiHeadAttentionOptions cross;
+  cross.dropout = options.dropout;
   cross.cross_attention = true;
+  MultiHeadAttentionOptions self = cross;
+  self.cross_attention = false;
+  self.rotary_max_len = options.rotary_max_len;
   self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(options.d_model, options.num_heads, gen, self));
   cross_attn_ =
       register_module("cross_attn", std::make_shared<MultiHeadAttention>(options.d_model, options.num_heads, gen, cross));
@@ -144,6 +147,7 @@ Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const 
 CausalBlock::CausalBlock(const TransformerLayerOptions& options, Generator& gen) : options_(options) {
   MultiHeadAttentionOptions attn;
   attn.dropout = options.dropout;
+  attn.rotary_max_len = options.rotary_max_len;
   self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(options.d_model, options.num_heads, gen, attn));
   ff_ = register_module("ff", std::make_shared<FeedForward>(options.d_model, options.ff_hidden, options.activation,
                                                             options.dropout, gen));
@@ -263,6 +267,7 @@ namespace tapegrad::nn {
 
 // ---------------------------------------------------------------- encoder-decoder
 EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& options, Generator& gen) : options_(options) {
+  if (options.positions == PositionEncoding::Rotary) options_.layer.rotary_max_len = options.max_len;
   if (options.src_vocab <= 0 || options.tgt_vocab <= 0 || options.max_len <= 0)
     throw ValueError("EncoderDecoder: src_vocab, tgt_vocab and max_len must be positive, got " +
                      std::to_string(options.src_vocab) + ", " + std::to_string(options.tgt_vocab) + ", " +
@@ -273,12 +278,12 @@ EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& options, Generator& 
   if (options.positions == PositionEncoding::Learned) {
     src_pos_ = register_module("src_pos", std::make_shared<LearnedPositionEmbedding>(options.max_len, d, gen));
     tgt_pos_ = register_module("tgt_pos", std::make_shared<LearnedPositionEmbedding>(options.max_len, d, gen));
-  } else {
+  } else if (options.positions == PositionEncoding::Sinusoidal) {
     src_pos_ = register_module("src_pos", std::make_shared<SinusoidalPositionalEncoding>(options.max_len, d));
     tgt_pos_ = register_module("tgt_pos", std::make_shared<SinusoidalPositionalEncoding>(options.max_len, d));
   }
-  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(options.encoder_layers, options.layer, gen));
-  decoder_ = register_module("decoder", std::make_shared<TransformerDecoder>(options.decoder_layers, options.layer, gen));
+  encoder_ = register_module("encoder", std::make_shared<TransformerEncoder>(options.encoder_layers, options_.layer, gen));
+  decoder_ = register_module("decoder", std::make_shared<TransformerDecoder>(options.decoder_layers, options_.layer, gen));
   head_ = register_module("head", std::make_shared<Linear>(d, options.tgt_vocab, gen));
 }
 
@@ -288,6 +293,12 @@ Tensor EncoderDecoder::embed(const std::shared_ptr<Embedding>& table, const std:
     throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
   // Embeddings scaled by sqrt(d) so they are not drowned by the positions (Vaswani et al.).
   const Tensor x = (*table)(tokens) * std::sqrt(static_cast<double>(options_.layer.d_model));  // (B, T, d)
+  if (!positions) {  // rotary: positions enter in self-attention
+    if (offset + tokens.shape()[1] > options_.max_len)
+      throw ValueError("EncoderDecoder: positions up to " + std::to_string(offset + tokens.shape()[1]) +
+                       " exceed max_len " + std::to_string(options_.max_len));
+    return x;
+  }
   if (auto learned = std::dynamic_pointer_cast<LearnedPositionEmbedding>(positions)) return learned->forward(x, offset);
   return std::static_pointer_cast<SinusoidalPositionalEncoding>(positions)->forward(x, offset);
 }

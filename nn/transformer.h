@@ -29,6 +29,7 @@ struct TransformerLayerOptions {
   double dropout = 0.0;
   bool norm_first = true;
   double eps = 1e-5;
+  std::int64_t rotary_max_len = 0;  // > 0: RoPE in every self-attention (see MultiHeadAttentionOptions)
 };
 
 class TransformerEncoderLayer : public Module {
@@ -164,7 +165,8 @@ class LanguageModel : public Module {
 // Encoder-decoder transformer for sequence-to-sequence tasks: source and target token
 // embeddings (scaled by sqrt(d_model)) plus positions, an encoder stack, a decoder stack with
 // causal self-attention and cross-attention, and Linear(d, tgt_vocab) on top.
-enum class PositionEncoding { Learned, Sinusoidal };
+// Rotary: no positions are added to the embeddings; self-attention rotates q and k instead.
+enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
 struct EncoderDecoderOptions {
   std::int64_t src_vocab = 8;

@@ -160,7 +160,7 @@ TEST_CASE("transformer: language model cache, gradcheck and generation") {
 }
 
 TEST_CASE("transformer: encoder-decoder gradcheck, greedy decoding against full recomputation, learning") {
-  for (auto positions : {nn::PositionEncoding::Learned, nn::PositionEncoding::Sinusoidal}) {
+  for (auto positions : {nn::PositionEncoding::Learned, nn::PositionEncoding::Sinusoidal, nn::PositionEncoding::Rotary}) {
     Generator gen(5);
     nn::EncoderDecoderOptions options;
     options.src_vocab = 6;
@@ -231,4 +231,36 @@ TEST_CASE("transformer: an encoder-decoder learns to reverse short sequences") {
   }
   const double last = loss_of().item();
   CHECK(last < 0.5 * first);
+}
+
+TEST_CASE("transformer: rotary self-attention with a cache equals the full pass, and is gradchecked") {
+  Generator gen(7);
+  nn::MultiHeadAttentionOptions options;
+  options.rotary_max_len = 8;
+  nn::MultiHeadAttention attn(8, 2, gen, options);
+  const Tensor x = randn({2, 5, 8}, gen);
+  nn::MultiHeadAttentionForwardOptions causal;
+  causal.is_causal = true;
+  const Tensor full_pass = attn(x, Tensor(), causal).output;
+  {
+    NoGradGuard guard;
+    nn::KVCache cache;
+    causal.cache = &cache;
+    const Tensor head = attn(x.narrow(1, 0, 3), Tensor(), causal).output;
+    const Tensor tail = attn(x.narrow(1, 3, 2), Tensor(), causal).output;
+    CHECK(max_diff(concat({head, tail}, 1), full_pass) < 1e-5);
+    causal.cache = nullptr;
+  }
+  // Without rotation the same weights give a different output: the positions are used.
+  nn::MultiHeadAttention plain(8, 2, *std::make_unique<Generator>(7));
+  CHECK(max_diff(plain(x, Tensor(), causal).output, full_pass) > 1e-4);
+  nn::MultiHeadAttentionOptions cross;
+  cross.cross_attention = true;
+  cross.rotary_max_len = 4;
+  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(8, 2, gen, cross),
+                       "MultiHeadAttention: rotary_max_len 4 is only for self-attention and must not be negative",
+                       ValueError);
+  attn.to(kFloat64);
+  check_gradients([&](const TensorList& in) { return attn(in[0], Tensor(), causal).output; },
+                  {randn({1, 3, 8}, gen, kFloat64)}, {}, attn.parameters());
 }
