@@ -1,0 +1,62 @@
+// Seeded initialisers: bounds and spreads from their formulas, reproducibility, errors.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "nn/nn.h"
+
+using namespace tapegrad;
+
+namespace {
+
+double stddev(const Tensor& t) { return std::sqrt(t.to(kFloat64).var({}, 0).item()); }
+double max_abs(const Tensor& t) { return t.abs().max().item(); }
+
+}  // namespace
+
+TEST_CASE("init: xavier and kaiming follow their formulas") {
+  Generator gen(0);
+  Tensor w = empty({300, 200});  // fan_out 300, fan_in 200
+  nn::init::xavier_uniform_(w, gen);
+  const double a = std::sqrt(6.0 / 500.0);
+  CHECK(max_abs(w) <= a);
+  CHECK(max_abs(w) > 0.99 * a);
+  CHECK(stddev(w) == doctest::Approx(a / std::sqrt(3.0)).epsilon(0.02));
+  nn::init::xavier_normal_(w, gen, 2.0);
+  CHECK(stddev(w) == doctest::Approx(2.0 * std::sqrt(2.0 / 500.0)).epsilon(0.02));
+  nn::init::kaiming_uniform_(w, gen);
+  const double bound = std::sqrt(3.0) * std::sqrt(2.0 / 200.0);
+  CHECK(max_abs(w) <= bound);
+  CHECK(max_abs(w) > 0.99 * bound);
+  nn::init::kaiming_normal_(w, gen, 0.0, nn::init::FanMode::FanOut);
+  CHECK(stddev(w) == doctest::Approx(std::sqrt(2.0 / 300.0)).epsilon(0.02));
+  nn::init::normal_(w, 1.0, 0.5, gen);
+  CHECK(w.mean().item() == doctest::Approx(1.0).epsilon(0.01));
+  CHECK(stddev(w) == doctest::Approx(0.5).epsilon(0.02));
+  nn::init::zeros_(w);
+  CHECK(max_abs(w) == 0.0);
+  nn::init::ones_(w);
+  CHECK(w.mean().item() == 1.0);
+  // Receptive fields count in the fans: (out 4, in 3, 5) -> fan_in 15, fan_out 20.
+  CHECK(nn::init::fans(empty({4, 3, 5})) == std::pair<std::int64_t, std::int64_t>{15, 20});
+}
+
+TEST_CASE("init: the same seed gives the same weights, and parameters stay leaves") {
+  Generator a(11), b(11);
+  Tensor x = empty({5, 4}).requires_grad_();
+  Tensor y = empty({5, 4}).requires_grad_();
+  nn::init::xavier_uniform_(x, a);
+  nn::init::xavier_uniform_(y, b);
+  CHECK(x.to_vector<float>() == y.to_vector<float>());
+  CHECK(x.is_leaf());
+  CHECK_FALSE(static_cast<bool>(x.grad_fn()));
+}
+
+TEST_CASE("init: errors name the shape") {
+  Generator gen(0);
+  CHECK_THROWS_WITH_AS(nn::init::xavier_uniform_(empty({3}), gen),
+                       "init: fan in and fan out need a tensor with at least 2 dimensions, got shape (3)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::init::kaiming_normal_(empty({3, 0}), gen),
+                       "init: kaiming initialisation of a tensor with zero fan, shape (3,0)", ValueError);
+}
