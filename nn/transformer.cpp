@@ -30,10 +30,13 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
   dropout2_ = register_module("dropout2", std::make_shared<Dropout>(options.dropout, gen.next_u64()));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask) {
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask, bool is_causal,
+                                        KVCache* cache) {
   check_model_input(x, options_.d_model, "TransformerEncoderLayer");
   MultiHeadAttentionForwardOptions attn;
   attn.key_padding_mask = key_padding_mask;
+  attn.is_causal = is_causal;
+  attn.cache = cache;
   auto self_attention = [&](const Tensor& h) { return (*self_attn_)(h, Tensor(), attn).output; };
   Tensor h = x;  // h: (B, T, d)
   if (options_.norm_first) {
@@ -144,35 +147,6 @@ Tensor TransformerDecoder::forward(const Tensor& x, const Tensor& memory, const 
 }
 
 // ---------------------------------------------------------------- language model
-CausalBlock::CausalBlock(const TransformerLayerOptions& options, Generator& gen) : options_(options) {
-  MultiHeadAttentionOptions attn;
-  attn.dropout = options.dropout;
-  attn.rotary_max_len = options.rotary_max_len;
-  self_attn_ = register_module("self_attn", std::make_shared<MultiHeadAttention>(options.d_model, options.num_heads, gen, attn));
-  ff_ = register_module("ff", std::make_shared<FeedForward>(options.d_model, options.ff_hidden, options.activation,
-                                                            options.dropout, gen));
-  norm1_ = register_module("norm1", std::make_shared<LayerNorm>(options.d_model, options.eps));
-  norm2_ = register_module("norm2", std::make_shared<LayerNorm>(options.d_model, options.eps));
-  dropout1_ = register_module("dropout1", std::make_shared<Dropout>(options.dropout, gen.next_u64()));
-  dropout2_ = register_module("dropout2", std::make_shared<Dropout>(options.dropout, gen.next_u64()));
-}
-
-Tensor CausalBlock::forward(const Tensor& x, KVCache* cache) {
-  MultiHeadAttentionForwardOptions attn;
-  attn.is_causal = true;
-  attn.cache = cache;
-  auto self_attention = [&](const Tensor& h) { return (*self_attn_)(h, Tensor(), attn).output; };
-  Tensor h = x;  // h: (B, T, d)
-  if (options_.norm_first) {
-    h = h + (*dropout1_)(self_attention((*norm1_)(h)));
-    h = h + (*dropout2_)((*ff_)((*norm2_)(h)));
-  } else {
-    h = (*norm1_)(h + (*dropout1_)(self_attention(h)));
-    h = (*norm2_)(h + (*dropout2_)((*ff_)(h)));
-  }
-  return h;
-}
-
 LanguageModel::LanguageModel(const LanguageModelOptions& options, Generator& gen) : options_(options) {
   if (options.num_layers <= 0 || options.vocab_size <= 0 || options.max_len <= 0)
     throw ValueError("LanguageModel: num_layers, vocab_size and max_len must be positive, got " +
@@ -183,7 +157,7 @@ LanguageModel::LanguageModel(const LanguageModelOptions& options, Generator& gen
   pos_emb_ = register_module("pos_emb", std::make_shared<LearnedPositionEmbedding>(options.max_len, d, gen));
   auto list = register_module("blocks", std::make_shared<ModuleList>());
   for (std::int64_t i = 0; i < options.num_layers; ++i)
-    blocks_.push_back(list->push_back(std::make_shared<CausalBlock>(options.layer, gen)));
+    blocks_.push_back(list->push_back(std::make_shared<TransformerEncoderLayer>(options.layer, gen)));
   norm_ = register_module("norm", std::make_shared<LayerNorm>(d, options.layer.eps));
   head_ = register_module("head", std::make_shared<Linear>(d, options.vocab_size, gen));
 }
@@ -194,7 +168,7 @@ Tensor LanguageModel::forward(const Tensor& tokens, std::vector<KVCache>* caches
   if (caches) caches->resize(blocks_.size());
   const std::int64_t offset = caches ? caches->front().length() : 0;
   Tensor h = pos_emb_->forward((*tok_emb_)(tokens), offset);  // h: (B, T, d)
-  for (std::size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->forward(h, caches ? &(*caches)[i] : nullptr);
+  for (std::size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i]->forward(h, Tensor(), /*is_causal=*/true, caches ? &(*caches)[i] : nullptr);
   return (*head_)((*norm_)(h));  // (B, T, vocab)
 }
 

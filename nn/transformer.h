@@ -36,8 +36,10 @@ class TransformerEncoderLayer : public Module {
  public:
   // Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
   TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
-  // x: (B, T, d); key_padding_mask: Bool (B, T), true = padding.
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+  // x: (B, T, d); key_padding_mask: Bool (B, T), true = padding. is_causal makes it the block of
+  // a decoder-only model; with a cache, x holds only the new positions.
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), bool is_causal = false,
+                 KVCache* cache = nullptr);
   Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
 
  private:
@@ -110,7 +112,7 @@ class TransformerDecoder : public Module {
 };
 
 // Decoder-only language model: token embedding + learned positions -> causal self-attention
-// blocks (encoder layers with a causal mask) -> final norm -> Linear to the vocabulary.
+// blocks (encoder layers run with is_causal) -> final norm -> Linear to the vocabulary.
 struct LanguageModelOptions {
   std::int64_t vocab_size = 256;
   std::int64_t max_len = 128;
@@ -123,20 +125,6 @@ struct GenerationOptions {
   double temperature = 1.0;  // 0 = greedy (argmax)
   std::int64_t top_k = 0;    // 0 = sample from the whole vocabulary
   std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
-};
-
-// One causal block: pre- or post-norm self-attention and feed-forward, with a KV cache.
-class CausalBlock : public Module {
- public:
-  CausalBlock(const TransformerLayerOptions& options, Generator& gen);
-  Tensor forward(const Tensor& x, KVCache* cache = nullptr);
-
- private:
-  TransformerLayerOptions options_;
-  std::shared_ptr<MultiHeadAttention> self_attn_;
-  std::shared_ptr<FeedForward> ff_;
-  std::shared_ptr<LayerNorm> norm1_, norm2_;
-  std::shared_ptr<Dropout> dropout1_, dropout2_;
 };
 
 class LanguageModel : public Module {
@@ -157,7 +145,7 @@ class LanguageModel : public Module {
   LanguageModelOptions options_;
   std::shared_ptr<Embedding> tok_emb_;
   std::shared_ptr<LearnedPositionEmbedding> pos_emb_;
-  std::vector<std::shared_ptr<CausalBlock>> blocks_;
+  std::vector<std::shared_ptr<TransformerEncoderLayer>> blocks_;  // run with is_causal
   std::shared_ptr<LayerNorm> norm_;
   std::shared_ptr<Linear> head_;
 };
