@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/elementwise.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops.h"
 
 namespace tapegrad {
@@ -27,21 +29,9 @@ namespace tapegrad {
 
 namespace {
 
-template <class T>
-using Batch = xsimd::batch<T>;
-
-template <class T>
-constexpr std::int64_t kLanes = static_cast<std::int64_t>(Batch<T>::size);
-
-template <class T>
-T row_sum(const T* x, std::int64_t n) {
-  Batch<T> acc(T(0));
-  std::int64_t i = 0;
-  for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(x + i);
-  T total = xsimd::hadd(acc);
-  for (; i < n; ++i) total += x[i];
-  return total;
-}
+using kernels::Batch;
+using kernels::kLanes;
+using kernels::row_sum;
 
 // sum((x[i] - mean)^2).
 template <class T>

@@ -8,10 +8,12 @@
 #include <type_traits>
 #include <vector>
 
+
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/strided.h"
+#include "autograd/kernels/rows.h"
 #include "autograd/ops.h"
 
 namespace tapegrad {
@@ -132,11 +134,9 @@ Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
 
 namespace {
 
-template <class T>
-using Batch = xsimd::batch<T>;
-
-template <class T>
-constexpr std::int64_t kLanes = static_cast<std::int64_t>(Batch<T>::size);
+using kernels::Batch;
+using kernels::kLanes;
+using kernels::row_sum;
 
 // max(x[0..n)); -inf for an empty row.
 template <class T>
@@ -191,16 +191,6 @@ T row_dot(const T* a, const T* b, std::int64_t n) {
   for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i) * Batch<T>::load_unaligned(b + i);
   T total = xsimd::hadd(acc);
   for (; i < n; ++i) total += a[i] * b[i];
-  return total;
-}
-
-template <class T>
-T row_sum(const T* a, std::int64_t n) {
-  Batch<T> acc(T(0));
-  std::int64_t i = 0;
-  for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i);
-  T total = xsimd::hadd(acc);
-  for (; i < n; ++i) total += a[i];
   return total;
 }
 
