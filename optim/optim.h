@@ -1,0 +1,8 @@
+// Everything in tapegrad::optim: optimisers, clipping, learning-rate schedules.
+#pragma once
+
+#include "optim/adam.h"
+#include "optim/clip.h"
+#include "optim/optimizer.h"
+#include "optim/schedule.h"
+#include "optim/sgd.h"
