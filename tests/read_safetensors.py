@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Independent safetensors reader (json + struct only) for the file written by the doctest case
+"checkpoint: write the file for the independent Python reader". Parses the layout from the format
+description (u64 LE header length, JSON header, raw little-endian C-order data) and checks names,
+dtypes, shapes and values. Usage: read_safetensors.py FILE"""
+import json
+import struct
+import sys
+
+FORMATS = {"F32": ("<f", 4), "F64": ("<d", 8), "I64": ("<q", 8), "BOOL": ("<?", 1)}
+
+
+def read(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert n % 8 == 0, "header length %d not a multiple of 8" % n
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    data = raw[8 + n:]
+    meta = header.pop("__metadata__", {})
+    tensors = {}
+    end_max = 0
+    for name, e in header.items():
+        fmt, size = FORMATS[e["dtype"]]
+        begin, end = e["data_offsets"]
+        count = 1
+        for d in e["shape"]:
+            count *= d
+        assert end - begin == count * size, name
+        values = [struct.unpack_from(fmt, data, begin + i * size)[0] for i in range(count)]
+        tensors[name] = (e["dtype"], e["shape"], values)
+        end_max = max(end_max, end)
+    assert end_max == len(data), "data buffer %d bytes, tensors cover %d" % (len(data), end_max)
+    return tensors, meta
+
+
+def main():
+    tensors, meta = read(sys.argv[1])
+    expected = {
+        "weight": ("F32", [3, 2], [1.5, 0.0, -2.0, 0.5, 3.25, -7.0]),
+        "bias": ("F64", [2], [0.25, -0.125]),
+        "steps": ("I64", [2], [-3, 9000000000]),
+        "mask": ("BOOL", [3], [True, False, True]),
+        "scale": ("F32", [], [2.0]),
+        "nothing": ("F32", [0, 4], []),
+    }
+    failures = []
+    if sorted(tensors) != sorted(expected):
+        failures.append("names %s != %s" % (sorted(tensors), sorted(expected)))
+    for name, want in expected.items():
+        if name in tensors and tensors[name] != want:
+            failures.append("%s: got %s, expected %s" % (name, tensors[name], want))
+    if meta != {"format": "pt", "step": "42"}:
+        failures.append("metadata %s" % meta)
+    if failures:
+        print("\n".join(failures))
+        return 1
+    print("read_safetensors: %d tensors OK" % len(tensors))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
