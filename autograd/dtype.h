@@ -62,6 +62,18 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   }
 }
 
+// Calls f(T{}) for the numeric dtypes (float32, float64, int64); Bool is a TypeError naming op.
+template <class F>
+decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(std::int64_t{});
+    default:
+      throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
+  }
+}
+
 // Calls f(T{}) for any dtype (Bool is passed as bool, stored as one byte).
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {

@@ -235,10 +235,6 @@ Tensor LanguageModel::generate(const Tensor& prompt, const GenerationOptions& op
   return sequence;
 }
 
-}  // namespace tapegrad::nn
-
-namespace tapegrad::nn {
-
 // ---------------------------------------------------------------- encoder-decoder
 EncoderDecoder::EncoderDecoder(const EncoderDecoderOptions& options, Generator& gen) : options_(options) {
   if (options.positions == PositionEncoding::Rotary) options_.layer.rotary_max_len = options.max_len;

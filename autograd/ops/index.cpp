@@ -51,17 +51,6 @@ Dims zero_axis(Dims strides, int axis) {
   return strides;
 }
 
-// Float32, float64 and int64 (scatter_add also counts, e.g. tokens per expert); bool is a TypeError.
-template <class F>
-decltype(auto) dispatch_summable(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(std::int64_t{});
-    default:
-      throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
-  }
-}
 
 // An index tensor saved for backward, with its storage version at save time: an in-place write
 // between forward and backward would silently send the gradient to the wrong rows.
@@ -228,7 +217,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
                        src.shape().str() + " at axis " + str(d));
 
   Tensor out = empty(x.shape(), x.dtype());
-  dispatch_summable(x.dtype(), "scatter_add", [&](auto tag) {
+  dispatch_numeric(x.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     kernels::copy_strided(x.data_ptr<T>(), x.strides(), out.data_ptr<T>(), out.strides(), x.shape());
     scatter_add_kernel<T>(out, axis, index, src, "scatter_add");

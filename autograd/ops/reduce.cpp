@@ -247,18 +247,6 @@ T row_extremum(const T* a, std::int64_t n) {
 
 namespace {
 
-// Types max/min/argmax/argmin accept: the floating types and Int64 (class labels, counts).
-template <class F>
-decltype(auto) dispatch_ordered(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(std::int64_t{});
-    default:
-      throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
-  }
-}
-
 template <class T>
 bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
@@ -317,7 +305,7 @@ Tensor extremum_kernel(const Tensor& x, const ReducedAxes& r) {
 
 Tensor extremum(const Tensor& x, const Dims& axes, bool keepdim, const char* op, bool take_max) {
   const ReducedAxes r = resolve_axes(x.shape(), axes, op);
-  Tensor kept = dispatch_ordered(x.dtype(), op, [&](auto tag) {
+  Tensor kept = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     check_not_empty(x.shape(), r, op);
     return take_max ? extremum_kernel<T, true>(x, r) : extremum_kernel<T, false>(x, r);
@@ -413,7 +401,7 @@ Tensor arg_extremum(const Tensor& x, std::int64_t axis, bool keepdim, const char
   if (x.dim() > 0) kept_shape[a] = 1;
   Shape out_shape = x.shape();
   if (x.dim() > 0) out_shape.erase(a);
-  return dispatch_ordered(x.dtype(), op, [&](auto tag) {
+  return dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     const AxisSplit s = split_at(x.shape(), a);
     if (s.n == 0)
