@@ -1,0 +1,21 @@
+#pragma once
+// Tokenizers: text (UTF-8) to a list of string tokens, to be mapped to ids by a Vocab.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapegrad::data {
+
+// Words: maximal runs of ASCII letters and digits and of non-ASCII bytes (so UTF-8 letters stay
+// inside their word), with ASCII letters lowercased. An apostrophe between two word characters
+// stays in the word ("don't", "o'neil"); everything else separates words and is dropped.
+//   word_tokenize("Don't WAIT: 100% free!") == {"don't", "wait", "100", "free"}
+std::vector<std::string> word_tokenize(std::string_view text);
+
+// One token per UTF-8 code point, whitespace and punctuation included. A byte that does not
+// start a well-formed UTF-8 sequence becomes a token of its own.
+//   char_tokenize("né") == {"n", "é"}
+std::vector<std::string> char_tokenize(std::string_view text);
+
+}  // namespace tapegrad::data
