@@ -1,4 +1,4 @@
-// Everything in tapegrad::optim: optimisers, clipping, learning-rate schedules.
+// Everything in tapegrad::optim: optimisers, clipping, learning-rate schedules, the training loop.
 #pragma once
 
 #include "optim/adam.h"
@@ -6,3 +6,4 @@
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"
+#include "optim/trainer.h"
