@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <sstream>
+#include <vector>
 
 #include "autograd/autograd.h"
 
@@ -147,4 +149,16 @@ TEST_CASE("tensor: impossible sizes are errors, not crashes") {
                        "empty: shape (1099511627776,1099511627776) has too many elements", ShapeError);
   CHECK_THROWS_WITH_AS(empty({std::int64_t{1} << 58}), doctest::Contains("out of memory"), Error);
   CHECK_THROWS_AS(arange(0.0, 1e300, 1.0), ValueError);
+}
+
+// GCC 12 with AVX-512 turned {1, 1, 1, 0} into {1, 1, 1, 1} (SLP vectoriser); the build turns that
+// pass off for everything linking tapegrad. This fails if the workaround is lost.
+TEST_CASE("tensor: initialisers with trailing zeros after equal values survive compilation") {
+  const std::vector<std::int64_t> labels = {1, 1, 1, 0};
+  CHECK(labels.back() == 0);
+  const std::vector<std::int64_t> pairs = {1, 1, 0, 0};
+  CHECK(pairs[2] == 0);
+  CHECK(pairs[3] == 0);
+  Tensor t = tensor({1, 1, 1, 0}, kInt64);
+  CHECK(t.to_vector<std::int64_t>() == labels);
 }

@@ -1,0 +1,128 @@
+#include "examples/common/run_dir.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/error.h"
+#include "examples/common/svg.h"
+
+namespace tapegrad::examples {
+
+namespace fs = std::filesystem;
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw IoError("cannot write " + tmp + ": " + std::strerror(errno));
+    out << text;
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw IoError("cannot write " + tmp + ": " + std::strerror(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int saved = errno;
+    std::remove(tmp.c_str());
+    throw IoError("cannot rename " + tmp + " to " + path + ": " + std::strerror(saved));
+  }
+}
+
+void write_json_atomic(const std::string& path, const nlohmann::json& value) {
+  write_text_atomic(path, value.dump(2) + "\n");
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot read " + path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw IoError(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot read " + path);
+  std::vector<nlohmann::json> lines;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    try {
+      lines.push_back(nlohmann::json::parse(line));
+    } catch (const nlohmann::json::parse_error& e) {
+      throw IoError(path + ":" + std::to_string(number) + ": not valid JSON (" + e.what() + ")");
+    }
+    if (!lines.back().is_object()) throw IoError(path + ":" + std::to_string(number) + ": expected a JSON object");
+  }
+  return lines;
+}
+
+std::string loss_plot_from_metrics(const std::vector<nlohmann::json>& lines, const std::string& title,
+                                   const std::vector<std::string>& eval_keys, bool log_y) {
+  LinePlot plot;
+  plot.title = title;
+  plot.x_label = "step";
+  plot.y_label = "loss";
+  plot.log_y = log_y;
+  Series train{"train loss", {}, {}};
+  std::vector<Series> evals;
+  for (const std::string& key : eval_keys) evals.push_back({key, {}, {}});
+  for (const nlohmann::json& line : lines) {
+    if (!line.contains("step") || !line["step"].is_number()) continue;
+    // Steps are logged after the update: step s has s updates done, so the curve starts near 1.
+    const double step = line["step"].get<double>();
+    if (line.contains("loss") && line["loss"].is_number()) {
+      train.x.push_back(step);
+      train.y.push_back(line["loss"].get<double>());
+    }
+    if (line.contains("eval") && line["eval"].is_object()) {
+      for (Series& s : evals) {
+        const auto it = line["eval"].find(s.name);
+        if (it != line["eval"].end() && it->is_number()) {
+          s.x.push_back(step);
+          s.y.push_back(it->get<double>());
+        }
+      }
+    }
+  }
+  plot.series.push_back(std::move(train));
+  for (Series& s : evals)
+    if (!s.x.empty()) plot.series.push_back(std::move(s));
+  return line_plot_svg(plot);
+}
+
+RunDir::RunDir(std::string path) : path_(std::move(path)) {
+  if (path_.empty()) throw IoError("RunDir: empty run directory path");
+  std::error_code error;
+  fs::create_directories(path_, error);
+  if (error || !fs::is_directory(path_)) throw IoError("cannot create run directory " + path_ + ": " + error.message());
+}
+
+std::string RunDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+bool RunDir::exists(const std::string& name) const { return fs::exists(file(name)); }
+
+void RunDir::clear_previous_run() const {
+  for (const char* name : {"metrics.jsonl", "summary.json", "loss.svg", "checkpoint"}) {
+    std::error_code error;
+    fs::remove_all(file(name), error);
+    if (error) throw IoError("cannot remove " + file(name) + ": " + error.message());
+  }
+}
+
+bool RunDir::write_loss_plot(const std::string& title) const {
+  if (!exists("metrics.jsonl")) return false;
+  write_svg(file("loss.svg"), loss_plot_from_metrics(read_jsonl(file("metrics.jsonl")), title));
+  return true;
+}
+
+}  // namespace tapegrad::examples

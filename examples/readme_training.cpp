@@ -1,0 +1,38 @@
+// The training script shown in README.md, verbatim between the BEGIN/END markers below. It is
+// built and run as a CTest (example.readme_training), which fails if it does not learn; another
+// test fails if the README's copy differs from this one.
+
+// BEGIN README EXAMPLE
+#include <iostream>
+#include <memory>
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+using namespace tapegrad;
+
+int main(int argc, char** argv) {
+  Generator gen(0);
+  Tensor x = uniform({512, 1}, -3.0, 3.0, gen);  // 512 points in [-3, 3]
+  Tensor y = exp(neg(x * x));                    // the curve to fit: a bump
+  nn::Sequential model({std::make_shared<nn::Linear>(1, 64, gen), std::make_shared<nn::GELU>(),
+                        std::make_shared<nn::Linear>(64, 1, gen)});
+
+  optim::AdamOptions adam;
+  adam.lr = 1e-2;
+  optim::AdamW optimizer(model.parameters(), adam);
+  optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(50, 1500));
+
+  optim::TrainerOptions options;
+  options.max_steps = 1500;
+  options.log_every = 100;
+  options.run_dir = argc > 1 ? argv[1] : "runs/readme";  // metrics.jsonl, checkpoint/ (resumed)
+  optim::Trainer trainer(model, optimizer, options);
+  trainer.set_scheduler(&scheduler);
+  optim::TrainResult result = trainer.fit([&](std::int64_t /*step*/) {
+    return optim::StepOutput{nn::mse_loss(model(x), y), /*examples=*/512};
+  });
+  std::cout << "final loss " << result.final_loss << " after " << result.steps << " steps\n";
+  return result.final_loss < 1e-3 ? 0 : 1;
+}
+// END README EXAMPLE

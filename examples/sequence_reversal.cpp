@@ -1,0 +1,400 @@
+// sequence_reversal: a small encoder-decoder transformer learns to reverse strings over the
+// alphabet a-e (the second exercise of the lecture "implementing a transformer", done with a
+// real multi-head, multi-layer model), and is then asked to reverse longer strings than it was
+// trained on, once for each way of telling it positions: learned, sinusoidal and rotary.
+//
+//   data     500 random strings of length 10 (seed 0) for training, 100 other strings of
+//            length 10 held out, 100 strings of length 15 for the length-generalisation test
+//   tokens   <pad> 0, <sos> 1, <eos> 2, a..e 3..7
+//   source   the string;  decoder input  <sos> + reversed;  target  reversed + <eos>
+//   model    pre-norm EncoderDecoder, d_model 64, 4 heads, 2 + 2 layers, FFN 256 with ReLU, no
+//            dropout, causal decoder self-attention, cross-attention, Linear(64, 8) on top
+//   loss     cross-entropy over every target position;  Adam lr 1e-3, batch 32
+//   metric   exact match of greedy decoding (every letter and the final <eos>), and the fraction
+//            of target positions decoded correctly
+//
+// Files (run_dir, default runs/sequence_reversal/): config.json, summary.json, loss.svg with one
+// curve per encoding, and per encoding <encoding>/metrics.jsonl, <encoding>/checkpoint/,
+// <encoding>/loss.svg and cross_attention_<encoding>.svg: the decoder's cross-attention
+// weights (mean over heads, one panel per layer) for one held-out string. Reversal shows as
+// the anti-diagonal: the decoder step that writes the i-th letter of the reversed string looks
+// at source position L-1-i.
+//
+// Usage: sequence_reversal [--config FILE] [--key value ...]   (--help lists the keys)
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.h"
+#include "data/dataset.h"
+#include "examples/common/config.h"
+#include "examples/common/run_dir.h"
+#include "examples/common/svg.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "optim/trainer.h"
+
+using namespace tapegrad;
+using examples::Config;
+using examples::ConfigError;
+
+namespace {
+
+constexpr std::int64_t kPad = 0, kSos = 1, kEos = 2, kFirstLetter = 3;
+const std::vector<std::string> kTokenNames = {"<pad>", "<sos>", "<eos>", "a", "b", "c", "d", "e"};
+
+void declare_options(Config& config) {
+  config.add_int("seed", 0, "seed of the data and of the initial weights");
+  config.add_int("alphabet", 5, "number of letters (a, b, ...; at most 5)");
+  config.add_int("train_size", 500, "training strings");
+  config.add_int("heldout_size", 100, "held-out strings of the training length");
+  config.add_int("long_size", 100, "strings of the longer test length");
+  config.add_int("train_length", 10, "length of the training and held-out strings");
+  config.add_int("long_length", 15, "length of the generalisation-test strings");
+  config.add_string("positions", "all", "position encoding(s) to train with",
+                    {"all", "learned", "sinusoidal", "rotary"});
+  config.add_int("max_len", 32, "longest position the model knows (must exceed long_length + 1)");
+  config.add_int("d_model", 64, "model width");
+  config.add_int("heads", 4, "attention heads");
+  config.add_int("encoder_layers", 2, "encoder layers");
+  config.add_int("decoder_layers", 2, "decoder layers");
+  config.add_int("ff_hidden", 256, "hidden size of the feed-forward sublayers (ReLU)");
+  config.add_float("dropout", 0.0, "dropout probability");
+  config.add_float("lr", 1e-3, "Adam learning rate (constant)");
+  config.add_int("batch_size", 32, "strings per step");
+  config.add_int("steps", 2000, "optimiser steps per encoding");
+  config.add_int("eval_every", 100, "steps between held-out evaluations (0: only at the end)");
+  config.add_int("log_every", 10, "steps between metrics.jsonl lines");
+  config.add_int("heatmap_example", 0, "index of the held-out string drawn in cross_attention_*.svg");
+  config.add_string("run_dir", "runs/sequence_reversal", "where the run's files go");
+  config.add_bool("resume", false, "continue from the checkpoints in run_dir instead of starting afresh");
+  config.add_string("progress", "auto", "progress display", {"auto", "bar", "lines", "off"});
+}
+
+struct Strings {
+  std::vector<std::vector<std::int64_t>> rows;  // token ids of the letters
+};
+
+// `count` random strings of `length` letters not already in `seen` (which they are added to), so
+// the held-out strings never occur in training.
+Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alphabet, Generator& gen,
+                       std::set<std::vector<std::int64_t>>& seen) {
+  Strings out;
+  const double possible = std::pow(static_cast<double>(alphabet), static_cast<double>(length));
+  if (static_cast<double>(count) + static_cast<double>(seen.size()) > possible / 2)
+    throw ConfigError("sequence_reversal: cannot draw " + std::to_string(count) + " distinct strings of length " +
+                      std::to_string(length) + " over " + std::to_string(alphabet) + " letters");
+  while (static_cast<std::int64_t>(out.rows.size()) < count) {
+    std::vector<std::int64_t> row(static_cast<std::size_t>(length));
+    for (auto& token : row) token = kFirstLetter + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(alphabet)));
+    if (seen.insert(row).second) out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
+// Source, decoder input and target of a set of strings (all of one length).
+struct Tensors {
+  Tensor src;     // (N, L)
+  Tensor tgt_in;  // (N, L + 1): <sos> + reversed
+  Tensor tgt_out; // (N, L + 1): reversed + <eos>
+};
+
+Tensors to_tensors(const Strings& strings) {
+  const std::int64_t n = static_cast<std::int64_t>(strings.rows.size());
+  const std::int64_t length = static_cast<std::int64_t>(strings.rows.front().size());
+  std::vector<std::int64_t> src, tgt_in, tgt_out;
+  for (const auto& row : strings.rows) {
+    std::vector<std::int64_t> reversed(row.rbegin(), row.rend());
+    src.insert(src.end(), row.begin(), row.end());
+    tgt_in.push_back(kSos);
+    tgt_in.insert(tgt_in.end(), reversed.begin(), reversed.end());
+    tgt_out.insert(tgt_out.end(), reversed.begin(), reversed.end());
+    tgt_out.push_back(kEos);
+  }
+  return {from_vector(src, {n, length}), from_vector(tgt_in, {n, length + 1}), from_vector(tgt_out, {n, length + 1})};
+}
+
+// A DataLoader dataset: input = the string, target = <sos> + reversed + <eos> (one sequence, cut
+// into decoder input and target per batch).
+data::Dataset to_dataset(const Strings& strings) {
+  data::Dataset dataset;
+  for (const auto& row : strings.rows) {
+    data::Example example;
+    example.input = row;
+    example.target.push_back(kSos);
+    example.target.insert(example.target.end(), row.rbegin(), row.rend());
+    example.target.push_back(kEos);
+    dataset.push_back(std::move(example));
+  }
+  return dataset;
+}
+
+struct Accuracy {
+  double exact = 0;   // strings whose greedy decoding is the reversed string followed by <eos>
+  double tokens = 0;  // target positions (letters and <eos>) decoded correctly
+};
+
+Accuracy greedy_accuracy(nn::EncoderDecoder& model, const Tensors& set) {
+  const std::int64_t n = set.src.shape()[0], length = set.src.shape()[1];
+  const Tensor decoded = model.greedy_decode(set.src, kSos, kEos, length + 1);  // (N, 1 + up to L + 1)
+  const std::int64_t produced = decoded.shape()[1] - 1;
+  std::int64_t exact = 0, tokens = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    bool same = true;
+    for (std::int64_t t = 0; t <= length; ++t) {
+      const bool ok = t < produced && decoded.at({i, t + 1}) == set.tgt_out.at({i, t});
+      tokens += ok;
+      same = same && ok;
+    }
+    exact += same;
+  }
+  return {static_cast<double>(exact) / static_cast<double>(n),
+          static_cast<double>(tokens) / static_cast<double>(n * (length + 1))};
+}
+
+Tensor sequence_loss(const Tensor& logits, const Tensor& target) {
+  nn::CrossEntropyOptions options;
+  options.ignore_index = kPad;
+  return nn::cross_entropy(logits.transpose(1, 2), target, options);  // logits (B, T, V) -> (B, V, T)
+}
+
+optim::Progress progress_mode(const std::string& name) {
+  if (name == "bar") return optim::Progress::Bar;
+  if (name == "lines") return optim::Progress::Lines;
+  if (name == "off") return optim::Progress::Off;
+  return optim::Progress::Auto;
+}
+
+struct EncodingResult {
+  Accuracy heldout, long_match;
+  double seconds = 0, final_loss = 0;
+  std::int64_t steps = 0;
+  std::int64_t first_perfect_step = -1;  // first evaluation with 100% held-out exact match
+};
+
+// One panel per decoder layer: (T_tgt, S) weights averaged over heads.
+std::vector<examples::HeatMap> cross_attention_panels(nn::EncoderDecoder& model, const Tensors& set,
+                                                      std::int64_t index) {
+  NoGradGuard no_grad;
+  model.eval();
+  const Tensor src = set.src.narrow(0, index, 1).contiguous();        // (1, L)
+  const Tensor tgt_in = set.tgt_in.narrow(0, index, 1).contiguous();  // (1, L + 1)
+  std::vector<Tensor> weights;
+  model.decode(tgt_in, model.encode(src), Tensor(), Tensor(), nullptr, &weights);
+  model.train();
+  std::vector<std::string> cols, rows;
+  for (std::int64_t s = 0; s < src.shape()[1]; ++s)
+    cols.push_back(kTokenNames[static_cast<std::size_t>(src.at({0, s}))] + std::to_string(s));
+  for (std::int64_t t = 0; t < tgt_in.shape()[1]; ++t)
+    rows.push_back(kTokenNames[static_cast<std::size_t>(tgt_in.at({0, t}))]);
+  std::vector<examples::HeatMap> panels;
+  for (std::size_t layer = 0; layer < weights.size(); ++layer) {
+    const Tensor mean = weights[layer].mean({1}).select(0, 0);  // (1, H, T, S) -> (T, S)
+    examples::HeatMap map;
+    map.title = "decoder layer " + std::to_string(layer) + " (mean of heads)";
+    map.row_labels = rows;
+    map.col_labels = cols;
+    map.x_label = "source letter and position";
+    map.y_label = "decoder input";
+    map.min = 0.0;
+    map.max = 1.0;
+    for (std::int64_t t = 0; t < mean.shape()[0]; ++t) {
+      std::vector<double> row;
+      for (std::int64_t s = 0; s < mean.shape()[1]; ++s) row.push_back(mean.at({t, s}));
+      map.values.push_back(std::move(row));
+    }
+    panels.push_back(std::move(map));
+  }
+  return panels;
+}
+
+EncodingResult train_one(const Config& config, const std::string& encoding, const data::Dataset& train_set,
+                         const Tensors& heldout, const Tensors& long_set, const examples::RunDir& run) {
+  nn::EncoderDecoderOptions options;
+  options.src_vocab = options.tgt_vocab = static_cast<std::int64_t>(kTokenNames.size());
+  options.max_len = config.get_int("max_len");
+  options.encoder_layers = config.get_int("encoder_layers");
+  options.decoder_layers = config.get_int("decoder_layers");
+  options.positions = encoding == "learned"      ? nn::PositionEncoding::Learned
+                      : encoding == "sinusoidal" ? nn::PositionEncoding::Sinusoidal
+                                                 : nn::PositionEncoding::Rotary;
+  options.layer.d_model = config.get_int("d_model");
+  options.layer.num_heads = config.get_int("heads");
+  options.layer.ff_hidden = config.get_int("ff_hidden");
+  options.layer.activation = nn::Activation::ReLU;
+  options.layer.dropout = config.get_float("dropout");
+  options.layer.norm_first = true;
+
+  // The same initial weights' seed for every encoding, so they differ in positions only.
+  Generator init(static_cast<std::uint64_t>(config.get_int("seed")) + 1);
+  nn::EncoderDecoder model(options, init);
+  optim::AdamOptions adam;
+  adam.lr = config.get_float("lr");
+  optim::Adam optimizer(model.parameters(), adam);
+
+  data::DataLoaderOptions loader_options;
+  loader_options.batch_size = config.get_int("batch_size");
+  loader_options.seed = static_cast<std::uint64_t>(config.get_int("seed"));
+  loader_options.pad_id = kPad;
+  const data::DataLoader loader(train_set, loader_options);
+
+  examples::RunDir dir(run.file(encoding));
+  if (!config.get_bool("resume")) dir.clear_previous_run();
+  optim::TrainerOptions trainer_options;
+  trainer_options.max_steps = config.get_int("steps");
+  trainer_options.log_every = config.get_int("log_every");
+  trainer_options.eval_every = config.get_int("eval_every");
+  trainer_options.run_dir = dir.path();
+  trainer_options.resume = config.get_bool("resume");
+  trainer_options.progress = progress_mode(config.get_string("progress"));
+  optim::Trainer trainer(model, optimizer, trainer_options);
+
+  EncodingResult result;
+  const auto step_fn = [&](std::int64_t step) {
+    const data::Batch batch = loader.batch_at(step);
+    const std::int64_t t = batch.target.shape()[1];
+    const Tensor tgt_in = batch.target.narrow(1, 0, t - 1).contiguous();   // (B, L + 1)
+    const Tensor tgt_out = batch.target.narrow(1, 1, t - 1).contiguous();  // (B, L + 1)
+    const Tensor logits = model.forward(batch.input, tgt_in);              // (B, L + 1, V)
+    return optim::StepOutput{sequence_loss(logits, tgt_out), batch.size(), batch.tokens + batch.target_tokens};
+  };
+  const auto eval_fn = [&](std::int64_t step) {
+    const double match = greedy_accuracy(model, heldout).exact;
+    if (match == 1.0 && result.first_perfect_step < 0) result.first_perfect_step = step;
+    const Tensor logits = model.forward(heldout.src, heldout.tgt_in);
+    return std::map<std::string, double>{{"val_loss", sequence_loss(logits, heldout.tgt_out).item()},
+                                         {"heldout_exact_match", match}};
+  };
+  std::cerr << "sequence_reversal: training with " << encoding << " positions (" << model.num_parameters()
+            << " parameters)\n";
+  const optim::TrainResult trained = trainer.fit(step_fn, eval_fn);
+  result.steps = trained.steps;
+  result.seconds = trained.seconds;
+  result.final_loss = trained.final_loss;
+  result.heldout = greedy_accuracy(model, heldout);
+  result.long_match = greedy_accuracy(model, long_set);
+  dir.write_loss_plot("sequence reversal, " + encoding + " positions");
+
+  const std::int64_t example = config.get_int("heatmap_example");
+  examples::write_svg(run.file("cross_attention_" + encoding + ".svg"),
+                      examples::heat_map_svg(cross_attention_panels(model, heldout, example),
+                                             "cross-attention, " + encoding + " positions, held-out string " +
+                                                 std::to_string(example)));
+  return result;
+}
+
+void validate(const Config& config) {
+  auto positive = [&](const char* key) {
+    if (config.get_int(key) <= 0)
+      throw ConfigError(std::string("sequence_reversal: --") + key + " must be positive, got " +
+                        std::to_string(config.get_int(key)));
+  };
+  for (const char* key : {"alphabet", "train_size", "heldout_size", "long_size", "train_length", "long_length",
+                          "max_len", "d_model", "heads", "encoder_layers", "decoder_layers", "ff_hidden",
+                          "batch_size", "steps", "log_every"})
+    positive(key);
+  if (config.get_int("alphabet") > 5)
+    throw ConfigError("sequence_reversal: --alphabet must be at most 5, got " + std::to_string(config.get_int("alphabet")));
+  const std::int64_t longest = std::max(config.get_int("train_length"), config.get_int("long_length"));
+  if (config.get_int("max_len") < longest + 2)
+    throw ConfigError("sequence_reversal: --max_len " + std::to_string(config.get_int("max_len")) +
+                      " must be at least the longest string + 2 = " + std::to_string(longest + 2));
+  if (config.get_int("heatmap_example") < 0 || config.get_int("heatmap_example") >= config.get_int("heldout_size"))
+    throw ConfigError("sequence_reversal: --heatmap_example must be in [0, heldout_size)");
+  if (config.get_int("eval_every") < 0) throw ConfigError("sequence_reversal: --eval_every must be >= 0");
+  if (config.get_float("lr") <= 0) throw ConfigError("sequence_reversal: --lr must be positive");
+  if (config.get_float("dropout") < 0 || config.get_float("dropout") >= 1)
+    throw ConfigError("sequence_reversal: --dropout must be in [0, 1)");
+}
+
+int run(Config& config) {
+  validate(config);
+  const std::int64_t alphabet = config.get_int("alphabet");
+  Generator gen(static_cast<std::uint64_t>(config.get_int("seed")));
+  std::set<std::vector<std::int64_t>> seen;
+  const Strings train = random_strings(config.get_int("train_size"), config.get_int("train_length"), alphabet, gen, seen);
+  const Strings heldout = random_strings(config.get_int("heldout_size"), config.get_int("train_length"), alphabet, gen, seen);
+  const Strings longer = random_strings(config.get_int("long_size"), config.get_int("long_length"), alphabet, gen, seen);
+  const data::Dataset train_set = to_dataset(train);
+  const Tensors heldout_tensors = to_tensors(heldout);
+  const Tensors long_tensors = to_tensors(longer);
+
+  examples::RunDir run(config.get_string("run_dir"));
+  run.write_config(config);
+  std::vector<std::string> encodings = {"learned", "sinusoidal", "rotary"};
+  if (config.get_string("positions") != "all") encodings = {config.get_string("positions")};
+
+  nlohmann::json heldout_json, long_json, heldout_tokens_json, long_tokens_json, seconds_json, loss_json, perfect_json;
+  examples::LinePlot plot;
+  plot.title = "sequence reversal: training loss";
+  plot.x_label = "step";
+  plot.y_label = "loss";
+  plot.log_y = true;
+  std::int64_t steps = 0;
+  double total_seconds = 0;
+  for (const std::string& encoding : encodings) {
+    const EncodingResult r = train_one(config, encoding, train_set, heldout_tensors, long_tensors, run);
+    heldout_json[encoding] = r.heldout.exact;
+    long_json[encoding] = r.long_match.exact;
+    heldout_tokens_json[encoding] = r.heldout.tokens;
+    long_tokens_json[encoding] = r.long_match.tokens;
+    seconds_json[encoding] = r.seconds;
+    loss_json[encoding] = r.final_loss;
+    perfect_json[encoding] = r.first_perfect_step >= 0 ? nlohmann::json(r.first_perfect_step) : nlohmann::json(nullptr);
+    steps = r.steps;
+    total_seconds += r.seconds;
+    std::printf("%-10s  held-out exact match %.3f (tokens %.3f)  length-%lld exact match %.3f (tokens %.3f)  (%lld steps, %.1f s)\n",
+                encoding.c_str(), r.heldout.exact, r.heldout.tokens, static_cast<long long>(config.get_int("long_length")),
+                r.long_match.exact, r.long_match.tokens, static_cast<long long>(r.steps), r.seconds);
+    std::fflush(stdout);
+    examples::Series series{encoding, {}, {}};
+    for (const nlohmann::json& line : examples::read_jsonl(run.file(encoding + "/metrics.jsonl")))
+      if (line.contains("loss")) {
+        series.x.push_back(line["step"].get<double>());
+        series.y.push_back(line["loss"].get<double>());
+      }
+    plot.series.push_back(std::move(series));
+  }
+  examples::write_svg(run.file("loss.svg"), examples::line_plot_svg(plot));
+  const nlohmann::json summary = {
+      {"heldout_exact_match", heldout_json},
+      {"long_exact_match", long_json},
+      {"heldout_token_accuracy", heldout_tokens_json},
+      {"long_token_accuracy", long_tokens_json},
+      {"train_seconds", seconds_json},
+      {"train_seconds_total", total_seconds},
+      {"steps", steps},
+      {"final_loss", loss_json},
+      {"first_step_heldout_all_correct", perfect_json},
+      {"train_length", config.get_int("train_length")},
+      {"long_length", config.get_int("long_length")},
+  };
+  run.write_summary(summary);
+  std::printf("summary written to %s\n", run.file("summary.json").c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config config("sequence_reversal",
+                "an encoder-decoder transformer learns to reverse strings of a-e and is tested on longer ones, "
+                "with learned, sinusoidal and rotary positions");
+  declare_options(config);
+  if (const int status = examples::parse_command_line(config, argc, argv, 1, nullptr); status >= 0) return status;
+  try {
+    return run(config);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return examples::kConfigErrorExit;
+  } catch (const Error& e) {
+    std::cerr << "sequence_reversal: " << e.what() << "\n";
+    return 1;
+  }
+}
