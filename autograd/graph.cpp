@@ -2,21 +2,19 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <string>
 
+#include "autograd/block_pool.h"
+#include "autograd/live_counts.h"
 #include "autograd/ops.h"
 
 namespace tapegrad {
-
-namespace detail {
-extern std::atomic<std::int64_t> live_impls;
-}  // namespace detail
 
 namespace {
 
 thread_local bool grad_enabled = true;
 std::atomic<std::uint64_t> next_sequence{0};
-std::atomic<std::int64_t> node_count{0};
 
 // Deferred release. Destroying the last handle to a long chain would otherwise recurse once
 // per node (tensor -> node -> saved tensor -> node ...) and overflow the stack. The first
@@ -49,11 +47,11 @@ void release_node(std::shared_ptr<Node>&& node) {
 }  // namespace detail
 
 Node::Node() : sequence(next_sequence.fetch_add(1, std::memory_order_relaxed)) {
-  node_count.fetch_add(1, std::memory_order_relaxed);
+  detail::count_nodes(1);
 }
 
 Node::~Node() {
-  node_count.fetch_sub(1, std::memory_order_relaxed);
+  detail::count_nodes(-1);
   {
     BackwardFn closure = std::move(backward);  // saved tensors go first, through ~TensorImpl
   }
@@ -70,7 +68,7 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 void record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
-  auto node = std::make_shared<Node>();
+  auto node = std::allocate_shared<Node>(detail::BlockAllocator<Node>());
   node->name = name;
   node->edges.resize(inputs.size());
   for (std::size_t i = 0; i < inputs.size(); ++i) {
@@ -165,6 +163,10 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     if (auto out = node->output.lock(); out && out->retains_grad) accumulate_into_leaf(*out, grad_output);
 
     TensorList grads = node->backward(grad_output);
+    // Dropped before the gradients are passed on: a gradient that is a view of grad_output
+    // (transpose, reshape) then owns its buffer alone and is kept or updated in place
+    // instead of copied.
+    grad_output = Tensor();
     if (!retain_graph) {
       node->backward = nullptr;
       node->released = true;
@@ -211,7 +213,72 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   return reshape(sum(grad, axes, /*keepdim=*/true), shape);
 }
 
-std::int64_t live_nodes() { return node_count.load(); }
-std::int64_t live_tensor_impls() { return detail::live_impls.load(); }
+std::int64_t live_nodes() { return detail::total_live_nodes(); }
+std::int64_t live_tensor_impls() { return detail::total_live_impls(); }
+
+namespace detail {
+
+namespace {
+
+struct CountRegistry {
+  std::mutex mutex;
+  std::vector<LiveCounts*> live;
+  LiveCounts retired;  // exited threads, and counts made while a thread tears down
+};
+
+CountRegistry& registry() {
+  static CountRegistry* instance = new CountRegistry();  // never destroyed, like the objects it counts
+  return *instance;
+}
+
+thread_local bool counts_gone = false;  // plain flag, readable after the counts below are destroyed
+
+struct ThreadCounts {
+  LiveCounts counts;
+  ThreadCounts() {
+    std::lock_guard<std::mutex> lock(registry().mutex);
+    registry().live.push_back(&counts);
+  }
+  ~ThreadCounts() {
+    CountRegistry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    r.live.erase(std::find(r.live.begin(), r.live.end(), &counts));
+    r.retired.impls.fetch_add(counts.impls.load());
+    r.retired.nodes.fetch_add(counts.nodes.load());
+    counts_gone = true;
+  }
+};
+
+void bump(std::atomic<std::int64_t> LiveCounts::*which, std::int64_t by) {
+  if (LiveCounts* c = thread_live_counts()) {
+    std::atomic<std::int64_t>& counter = c->*which;
+    counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  } else {
+    (registry().retired.*which).fetch_add(by);
+  }
+}
+
+std::int64_t total(std::atomic<std::int64_t> LiveCounts::*which) {
+  thread_live_counts();
+  CountRegistry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::int64_t sum = (r.retired.*which).load();
+  for (const LiveCounts* c : r.live) sum += (c->*which).load(std::memory_order_relaxed);
+  return sum;
+}
+
+}  // namespace
+
+LiveCounts* thread_live_counts() {
+  if (counts_gone) return nullptr;
+  thread_local ThreadCounts counts;
+  return &counts.counts;
+}
+void count_impls(std::int64_t by) { bump(&LiveCounts::impls, by); }
+void count_nodes(std::int64_t by) { bump(&LiveCounts::nodes, by); }
+std::int64_t total_live_impls() { return total(&LiveCounts::impls); }
+std::int64_t total_live_nodes() { return total(&LiveCounts::nodes); }
+
+}  // namespace detail
 
 }  // namespace tapegrad

@@ -106,6 +106,10 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
 Tensor softmax(const Tensor& x, std::int64_t axis);
 // x - logsumexp(x) along axis, stable.
 Tensor log_softmax(const Tensor& x, std::int64_t axis);
+// Softmax over the last axis of causal attention scores x: (..., Tq, Tk): entry (i, j) with
+// j > i + offset gets weight exactly 0 (offset = Tk - Tq when Tq new queries follow cached
+// keys). Equals softmax(masked_fill(x, j > i + offset, -inf), -1) in one fused pass.
+Tensor causal_softmax(const Tensor& x, std::int64_t offset = 0);
 
 // ---------------------------------------------------------------- matrix products
 // NumPy/PyTorch matmul: 1-D operands are promoted (and the added axis removed), the last two

@@ -3,7 +3,9 @@
 //
 // Buffers come from a caching pool keyed by exact byte size: a training step allocates the same
 // shapes every step, so after the first step nearly every allocation is a pop from a free list
-// instead of a malloc (and, for large buffers, an mmap plus page faults).
+// instead of a malloc (and, for large buffers, an mmap plus page faults). Each thread keeps its
+// own free lists, so allocating takes no lock; a buffer released on another thread joins that
+// thread's lists, and the lists of a thread that exits pass to the others.
 
 #include <cstddef>
 #include <cstdint>
@@ -34,16 +36,16 @@ class Storage {
   std::uint64_t version_ = 0;
 };
 
-// Statistics and control of the buffer pool.
+// Statistics and control of the buffer pool, summed over threads.
 struct PoolStats {
   std::size_t bytes_in_use = 0;     // held by live storages
   std::size_t bytes_cached = 0;     // free buffers kept for reuse
-  std::size_t peak_bytes_in_use = 0;
+  std::size_t peak_bytes_in_use = 0;  // the sum of each thread's own peak (exact with one thread)
   std::size_t allocations = 0;      // buffers requested
   std::size_t pool_hits = 0;        // of those, served from the cache
 };
 PoolStats pool_stats();
-// Returns every cached buffer to the system.
+// Returns the calling thread's cached buffers, and those of exited threads, to the system.
 void empty_pool_cache();
 
 }  // namespace tapegrad

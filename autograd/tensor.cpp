@@ -7,20 +7,18 @@
 #include <ostream>
 #include <sstream>
 
+#include "autograd/block_pool.h"
 #include "autograd/graph.h"
+#include "autograd/live_counts.h"
 #include "autograd/kernels/strided.h"
 #include "autograd/ops.h"
 
 namespace tapegrad {
 
-namespace detail {
-std::atomic<std::int64_t> live_impls{0};
-}  // namespace detail
-
-TensorImpl::TensorImpl() { detail::live_impls.fetch_add(1, std::memory_order_relaxed); }
+TensorImpl::TensorImpl() { detail::count_impls(1); }
 
 TensorImpl::~TensorImpl() {
-  detail::live_impls.fetch_sub(1, std::memory_order_relaxed);
+  detail::count_impls(-1);
   if (grad_fn) detail::release_node(std::move(grad_fn));
 }
 
@@ -215,6 +213,12 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
     const T a = static_cast<T>(alpha);
     T* dst = data_ptr<T>();
     const T* src = other.data_ptr<T>();
+    if (other.shape() == shape() && is_contiguous() && other.is_contiguous()) {
+      // The common case (gradient accumulation, optimiser steps): one flat loop.
+      const std::int64_t n = numel();
+      for (std::int64_t i = 0; i < n; ++i) dst[i] += a * src[i];
+      return;
+    }
     kernels::for_each_run<2>(shape(), {strides(), kernels::broadcast_strides(other, shape())},
                              [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> st) {
                                T* d = dst + off[0];
@@ -304,7 +308,7 @@ namespace detail {
 
 Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Dims& strides, std::int64_t offset,
                    DType dtype) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(BlockAllocator<TensorImpl>());
   impl->storage = std::move(storage);
   impl->shape = shape;
   impl->strides = strides;
@@ -339,7 +343,8 @@ Tensor empty(const Shape& shape, DType dtype) {
     if (d > 0 && numel > limit / d) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
     numel *= d;
   }
-  auto storage = std::make_shared<Storage>(static_cast<std::size_t>(shape.numel()) * element_size(dtype));
+  auto storage = std::allocate_shared<Storage>(detail::BlockAllocator<Storage>(),
+                                              static_cast<std::size_t>(shape.numel()) * element_size(dtype));
   return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 

@@ -1,8 +1,10 @@
-// tapegrad_bench: per-op timings, the sgemm ceiling (S0) and the spam-toy training step (W1)
-// of shared/workloads.md. A measuring program, not a test; see docs/bench.md.
+// tapegrad_bench: per-op timings and the workloads of shared/workloads.md: the sgemm ceiling
+// (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3) and
+// the mixture-of-experts layer (W4). A measuring program, not a test; see docs/bench.md.
+// bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both.
 //
-//   tapegrad_bench                         # every workload, as tables
-//   tapegrad_bench --workload w1 --json    # one JSON object per line
+//   tapegrad_bench                         # every workload, as text
+//   tapegrad_bench --workload w3 --json    # one JSON object per line
 //   tapegrad_bench --workload w1 --threads 1
 //
 // Every figure is a median over repeated runs (W1 also gives the mean, its defined figure).
@@ -23,70 +25,28 @@
 
 #include "autograd/autograd.h"
 #include "autograd/kernels/blas.h"
+#include "bench/bench_common.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
 
 using namespace tapegrad;
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
 
 namespace {
 
-struct Options {
-  std::string workload = "all";  // ops, sgemm, w1 or all
-  bool json = false;
-  int threads = 0;  // 0: leave OpenBLAS's default
-  int runs = 15;    // timed runs per op row
-  int w1_warmup = 1000;
-  int w1_steps = 20000;
-};
-
-[[noreturn]] void usage(const std::string& problem) {
-  std::ostream& out = problem.empty() ? std::cout : std::cerr;
-  if (!problem.empty()) out << "tapegrad_bench: " << problem << "\n";
-  out << "usage: tapegrad_bench [--workload ops|sgemm|w1|all] [--json] [--threads N] [--runs N]\n"
-      << "                      [--w1-warmup N] [--w1-steps N]\n";
-  std::exit(problem.empty() ? 0 : 2);
-}
-
-Options parse_options(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(arg + " needs a value");
-      return argv[++i];
-    };
-    auto positive = [&]() {
-      const std::string v = value();
-      char* end = nullptr;
-      const long n = std::strtol(v.c_str(), &end, 10);
-      if (*end != '\0' || n < 1) usage(arg + " needs a positive integer, got '" + v + "'");
-      return static_cast<int>(n);
-    };
-    if (arg == "--workload") o.workload = value();
-    else if (arg == "--json") o.json = true;
-    else if (arg == "--threads") o.threads = positive();
-    else if (arg == "--runs") o.runs = positive();
-    else if (arg == "--w1-warmup") o.w1_warmup = positive();
-    else if (arg == "--w1-steps") o.w1_steps = positive();
-    else if (arg == "--help" || arg == "-h") usage("");
-    else usage("unknown argument '" + arg + "'");
-  }
-  if (o.workload != "ops" && o.workload != "sgemm" && o.workload != "w1" && o.workload != "all")
-    usage("unknown workload '" + o.workload + "'");
-  return o;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using bench::median;
+using bench::ms_since;
+using bench::Options;
 
 nlohmann::json record_base(const std::string& workload) {
   return {{"workload", workload}, {"framework", "tapegrad"}, {"threads", kernels::blas_num_threads()}};
+}
+
+// Prints a workload's result: its JSON object (with the peak resident set size) or its text.
+void emit(const Options& opt, nlohmann::json row, const std::string& text) {
+  row["peak_rss_mib"] = bench::peak_rss_mib();
+  if (opt.json) std::cout << row.dump() << std::endl;
+  else std::printf("%s (peak RSS %.1f MiB)\n\n", text.c_str(), row["peak_rss_mib"].get<double>());
 }
 
 // Median milliseconds per call of fn over `runs` runs. Each run repeats fn enough times to last
@@ -225,7 +185,7 @@ void run_ops(const Options& opt) {
 // ---------------------------------------------------------------- S0 sgemm
 void run_sgemm(const Options& opt) {
   constexpr std::int64_t n = 1024;
-  constexpr int runs = 20;
+  const int warmup = bench::warmup_of(opt, "sgemm"), runs = bench::steps_of(opt, "sgemm");
   const double flops = 2.0 * n * n * n;
   Generator gen(0);
   const Tensor a = randn({n, n}, gen);
@@ -235,7 +195,7 @@ void run_sgemm(const Options& opt) {
   // Through tapegrad's matmul (output allocation included, as a framework call would)
   // and, for reference, gemm straight into a preallocated buffer.
   auto time_single_calls = [&](const std::function<void()>& fn) {
-    for (int i = 0; i < 3; ++i) fn();
+    for (int i = 0; i < warmup; ++i) fn();
     std::vector<double> ms;
     for (int i = 0; i < runs; ++i) {
       const auto start = Clock::now();
@@ -252,19 +212,19 @@ void run_sgemm(const Options& opt) {
   });
   const double gflops = flops / (matmul_ms * 1e6);
   const double raw_gflops = flops / (raw_ms * 1e6);
-  if (opt.json) {
-    nlohmann::json row = record_base("sgemm");
-    row["median_ms"] = matmul_ms;
-    row["runs"] = runs;
-    row["gflops"] = gflops;
-    row["raw_sgemm_median_ms"] = raw_ms;
-    row["raw_sgemm_gflops"] = raw_gflops;
-    std::cout << row.dump() << "\n";
-  } else {
-    std::printf("S0 sgemm 1024x1024 @ 1024x1024 float32, median of %d:\n", runs);
-    std::printf("  tapegrad matmul  %8.3f ms  %7.1f GFLOP/s\n", matmul_ms, gflops);
-    std::printf("  cblas_sgemm      %8.3f ms  %7.1f GFLOP/s  (no allocation)\n", raw_ms, raw_gflops);
-  }
+  nlohmann::json row = record_base("sgemm");
+  row["median_ms"] = matmul_ms;
+  row["runs"] = runs;
+  row["gflops"] = gflops;
+  row["raw_sgemm_median_ms"] = raw_ms;
+  row["raw_sgemm_gflops"] = raw_gflops;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "S0 sgemm 1024x1024 @ 1024x1024 float32, median of %d:\n"
+                "  tapegrad matmul  %8.3f ms  %7.1f GFLOP/s\n"
+                "  cblas_sgemm      %8.3f ms  %7.1f GFLOP/s  (no allocation)",
+                runs, matmul_ms, gflops, raw_ms, raw_gflops);
+  emit(opt, row, text);
 }
 
 // ---------------------------------------------------------------- W1 spam toy
@@ -283,29 +243,10 @@ struct SpamToy {
   std::vector<Tensor> params;
 
   explicit SpamToy(Generator& gen) {
-    const std::vector<std::pair<std::string, std::int64_t>> data = {
-        {"you want a billion dollars", 1},
-        {"click here for midterm answers", 1},
-        {"send me your bank account info", 1},
-        {"read important cs685 news", 0},
-    };
-    std::map<std::string, std::int64_t> vocab;  // word -> id, in order of first appearance
-    for (const auto& [text, label] : data) {
-      std::vector<std::int64_t> ids;
-      std::size_t start = 0;
-      while (start < text.size()) {
-        std::size_t end = text.find(' ', start);
-        if (end == std::string::npos) end = text.size();
-        const std::string word = text.substr(start, end - start);
-        auto it = vocab.find(word);
-        if (it == vocab.end()) it = vocab.emplace(word, static_cast<std::int64_t>(vocab.size())).first;
-        ids.push_back(it->second);
-        start = end + 1;
-      }
-      sentences.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
-      labels.push_back(label);
-    }
-    vocab_size = static_cast<std::int64_t>(vocab.size());
+    const bench::SpamToyData data = bench::spam_toy_data();
+    for (const auto& ids : data.sentences) sentences.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
+    labels = data.labels;
+    vocab_size = data.vocab_size;
     // PyTorch's initialisation: Embedding N(0, 1); Linear U(-1/sqrt(in), 1/sqrt(in)).
     const double bound = 1.0 / std::sqrt(static_cast<double>(kDim));
     embedding_weight = randn({vocab_size, kDim}, gen);
@@ -343,60 +284,247 @@ struct SpamToy {
 };
 
 void run_w1(const Options& opt) {
-  nlohmann::json row = record_base("w1");
-  try {
-    Generator gen(0);
-    SpamToy toy(gen);
-    const std::size_t n = toy.sentences.size();
-    std::size_t next = 0;
-    for (int s = 0; s < opt.w1_warmup; ++s) toy.step(next++ % n);
-    std::vector<double> step_ms;
-    step_ms.reserve(opt.w1_steps);
-    double last_loss = 0.0;
-    const auto total_start = Clock::now();
-    for (int s = 0; s < opt.w1_steps; ++s) {
-      const auto start = Clock::now();
-      last_loss = toy.step(next++ % n);
-      step_ms.push_back(ms_since(start));
-    }
-    const double mean_us = ms_since(total_start) * 1000.0 / opt.w1_steps;
-    const double median_ms = median(step_ms);
-    row["median_ms"] = median_ms;
-    row["runs"] = opt.w1_steps;
-    row["us_per_step"] = mean_us;
-    row["final_loss"] = last_loss;
-    if (opt.json) {
-      std::cout << row.dump() << "\n";
-    } else {
-      std::printf("W1 spam-toy (V=%lld): %.1f us/step (mean of %d steps after %d warm-up; median %.1f us), "
-                  "final loss %.6g\n",
-                  static_cast<long long>(toy.vocab_size), mean_us, opt.w1_steps, opt.w1_warmup, median_ms * 1000.0,
-                  last_loss);
-    }
-  } catch (const Error& e) {
-    if (!not_implemented(e)) throw;
-    row["median_ms"] = nullptr;
-    row["runs"] = 0;
-    row["status"] = std::string("not implemented: ") + e.what();
-    if (opt.json) std::cout << row.dump() << "\n";
-    else std::printf("W1 spam-toy: n/a (%s)\n", e.what());
+  const int warmup = bench::warmup_of(opt, "w1"), steps = bench::steps_of(opt, "w1");
+  Generator gen(0);
+  SpamToy toy(gen);
+  const std::size_t n = toy.sentences.size();
+  std::size_t next = 0;
+  for (int s = 0; s < warmup; ++s) toy.step(next++ % n);
+  std::vector<double> step_ms;
+  step_ms.reserve(static_cast<std::size_t>(steps));
+  double last_loss = 0.0;
+  const auto total_start = Clock::now();
+  for (int s = 0; s < steps; ++s) {
+    const auto start = Clock::now();
+    last_loss = toy.step(next++ % n);
+    step_ms.push_back(ms_since(start));
   }
+  const double mean_us = ms_since(total_start) * 1000.0 / steps;
+  const double median_ms = median(step_ms);
+  nlohmann::json row = record_base("w1");
+  row["median_ms"] = median_ms;
+  row["runs"] = steps;
+  row["us_per_step"] = mean_us;
+  row["final_loss"] = last_loss;
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "W1 spam-toy (V=%lld): %.1f us/step (mean of %d steps after %d warm-up; median %.1f us), "
+                "final loss %.6g",
+                static_cast<long long>(toy.vocab_size), mean_us, steps, warmup, median_ms * 1000.0, last_loss);
+  emit(opt, row, text);
+}
+
+// Times `step` warmup + steps times; returns the measured steps' milliseconds.
+std::vector<double> time_steps(int warmup, int steps, const std::function<void()>& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    const auto start = Clock::now();
+    step();
+    ms.push_back(ms_since(start));
+  }
+  return ms;
+}
+
+// ---------------------------------------------------------------- W2 reversal
+// nn::EncoderDecoder (learned positions, pre-norm, ReLU FFN, no dropout) trained with Adam on
+// the reversal data of bench_common.h.
+struct ReversalTraining {
+  using D = bench::ReversalData;
+  bench::ReversalData data = bench::reversal_data();
+  Generator gen{0};
+  nn::EncoderDecoder model{options(), gen};
+  optim::Adam adam{model.parameters(), adam_options()};
+  std::vector<Tensor> src, in, out;  // per batch: (32, 10), (32, 11), (32 * 11)
+  Tensor test_src, test_out;         // (100, 10), (100, 11)
+
+  static nn::EncoderDecoderOptions options() {
+    nn::EncoderDecoderOptions o;
+    o.src_vocab = D::kVocab;
+    o.tgt_vocab = D::kVocab;
+    o.max_len = D::kMaxLen;
+    o.encoder_layers = D::kLayers;
+    o.decoder_layers = D::kLayers;
+    o.positions = nn::PositionEncoding::Learned;
+    o.layer.d_model = D::kDModel;
+    o.layer.num_heads = D::kHeads;
+    o.layer.ff_hidden = D::kFfn;
+    o.layer.activation = nn::Activation::ReLU;
+    o.layer.dropout = 0.0;
+    o.layer.norm_first = true;
+    return o;
+  }
+  static optim::AdamOptions adam_options() {
+    optim::AdamOptions o;
+    o.lr = 1e-3;
+    return o;
+  }
+
+  ReversalTraining() {
+    const std::int64_t b = D::kBatch, t = D::kLength;
+    for (std::int64_t j = 0; j < D::batches_per_epoch(); ++j) {
+      auto rows = [&](const std::vector<std::int64_t>& v, std::int64_t len, const Shape& shape) {
+        return from_vector(std::vector<std::int64_t>(v.begin() + j * b * len, v.begin() + (j + 1) * b * len), shape);
+      };
+      src.push_back(rows(data.train_src, t, {b, t}));
+      in.push_back(rows(data.train_in, t + 1, {b, t + 1}));
+      out.push_back(rows(data.train_out, t + 1, {b * (t + 1)}));
+    }
+    test_src = from_vector(data.test_src, {D::kHeldOut, t});
+    test_out = from_vector(data.test_out, {D::kHeldOut, t + 1});
+  }
+
+  double step(std::int64_t s) {
+    const std::size_t j = static_cast<std::size_t>(s % D::batches_per_epoch());
+    adam.zero_grad();
+    const Tensor logits = model.forward(src[j], in[j]);  // (B, T + 1, V)
+    const Tensor loss = nn::cross_entropy(logits.reshape({-1, D::kVocab}), out[j]);
+    loss.backward();
+    adam.step();
+    return loss.item();
+  }
+
+  // Fraction of held-out sequences whose greedy decoding (11 tokens) equals the target exactly.
+  double exact_match() {
+    const Tensor decoded = model.greedy_decode(test_src, D::kSos, D::kEos, D::kLength + 1);  // (N, 1 + n)
+    if (decoded.shape()[1] != D::kLength + 2) return 0.0;  // every row stopped early: all wrong
+    const std::vector<std::int64_t> got = decoded.slice(1, 1, D::kLength + 2).to_vector<std::int64_t>();
+    const std::vector<std::int64_t> want = test_out.to_vector<std::int64_t>();
+    std::int64_t right = 0;
+    for (std::int64_t r = 0; r < D::kHeldOut; ++r)
+      right += std::equal(got.begin() + r * (D::kLength + 1), got.begin() + (r + 1) * (D::kLength + 1),
+                          want.begin() + r * (D::kLength + 1));
+    return static_cast<double>(right) / D::kHeldOut;
+  }
+};
+
+void run_w2(const Options& opt) {
+  ReversalTraining training;
+  std::int64_t s = 0;
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
+  nlohmann::json row = record_base("w2");
+  row["median_ms"] = median(ms);
+  row["mean_ms"] = bench::mean(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W2 reversal: " + std::to_string(median(ms)) + " ms/step median, final loss " + std::to_string(last));
+}
+
+void run_w2conv(const Options& opt) {
+  ReversalTraining training;
+  const int max_steps = bench::steps_of(opt, "w2conv");
+  const auto start = Clock::now();
+  std::int64_t solved_at = -1;
+  double accuracy = 0.0;
+  for (int s = 1; s <= max_steps; ++s) {
+    training.step(s - 1);
+    if (s % 100 == 0 || s == max_steps) {
+      accuracy = training.exact_match();
+      if (accuracy == 1.0) {
+        solved_at = s;
+        break;
+      }
+    }
+  }
+  const double seconds = ms_since(start) / 1000.0;
+  nlohmann::json row = record_base("w2conv");
+  row["solved_at_step"] = solved_at >= 0 ? nlohmann::json(solved_at) : nlohmann::json(nullptr);
+  row["exact_match"] = accuracy;
+  row["seconds"] = seconds;
+  row["median_ms"] = nullptr;
+  row["runs"] = 1;
+  emit(opt, row, "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
+                     std::to_string(seconds) + " s (exact match " + std::to_string(accuracy) + ")");
+}
+
+// ---------------------------------------------------------------- W3 causal LM
+void run_w3(const Options& opt) {
+  using C = bench::LmConfig;
+  Generator gen(0);
+  nn::LanguageModelOptions o;
+  o.vocab_size = C::kVocab;
+  o.max_len = C::kLength;
+  o.num_layers = C::kLayers;
+  o.layer.d_model = C::kDModel;
+  o.layer.num_heads = C::kHeads;
+  o.layer.ff_hidden = C::kFfn;
+  o.layer.activation = nn::Activation::GELU;
+  o.layer.dropout = 0.0;
+  o.layer.norm_first = true;
+  nn::LanguageModel model(o, gen);
+  optim::AdamOptions ao = optim::AdamW::defaults();
+  ao.lr = 3e-4;
+  optim::AdamW adamw(model.parameters(), ao);
+  const Tensor tokens = from_vector(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
+  const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();     // (B, T)
+  const Tensor targets = tokens.slice(1, 1, C::kLength + 1).reshape({-1});  // (B T)
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w3"), bench::steps_of(opt, "w3"), [&] {
+    adamw.zero_grad();
+    const Tensor loss = nn::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    loss.backward();
+    adamw.step();
+    last = loss.item();
+  });
+  const double median_ms = median(ms);
+  nlohmann::json row = record_base("w3");
+  row["median_ms"] = median_ms;
+  row["runs"] = ms.size();
+  row["tokens_per_s"] = C::kBatch * C::kLength / (median_ms / 1000.0);
+  row["step_gflop"] = bench::lm_step_flops() / 1e9;
+  row["gflops"] = bench::lm_step_flops() / (median_ms * 1e6);
+  row["final_loss"] = last;
+  emit(opt, row, "W3 lm: " + std::to_string(median_ms) + " ms/step, " + std::to_string(row["gflops"].get<double>()) +
+                     " GFLOP/s");
+}
+
+// ---------------------------------------------------------------- W4 MoE
+void run_w4(const Options& opt) {
+  using C = bench::MoeConfig;
+  Generator gen(0);
+  nn::MoEOptions o;
+  o.num_experts = C::kExperts;
+  o.top_k = C::kTopK;
+  o.hidden = C::kHidden;
+  o.weighting = nn::RouterWeighting::SoftmaxTopK;
+  o.activation = nn::ExpertActivation::ReLU;
+  o.router_bias = false;
+  nn::MixtureOfExperts moe(C::kDim, o, gen);
+  const Tensor x = from_vector(bench::moe_input(), {C::kTokens, C::kDim});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w4"), bench::steps_of(opt, "w4"), [&] {
+    moe.zero_grad(/*set_to_none=*/true);
+    const nn::MoEOutput r = moe(x);
+    const Tensor loss = (r.output * r.output).mean() + 0.01 * r.load_balancing_loss;
+    loss.backward();
+    last = loss.item();
+  });
+  nlohmann::json row = record_base("w4");
+  row["median_ms"] = median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W4 moe: " + std::to_string(median(ms)) + " ms fwd+bwd");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options opt = parse_options(argc, argv);
+  const Options opt = bench::parse_options(argc, argv, "tapegrad_bench", {"ops"});
   if (opt.threads > 0) kernels::set_blas_num_threads(opt.threads);
   if (!opt.json)
     std::printf("tapegrad_bench: OpenBLAS %s kernels, %d thread(s)\n\n", kernels::blas_core_name().c_str(),
                 kernels::blas_num_threads());
   try {
-    if (opt.workload == "ops" || opt.workload == "all") run_ops(opt);
-    if (opt.workload == "all" && !opt.json) std::printf("\n");
-    if (opt.workload == "sgemm" || opt.workload == "all") run_sgemm(opt);
-    if (opt.workload == "all" && !opt.json) std::printf("\n");
-    if (opt.workload == "w1" || opt.workload == "all") run_w1(opt);
+    const std::string& w = opt.workload;
+    if (w == "ops" || w == "all") run_ops(opt);
+    if (w == "sgemm" || w == "all") run_sgemm(opt);
+    if (w == "w1" || w == "all") run_w1(opt);
+    if (w == "w2" || w == "all") run_w2(opt);
+    if (w == "w2conv") run_w2conv(opt);
+    if (w == "w3" || w == "all") run_w3(opt);
+    if (w == "w4" || w == "all") run_w4(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

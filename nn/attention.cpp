@@ -97,7 +97,12 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     throw ValueError(std::string(kSdpa) + ": dropout probability " + std::to_string(dropout_p) + " needs a Generator");
   const std::int64_t b = q.shape()[0], h = q.shape()[1], tq = q.shape()[2], tk = k.shape()[2], d = q.shape()[3];
 
-  const Tensor excluded = excluded_keys(masks, b, h, tq, tk, q.dtype());  // broadcasts to (B, H, Tq, Tk)
+  // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): the fused
+  // causal_softmax needs no mask tensor and no check for fully masked rows.
+  const bool causal_only = masks.is_causal && tk >= tq && !masks.key_padding_mask.defined() &&
+                           !masks.keep_mask.defined() && !masks.additive_mask.defined();
+  // Broadcasts to (B, H, Tq, Tk); undefined when nothing is masked or the mask is causal only.
+  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, b, h, tq, tk, q.dtype());
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
   // scores: (B, H, Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
@@ -110,7 +115,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   }
 
   Tensor weights;  // (B, H, Tq, Tk)
-  if (!excluded.defined()) {
+  if (causal_only) {
+    weights = causal_softmax(scores, tk - tq);
+  } else if (!excluded.defined()) {
     weights = softmax(scores, -1);
   } else {
     // A row with every key excluded would be softmax(-inf, ..., -inf) = NaN. Such rows keep
@@ -119,14 +126,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     // Masked entries get -inf rather than a large finite negative: exactly zero weight in
     // float32 too, whatever the scale of the scores.
     // fully_excluded: excluded's shape with the last axis 1 (a size-1 last axis stands for all Tk).
-    // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): nothing to check.
-    const bool causal_only = masks.is_causal && tk >= tq && !masks.key_padding_mask.defined() &&
-                             !masks.keep_mask.defined() && !masks.additive_mask.defined();
-    Tensor fully_excluded;
-    if (!causal_only)
-      fully_excluded = eq(excluded.to(kFloat32).sum({-1}, /*keepdim=*/true),
-                          static_cast<double>(excluded.shape()[excluded.dim() - 1]));
-    if (fully_excluded.defined() && fully_excluded.to(kFloat32).sum().item() > 0) {
+    const Tensor fully_excluded = eq(excluded.to(kFloat32).sum({-1}, /*keepdim=*/true),
+                                     static_cast<double>(excluded.shape()[excluded.dim() - 1]));
+    if (fully_excluded.to(kFloat32).sum().item() > 0) {
       const Tensor partly_excluded = logical_and(excluded, logical_not(fully_excluded));
       weights = softmax(masked_fill(scores, partly_excluded, kMinusInf), -1);
       weights = masked_fill(weights, fully_excluded, 0.0);

@@ -132,6 +132,27 @@ TEST_CASE("elementwise: gradcheck through non-contiguous views and repeated use"
   check_gradients([](const TensorList& t) { return t[0] * t[0].exp() + t[0].transpose(0, 1).sum(); }, {x});
 }
 
+TEST_CASE("elementwise: gelu's vectorised backward equals the strided (scalar) path") {
+  // 1003 values: full vectors plus a tail. The contiguous input takes the vectorised kernel;
+  // the same values read through a stride-2 view take the per-element formula.
+  Generator gen(11);
+  const Tensor values = randn({1003}, gen).mul_(3.0);
+  const Tensor wide = zeros({1003, 2});
+  wide.select(1, 0).copy_(values);
+  const Tensor upstream = randn({1003}, gen);
+  for (GeluApproximation approx : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    const Tensor a = values.clone().requires_grad_();
+    gelu(a, approx).backward(upstream);
+    const Tensor b = wide.clone().requires_grad_();
+    gelu(b.select(1, 0), approx).backward(upstream);
+    const std::vector<float> fast = a.grad().to_vector<float>();
+    const std::vector<float> slow = b.grad().select(1, 0).to_vector<float>();
+    REQUIRE(fast.size() == slow.size());
+    for (std::size_t i = 0; i < fast.size(); ++i)
+      CHECK(fast[i] == doctest::Approx(slow[i]).epsilon(1e-5).scale(1.0));
+  }
+}
+
 TEST_CASE("elementwise: comparisons, where and masked_fill") {
   Tensor a = tensor({1, 2, 3});
   Tensor b = tensor({3, 2, 1});

@@ -295,6 +295,28 @@ TEST_CASE("matmul: the gradient of a batch-shared B is one gemm over the flatten
   check_close(b.grad(), reference_matmul(a.reshape({20, 3}).mT(), g.reshape({20, 2})), 1e-5);
 }
 
+TEST_CASE("matmul: the gradient of W in x @ W^T arrives in W's layout, equal to the copied path") {
+  Generator gen(8);
+  const Tensor x = randn({4, 5, 3}, gen);
+  const Tensor g = randn({4, 5, 6}, gen);
+  for (const Tensor& w_values : {randn({6, 3}, gen), randn({1, 3}, gen)}) {
+    const Shape out_shape{4, 5, w_values.shape()[0]};
+    const Tensor upstream = g.narrow(2, 0, w_values.shape()[0]).contiguous();
+    // Special-cased: W^T is a transposed view, so dW is computed as G^T X in W's layout.
+    const Tensor w = w_values.clone().requires_grad_();
+    matmul(x, w.mT()).backward(upstream);
+    // The general path: the same values as a contiguous (3, out) matrix.
+    const Tensor wt = w_values.mT().contiguous().requires_grad_();
+    matmul(x, wt).backward(upstream);
+    CHECK(w.grad().is_contiguous());
+    check_close(w.grad(), wt.grad().mT().contiguous(), 1e-5);
+  }
+  // The gemm's output becomes W.grad with no copy: the product and the view of it are all.
+  const Tensor w = randn({6, 3}, gen).requires_grad_();
+  const Tensor y = matmul(x, w.mT());
+  CHECK(allocations_during([&] { y.backward(g); }) == 1);
+}
+
 TEST_CASE("matmul: errors name the op and the shapes") {
   Generator gen(8);
   CHECK_THROWS_WITH_AS(matmul(randn({2, 3}, gen), randn({4, 5}, gen)), "matmul: cannot multiply (2,3) by (4,5)",
@@ -319,8 +341,11 @@ TEST_CASE("matmul: the gemm loop and BLAS agree on every transpose combination")
   struct Dims3 {
     std::int64_t m, n, k;
   };
-  // Covers the loop's three forms: vectorised rows (n >= 8), contiguous dots, strided dots.
-  const std::vector<Dims3> sizes = {{1, 2, 20}, {2, 20, 1}, {4, 4, 4}, {5, 20, 20}, {3, 7, 11}, {1, 1, 9}};
+  // Covers the loop's forms: register blocks (n >= 8: row blocks of 4, 3, 2, 1 and column blocks
+  // of 8, 4, 1, with a transposed B repacked), contiguous dots, strided dots, and a transposed B
+  // too large to repack (k n > 4096).
+  const std::vector<Dims3> sizes = {{1, 2, 20}, {2, 20, 1}, {4, 4, 4},  {5, 20, 20}, {3, 7, 11},
+                                    {1, 1, 9},  {7, 29, 5}, {6, 13, 1}, {9, 8, 3},   {2, 70, 64}};
   for (Dims3 d : sizes) {
     for (int flags = 0; flags < 4; ++flags) {
       const bool ta = flags & 1, tb = flags & 2;
@@ -358,15 +383,20 @@ TEST_CASE("matmul: the gemm loop and BLAS agree on every transpose combination")
   kernels::gemm_blas(false, false, 1, 1, 2, 1.0f, a.data(), 2, b.data(), 1, 0.0f, c_blas.data(), 1);
   CHECK(c_loop[0] == 11.0f);
   CHECK(c_blas[0] == 11.0f);
+  // The same for the register-blocked form (n >= 8).
+  std::vector<float> a8(2, 1.0f), b8(16, 2.0f), c8(8, NAN);
+  kernels::gemm_loop(false, false, 1, 8, 2, 1.0f, a8.data(), 2, b8.data(), 8, 0.0f, c8.data(), 8);
+  for (float v : c8) CHECK(v == 4.0f);
 }
 
 TEST_CASE("matmul: small products take the loop, larger ones BLAS, with the same results") {
-  // The spam toy's classifier head (1,20) @ (20,2) is below the crossover; its attention
-  // products (5,20) @ (20,20) are above it. matmul must give the reference values on both sides.
+  // The spam toy's products, (1,20) @ (20,2) and (5,20) @ (20,20), are below the crossover;
+  // (5,20) @ (20,1000) is above it. matmul must give the reference values on both sides.
   CHECK(kernels::gemm_uses_loop(1, 2, 20));
-  CHECK_FALSE(kernels::gemm_uses_loop(5, 20, 20));
+  CHECK(kernels::gemm_uses_loop(5, 20, 20));
+  CHECK_FALSE(kernels::gemm_uses_loop(5, 1000, 20));
   Generator gen(11);
-  for (Shape b_shape : {Shape{20, 2}, Shape{20, 20}}) {
+  for (Shape b_shape : {Shape{20, 2}, Shape{20, 20}, Shape{20, 1000}}) {
     Tensor x = randn({5, 20}, gen, kFloat64);
     Tensor w = randn(b_shape, gen, kFloat64);
     check_close(matmul(x.select(0, 0), w), reference_matmul(x.select(0, 0), w), 1e-12);

@@ -397,3 +397,35 @@ TEST_CASE("reduce: softmax errors") {
   CHECK_THROWS_WITH_AS(log_softmax(zeros({2}, kBool), 0),
                        "log_softmax: expected a floating-point tensor (float32 or float64), got bool", TypeError);
 }
+
+TEST_CASE("reduce: causal_softmax equals softmax of the -inf-masked scores, and passes gradcheck") {
+  Generator gen(21);
+  // (B, H, Tq, Tk) with Tq == Tk (offset 0), cached keys (Tq < Tk, offset Tk - Tq), and rows
+  // longer than a vector register, so the fused row loops run their vector and tail parts.
+  for (Shape shape : {Shape{2, 3, 5, 5}, Shape{2, 2, 3, 7}, Shape{1, 1, 40, 40}, Shape{4, 6}}) {
+    CAPTURE(shape.str());
+    const std::int64_t tq = shape[shape.size() - 2], tk = shape[shape.size() - 1], offset = tk - tq;
+    const Tensor x = randn(shape, gen, kFloat64).mul_(3.0);
+    const Tensor key = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});
+    const Tensor query = arange(0.0, static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});
+    const Tensor masked = gt(key, query + offset);  // (Tq, Tk), true = excluded
+    const Tensor fused = causal_softmax(x, offset);
+    const Tensor composed = softmax(masked_fill(x, masked, -INFINITY), -1);
+    const std::vector<double> a = fused.to_vector<double>(), b = composed.to_vector<double>();
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-12));
+    // The same for the gradients, from one upstream gradient.
+    const Tensor g = randn(shape, gen, kFloat64);
+    const Tensor x1 = x.clone().requires_grad_(), x2 = x.clone().requires_grad_();
+    causal_softmax(x1, offset).backward(g);
+    softmax(masked_fill(x2, masked, -INFINITY), -1).backward(g);
+    const std::vector<double> ga = x1.grad().to_vector<double>(), gb = x2.grad().to_vector<double>();
+    for (std::size_t i = 0; i < ga.size(); ++i) CHECK(ga[i] == doctest::Approx(gb[i]).epsilon(1e-12));
+    // float32 agrees with float64.
+    const std::vector<double> f32 = causal_softmax(x.to(kFloat32), offset).to_vector<double>();
+    for (std::size_t i = 0; i < f32.size(); ++i) CHECK(f32[i] == doctest::Approx(a[i]).epsilon(1e-5));
+    if (x.numel() <= 60) check_gradients([offset](const TensorList& t) { return causal_softmax(t[0], offset); }, {x});
+  }
+  CHECK_THROWS_WITH_AS(causal_softmax(zeros({3})), "causal_softmax: expected (..., Tq, Tk) scores, got shape (3)",
+                       ShapeError);
+  CHECK_THROWS_AS(causal_softmax(zeros({2, 2}), -1), ValueError);
+}

@@ -6,6 +6,7 @@
 #include <cblas.h>
 
 #include <climits>
+#include <cstring>
 #include <string>
 
 #include "autograd/error.h"
@@ -15,23 +16,20 @@ namespace tapegrad::kernels {
 namespace {
 
 // Products of at most this many multiply-adds (m * n * k) take the loop: below it OpenBLAS's
-// fixed cost per call (argument checks, dispatch, packing) outweighs the arithmetic. Measured
-// with bench/gemm_crossover.cpp (2-core AMD EPYC, OpenBLAS 0.3.21, float32, ns per call,
-// median of 15; loop / sgemm):
-//   product                        m*n*k   Cooperlake 2 thr   Cooperlake 1 thr   Haswell 2 thr
-//   (1,20) @ (20,1)                   20        16 / 71            29 / 81           26 / 149
-//   (1,20) @ (20,2)^T  (W1 head)      40        22 / 92            47 / 157          40 / 141
-//   (2,1)^T @ (1,20)   (W1 head dW)   40        32 / 72            44 / 112          39 / 126
-//   (4,4) @ (4,4)                     64        53 / 44           104 / 77           93 / 128
-//   (4,4) @ (4,4)^T                   64        77 / 87           164 / 146         140 / 130
-//   (6,6) @ (6,6)                    216       138 / 48           358 / 111         235 / 177
-//   (5,5) @ (5,20)     (W1 att @ v)  500       210 / 65           205 / 100         218 / 196
-//   (5,20) @ (20,20)^T (W1 q, k, v) 2000      1118 / 349         1145 / 365        1124 / 420
-// The loop wins up to 40 everywhere, the two split at 64, and sgemm wins from 216 on, so
-// the spam toy's attention products run on BLAS and only its classifier head on the loop.
-// (The machine was shared while measuring; the ratios repeated across runs, the absolute
-// times moved by up to 2x.)
-constexpr std::int64_t kLoopGemmMaxWork = 48;
+// fixed cost per call (argument checks, dispatch, packing, ~110-200 ns) outweighs the
+// arithmetic. Measured with bench/gemm_crossover.cpp and a min-of-200 timer (2-core AMD EPYC,
+// OpenBLAS 0.3.21 Haswell kernels, 2 threads, float32, ns per call; loop / sgemm):
+//   (5,5) @ (5,20)      (W1 att @ v)      500      26 / 111
+//   (5,20) @ (20,5)^T   (W1 q @ k^T)      500     115 / 148
+//   (5,20) @ (20,20)    (W1 dX)          2000      82 / 198
+//   (20,5)^T @ (5,20)   (W1 dW)          2000      75 / 173
+//   (5,20) @ (20,20)^T  (W1 q, k, v)     2000     226 / 228   (repacking B^T costs half)
+//   16^3 NN / NT                         4096     124 / 204,  210 / 233
+//   24^3 NN                             13824     410 / 437
+//   32^3 NN / NT                        32768     927 / 881, 1186 / 1002
+// The register-blocked loop wins below about 24^3 and loses from 32^3 on. (The machine was
+// shared while measuring: absolute times moved by up to 2x, the ratios much less.)
+constexpr std::int64_t kLoopGemmMaxWork = 16384;
 
 blasint to_blas_int(std::int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
@@ -67,6 +65,73 @@ void gemm_blas_impl(BlasFn blas_fn, bool trans_a, bool trans_b, std::int64_t m, 
           leading_dim(ldc, m, n, "ldc"));
 }
 
+// Largest k n of a transposed B that gemm_loop repacks on the stack (16 KiB of float32).
+constexpr std::int64_t kLoopPackMax = 4096;
+
+// W consecutive values of T as one GCC/Clang vector (the compiler maps it onto whatever vector
+// registers the target has): explicit, because GCC did not vectorise the plain-array form.
+template <class T, int W>
+struct VecOf;
+template <>
+struct VecOf<float, 8> {
+  typedef float type __attribute__((vector_size(32)));
+};
+template <>
+struct VecOf<float, 4> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<double, 8> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double, 4> {
+  typedef double type __attribute__((vector_size(32)));
+};
+
+// C[i0 .. i0+R, j0 .. j0+W) = alpha op(A) op(B) + beta C for B stored row-major (k, n) with row
+// stride ldb. The R accumulators of W values stay in vector registers for the whole k loop (R
+// independent FMA chains), instead of C's row going through memory on every step of k (a
+// store-to-load dependency that made the plain row loop latency-bound).
+template <int R, int W, class T>
+inline void gemm_block(std::int64_t k, T alpha, const T* __restrict a, std::int64_t a_row, std::int64_t a_col,
+                       const T* __restrict b, std::int64_t ldb, T beta, T* __restrict c, std::int64_t ldc) {
+  // a: op(A)'s rows i0.., c: C's element (i0, j0), b: B's element (0, j0)
+  if constexpr (W == 1) {
+    T acc[R] = {};
+    for (std::int64_t p = 0; p < k; ++p)
+      for (int r = 0; r < R; ++r) acc[r] += a[r * a_row + p * a_col] * b[p * ldb];
+    for (int r = 0; r < R; ++r) c[r * ldc] = alpha * acc[r] + (beta == T(0) ? T(0) : beta * c[r * ldc]);
+  } else {
+    using V = typename VecOf<T, W>::type;
+    V acc[R] = {};
+    for (std::int64_t p = 0; p < k; ++p) {
+      V bv;
+      std::memcpy(&bv, b + p * ldb, sizeof bv);
+      for (int r = 0; r < R; ++r) acc[r] += a[r * a_row + p * a_col] * bv;
+    }
+    for (int r = 0; r < R; ++r) {
+      V out = alpha * acc[r];
+      if (beta != T(0)) {
+        V old;
+        std::memcpy(&old, c + r * ldc, sizeof old);
+        out += beta * old;
+      }
+      std::memcpy(c + r * ldc, &out, sizeof out);
+    }
+  }
+}
+
+// Rows i0 .. i0+R of C, in column blocks of 8, 4 and 1.
+template <int R, class T>
+void gemm_rows(std::int64_t n, std::int64_t k, T alpha, const T* a, std::int64_t a_row, std::int64_t a_col, const T* b,
+               std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) gemm_block<R, 8>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc);
+  for (; j + 4 <= n; j += 4) gemm_block<R, 4>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc);
+  for (; j < n; ++j) gemm_block<R, 1>(k, alpha, a, a_row, a_col, b + j, ldb, beta, c + j, ldc);
+}
+
 template <class T>
 void gemm_loop_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
                     const T* __restrict a, std::int64_t lda, const T* __restrict b, std::int64_t ldb, T beta,
@@ -76,25 +141,37 @@ void gemm_loop_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
   const std::int64_t a_col = trans_a ? lda : 1;
   const std::int64_t b_row = trans_b ? 1 : ldb;
   const std::int64_t b_col = trans_b ? ldb : 1;
+  // Rows of op(B) long enough to vectorise (n >= 4): register-blocked, four rows of C at a time. A
+  // transposed B is first copied into row-major (k, n) order: k n copies buy contiguous rows.
+  if (n >= 4 && (!trans_b || k * n <= kLoopPackMax)) {
+    T packed[kLoopPackMax];
+    const T* bb = b;
+    std::int64_t ldbb = ldb;
+    if (trans_b) {
+      for (std::int64_t j = 0; j < n; ++j)  // reads B's stored rows in order
+        for (std::int64_t p = 0; p < k; ++p) packed[p * n + j] = b[j * ldb + p];
+      bb = packed;
+      ldbb = n;
+    }
+    std::int64_t i = 0;
+    for (; i + 4 <= m; i += 4)
+      gemm_rows<4>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
+    switch (m - i) {
+      case 3: gemm_rows<3>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
+      case 2: gemm_rows<2>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
+      case 1: gemm_rows<1>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
+      default: break;
+    }
+    return;
+  }
+  // Short rows of op(B) (n < 4) or a transposed B too large to repack: one dot product per
+  // entry of C.
   for (std::int64_t i = 0; i < m; ++i) {
     T* c_row = c + i * ldc;  // c_row: (n)
     const T* a_row_i = a + i * a_row;
-    if (!trans_b && n >= 8) {
-      // Rows of B are contiguous and long enough to vectorise:
-      // C[i, :] = beta C[i, :] + sum_p alpha A[i, p] B[p, :], vectorised over j.
-      if (beta == T(0)) {
-        for (std::int64_t j = 0; j < n; ++j) c_row[j] = T(0);
-      } else if (beta != T(1)) {
-        for (std::int64_t j = 0; j < n; ++j) c_row[j] *= beta;
-      }
-      for (std::int64_t p = 0; p < k; ++p) {
-        const T scaled = alpha * a_row_i[p * a_col];
-        const T* b_row_p = b + p * b_row;
-        for (std::int64_t j = 0; j < n; ++j) c_row[j] += scaled * b_row_p[j];
-      }
-    } else {
-      // One dot product per entry. Partial sums break the add chain; with both operands
-      // contiguous (A plain, B stored transposed) the eight-way version also vectorises.
+    // Partial sums break the add chain; with both operands contiguous (A plain, B stored
+    // transposed) the eight-way version also vectorises.
+    {
       for (std::int64_t j = 0; j < n; ++j) {
         const T* b_col_j = b + j * b_col;
         T total = 0;

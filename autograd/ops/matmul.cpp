@@ -205,12 +205,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       Tensor grad_b;
       if (need_a) grad_a = reshape(sum_to(matmul(g_p, b_p.mT()), a_p.shape()), a.shape());
       if (need_b) {
-        if (batch_numel(b_p.shape()) == 1 && a_p.dim() > 2) {
+        if (batch_numel(b_p.shape()) == 1 && (a_p.dim() > 2 || b.dim() == 2)) {
           // B was shared by the whole batch: sum_i A_i^T G_i = A_rows^T G_rows over all
           // prod(batch) * n rows, one gemm instead of a batched product and a sum.
           const Tensor a_rows = reshape(a_p, {-1, s.k});  // a_rows: (N, k)
           const Tensor g_rows = reshape(g_p, {-1, s.m});  // g_rows: (N, m)
-          grad_b = reshape(matmul(a_rows.mT(), g_rows), b.shape());
+          if (b.dim() == 2 && b.strides()[0] == 1 && b.strides()[1] == s.k && s.k > 1 && s.m > 1) {
+            // B is a transposed view of a contiguous (m, k) matrix (x @ W^T): its gradient is
+            // computed as (G_rows^T A_rows)^T, so it arrives in W's own layout and reaches
+            // W.grad without a transposing copy.
+            grad_b = matmul(g_rows.mT(), a_rows).mT();
+          } else {
+            grad_b = reshape(matmul(a_rows.mT(), g_rows), b.shape());
+          }
         } else {
           grad_b = reshape(sum_to(matmul(a_p.mT(), g_p), b_p.shape()), b.shape());
         }

@@ -629,6 +629,50 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_family<false>(x, axis, "softmax"); }
+
+// causal_softmax: each row i of the trailing (Tq, Tk) matrices is softmaxed over its first
+// min(Tk, i + offset + 1) entries and the rest are written as 0, in one pass per row. The
+// same values as softmax(masked_fill(x, key > query + offset, -inf)), without building the
+// mask, filling the scores or exponentiating the masked entries. The backward is softmax's:
+// y = 0 at the excluded entries makes their gradient 0.
+Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
+  if (x.dim() < 2)
+    throw ShapeError("causal_softmax: expected (..., Tq, Tk) scores, got shape " + x.shape().str());
+  const std::int64_t tq = x.shape()[x.dim() - 2], tk = x.shape()[x.dim() - 1];
+  if (offset < 0)
+    throw ValueError("causal_softmax: offset must be >= 0 (every query sees at least its own key), got " +
+                     std::to_string(offset));
+  const AxisSplit split = split_at(x.shape(), x.dim() - 1);  // rows: (outer = ... * Tq, n = Tk)
+  Tensor out = dispatch_floating(x.dtype(), "causal_softmax", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor y = empty(x.shape(), x.dtype());
+    if (y.numel() == 0) return y;
+    const Tensor xd = kernels::dense(x);
+    const T* px = xd.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    for (std::int64_t r = 0; r < split.outer; ++r) {
+      const T* xr = px + r * tk;  // xr, yr: (Tk)
+      T* yr = py + r * tk;
+      const std::int64_t keep = std::min(tk, r % tq + offset + 1);
+      const T m = row_max(xr, keep);
+      const T inv = T(1) / exp_shifted_sum(xr, m, yr, keep);
+      for (std::int64_t j = 0; j < keep; ++j) yr[j] *= inv;
+      for (std::int64_t j = keep; j < tk; ++j) yr[j] = T(0);
+    }
+    return y;
+  });
+  if (any_requires_grad({&x}))
+    record("causal_softmax", out, {x}, [y = out.detach(), split](const Tensor& g) -> TensorList {
+      return {dispatch_floating(y.dtype(), "causal_softmax backward", [&](auto tag) {
+        using T = decltype(tag);
+        Tensor gx = empty(y.shape(), y.dtype());
+        if (gx.numel() > 0)
+          softmax_backward<T, false>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(), split);
+        return gx;
+      })};
+    });
+  return out;
+}
 Tensor log_softmax(const Tensor& x, std::int64_t axis) { return softmax_family<true>(x, axis, "log_softmax"); }
 
 }  // namespace tapegrad

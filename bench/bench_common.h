@@ -1,0 +1,252 @@
+#pragma once
+// What the tapegrad and libtorch benchmark programs share: the command line, the workloads'
+// data (generated here, outside either framework, so both train on the same tokens), the
+// FLOP counts, medians and the peak resident set size. Workload definitions:
+// shared/workloads.md; see docs/bench.md.
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bench {
+
+using Clock = std::chrono::steady_clock;
+
+inline double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+inline double median(std::vector<double> values) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+inline double mean(const std::vector<double>& values) {
+  double total = 0.0;
+  for (double v : values) total += v;
+  return values.empty() ? 0.0 : total / static_cast<double>(values.size());
+}
+
+// The process's peak resident set size so far, in MiB (Linux reports ru_maxrss in KiB).
+inline double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+// ---------------------------------------------------------------- command line
+struct Options {
+  std::string workload = "all";
+  bool json = false;
+  int threads = 0;   // 0: the framework's default
+  int runs = 15;     // timed runs per op row (tapegrad's ops table only)
+  int warmup = -1;   // -1: the workload's defined count
+  int steps = -1;    // -1: the workload's defined count
+};
+
+// The workloads both programs run, and their defined warm-up and measured counts.
+struct WorkloadSpec {
+  const char* name;
+  int warmup;
+  int steps;
+};
+inline const std::vector<WorkloadSpec>& workload_specs() {
+  static const std::vector<WorkloadSpec> specs = {
+      {"sgemm", 3, 20},     // S0
+      {"w1", 1000, 20000},  // spam toy
+      {"w2", 20, 300},      // reversal, step time
+      {"w2conv", 0, 3000},  // reversal, steps to 100% held-out exact match (evaluated every 100)
+      {"w3", 3, 30},        // causal LM step
+      {"w4", 3, 30},        // MoE forward + backward
+  };
+  return specs;
+}
+
+inline int warmup_of(const Options& o, const std::string& workload) {
+  if (o.warmup >= 0) return o.warmup;
+  for (const auto& s : workload_specs())
+    if (workload == s.name) return s.warmup;
+  return 0;
+}
+inline int steps_of(const Options& o, const std::string& workload) {
+  if (o.steps > 0) return o.steps;
+  for (const auto& s : workload_specs())
+    if (workload == s.name) return s.steps;
+  return 1;
+}
+
+[[noreturn]] inline void usage(const char* program, const std::string& extra_workloads, const std::string& problem) {
+  std::ostream& out = problem.empty() ? std::cout : std::cerr;
+  if (!problem.empty()) out << program << ": " << problem << "\n";
+  out << "usage: " << program << " [--workload " << extra_workloads
+      << "sgemm|w1|w2|w2conv|w3|w4|all] [--json] [--threads N]\n"
+      << "       [--warmup N] [--steps N] [--runs N]\n"
+      << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
+      << "  'all' runs every workload except w2conv.\n";
+  std::exit(problem.empty() ? 0 : 2);
+}
+
+inline Options parse_options(int argc, char** argv, const char* program, const std::vector<std::string>& extra) {
+  Options o;
+  std::string extra_list;
+  for (const auto& e : extra) extra_list += e + "|";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(program, extra_list, arg + " needs a value");
+      return argv[++i];
+    };
+    auto count = [&](long least) {
+      const std::string v = value();
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < least || n > 100000000)
+        usage(program, extra_list, arg + " needs an integer >= " + std::to_string(least) + ", got '" + v + "'");
+      return static_cast<int>(n);
+    };
+    if (arg == "--workload") o.workload = value();
+    else if (arg == "--json") o.json = true;
+    else if (arg == "--threads") o.threads = count(1);
+    else if (arg == "--runs") o.runs = count(1);
+    else if (arg == "--warmup" || arg == "--w1-warmup") o.warmup = count(0);
+    else if (arg == "--steps" || arg == "--w1-steps") o.steps = count(1);
+    else if (arg == "--help" || arg == "-h") usage(program, extra_list, "");
+    else usage(program, extra_list, "unknown argument '" + arg + "'");
+  }
+  bool known = o.workload == "all";
+  for (const auto& s : workload_specs()) known = known || o.workload == s.name;
+  for (const auto& e : extra) known = known || o.workload == e;
+  if (!known) usage(program, extra_list, "unknown workload '" + o.workload + "'");
+  return o;
+}
+
+// ---------------------------------------------------------------- W1 data
+// The four sentences and their labels; the vocabulary is in order of first appearance.
+struct SpamToyData {
+  std::vector<std::vector<std::int64_t>> sentences;
+  std::vector<std::int64_t> labels;
+  std::int64_t vocab_size = 0;
+};
+
+inline SpamToyData spam_toy_data() {
+  const std::vector<std::pair<std::string, std::int64_t>> data = {
+      {"you want a billion dollars", 1},
+      {"click here for midterm answers", 1},
+      {"send me your bank account info", 1},
+      {"read important cs685 news", 0},
+  };
+  SpamToyData out;
+  std::map<std::string, std::int64_t> vocab;
+  for (const auto& [text, label] : data) {
+    std::vector<std::int64_t> ids;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      std::size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      auto it = vocab.find(word);
+      if (it == vocab.end()) it = vocab.emplace(word, static_cast<std::int64_t>(vocab.size())).first;
+      ids.push_back(it->second);
+      start = end + 1;
+    }
+    out.sentences.push_back(ids);
+    out.labels.push_back(label);
+  }
+  out.vocab_size = static_cast<std::int64_t>(vocab.size());
+  return out;
+}
+
+// ---------------------------------------------------------------- W2 data
+// Vocabulary: a..e = 0..4, <pad> 5, <sos> 6, <eos> 7. Source: 10 random letters; decoder
+// input: <sos> + reversed; target: reversed + <eos>. 500 training and 100 held-out
+// sequences from one generator seeded 0. Every sequence has length 10: no padding.
+struct ReversalData {
+  static constexpr std::int64_t kVocab = 8, kLetters = 5, kPad = 5, kSos = 6, kEos = 7;
+  static constexpr std::int64_t kLength = 10, kTrain = 500, kHeldOut = 100, kBatch = 32;
+  static constexpr std::int64_t kDModel = 64, kHeads = 4, kLayers = 2, kFfn = 256, kMaxLen = 16;
+  // Row-major (count, 10) sources, (count, 11) decoder inputs and targets.
+  std::vector<std::int64_t> train_src, train_in, train_out;
+  std::vector<std::int64_t> test_src, test_in, test_out;
+
+  // Batches cycle through the training set in order: step s uses rows 32 j .. 32 j + 31 with
+  // j = s mod 15 (the last 20 rows are never used, as with drop_last).
+  static std::int64_t batches_per_epoch() { return kTrain / kBatch; }
+};
+
+inline ReversalData reversal_data() {
+  ReversalData d;
+  std::mt19937_64 gen(0);
+  auto fill = [&](std::int64_t count, std::vector<std::int64_t>& src, std::vector<std::int64_t>& in,
+                  std::vector<std::int64_t>& out) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::vector<std::int64_t> seq(ReversalData::kLength);
+      for (auto& t : seq) t = static_cast<std::int64_t>(gen() % ReversalData::kLetters);
+      src.insert(src.end(), seq.begin(), seq.end());
+      in.push_back(ReversalData::kSos);
+      in.insert(in.end(), seq.rbegin(), seq.rend());
+      out.insert(out.end(), seq.rbegin(), seq.rend());
+      out.push_back(ReversalData::kEos);
+    }
+  };
+  fill(ReversalData::kTrain, d.train_src, d.train_in, d.train_out);
+  fill(ReversalData::kHeldOut, d.test_src, d.test_in, d.test_out);
+  return d;
+}
+
+// ---------------------------------------------------------------- W3 data and FLOPs
+struct LmConfig {
+  static constexpr std::int64_t kVocab = 256, kDModel = 256, kHeads = 8, kLayers = 4, kFfn = 1024;
+  static constexpr std::int64_t kLength = 128, kBatch = 16;
+};
+
+// (B, T + 1) random tokens, seed 0: inputs are the first T, targets the last T.
+inline std::vector<std::int64_t> lm_tokens() {
+  std::mt19937_64 gen(0);
+  std::vector<std::int64_t> tokens(static_cast<std::size_t>(LmConfig::kBatch * (LmConfig::kLength + 1)));
+  for (auto& t : tokens) t = static_cast<std::int64_t>(gen() % LmConfig::kVocab);
+  return tokens;
+}
+
+// Multiply-add FLOPs (2 per multiply-add) of the matrix products in one W3 training step:
+// forward per token and layer 24 d^2 (qkv 6 d^2, out 2 d^2, FFN 16 d^2) + 4 T d (scores and
+// weights @ v over all T keys, as both frameworks compute them), plus the head 2 d V; the
+// backward is twice the forward.
+inline double lm_step_flops() {
+  const double d = LmConfig::kDModel, t = LmConfig::kLength, v = LmConfig::kVocab;
+  const double per_token = LmConfig::kLayers * (24.0 * d * d + 4.0 * t * d) + 2.0 * d * v;
+  return 3.0 * per_token * t * LmConfig::kBatch;
+}
+
+// ---------------------------------------------------------------- W4 data
+struct MoeConfig {
+  static constexpr std::int64_t kTokens = 2048, kDim = 256, kExperts = 8, kTopK = 2, kHidden = 1024;
+};
+
+// Standard normal (N, D) values, seed 0 (Box-Muller on a 64-bit Mersenne twister).
+inline std::vector<float> moe_input() {
+  std::mt19937_64 gen(0);
+  std::vector<float> x(static_cast<std::size_t>(MoeConfig::kTokens * MoeConfig::kDim));
+  auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1p-53; };
+  for (std::size_t i = 0; i < x.size(); i += 2) {
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    const double a = 2.0 * M_PI * uniform();
+    x[i] = static_cast<float>(r * std::cos(a));
+    if (i + 1 < x.size()) x[i + 1] = static_cast<float>(r * std::sin(a));
+  }
+  return x;
+}
+
+}  // namespace bench

@@ -1,0 +1,499 @@
+// libtorch_bench: the workloads of shared/workloads.md written with PyTorch's C++ API, the
+// reference tapegrad_bench is compared against (bench/compare.sh). Built only with
+// -DTAPEGRAD_BENCH_LIBTORCH=ON; see docs/bench.md. The models mirror tapegrad's nn modules
+// shape for shape (fused qkv projection, pre-norm blocks, the same losses); initial values
+// differ, the data are the same (bench_common.h).
+//
+//   libtorch_bench --workload w3 --json --threads 2
+
+#include <dlfcn.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "bench/bench_common.h"
+
+using bench::Clock;
+using bench::ms_since;
+
+namespace {
+
+// OpenBLAS, which runs libtorch's matrix products here, keeps its own thread pool besides
+// libtorch's OpenMP threads; it is found at run time so the program links against libtorch alone.
+void set_openblas_threads(int threads) {
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
+}
+int openblas_threads() {
+  using GetFn = int (*)();
+  auto fn = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
+  return fn ? fn() : -1;
+}
+
+nlohmann::json record_base(const std::string& workload) {
+  return {{"workload", workload},
+          {"framework", "libtorch"},
+          {"threads", torch::get_num_threads()},
+          {"blas_threads", openblas_threads()}};
+}
+
+void emit(const bench::Options& opt, nlohmann::json row, const std::string& text) {
+  row["peak_rss_mib"] = bench::peak_rss_mib();
+  if (opt.json) std::cout << row.dump() << std::endl;
+  else std::cout << text << " (peak RSS " << row["peak_rss_mib"].get<double>() << " MiB)" << std::endl;
+}
+
+torch::Tensor long_tensor(const std::vector<std::int64_t>& values, std::vector<std::int64_t> shape) {
+  return torch::tensor(values, torch::kLong).reshape(shape);
+}
+
+// Times `step` warmup + steps times; returns the per-step milliseconds of the measured ones.
+std::vector<double> time_steps(int warmup, int steps, const std::function<void()>& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(steps));
+  for (int i = 0; i < steps; ++i) {
+    const auto start = Clock::now();
+    step();
+    ms.push_back(ms_since(start));
+  }
+  return ms;
+}
+
+// ---------------------------------------------------------------- S0
+void run_sgemm(const bench::Options& opt) {
+  constexpr std::int64_t n = 1024;
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(0);
+  const auto a = torch::randn({n, n});
+  const auto b = torch::randn({n, n});
+  const auto ms = time_steps(bench::warmup_of(opt, "sgemm"), bench::steps_of(opt, "sgemm"), [&] { torch::mm(a, b); });
+  const double median_ms = bench::median(ms);
+  const double gflops = 2.0 * n * n * n / (median_ms * 1e6);
+  nlohmann::json row = record_base("sgemm");
+  row["median_ms"] = median_ms;
+  row["runs"] = ms.size();
+  row["gflops"] = gflops;
+  emit(opt, row, "S0 sgemm 1024: " + std::to_string(median_ms) + " ms, " + std::to_string(gflops) + " GFLOP/s");
+}
+
+// ---------------------------------------------------------------- W1
+struct SpamToyImpl : torch::nn::Module {
+  static constexpr std::int64_t kDim = 20;
+  torch::nn::Embedding emb{nullptr};
+  torch::nn::Linear q{nullptr}, k{nullptr}, v{nullptr}, head{nullptr};
+  explicit SpamToyImpl(std::int64_t vocab) {
+    emb = register_module("emb", torch::nn::Embedding(vocab, kDim));
+    q = register_module("q", torch::nn::Linear(torch::nn::LinearOptions(kDim, kDim).bias(false)));
+    k = register_module("k", torch::nn::Linear(torch::nn::LinearOptions(kDim, kDim).bias(false)));
+    v = register_module("v", torch::nn::Linear(torch::nn::LinearOptions(kDim, kDim).bias(false)));
+    head = register_module("head", torch::nn::Linear(kDim, 2));
+  }
+  torch::Tensor forward(const torch::Tensor& ids) {
+    const auto x = emb(ids);                                                       // (T, 20)
+    const auto scores = torch::matmul(q(x), k(x).t()) / std::sqrt(double(kDim));  // (T, T)
+    const auto pooled = torch::matmul(torch::softmax(scores, -1), v(x)).mean(0);  // (20)
+    return head(pooled);                                                           // (2)
+  }
+};
+
+void run_w1(const bench::Options& opt) {
+  torch::manual_seed(0);
+  const bench::SpamToyData data = bench::spam_toy_data();
+  SpamToyImpl model(data.vocab_size);
+  torch::optim::SGD sgd(model.parameters(), torch::optim::SGDOptions(0.1));
+  std::vector<torch::Tensor> ids, labels;
+  for (std::size_t i = 0; i < data.sentences.size(); ++i) {
+    ids.push_back(long_tensor(data.sentences[i], {static_cast<std::int64_t>(data.sentences[i].size())}));
+    labels.push_back(torch::tensor({data.labels[i]}, torch::kLong));
+  }
+  std::size_t next = 0;
+  double last_loss = 0.0;
+  auto step = [&] {
+    const std::size_t i = next++ % ids.size();
+    sgd.zero_grad();
+    const auto loss = torch::nn::functional::cross_entropy(model.forward(ids[i]).unsqueeze(0), labels[i]);
+    loss.backward();
+    sgd.step();
+    last_loss = loss.item<double>();
+  };
+  const int warmup = bench::warmup_of(opt, "w1"), steps = bench::steps_of(opt, "w1");
+  for (int i = 0; i < warmup; ++i) step();
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(steps));
+  const auto total = Clock::now();
+  for (int i = 0; i < steps; ++i) {
+    const auto start = Clock::now();
+    step();
+    ms.push_back(ms_since(start));
+  }
+  const double us_per_step = ms_since(total) * 1000.0 / steps;
+  nlohmann::json row = record_base("w1");
+  row["median_ms"] = bench::median(ms);
+  row["runs"] = steps;
+  row["us_per_step"] = us_per_step;
+  row["final_loss"] = last_loss;
+  emit(opt, row, "W1 spam-toy: " + std::to_string(us_per_step) + " us/step, final loss " + std::to_string(last_loss));
+}
+
+// ---------------------------------------------------------------- transformer parts
+// Multi-head attention as tapegrad's MultiHeadAttention: self-attention has one fused
+// qkv_proj = Linear(d, 3d); cross-attention q_proj = Linear(d, d) and kv_proj = Linear(d, 2d).
+struct AttentionImpl : torch::nn::Module {
+  std::int64_t d, heads;
+  bool cross;
+  torch::nn::Linear qkv{nullptr}, q{nullptr}, kv{nullptr}, out{nullptr};
+  AttentionImpl(std::int64_t d_model, std::int64_t num_heads, bool cross_attention)
+      : d(d_model), heads(num_heads), cross(cross_attention) {
+    if (cross) {
+      q = register_module("q_proj", torch::nn::Linear(d, d));
+      kv = register_module("kv_proj", torch::nn::Linear(d, 2 * d));
+    } else {
+      qkv = register_module("qkv_proj", torch::nn::Linear(d, 3 * d));
+    }
+    out = register_module("out_proj", torch::nn::Linear(d, d));
+  }
+  // (B, T, n d) -> n tensors (B, H, T, Dh)
+  std::vector<torch::Tensor> split(const torch::Tensor& x, std::int64_t n) const {
+    const auto b = x.size(0), t = x.size(1);
+    auto heads_view = x.view({b, t, n, heads, d / heads}).permute({2, 0, 3, 1, 4});
+    return heads_view.unbind(0);
+  }
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory, bool causal) {
+    torch::Tensor qh, kh, vh;
+    if (cross) {
+      qh = split(q(x), 1)[0];
+      auto kvh = split(kv(memory), 2);
+      kh = kvh[0];
+      vh = kvh[1];
+    } else {
+      auto all = split(qkv(x), 3);
+      qh = all[0];
+      kh = all[1];
+      vh = all[2];
+    }
+    const auto tq = qh.size(2), tk = kh.size(2);
+    auto scores = torch::matmul(qh * (1.0 / std::sqrt(double(d / heads))), kh.transpose(-2, -1));  // (B, H, Tq, Tk)
+    if (causal) {
+      const auto mask = torch::ones({tq, tk}, torch::kBool).triu(1 + (tk - tq));
+      scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+    }
+    const auto mixed = torch::matmul(torch::softmax(scores, -1), vh);  // (B, H, Tq, Dh)
+    return out(mixed.transpose(1, 2).reshape({x.size(0), tq, d}));
+  }
+};
+TORCH_MODULE(Attention);
+
+struct FeedForwardImpl : torch::nn::Module {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  bool gelu;
+  FeedForwardImpl(std::int64_t d, std::int64_t hidden, bool use_gelu) : gelu(use_gelu) {
+    fc1 = register_module("fc1", torch::nn::Linear(d, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, d));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    const auto h = fc1(x);
+    return fc2(gelu ? torch::gelu(h) : torch::relu(h));
+  }
+};
+TORCH_MODULE(FeedForward);
+
+// Pre-norm encoder layer (also the causal block of the language model).
+struct EncoderLayerImpl : torch::nn::Module {
+  Attention attn{nullptr};
+  FeedForward ff{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+  EncoderLayerImpl(std::int64_t d, std::int64_t heads, std::int64_t hidden, bool gelu) {
+    attn = register_module("self_attn", Attention(d, heads, false));
+    ff = register_module("ff", FeedForward(d, hidden, gelu));
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  }
+  torch::Tensor forward(torch::Tensor x, bool causal) {
+    x = x + attn(norm1(x), torch::Tensor(), causal);
+    return x + ff(norm2(x));
+  }
+};
+TORCH_MODULE(EncoderLayer);
+
+struct DecoderLayerImpl : torch::nn::Module {
+  Attention self_attn{nullptr}, cross_attn{nullptr};
+  FeedForward ff{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
+  DecoderLayerImpl(std::int64_t d, std::int64_t heads, std::int64_t hidden) {
+    self_attn = register_module("self_attn", Attention(d, heads, false));
+    cross_attn = register_module("cross_attn", Attention(d, heads, true));
+    ff = register_module("ff", FeedForward(d, hidden, false));
+    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+    norm3 = register_module("norm3", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  }
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& memory) {
+    x = x + self_attn(norm1(x), torch::Tensor(), true);
+    x = x + cross_attn(norm2(x), memory, false);
+    return x + ff(norm3(x));
+  }
+};
+TORCH_MODULE(DecoderLayer);
+
+// ---------------------------------------------------------------- W2
+// tapegrad's EncoderDecoder: embeddings scaled by sqrt(d) plus learned positions, pre-norm
+// stacks each ending in a LayerNorm, Linear(d, vocab) on top.
+struct ReversalModelImpl : torch::nn::Module {
+  using D = bench::ReversalData;
+  torch::nn::Embedding src_emb{nullptr}, tgt_emb{nullptr}, src_pos{nullptr}, tgt_pos{nullptr};
+  std::vector<EncoderLayer> encoder;
+  std::vector<DecoderLayer> decoder;
+  torch::nn::LayerNorm enc_norm{nullptr}, dec_norm{nullptr};
+  torch::nn::Linear head{nullptr};
+  ReversalModelImpl() {
+    src_emb = register_module("src_emb", torch::nn::Embedding(D::kVocab, D::kDModel));
+    tgt_emb = register_module("tgt_emb", torch::nn::Embedding(D::kVocab, D::kDModel));
+    src_pos = register_module("src_pos", torch::nn::Embedding(D::kMaxLen, D::kDModel));
+    tgt_pos = register_module("tgt_pos", torch::nn::Embedding(D::kMaxLen, D::kDModel));
+    for (std::int64_t i = 0; i < D::kLayers; ++i) {
+      encoder.push_back(register_module("encoder" + std::to_string(i), EncoderLayer(D::kDModel, D::kHeads, D::kFfn, false)));
+      decoder.push_back(register_module("decoder" + std::to_string(i), DecoderLayer(D::kDModel, D::kHeads, D::kFfn)));
+    }
+    enc_norm = register_module("enc_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D::kDModel})));
+    dec_norm = register_module("dec_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D::kDModel})));
+    head = register_module("head", torch::nn::Linear(D::kDModel, D::kVocab));
+  }
+  torch::Tensor embed(torch::nn::Embedding& table, torch::nn::Embedding& pos, const torch::Tensor& tokens) {
+    const auto positions = torch::arange(tokens.size(1), torch::kLong);
+    return table(tokens) * std::sqrt(double(D::kDModel)) + pos(positions);
+  }
+  torch::Tensor encode(const torch::Tensor& src) {
+    auto h = embed(src_emb, src_pos, src);
+    for (auto& layer : encoder) h = layer(h, false);
+    return enc_norm(h);
+  }
+  torch::Tensor decode(const torch::Tensor& tgt_in, const torch::Tensor& memory) {
+    auto h = embed(tgt_emb, tgt_pos, tgt_in);
+    for (auto& layer : decoder) h = layer(h, memory);
+    return head(dec_norm(h));
+  }
+};
+TORCH_MODULE(ReversalModel);
+
+struct ReversalTraining {
+  using D = bench::ReversalData;
+  bench::ReversalData data = bench::reversal_data();
+  ReversalModel model;
+  torch::optim::Adam adam;
+  std::vector<torch::Tensor> src, in, out;  // per batch
+  torch::Tensor test_src, test_out;
+  ReversalTraining() : adam(model->parameters(), torch::optim::AdamOptions(1e-3)) {
+    const std::int64_t b = D::kBatch, t = D::kLength;
+    for (std::int64_t j = 0; j < D::batches_per_epoch(); ++j) {
+      auto rows = [&](const std::vector<std::int64_t>& v, std::int64_t len) {
+        return long_tensor(std::vector<std::int64_t>(v.begin() + j * b * len, v.begin() + (j + 1) * b * len), {b, len});
+      };
+      src.push_back(rows(data.train_src, t));
+      in.push_back(rows(data.train_in, t + 1));
+      out.push_back(rows(data.train_out, t + 1));
+    }
+    test_src = long_tensor(data.test_src, {D::kHeldOut, t});
+    test_out = long_tensor(data.test_out, {D::kHeldOut, t + 1});
+  }
+  double step(std::int64_t s) {
+    const std::size_t j = static_cast<std::size_t>(s % D::batches_per_epoch());
+    adam.zero_grad();
+    const auto logits = model->decode(in[j], model->encode(src[j]));  // (B, T + 1, V)
+    const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, D::kVocab}), out[j].reshape({-1}));
+    loss.backward();
+    adam.step();
+    return loss.item<double>();
+  }
+  // Fraction of held-out sequences whose greedy decoding (11 tokens) equals the target exactly.
+  double exact_match() {
+    torch::NoGradGuard no_grad;
+    model->eval();
+    const auto memory = model->encode(test_src);
+    auto seq = torch::full({D::kHeldOut, 1}, D::kSos, torch::kLong);
+    for (std::int64_t i = 0; i <= D::kLength; ++i) {
+      const auto logits = model->decode(seq, memory);  // (N, i + 1, V)
+      seq = torch::cat({seq, logits.select(1, -1).argmax(-1, true)}, 1);
+    }
+    model->train();
+    const auto produced = seq.slice(1, 1);
+    return (produced == test_out).all(1).to(torch::kDouble).mean().item<double>();
+  }
+};
+
+void run_w2(const bench::Options& opt) {
+  torch::manual_seed(0);
+  ReversalTraining training;
+  std::int64_t s = 0;
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
+  nlohmann::json row = record_base("w2");
+  row["median_ms"] = bench::median(ms);
+  row["mean_ms"] = bench::mean(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W2 reversal: " + std::to_string(bench::median(ms)) + " ms/step median");
+}
+
+void run_w2conv(const bench::Options& opt) {
+  torch::manual_seed(0);
+  ReversalTraining training;
+  const int max_steps = bench::steps_of(opt, "w2conv");
+  const auto start = Clock::now();
+  std::int64_t solved_at = -1;
+  double accuracy = 0.0;
+  for (int s = 1; s <= max_steps; ++s) {
+    training.step(s - 1);
+    if (s % 100 == 0 || s == max_steps) {
+      accuracy = training.exact_match();
+      if (accuracy == 1.0) {
+        solved_at = s;
+        break;
+      }
+    }
+  }
+  const double seconds = ms_since(start) / 1000.0;
+  nlohmann::json row = record_base("w2conv");
+  row["solved_at_step"] = solved_at >= 0 ? nlohmann::json(solved_at) : nlohmann::json(nullptr);
+  row["exact_match"] = accuracy;
+  row["seconds"] = seconds;
+  row["median_ms"] = nullptr;
+  row["runs"] = 1;
+  emit(opt, row, "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
+                     std::to_string(seconds) + " s");
+}
+
+// ---------------------------------------------------------------- W3
+struct LanguageModelImpl : torch::nn::Module {
+  using C = bench::LmConfig;
+  torch::nn::Embedding tok{nullptr}, pos{nullptr};
+  std::vector<EncoderLayer> blocks;
+  torch::nn::LayerNorm norm{nullptr};
+  torch::nn::Linear head{nullptr};
+  LanguageModelImpl() {
+    tok = register_module("tok_emb", torch::nn::Embedding(C::kVocab, C::kDModel));
+    pos = register_module("pos_emb", torch::nn::Embedding(C::kLength, C::kDModel));
+    for (std::int64_t i = 0; i < C::kLayers; ++i)
+      blocks.push_back(register_module("block" + std::to_string(i), EncoderLayer(C::kDModel, C::kHeads, C::kFfn, true)));
+    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C::kDModel})));
+    head = register_module("head", torch::nn::Linear(C::kDModel, C::kVocab));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto h = tok(tokens) + pos(torch::arange(tokens.size(1), torch::kLong));
+    for (auto& block : blocks) h = block(h, true);
+    return head(norm(h));
+  }
+};
+TORCH_MODULE(LanguageModel);
+
+void run_w3(const bench::Options& opt) {
+  using C = bench::LmConfig;
+  torch::manual_seed(0);
+  LanguageModel model;
+  torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(3e-4));
+  const auto tokens = long_tensor(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
+  const auto inputs = tokens.slice(1, 0, C::kLength).contiguous();
+  const auto targets = tokens.slice(1, 1).contiguous().reshape({-1});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w3"), bench::steps_of(opt, "w3"), [&] {
+    adamw.zero_grad();
+    const auto loss = torch::nn::functional::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    loss.backward();
+    adamw.step();
+    last = loss.item<double>();
+  });
+  const double median_ms = bench::median(ms);
+  nlohmann::json row = record_base("w3");
+  row["median_ms"] = median_ms;
+  row["runs"] = ms.size();
+  row["tokens_per_s"] = C::kBatch * C::kLength / (median_ms / 1000.0);
+  row["step_gflop"] = bench::lm_step_flops() / 1e9;
+  row["gflops"] = bench::lm_step_flops() / (median_ms * 1e6);
+  row["final_loss"] = last;
+  emit(opt, row, "W3 lm: " + std::to_string(median_ms) + " ms/step");
+}
+
+// ---------------------------------------------------------------- W4
+struct MoeImpl : torch::nn::Module {
+  using C = bench::MoeConfig;
+  torch::nn::Linear router{nullptr};
+  std::vector<FeedForward> experts;
+  MoeImpl() {
+    router = register_module("router", torch::nn::Linear(torch::nn::LinearOptions(C::kDim, C::kExperts).bias(false)));
+    for (std::int64_t e = 0; e < C::kExperts; ++e)
+      experts.push_back(register_module("expert" + std::to_string(e), FeedForward(C::kDim, C::kHidden, false)));
+  }
+  // Returns mean(out^2) + 0.01 * load-balancing loss.
+  torch::Tensor loss(const torch::Tensor& x) {
+    const auto logits = router(x);                       // (N, E)
+    const auto probs = torch::softmax(logits, -1);       // (N, E)
+    const auto top = torch::topk(logits, C::kTopK, -1);  // (N, k) each
+    const auto weights = torch::softmax(std::get<0>(top), -1);
+    const auto ids = std::get<1>(top);
+    auto out = torch::zeros_like(x);
+    const auto flat_ids = ids.reshape({-1});
+    const auto flat_weights = weights.reshape({-1});
+    for (std::int64_t e = 0; e < C::kExperts; ++e) {
+      const auto slots = (flat_ids == e).nonzero().squeeze(1);  // (m) positions in the (N k) list
+      if (slots.numel() == 0) continue;
+      const auto rows = torch::div(slots, C::kTopK, "floor");
+      const auto y = experts[static_cast<std::size_t>(e)](x.index_select(0, rows)) *
+                     flat_weights.index_select(0, slots).unsqueeze(1);
+      out = out.index_add(0, rows, y);
+    }
+    const auto top1 = ids.select(1, 0);
+    const auto f = torch::one_hot(top1, C::kExperts).to(torch::kFloat).mean(0);  // (E), no gradient
+    const auto lb = C::kExperts * (f * probs.mean(0)).sum();
+    return out.pow(2).mean() + 0.01 * lb;
+  }
+};
+TORCH_MODULE(Moe);
+
+void run_w4(const bench::Options& opt) {
+  using C = bench::MoeConfig;
+  torch::manual_seed(0);
+  Moe moe;
+  const auto x = torch::tensor(bench::moe_input()).reshape({C::kTokens, C::kDim});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w4"), bench::steps_of(opt, "w4"), [&] {
+    for (auto& p : moe->parameters()) p.mutable_grad() = torch::Tensor();
+    const auto loss = moe->loss(x);
+    loss.backward();
+    last = loss.item<double>();
+  });
+  nlohmann::json row = record_base("w4");
+  row["median_ms"] = bench::median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W4 moe: " + std::to_string(bench::median(ms)) + " ms fwd+bwd");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Options opt = bench::parse_options(argc, argv, "libtorch_bench", {});
+  if (opt.threads > 0) {
+    torch::set_num_threads(opt.threads);
+    set_openblas_threads(opt.threads);
+  }
+  try {
+    const std::string w = opt.workload;
+    if (w == "sgemm" || w == "all") run_sgemm(opt);
+    if (w == "w1" || w == "all") run_w1(opt);
+    if (w == "w2" || w == "all") run_w2(opt);
+    if (w == "w2conv") run_w2conv(opt);
+    if (w == "w3" || w == "all") run_w3(opt);
+    if (w == "w4" || w == "all") run_w4(opt);
+  } catch (const std::exception& e) {
+    std::cerr << "libtorch_bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
