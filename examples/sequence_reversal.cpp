@@ -264,9 +264,8 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
     const Tensor logits = model.forward(batch.input, tgt_in);              // (B, L + 1, V)
     return optim::StepOutput{sequence_loss(logits, tgt_out), batch.size(), batch.tokens + batch.target_tokens};
   };
-  const auto eval_fn = [&](std::int64_t step) {
+  const auto eval_fn = [&](std::int64_t /*step*/) {
     const double match = greedy_accuracy(model, heldout).exact;
-    if (match == 1.0 && result.first_perfect_step < 0) result.first_perfect_step = step;
     const Tensor logits = model.forward(heldout.src, heldout.tgt_in);
     return std::map<std::string, double>{{"val_loss", sequence_loss(logits, heldout.tgt_out).item()},
                                          {"heldout_exact_match", match}};
@@ -275,6 +274,12 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
             << " parameters)\n";
   const optim::TrainResult trained = trainer.fit(step_fn, eval_fn);
   result.steps = trained.steps;
+  // From the metrics file rather than the evaluations of this call, which a resumed run only half saw.
+  for (const nlohmann::json& line : examples::read_jsonl(dir.file("metrics.jsonl")))
+    if (line.contains("eval") && line.at("eval").value("heldout_exact_match", 0.0) == 1.0) {
+      result.first_perfect_step = line.at("step").get<std::int64_t>();
+      break;
+    }
   result.seconds = trained.seconds;
   result.final_loss = trained.final_loss;
   result.heldout = greedy_accuracy(model, heldout);
@@ -326,6 +331,7 @@ int run(Config& config) {
   const Tensors long_tensors = to_tensors(longer);
 
   examples::RunDir run(config.get_string("run_dir"));
+  if (config.get_bool("resume")) run.check_same_config(config, {"resume", "progress"});
   run.write_config(config);
   std::vector<std::string> encodings = {"learned", "sinusoidal", "rotary"};
   if (config.get_string("positions") != "all") encodings = {config.get_string("positions")};

@@ -20,7 +20,9 @@
 //                            with a trained run: prints each file's label and spam probability.
 //
 // Files (run_dir): config.json, metrics.jsonl, checkpoint/, summary.json, loss.svg, and for
-// train also vocab.json and best_model.safetensors (what predict loads).
+// train also vocab.json, best_model.safetensors (what predict loads) and best.json (its step and scores).
+// train --stop_after K ends after step K with a checkpoint; train --resume true continues it (every
+// other key must match the saved config.json) and ends as the uninterrupted run would.
 // The corpus is fetched by scripts/fetch-spam-corpus.sh (see data/spam.h for where it goes).
 
 #include <algorithm>
@@ -201,6 +203,8 @@ void declare_train_options(Config& config) {
   config.add_int("eval_batch_size", 64, "emails per forward pass when evaluating");
   config.add_float("nb_alpha", 1.0, "Laplace smoothing of the Naive Bayes baseline");
   config.add_string("run_dir", "runs/spam_classifier", "where the run's files go");
+  config.add_bool("resume", false, "continue the interrupted run in run_dir from its checkpoint (same config)");
+  config.add_int("stop_after", 0, "stop after this many steps, checkpointed, for a later --resume true (0: run all)");
   config.add_string("progress", "auto", "progress display", {"auto", "bar", "lines", "off"});
 }
 
@@ -324,6 +328,20 @@ void validate_train(const Config& config) {
   require(config.get_float("weight_decay") >= 0 && config.get_float("clip_grad_norm") >= 0,
           "--weight_decay and --clip_grad_norm must be >= 0");
   require(config.get_float("nb_alpha") > 0, "--nb_alpha must be positive");
+  const std::int64_t stop_after = config.get_int("stop_after"), eval_every = config.get_int("eval_every");
+  require(stop_after >= 0 && stop_after <= config.get_int("steps"), "--stop_after must be in [0, --steps]");
+  // The end of a call is always evaluated; off the schedule that evaluation could pick a best model the
+  // uninterrupted run never sees.
+  require(stop_after == 0 || eval_every == 0 || stop_after % eval_every == 0,
+          "--stop_after must be a multiple of --eval_every, got " + std::to_string(stop_after) + " and " +
+              std::to_string(eval_every));
+}
+
+// A resumed run must be the run that was interrupted: every other key of its saved config must match.
+void check_resume(const Config& config, const examples::RunDir& run) {
+  require(run.exists("checkpoint") || run.exists("checkpoint.old"),
+          "--resume true but " + run.path() + " holds no checkpoint/ to continue from");
+  run.check_same_config(config, {"resume", "stop_after", "progress"});
 }
 
 int run_train(const Config& config) {
@@ -356,7 +374,13 @@ int run_train(const Config& config) {
   }
 
   examples::RunDir run(config.get_string("run_dir"));
-  run.clear_previous_run();
+  const bool resume = config.get_bool("resume");
+  if (resume) {
+    check_resume(config, run);
+  } else {
+    run.clear_previous_run();
+    std::remove(run.file("best.json").c_str());  // a stale one would be taken for this run's best on resume
+  }
   run.write_config(config);
 
   // Baseline: multinomial Naive Bayes over all the words of the training emails.
@@ -414,12 +438,13 @@ int run_train(const Config& config) {
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(config.get_int("warmup_steps"), config.get_int("steps"),
                                                                   config.get_float("min_lr_ratio")));
   optim::TrainerOptions options;
-  options.max_steps = config.get_int("steps");
+  // The schedule spans --steps either way; --stop_after only ends this call early.
+  options.max_steps = config.get_int("stop_after") > 0 ? config.get_int("stop_after") : config.get_int("steps");
   options.log_every = config.get_int("log_every");
   options.eval_every = config.get_int("eval_every");
   options.clip_grad_norm = config.get_float("clip_grad_norm");
   options.run_dir = run.path();
-  options.resume = false;
+  options.resume = resume;
   options.progress = progress_mode(config.get_string("progress"));
   optim::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);
@@ -428,8 +453,16 @@ int run_train(const Config& config) {
 
   const std::vector<std::int64_t> validation_labels = labels_of(dataset, split.validation);
   const std::string best_path = run.file("best_model.safetensors");
+  const std::string best_json = run.file("best.json");
   double best_f1 = -1, best_loss = 0;
   std::int64_t best_step = -1;
+  if (resume && run.exists("best.json")) {
+    // The best model so far competes with the rest of the run, as it would have without the interruption.
+    const nlohmann::json best = examples::read_json_file(best_json);
+    best_f1 = best.at("val_f1").get<double>();
+    best_loss = best.at("val_loss").get<double>();
+    best_step = best.at("step").get<std::int64_t>();
+  }
   const std::int64_t eval_batch = config.get_int("eval_batch_size");
   const optim::TrainResult result = trainer.fit(
       [&](std::int64_t step) {
@@ -446,10 +479,16 @@ int run_train(const Config& config) {
           best_loss = p.loss;
           best_step = step;
           optim::save_safetensors(best_path, model.state_dict(), {{"step", std::to_string(step)}});
+          examples::write_json_atomic(best_json, {{"step", step}, {"val_f1", best_f1}, {"val_loss", best_loss}});
         }
         return std::map<std::string, double>{{"val_loss", p.loss}, {"val_accuracy", m.accuracy()}, {"val_f1", m.f1()}};
       });
 
+  if (result.steps < config.get_int("steps")) {
+    std::fprintf(stderr, "spam_classifier: stopped at step %lld of %lld; continue with --resume true\n",
+                 static_cast<long long>(result.steps), static_cast<long long>(config.get_int("steps")));
+    return 0;
+  }
   optim::load_into(model, best_path);
   const Prediction test = predict_rows(model, all_loader, split.test, eval_batch);
   const examples::BinaryMetrics test_metrics = examples::binary_metrics(test.labels, test_labels);

@@ -174,6 +174,7 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_he
   if (options.rotary_max_len > 0)
     rotary_ = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim_, options.rotary_max_len));
   dropout_gen_.manual_seed(gen.next_u64());
+  register_generator("dropout_generator", dropout_gen_);
 }
 
 std::vector<Tensor> MultiHeadAttention::split_heads(const Tensor& projected, std::int64_t n) const {

@@ -86,7 +86,10 @@ Tensor RMSNorm::forward(const Tensor& x) {
 
 // ---------------------------------------------------------------- Dropout and activations
 
-Dropout::Dropout(double p, std::uint64_t seed) : p_(p), gen_(seed) { check_probability(p, "Dropout"); }
+Dropout::Dropout(double p, std::uint64_t seed) : p_(p), gen_(seed) {
+  check_probability(p, "Dropout");
+  register_generator("generator", gen_);
+}
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
 

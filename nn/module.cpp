@@ -12,7 +12,7 @@ void Module::check_new_name(const std::string& name, const char* what) const {
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& entry) { return entry.first == name; });
   };
-  if (taken(parameters_) || taken(buffers_) || taken(children_))
+  if (taken(parameters_) || taken(buffers_) || taken(generators_) || taken(children_))
     throw ValueError(std::string("Module::") + what + ": the name \"" + name + "\" is already registered");
 }
 
@@ -33,6 +33,12 @@ Tensor Module::register_buffer(const std::string& name, const Tensor& value) {
   return buffers_.back().second;
 }
 
+Generator& Module::register_generator(const std::string& name, Generator& gen) {
+  check_new_name(name, "register_generator");
+  generators_.emplace_back(name, &gen);
+  return gen;
+}
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name, "register_module");
   if (!module) throw ValueError("Module::register_module: \"" + name + "\" is a null module");
@@ -43,6 +49,23 @@ void Module::collect(const std::string& prefix, bool params, bool recurse, Named
   for (const auto& [name, t] : params ? parameters_ : buffers_) out.emplace_back(prefix + name, t);
   if (!recurse) return;
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, true, out);
+}
+
+void Module::collect_generators(const std::string& prefix, bool recurse, NamedGenerators& out) const {
+  for (const auto& [name, gen] : generators_) out.emplace_back(prefix + name, gen);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->collect_generators(prefix + name + ".", true, out);
+}
+
+NamedGenerators Module::named_generators(bool recurse) const {
+  NamedGenerators all;
+  collect_generators("", recurse, all);
+  // A module shared by two parents would otherwise be restored twice under two names.
+  std::unordered_set<const Generator*> seen;
+  NamedGenerators out;
+  for (auto& entry : all)
+    if (seen.insert(entry.second).second) out.push_back(std::move(entry));
+  return out;
 }
 
 namespace {

@@ -27,6 +27,8 @@ namespace tapegrad::nn {
 
 // Named tensors in registration order (state dicts, named_parameters ...).
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Named generators in registration order (a module's random state, e.g. dropout masks).
+using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
 
 class Module {
  public:
@@ -40,6 +42,10 @@ class Module {
   TensorList parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   TensorList buffers(bool recurse = true) const;
+  // The generators registered here and (recurse) in descendants, own before children's, with dotted
+  // names ("encoder.layers.0.self_attn.dropout_generator"); a generator reached twice is listed once.
+  // A trainer checkpoints these so that a resumed run draws the same dropout masks.
+  NamedGenerators named_generators(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
   // This module ("") and every descendant, depth first, with dotted names.
   std::vector<std::pair<std::string, const Module*>> named_modules() const;
@@ -71,6 +77,9 @@ class Module {
   Tensor register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
   // Registers a tensor that is state but not trained (e.g. a fixed position table).
   Tensor register_buffer(const std::string& name, const Tensor& value);
+  // Registers a generator the module draws from (not owned: it is normally a member of the module, so
+  // it lives exactly as long as the registration).
+  Generator& register_generator(const std::string& name, Generator& gen);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -81,9 +90,11 @@ class Module {
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
+  void collect_generators(const std::string& prefix, bool recurse, NamedGenerators& out) const;
 
   NamedTensors parameters_;
   NamedTensors buffers_;
+  NamedGenerators generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

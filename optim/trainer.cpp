@@ -30,6 +30,8 @@ namespace tapegrad::optim {
 
 namespace {
 
+constexpr const char* kModelGeneratorPrefix = "model.";
+
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
@@ -296,12 +298,18 @@ Trainer::Trainer(nn::Module& model, Optimizer& optimizer, TrainerOptions options
   if (o.checkpoint_every < 0)
     throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
   if (!(o.clip_grad_norm >= 0.0)) throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + num(o.clip_grad_norm));
+  // The model's own random state (dropout masks) is part of the run: without it a resumed run would draw
+  // different masks. The prefix keeps these apart from the caller's names.
+  for (const auto& [name, gen] : model_.named_generators()) generators_.emplace_back(kModelGeneratorPrefix + name, gen);
 }
 
 void Trainer::set_scheduler(Scheduler* scheduler) { scheduler_ = scheduler; }
 
 void Trainer::track_generator(std::string name, Generator& gen) {
   if (name.empty()) throw ValueError("Trainer::track_generator: empty name");
+  if (name.rfind(kModelGeneratorPrefix, 0) == 0)
+    throw ValueError("Trainer::track_generator: the name '" + name + "' starts with '" + kModelGeneratorPrefix +
+                     "', which is kept for the model's own generators (tracked automatically)");
   for (const auto& entry : generators_)
     if (entry.first == name) throw ValueError("Trainer::track_generator: the name '" + name + "' is already tracked");
   generators_.emplace_back(std::move(name), &gen);

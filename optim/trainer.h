@@ -6,7 +6,7 @@
 //   o.run_dir = "runs/lm"; o.clip_grad_norm = 1.0;
 //   optim::Trainer trainer(model, adam, o);
 //   trainer.set_scheduler(&sched);
-//   trainer.track_generator("dropout", dropout->generator());
+//   trainer.track_generator("data", data_gen);   // the model's own generators are tracked already
 //   auto result = trainer.fit([&](std::int64_t step) {
 //     data::Batch b = loader.batch_at(step);
 //     return optim::StepOutput{nn::cross_entropy(model(b.input), b.labels), b.size(), b.tokens};
@@ -122,7 +122,9 @@ class Trainer {
   // Stepped after every optimiser step; its step is checkpointed. nullptr: none.
   void set_scheduler(Scheduler* scheduler);
   // The generator's state is checkpointed under name and restored on resume (ValueError on an empty or
-  // repeated name). The generator must outlive the trainer.
+  // repeated name, or one starting with "model."). The generator must outlive the trainer. The model's
+  // own generators (model.named_generators(), e.g. dropout) are tracked by the constructor as
+  // "model.<name>"; this is for the caller's (data order, sampling).
   void track_generator(std::string name, Generator& gen);
 
   // Trains until step() == max_steps (resuming first if options.resume and a checkpoint exists).

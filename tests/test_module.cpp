@@ -117,6 +117,44 @@ TEST_CASE("module: state_dict round trip and strict checks") {
                        ValueError);
 }
 
+TEST_CASE("module: named_generators lists each module's generators with hierarchical names, own first") {
+  struct Noisy : nn::Module {
+    Generator own{5};
+    std::shared_ptr<nn::Dropout> drop;
+    std::shared_ptr<nn::TransformerEncoderLayer> layer;
+    Noisy(Generator& gen) {
+      register_generator("noise", own);
+      drop = register_module("drop", std::make_shared<nn::Dropout>(0.1, 3));
+      nn::TransformerLayerOptions o;
+      o.d_model = 8;
+      o.num_heads = 2;
+      o.ff_hidden = 16;
+      o.dropout = 0.1;
+      layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(o, gen));
+      register_module("again", drop);  // a shared module: its generator is listed once
+    }
+    void twice() { register_generator("noise", own); }
+  };
+  Generator gen(0);
+  Noisy noisy(gen);
+  const nn::NamedGenerators all = noisy.named_generators();
+  std::vector<std::string> got;
+  for (const auto& entry : all) got.push_back(entry.first);
+  CHECK(got == std::vector<std::string>{"noise", "drop.generator", "layer.self_attn.dropout_generator",
+                                        "layer.ff.dropout.generator", "layer.dropout1.generator",
+                                        "layer.dropout2.generator"});
+  REQUIRE(all.size() == got.size());
+  CHECK(all[0].second == &noisy.own);
+  CHECK(all[1].second == &noisy.drop->generator());
+  CHECK(noisy.named_generators(/*recurse=*/false).size() == 1);
+  // The handles are the modules' live generators: drawing from one is what dropout does.
+  const std::string before = noisy.drop->generator().state();
+  all[1].second->next_u64();
+  CHECK(noisy.drop->generator().state() != before);
+  CHECK_THROWS_WITH_AS(noisy.twice(), "Module::register_generator: the name \"noise\" is already registered",
+                       ValueError);
+}
+
 TEST_CASE("module: registration errors") {
   struct Bad : nn::Module {
     void twice() {

@@ -88,13 +88,12 @@ struct Run {
   optim::Adam adam;
   optim::Scheduler sched;
   optim::Trainer trainer;
-  Run(std::uint64_t model_seed, optim::TrainerOptions options, bool track_dropout = true)
+  Run(std::uint64_t model_seed, optim::TrainerOptions options)
       : model(model_seed),
         adam(model.parameters(), adam_options()),
         sched(adam, optim::cosine_with_warmup(2, kScheduleSteps, 0.1)),
         trainer(model, adam, std::move(options)) {
-    trainer.set_scheduler(&sched);
-    if (track_dropout) trainer.track_generator("dropout", model.dropout_generator());
+    trainer.set_scheduler(&sched);  // the dropout generator is tracked by the trainer itself
   }
   static optim::AdamOptions adam_options() {
     optim::AdamOptions o;
@@ -220,20 +219,116 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   }
 }
 
-TEST_CASE("trainer: a resume that does not track the dropout generator diverges") {
+TEST_CASE("trainer: a resume with another dropout state diverges") {
   // The counterpart of the test above: it shows the dropout stream matters, so the identity there is earned.
-  TempDir dir_a("full"), dir_b("untracked");
-  Run a(7, quiet_options(dir_a.str(), kScheduleSteps), false);
+  TempDir dir_a("full"), dir_b("other_dropout");
+  Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
   const optim::TrainResult full = a.trainer.fit(a.step_fn());
   {
-    Run b(7, quiet_options(dir_b.str(), 5), false);
+    Run b(7, quiet_options(dir_b.str(), 5));
     b.trainer.fit(b.step_fn());
   }
-  Run c(99, quiet_options(dir_b.str(), kScheduleSteps), false);
+  const fs::path json_path = dir_b.path / "checkpoint" / "trainer.json";
+  json j;
+  {
+    std::ifstream in(json_path);
+    j = json::parse(in);
+  }
+  REQUIRE(j.at("generators").contains("model.drop.generator"));
+  j["generators"]["model.drop.generator"] = Generator(12345).state();
+  write_text(json_path, j.dump());
+  Run c(99, quiet_options(dir_b.str(), kScheduleSteps));
   const optim::TrainResult rest = c.trainer.fit(c.step_fn());
   REQUIRE(rest.resumed_from == 5);
   CHECK(rest.losses.front() != full.losses[5]);
   CHECK(c.params() != a.params());
+}
+
+// A transformer encoder layer with dropout in the attention weights, after each sublayer and inside the
+// feed-forward block, then a mean-pooled linear head.
+class Encoder : public nn::Module {
+ public:
+  explicit Encoder(std::uint64_t seed) : gen_(seed) {
+    nn::TransformerLayerOptions o;
+    o.d_model = 8;
+    o.num_heads = 2;
+    o.ff_hidden = 16;
+    o.dropout = 0.3;
+    layer_ = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(o, gen_));
+    head_ = register_module("head", std::make_shared<nn::Linear>(8, 1, gen_));
+  }
+  Tensor forward(const Tensor& x) { return (*head_)((*layer_)(x).mean({1})); }
+
+ private:
+  Generator gen_;
+  std::shared_ptr<nn::TransformerEncoderLayer> layer_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+struct EncoderRun {
+  Encoder model;
+  optim::Adam adam;
+  optim::Trainer trainer;
+  EncoderRun(std::uint64_t seed, optim::TrainerOptions options)
+      : model(seed), adam(model.parameters(), Run::adam_options()), trainer(model, adam, std::move(options)) {}
+  optim::StepFn step_fn() {
+    return [this](std::int64_t step) {
+      Generator gen(2000 + static_cast<std::uint64_t>(step));
+      Tensor x = randn({4, 5, 8}, gen);  // x: (B, T, d)
+      Tensor y = x.sum({1, 2}).reshape({4, 1}) * 0.1;
+      return optim::StepOutput{nn::mse_loss(model.forward(x), y), 4, 20};
+    };
+  }
+};
+
+TEST_CASE("trainer: a transformer with dropout resumes bit-identically without any track_generator call") {
+  constexpr std::int64_t kSteps = 8, kStop = 3;
+  TempDir dir_a("encoder_full"), dir_b("encoder_interrupted");
+  EncoderRun a(11, quiet_options(dir_a.str(), kSteps));
+  const optim::TrainResult full = a.trainer.fit(a.step_fn());
+  {
+    EncoderRun b(11, quiet_options(dir_b.str(), kStop));
+    b.trainer.fit(b.step_fn());
+  }
+  const fs::path json_path = dir_b.path / "checkpoint" / "trainer.json";
+  std::ifstream in(json_path);
+  const json gens = json::parse(in).at("generators");
+  for (const char* name : {"model.layer.self_attn.dropout_generator", "model.layer.ff.dropout.generator",
+                           "model.layer.dropout1.generator", "model.layer.dropout2.generator"})
+    CHECK(gens.contains(name));
+
+  // Another seed: other weights and other dropout streams, all to be overwritten by the checkpoint.
+  EncoderRun c(12, quiet_options(dir_b.str(), kSteps));
+  const optim::TrainResult rest = c.trainer.fit(c.step_fn());
+  REQUIRE(rest.resumed_from == kStop);
+  REQUIRE(rest.losses.size() == static_cast<std::size_t>(kSteps - kStop));
+  for (std::int64_t i = kStop; i < kSteps; ++i) {
+    CAPTURE(i);
+    CHECK(rest.losses[i - kStop] == full.losses[i]);
+  }
+  CHECK(values(c.model) == values(a.model));
+  const nn::NamedGenerators gens_a = a.model.named_generators(), gens_c = c.model.named_generators();
+  REQUIRE(gens_a.size() == gens_c.size());
+  for (std::size_t i = 0; i < gens_a.size(); ++i) CHECK(gens_c[i].second->state() == gens_a[i].second->state());
+
+  // The attention dropout draws matter: the same resume with another attention-dropout state diverges.
+  TempDir dir_d("encoder_other_attn");
+  {
+    EncoderRun d(11, quiet_options(dir_d.str(), kStop));
+    d.trainer.fit(d.step_fn());
+  }
+  const fs::path other_json = dir_d.path / "checkpoint" / "trainer.json";
+  json j;
+  {
+    std::ifstream other_in(other_json);
+    j = json::parse(other_in);
+  }
+  j["generators"]["model.layer.self_attn.dropout_generator"] = Generator(999).state();
+  write_text(other_json, j.dump());
+  EncoderRun e(11, quiet_options(dir_d.str(), kSteps));
+  const optim::TrainResult other = e.trainer.fit(e.step_fn());
+  REQUIRE(other.resumed_from == kStop);
+  CHECK(other.losses.front() != full.losses[kStop]);
 }
 
 TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval runs every N steps and at the end") {
@@ -415,10 +510,10 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   j.erase("generators");
   expect_io_error(j.dump(), "missing field 'generators'");
   j = json::parse(good);
-  j["generators"]["dropout"] = "garbage";
-  expect_io_error(j.dump(), "field 'generators.dropout'");
+  j["generators"]["model.drop.generator"] = "garbage";
+  expect_io_error(j.dump(), "field 'generators.model.drop.generator'");
   j = json::parse(good);
-  j["generators"]["noise"] = j["generators"]["dropout"];
+  j["generators"]["noise"] = j["generators"]["model.drop.generator"];
   expect_io_error(j.dump(), "field 'generators.noise' names a generator that is not tracked");
   write_text(json_path, good);
   CHECK(run.trainer.load_checkpoint());
@@ -428,7 +523,6 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   Mlp wide(23, 32);
   optim::Adam adam(wide.parameters());
   optim::Trainer other(wide, adam, quiet_options(dir.str(), 4));
-  other.track_generator("dropout", wide.dropout_generator());
   const auto wide_before = values(wide);
   CHECK_THROWS_AS(other.load_checkpoint(), ShapeError);
   try {
@@ -444,7 +538,6 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   Mlp model(24);
   optim::Adam partial(TensorList{model.parameters()[0]});
   optim::Trainer third(model, partial, quiet_options(dir.str(), 4));
-  third.track_generator("dropout", model.dropout_generator());
   const auto model_before = values(model);
   try {
     third.load_checkpoint();
@@ -518,9 +611,11 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
   CHECK_THROWS_AS(optim::Trainer(model, sgd, bad), ValueError);
 
   optim::Trainer trainer(model, sgd, o);
-  CHECK_THROWS_AS(trainer.track_generator("", model.dropout_generator()), ValueError);
-  trainer.track_generator("dropout", model.dropout_generator());
-  CHECK_THROWS_AS(trainer.track_generator("dropout", model.dropout_generator()), ValueError);
+  Generator data_gen(5);
+  CHECK_THROWS_AS(trainer.track_generator("", data_gen), ValueError);
+  trainer.track_generator("data", data_gen);
+  CHECK_THROWS_AS(trainer.track_generator("data", data_gen), ValueError);
+  CHECK_THROWS_AS(trainer.track_generator("model.drop.generator", data_gen), ValueError);
   CHECK_THROWS_WITH_AS(trainer.fit([&](std::int64_t step) {
     auto [x, y] = batch_at(step);
     return optim::StepOutput{model(x) - y, 8, 0};

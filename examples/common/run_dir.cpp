@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -110,6 +111,25 @@ RunDir::RunDir(std::string path) : path_(std::move(path)) {
 std::string RunDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
 
 bool RunDir::exists(const std::string& name) const { return fs::exists(file(name)); }
+
+void RunDir::check_same_config(const Config& config, const std::vector<std::string>& free_keys) const {
+  if (!exists("config.json"))
+    throw ConfigError("cannot resume " + path_ + ": it holds no config.json (no earlier run to continue)");
+  const nlohmann::json saved = read_json_file(file("config.json"));
+  const nlohmann::json now = config.to_json();
+  auto is_free = [&](const std::string& key) {
+    return std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end();
+  };
+  for (const auto& [key, value] : now.items()) {
+    if (is_free(key)) continue;
+    if (!saved.contains(key) || saved.at(key) != value)
+      throw ConfigError("cannot resume " + path_ + ": --" + key + " is " + value.dump() + " but the run used " +
+                        (saved.contains(key) ? saved.at(key).dump() : std::string("no such key")));
+  }
+  for (const auto& [key, value] : saved.items())
+    if (!now.contains(key) && !is_free(key))
+      throw ConfigError("cannot resume " + path_ + ": its config.json has the unknown key '" + key + "'");
+}
 
 void RunDir::clear_previous_run() const {
   for (const char* name : {"metrics.jsonl", "summary.json", "loss.svg", "checkpoint"}) {

@@ -45,6 +45,9 @@ class RunDir {
   // fresh run does not resume or append to it. Other files are left alone.
   void clear_previous_run() const;
   void write_config(const Config& config) const { write_json_atomic(file("config.json"), config.to_json()); }
+  // Before resuming: config.json must exist and equal config on every key but `free_keys` (those that
+  // do not change the result, e.g. resume, progress). ConfigError naming the first differing key.
+  void check_same_config(const Config& config, const std::vector<std::string>& free_keys) const;
   void write_summary(const nlohmann::json& summary) const { write_json_atomic(file("summary.json"), summary); }
   // Draws metrics.jsonl into loss.svg; false (and nothing written) when there is no metrics file.
   bool write_loss_plot(const std::string& title) const;
