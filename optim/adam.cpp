@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <tuple>
+
+#include <xsimd/xsimd.hpp>
 
 #include "autograd/error.h"
 
@@ -66,21 +69,45 @@ void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Par
     const T eps = static_cast<T>(options_.eps), wd = static_cast<T>(group.weight_decay);
     const T decay = static_cast<T>(1.0 - group.lr * group.weight_decay);
     const T bc2 = static_cast<T>(bias2_sqrt), lr_t = static_cast<T>(step_size);
-    for (std::int64_t k = 0; k < n; ++k) {
-      T d = grad[k];
+    const T one_b1 = T(1) - b1, one_b2 = T(1) - b2;
+    // One element's update, written once for xsimd batches and for scalars so the vector body
+    // and the scalar tail apply the same operations in the same order.
+    auto apply = [&](auto pk, auto gk, auto mk, auto vk, auto* vmaxk) {
+      using V = decltype(pk);
+      auto d = gk;
       if (decoupled_) {
-        param[k] *= decay;
+        pk = pk * V(decay);
       } else if (wd != T(0)) {
-        d += wd * param[k];
+        d = d + V(wd) * pk;
       }
-      m[k] = b1 * m[k] + (T(1) - b1) * d;
-      v[k] = b2 * v[k] + (T(1) - b2) * d * d;
-      T second = v[k];
-      if (amsgrad) {
-        vmax[k] = std::max(vmax[k], v[k]);
-        second = vmax[k];
+      mk = V(b1) * mk + V(one_b1) * d;
+      vk = V(b2) * vk + V(one_b2) * d * d;
+      auto second = vk;
+      if (vmaxk != nullptr) {
+        *vmaxk = xsimd::max(*vmaxk, vk);
+        second = *vmaxk;
       }
-      param[k] -= lr_t * m[k] / (std::sqrt(second) / bc2 + eps);
+      pk = pk - V(lr_t) * mk / (xsimd::sqrt(second) / V(bc2) + V(eps));
+      return std::make_tuple(pk, mk, vk);
+    };
+    using B = xsimd::batch<T>;
+    constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+    std::int64_t k = 0;
+    for (; k + lanes <= n; k += lanes) {
+      B vm = amsgrad ? B::load_unaligned(vmax + k) : B(T(0));
+      auto [pk, mk, vk] = apply(B::load_unaligned(param + k), B::load_unaligned(grad + k),
+                                B::load_unaligned(m + k), B::load_unaligned(v + k),
+                                amsgrad ? &vm : static_cast<B*>(nullptr));
+      pk.store_unaligned(param + k);
+      mk.store_unaligned(m + k);
+      vk.store_unaligned(v + k);
+      if (amsgrad) vm.store_unaligned(vmax + k);
+    }
+    for (; k < n; ++k) {
+      auto [pk, mk, vk] = apply(param[k], grad[k], m[k], v[k], amsgrad ? vmax + k : nullptr);
+      param[k] = pk;
+      m[k] = mk;
+      v[k] = vk;
     }
   });
 }
