@@ -6,4 +6,5 @@
 #include "autograd/gradcheck.h"
 #include "autograd/graph.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"

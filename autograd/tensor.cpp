@@ -178,7 +178,7 @@ const Tensor& Tensor::fill_(double value) const {
     using T = decltype(tag);
     const T v = static_cast<T>(value);
     T* base = data_ptr<T>();  // the view's first element: its offset applied
-    kernels::for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
+    kernels::parallel_for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
       T* p = base + off[0];
       for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
     });
@@ -215,11 +215,12 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
     const T* src = other.data_ptr<T>();
     if (other.shape() == shape() && is_contiguous() && other.is_contiguous()) {
       // The common case (gradient accumulation, optimiser steps): one flat loop.
-      const std::int64_t n = numel();
-      for (std::int64_t i = 0; i < n; ++i) dst[i] += a * src[i];
+      parallel_for(0, numel(), kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) dst[i] += a * src[i];
+      });
       return;
     }
-    kernels::for_each_run<2>(shape(), {strides(), kernels::broadcast_strides(other, shape())},
+    kernels::parallel_for_each_run<2>(shape(), {strides(), kernels::broadcast_strides(other, shape())},
                              [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> st) {
                                T* d = dst + off[0];
                                const T* s = src + off[1];
@@ -239,7 +240,7 @@ const Tensor& Tensor::mul_(double factor) const {
     using T = decltype(tag);
     const T f = static_cast<T>(factor);
     T* base = data_ptr<T>();
-    kernels::for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
+    kernels::parallel_for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
       T* p = base + off[0];
       for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] *= f;
     });

@@ -8,6 +8,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "autograd/error.h"
+#include "autograd/kernels/strided.h"
+#include "autograd/parallel.h"
 
 namespace tapegrad::optim {
 
@@ -92,18 +94,22 @@ void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Par
     };
     using B = xsimd::batch<T>;
     constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
-    std::int64_t k = 0;
-    for (; k + lanes <= n; k += lanes) {
-      B vm = amsgrad ? B::load_unaligned(vmax + k) : B(T(0));
-      auto [pk, mk, vk] = apply(B::load_unaligned(param + k), B::load_unaligned(grad + k),
-                                B::load_unaligned(m + k), B::load_unaligned(v + k),
-                                amsgrad ? &vm : static_cast<B*>(nullptr));
-      pk.store_unaligned(param + k);
-      mk.store_unaligned(m + k);
-      vk.store_unaligned(v + k);
-      if (amsgrad) vm.store_unaligned(vmax + k);
-    }
-    for (; k < n; ++k) {
+    // Whole batches go over the thread pool, the tail stays here: which elements take the vector
+    // body does not depend on the thread count, so neither do the bits.
+    const std::int64_t batches = n / lanes;
+    parallel_for(0, batches, kernels::kElementwiseGrain / lanes, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t k = first * lanes; k < last * lanes; k += lanes) {
+        B vm = amsgrad ? B::load_unaligned(vmax + k) : B(T(0));
+        auto [pk, mk, vk] = apply(B::load_unaligned(param + k), B::load_unaligned(grad + k),
+                                  B::load_unaligned(m + k), B::load_unaligned(v + k),
+                                  amsgrad ? &vm : static_cast<B*>(nullptr));
+        pk.store_unaligned(param + k);
+        mk.store_unaligned(m + k);
+        vk.store_unaligned(v + k);
+        if (amsgrad) vm.store_unaligned(vmax + k);
+      }
+    });
+    for (std::int64_t k = batches * lanes; k < n; ++k) {
       auto [pk, mk, vk] = apply(param[k], grad[k], m[k], v[k], amsgrad ? vmax + k : nullptr);
       param[k] = pk;
       m[k] = mk;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "autograd/error.h"
+#include "autograd/kernels/strided.h"
 
 namespace tapegrad::optim {
 
@@ -45,16 +46,19 @@ void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Para
     T* buf = use_momentum ? state.buffers["momentum_buffer"].data_ptr<T>() : nullptr;  // buf: (n,)
     const T lr = static_cast<T>(group.lr), wd = static_cast<T>(group.weight_decay);
     const T momentum = static_cast<T>(options_.momentum), keep = static_cast<T>(1.0 - options_.dampening);
-    for (std::int64_t k = 0; k < n; ++k) {
-      T d = grad[k];
-      if (wd != T(0)) d += wd * param[k];
-      if (use_momentum) {
-        // torch initialises the buffer with the gradient itself (no dampening on the first step).
-        buf[k] = first ? d : momentum * buf[k] + keep * d;
-        d = options_.nesterov ? d + momentum * buf[k] : buf[k];
+    const bool nesterov = options_.nesterov;
+    kernels::parallel_for_blocks(n, kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t k = lo; k < hi; ++k) {
+        T d = grad[k];
+        if (wd != T(0)) d += wd * param[k];
+        if (use_momentum) {
+          // torch initialises the buffer with the gradient itself (no dampening on the first step).
+          buf[k] = first ? d : momentum * buf[k] + keep * d;
+          d = nesterov ? d + momentum * buf[k] : buf[k];
+        }
+        param[k] -= lr * d;
       }
-      param[k] -= lr * d;
-    }
+    });
   });
 }
 

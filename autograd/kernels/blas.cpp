@@ -5,11 +5,13 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <string>
 
 #include "autograd/error.h"
+#include "autograd/parallel.h"
 
 namespace tapegrad::kernels {
 
@@ -30,6 +32,12 @@ namespace {
 // The register-blocked loop wins below about 24^3 and loses from 32^3 on. (The machine was
 // shared while measuring: absolute times moved by up to 2x, the ratios much less.)
 constexpr std::int64_t kLoopGemmMaxWork = 16384;
+
+// Products of at least this many multiply-adds are split over the thread pool (about 6 us of
+// single-threaded sgemm here; the split costs about 1 us), in blocks of this many rows or
+// columns of C so that every piece keeps whole vector-register tiles.
+constexpr std::int64_t kSplitGemmMinWork = std::int64_t{1} << 20;
+constexpr std::int64_t kSplitAlign = 16;
 
 blasint to_blas_int(std::int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
@@ -53,6 +61,7 @@ void gemm_blas_impl(BlasFn blas_fn, bool trans_a, bool trans_b, std::int64_t m, 
                     T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
                     std::int64_t ldc) {
   if (m == 0 || n == 0) return;
+  num_threads();  // builds the pool on first use, which keeps OpenBLAS single-threaded
   if (k == 0) {  // C = beta * C; not every BLAS accepts k = 0
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
@@ -225,16 +234,50 @@ void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   gemm_loop_impl<double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+
+// The loop below the crossover; above it BLAS, split over the pool into blocks of C's rows (or of
+// its columns when C is wider than tall). Every element of C is computed by one piece with the
+// whole k loop, so the split changes which thread computes an element, not how.
+template <class T>
+void gemm_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* a,
+               std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
+  if (gemm_uses_loop(m, n, k)) {
+    gemm_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  if (m * n * k < kSplitGemmMinWork || in_parallel_region() || num_threads() == 1) {
+    gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  const bool by_rows = m >= n;
+  const std::int64_t extent = by_rows ? m : n;
+  const std::int64_t blocks = (extent + kSplitAlign - 1) / kSplitAlign;
+  parallel_for(0, blocks, 1, [&](std::int64_t lo, std::int64_t hi) {
+    const std::int64_t first = lo * kSplitAlign;
+    const std::int64_t count = std::min(extent, hi * kSplitAlign) - first;
+    if (by_rows) {
+      // rows [first, first + count) of op(A) and of C
+      const T* a_part = trans_a ? a + first : a + first * lda;
+      gemm_blas(trans_a, trans_b, count, n, k, alpha, a_part, lda, b, ldb, beta, c + first * ldc, ldc);
+    } else {
+      // columns [first, first + count) of op(B) and of C
+      const T* b_part = trans_b ? b + first * ldb : b + first;
+      gemm_blas(trans_a, trans_b, m, count, k, alpha, a, lda, b_part, ldb, beta, c + first, ldc);
+    }
+  });
+}
+
+}  // namespace
+
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  if (gemm_uses_loop(m, n, k)) gemm_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
-  if (gemm_uses_loop(m, n, k)) gemm_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else gemm_blas(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  gemm_impl<double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 int blas_num_threads() { return openblas_get_num_threads(); }

@@ -18,7 +18,8 @@
 namespace tapegrad::kernels {
 
 // Picks the triple loop for small products and BLAS otherwise (see kLoopGemmMaxWork in
-// blas.cpp for the measured crossover).
+// blas.cpp for the measured crossover); large products are split over the thread pool
+// (autograd/parallel.h) in blocks of C's rows or columns, each block one single-threaded BLAS call.
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
@@ -43,7 +44,8 @@ void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 // Whether gemm takes the loop for an (m, k) @ (k, n) product.
 bool gemm_uses_loop(std::int64_t m, std::int64_t n, std::int64_t k);
 
-// OpenBLAS's worker threads (OPENBLAS_NUM_THREADS or the core count by default).
+// OpenBLAS's own worker threads. tapegrad's pool sets them to 1 when it starts: its products
+// are split over the pool instead (see parallel.h), and more would oversubscribe the cores.
 int blas_num_threads();
 void set_blas_num_threads(int threads);
 // The kernel family OpenBLAS picked for this CPU ("Haswell", "Cooperlake" ...), which

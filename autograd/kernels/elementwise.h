@@ -1,7 +1,8 @@
 #pragma once
 // Elementwise kernels over strided, broadcast operands. Outputs are new contiguous tensors.
 // The scalar functor f is inlined into the inner loop; unit-stride and broadcast-scalar runs get
-// their own loops so the compiler can vectorise them.
+// their own loops so the compiler can vectorise them. Large outputs are cut into chunks over the
+// thread pool (parallel_for_each_run); each element is computed the same way whatever the cut.
 
 #include <cstdint>
 
@@ -19,7 +20,7 @@ Tensor map(const Tensor& x, F f) {
   Tensor out = empty(x.shape(), dtype_of<R>());
   const T* px = x.data_ptr<T>();
   R* po = out.data_ptr<R>();
-  for_each_run<2>(x.shape(), {out.strides(), x.strides()}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+  parallel_for_each_run<2>(x.shape(), {out.strides(), x.strides()}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
     R* o = po + off[0];
     const T* a = px + off[1];
     if (st[1] == 1)
@@ -37,7 +38,7 @@ Tensor map2(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
   const T* pa = a.data_ptr<T>();
   const U* pb = b.data_ptr<U>();
   R* po = out.data_ptr<R>();
-  for_each_run<3>(out_shape, {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape)},
+  parallel_for_each_run<3>(out_shape, {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape)},
                   [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
                     R* o = po + off[0];
                     const T* x = pa + off[1];
@@ -65,7 +66,7 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_
   const U* pb = b.data_ptr<U>();
   const V* pc = c.data_ptr<V>();
   R* po = out.data_ptr<R>();
-  for_each_run<4>(out_shape,
+  parallel_for_each_run<4>(out_shape,
                   {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape),
                    broadcast_strides(c, out_shape)},
                   [&](Offsets<4> off, std::int64_t n, Offsets<4> st) {

@@ -39,16 +39,21 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
     throw TypeError(std::string(op) + ": dtype mismatch, " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
 }
 
-// Applies a vectorised xtensor expression to a contiguous copy of x: out = fn(x).
+// Applies a vectorised xtensor expression to a contiguous copy of x: out = fn(x), in chunks
+// over the thread pool, cut on vector-block boundaries.
 template <class T, class Fn>
 Tensor xt_map(const Tensor& x_in, Fn fn) {
   Tensor x = kernels::dense(x_in);
   Tensor out = empty(x.shape(), x.dtype());
-  const std::size_t n = static_cast<std::size_t>(x.numel());
-  const std::array<std::size_t, 1> shape{n};
-  auto in = xt::adapt(x.data_ptr<T>(), n, xt::no_ownership(), shape);
-  auto result = xt::adapt(out.data_ptr<T>(), n, xt::no_ownership(), shape);
-  xt::noalias(result) = fn(in);
+  const T* px = x.data_ptr<T>();
+  T* po = out.data_ptr<T>();
+  kernels::parallel_for_blocks(x.numel(), kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+    const std::size_t n = static_cast<std::size_t>(hi - lo);
+    const std::array<std::size_t, 1> shape{n};
+    auto in = xt::adapt(px + lo, n, xt::no_ownership(), shape);
+    auto result = xt::adapt(po + lo, n, xt::no_ownership(), shape);
+    xt::noalias(result) = fn(in);
+  });
   return out;
 }
 
@@ -344,7 +349,12 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
         return {dispatch_floating(x.dtype(), "gelu backward", [&](auto tag) {
           using T = decltype(tag);
           Tensor gx = empty(x.shape(), x.dtype());
-          gelu_backward_contiguous<T>(g.data_ptr<T>(), x.data_ptr<T>(), gx.data_ptr<T>(), x.numel(), use_tanh);
+          const T* pg = g.data_ptr<T>();
+          const T* px = x.data_ptr<T>();
+          T* out = gx.data_ptr<T>();
+          kernels::parallel_for_blocks(x.numel(), kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+            gelu_backward_contiguous<T>(pg + lo, px + lo, out + lo, hi - lo, use_tanh);
+          });
           return gx;
         })};
       return {backward_map(g, x, [use_tanh](auto gv, auto xv) {

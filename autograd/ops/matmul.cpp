@@ -12,15 +12,20 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "autograd/kernels/blas.h"
 #include "autograd/kernels/elementwise.h"
 #include "autograd/kernels/strided.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 
 namespace tapegrad {
 
 namespace {
+
+// Multiply-adds a chunk of a batched product should hold before it goes to another thread.
+constexpr std::int64_t kBatchedGemmGrainWork = std::int64_t{1} << 18;
 
 // How gemm reads a (rows, cols) matrix with element strides (row_stride, col_stride).
 struct GemmLayout {
@@ -156,13 +161,24 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
   };
   Dims out_strides = contiguous_strides(s.batch);
   for (std::int64_t& st : out_strides) st *= s.n * s.m;
-  kernels::for_each_run<3>(
-      s.batch, {out_strides, batch_strides(a), batch_strides(b)},
-      [&](kernels::Offsets<3> off, std::int64_t count, kernels::Offsets<3> step) {
-        for (std::int64_t i = 0; i < count; ++i)
-          kernels::gemm(la.transposed, lb.transposed, s.n, s.m, s.k, T(1), pa + off[1] + i * step[1], la.ld,
-                        pb + off[2] + i * step[2], lb.ld, T(0), po + off[0] + i * step[0], s.m);
-      });
+  auto product = [&](const kernels::Offsets<3>& off) {
+    kernels::gemm(la.transposed, lb.transposed, s.n, s.m, s.k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, T(0),
+                  po + off[0], s.m);
+  };
+  std::vector<kernels::Offsets<3>> entries;  // (out, a, b) offsets of each batch entry
+  entries.reserve(static_cast<std::size_t>(batch_numel(s.out)));
+  kernels::for_each_run<3>(s.batch, {out_strides, batch_strides(a), batch_strides(b)},
+                           [&](kernels::Offsets<3> off, std::int64_t count, kernels::Offsets<3> step) {
+                             for (std::int64_t i = 0; i < count; ++i)
+                               entries.push_back({off[0] + i * step[0], off[1] + i * step[1], off[2] + i * step[2]});
+                           });
+  // Independent products (attention's per-head scores, say) go to the pool whole, enough of them
+  // per chunk to be worth a thread; a single large one is split inside gemm instead.
+  const std::int64_t work = std::max<std::int64_t>(s.n * s.m * s.k, 1);
+  const std::int64_t grain = std::max<std::int64_t>(1, kBatchedGemmGrainWork / work);
+  parallel_for(0, static_cast<std::int64_t>(entries.size()), grain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) product(entries[static_cast<std::size_t>(i)]);
+  });
 }
 
 // The promoted result's shape without the axes that promotion added.

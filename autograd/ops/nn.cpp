@@ -31,6 +31,7 @@ namespace {
 
 using kernels::Batch;
 using kernels::kLanes;
+using kernels::row_grain;
 using kernels::row_sum;
 
 // sum((x[i] - mean)^2).
@@ -79,23 +80,25 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T eps, std::int64_t 
                         T* rstd) {
   // x, y: (rows, d); w, b: (d) or null; mean, rstd: (rows)
   const T inv_d = T(1) / static_cast<T>(d);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * d;
-    T* yr = y + r * d;
-    const T mu = row_sum(xr, d) * inv_d;
-    const T rs = T(1) / std::sqrt(row_squared_deviation(xr, mu, d) * inv_d + eps);
-    mean[r] = mu;
-    rstd[r] = rs;
-    // Four loops rather than branches inside one, so each stays a plain vectorisable loop.
-    if (w && b)
-      for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * w[i] + b[i];
-    else if (w)
-      for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * w[i];
-    else if (b)
-      for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs + b[i];
-    else
-      for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs;
-  }
+  parallel_for(0, rows, row_grain(d), [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t r = first; r < last; ++r) {
+      const T* xr = x + r * d;  // xr, yr: (d)
+      T* yr = y + r * d;
+      const T mu = row_sum(xr, d) * inv_d;
+      const T rs = T(1) / std::sqrt(row_squared_deviation(xr, mu, d) * inv_d + eps);
+      mean[r] = mu;
+      rstd[r] = rs;
+      // Four loops rather than branches inside one, so each stays a plain vectorisable loop.
+      if (w && b)
+        for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * w[i] + b[i];
+      else if (w)
+        for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs * w[i];
+      else if (b)
+        for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs + b[i];
+      else
+        for (std::int64_t i = 0; i < d; ++i) yr[i] = (xr[i] - mu) * rs;
+    }
+  });
 }
 
 template <class T>
@@ -103,29 +106,41 @@ void layer_norm_backward(const T* g, const T* x, const T* w, const T* mean, cons
                          std::int64_t d, T* dx, T* dw, T* db) {
   // g, x, dx: (rows, d); w: (d) or null; mean, rstd: (rows); dw, db: (d), zeroed, or null
   const T inv_d = T(1) / static_cast<T>(d);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const T* gr = g + r * d;
-    const T* xr = x + r * d;
-    const T mu = mean[r];
-    const T rs = rstd[r];
-    if (dx) {
-      T sum_gxhat = 0;
-      T sum_gxhat_xhat = 0;
-      row_backward_sums(xr, gr, w, mu, rs, d, sum_gxhat, sum_gxhat_xhat);
-      const T mean_gxhat = sum_gxhat * inv_d;
-      const T mean_gxhat_xhat = sum_gxhat_xhat * inv_d;
-      T* out = dx + r * d;
-      if (w)
-        for (std::int64_t i = 0; i < d; ++i)
-          out[i] = rs * (gr[i] * w[i] - mean_gxhat - (xr[i] - mu) * rs * mean_gxhat_xhat);
-      else
-        for (std::int64_t i = 0; i < d; ++i) out[i] = rs * (gr[i] - mean_gxhat - (xr[i] - mu) * rs * mean_gxhat_xhat);
+  if (dx)
+    parallel_for(0, rows, row_grain(d), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t r = first; r < last; ++r) {
+        const T* gr = g + r * d;  // gr, xr, out: (d)
+        const T* xr = x + r * d;
+        const T mu = mean[r];
+        const T rs = rstd[r];
+        T sum_gxhat = 0;
+        T sum_gxhat_xhat = 0;
+        row_backward_sums(xr, gr, w, mu, rs, d, sum_gxhat, sum_gxhat_xhat);
+        const T mean_gxhat = sum_gxhat * inv_d;
+        const T mean_gxhat_xhat = sum_gxhat_xhat * inv_d;
+        T* out = dx + r * d;
+        if (w)
+          for (std::int64_t i = 0; i < d; ++i)
+            out[i] = rs * (gr[i] * w[i] - mean_gxhat - (xr[i] - mu) * rs * mean_gxhat_xhat);
+        else
+          for (std::int64_t i = 0; i < d; ++i) out[i] = rs * (gr[i] - mean_gxhat - (xr[i] - mu) * rs * mean_gxhat_xhat);
+      }
+    });
+  if (!dw && !db) return;
+  // The parameter gradients sum over rows: the threads take column blocks, and each column is
+  // summed in row order, so the result does not depend on the number of threads.
+  parallel_for(0, d, row_grain(rows), [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* gr = g + r * d;
+      const T* xr = x + r * d;
+      const T mu = mean[r];
+      const T rs = rstd[r];
+      if (dw)
+        for (std::int64_t i = c0; i < c1; ++i) dw[i] += gr[i] * (xr[i] - mu) * rs;
+      if (db)
+        for (std::int64_t i = c0; i < c1; ++i) db[i] += gr[i];
     }
-    if (dw)
-      for (std::int64_t i = 0; i < d; ++i) dw[i] += gr[i] * (xr[i] - mu) * rs;
-    if (db)
-      for (std::int64_t i = 0; i < d; ++i) db[i] += gr[i];
-  }
+  });
 }
 
 void check_affine(const Tensor& param, const char* what, const Tensor& x, const Shape& normalized_shape) {

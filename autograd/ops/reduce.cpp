@@ -62,33 +62,81 @@ Tensor finish_shape(const Tensor& kept, const ReducedAxes& r, bool keepdim) {
   return detail::make_view(kept, r.out_shape, contiguous_strides(r.out_shape), 0);
 }
 
+// Where the reduced axes of x lie, ignoring size-1 axes: all before the kept ones (x seen as
+// (count, rest), summed over its rows: a bias gradient), all after them ((rest, count), summed
+// along each row), or interleaved.
+enum class ReducedBlock { kLeading, kTrailing, kMixed };
+
+ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& r) {
+  bool seen_kept = false, seen_reduced = false, leading = true, trailing = true;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (r.reduced[d]) {
+      if (seen_kept) leading = false;
+      seen_reduced = true;
+    } else {
+      if (seen_reduced) trailing = false;
+      seen_kept = true;
+    }
+  }
+  if (leading) return ReducedBlock::kLeading;
+  if (trailing) return ReducedBlock::kTrailing;
+  return ReducedBlock::kMixed;
+}
+
 // Sum over the reduced axes into a new tensor of the keepdim shape.
 template <class T>
 Tensor sum_kernel(const Tensor& x, const ReducedAxes& r) {
   Tensor out = zeros(r.kept_shape, x.dtype());
   T* po = out.data_ptr<T>();
   const T* px = x.data_ptr<T>();
-  kernels::for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()},
-                           [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> st) {
-                             T* o = po + off[0];
-                             const T* a = px + off[1];
-                             if (st[0] == 0) {
-                               // Eight partial sums: vectorisable, and more accurate than one.
-                               T partial[8] = {};
-                               std::int64_t i = 0;
-                               if (st[1] == 1)
-                                 for (; i + 8 <= n; i += 8)
-                                   for (int k = 0; k < 8; ++k) partial[k] += a[i + k];
-                               T total = 0;
-                               for (; i < n; ++i) total += a[i * st[1]];
-                               for (int k = 0; k < 8; ++k) total += partial[k];
-                               *o += total;
-                             } else if (st[0] == 1 && st[1] == 1) {
-                               for (std::int64_t i = 0; i < n; ++i) o[i] += a[i];
-                             } else {
-                               for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] += a[i * st[1]];
-                             }
-                           });
+  // One run of the layout below adds n elements into one output (st[0] == 0) or n inputs into n
+  // outputs; the runs come in the input's order.
+  auto add_run = [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> st) {
+    T* o = po + off[0];
+    const T* a = px + off[1];
+    if (st[0] == 0) {
+      // Eight partial sums: vectorisable, and more accurate than one.
+      T partial[8] = {};
+      std::int64_t i = 0;
+      if (st[1] == 1)
+        for (; i + 8 <= n; i += 8)
+          for (int k = 0; k < 8; ++k) partial[k] += a[i + k];
+      T total = 0;
+      for (; i < n; ++i) total += a[i * st[1]];
+      for (int k = 0; k < 8; ++k) total += partial[k];
+      *o += total;
+    } else if (st[0] == 1 && st[1] == 1) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] += a[i];
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] += a[i * st[1]];
+    }
+  };
+  const kernels::RunLayout<2> layout = kernels::run_layout<2>(x.shape(), {reduced_strides(r), x.strides()});
+  const std::int64_t total = layout.numel();
+  const std::int64_t count = r.count, outputs = count == 0 ? 0 : total / count;
+  // The two common shapes of a large sum go over the pool with the summation order unchanged, so
+  // the bits do not depend on the thread count: a contiguous (count, outputs) block split into
+  // column blocks, each column summed down the rows; or (outputs, count) split into whole rows.
+  if (x.is_contiguous() && total >= 2 * kernels::kElementwiseGrain && outputs > 1) {
+    const ReducedBlock block = reduced_block(x.shape(), r);
+    if (block == ReducedBlock::kLeading) {
+      parallel_for(0, outputs, kernels::row_grain(count), [&](std::int64_t c0, std::int64_t c1) {
+        for (std::int64_t row = 0; row < count; ++row) {
+          const T* a = px + row * outputs;  // a: (outputs)
+          for (std::int64_t i = c0; i < c1; ++i) po[i] += a[i];
+        }
+      });
+      return out;
+    }
+    if (block == ReducedBlock::kTrailing) {
+      parallel_for(0, outputs, kernels::row_grain(count), [&](std::int64_t first, std::int64_t last) {
+        kernels::for_runs(layout, first * count, last * count, add_run);
+      });
+      return out;
+    }
+  }
+  kernels::for_runs(layout, 0, total, add_run);
   return out;
 }
 
@@ -136,6 +184,7 @@ namespace {
 
 using kernels::Batch;
 using kernels::kLanes;
+using kernels::row_grain;
 using kernels::row_sum;
 
 // max(x[0..n)); -inf for an empty row.
@@ -507,20 +556,22 @@ template <class T, bool kLog>
 void softmax_forward(const T* x, T* y, const AxisSplit& s) {
   // x, y: (outer, n, inner) contiguous
   if (s.inner == 1) {
-    for (std::int64_t o = 0; o < s.outer; ++o) {
-      const T* xr = x + o * s.n;  // xr, yr: (n)
-      T* yr = y + o * s.n;
-      const T m = row_max(xr, s.n);
-      if constexpr (kLog) {
-        // (x - m) - log(sum) rather than x - (m + log(sum)): x - m is exact near the max, so
-        // float32 keeps full precision even for logits around 1000.
-        const T log_total = std::log(exp_shifted_sum<T>(xr, m, nullptr, s.n));
-        for (std::int64_t i = 0; i < s.n; ++i) yr[i] = (xr[i] - m) - log_total;
-      } else {
-        const T inv = T(1) / exp_shifted_sum(xr, m, yr, s.n);
-        for (std::int64_t i = 0; i < s.n; ++i) yr[i] *= inv;
+    parallel_for(0, s.outer, row_grain(s.n), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t o = first; o < last; ++o) {
+        const T* xr = x + o * s.n;  // xr, yr: (n)
+        T* yr = y + o * s.n;
+        const T m = row_max(xr, s.n);
+        if constexpr (kLog) {
+          // (x - m) - log(sum) rather than x - (m + log(sum)): x - m is exact near the max, so
+          // float32 keeps full precision even for logits around 1000.
+          const T log_total = std::log(exp_shifted_sum<T>(xr, m, nullptr, s.n));
+          for (std::int64_t i = 0; i < s.n; ++i) yr[i] = (xr[i] - m) - log_total;
+        } else {
+          const T inv = T(1) / exp_shifted_sum(xr, m, yr, s.n);
+          for (std::int64_t i = 0; i < s.n; ++i) yr[i] *= inv;
+        }
       }
-    }
+    });
     return;
   }
   std::vector<T> m(static_cast<std::size_t>(s.inner));      // m: (inner), running max per column
@@ -563,17 +614,19 @@ template <class T, bool kLog>
 void softmax_backward(const T* g, const T* y, T* gx, const AxisSplit& s) {
   // g, y, gx: (outer, n, inner) contiguous
   if (s.inner == 1) {
-    for (std::int64_t o = 0; o < s.outer; ++o) {
-      const T* gr = g + o * s.n;
-      const T* yr = y + o * s.n;
-      T* out = gx + o * s.n;
-      if constexpr (kLog) {
-        minus_exp_scaled(gr, yr, row_sum(gr, s.n), out, s.n);
-      } else {
-        const T dot = row_dot(gr, yr, s.n);
-        for (std::int64_t i = 0; i < s.n; ++i) out[i] = yr[i] * (gr[i] - dot);
+    parallel_for(0, s.outer, row_grain(s.n), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t o = first; o < last; ++o) {
+        const T* gr = g + o * s.n;  // gr, yr, out: (n)
+        const T* yr = y + o * s.n;
+        T* out = gx + o * s.n;
+        if constexpr (kLog) {
+          minus_exp_scaled(gr, yr, row_sum(gr, s.n), out, s.n);
+        } else {
+          const T dot = row_dot(gr, yr, s.n);
+          for (std::int64_t i = 0; i < s.n; ++i) out[i] = yr[i] * (gr[i] - dot);
+        }
       }
-    }
+    });
     return;
   }
   std::vector<T> total(static_cast<std::size_t>(s.inner));  // total: (inner)
@@ -650,15 +703,17 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
     const Tensor xd = kernels::dense(x);
     const T* px = xd.data_ptr<T>();
     T* py = y.data_ptr<T>();
-    for (std::int64_t r = 0; r < split.outer; ++r) {
-      const T* xr = px + r * tk;  // xr, yr: (Tk)
-      T* yr = py + r * tk;
-      const std::int64_t keep = std::min(tk, r % tq + offset + 1);
-      const T m = row_max(xr, keep);
-      const T inv = T(1) / exp_shifted_sum(xr, m, yr, keep);
-      for (std::int64_t j = 0; j < keep; ++j) yr[j] *= inv;
-      for (std::int64_t j = keep; j < tk; ++j) yr[j] = T(0);
-    }
+    parallel_for(0, split.outer, row_grain(tk), [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t r = first; r < last; ++r) {
+        const T* xr = px + r * tk;  // xr, yr: (Tk)
+        T* yr = py + r * tk;
+        const std::int64_t keep = std::min(tk, r % tq + offset + 1);
+        const T m = row_max(xr, keep);
+        const T inv = T(1) / exp_shifted_sum(xr, m, yr, keep);
+        for (std::int64_t j = 0; j < keep; ++j) yr[j] *= inv;
+        for (std::int64_t j = keep; j < tk; ++j) yr[j] = T(0);
+      }
+    });
     return y;
   });
   if (any_requires_grad({&x}))
