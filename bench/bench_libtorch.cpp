@@ -244,7 +244,7 @@ struct DecoderLayerImpl : torch::nn::Module {
 TORCH_MODULE(DecoderLayer);
 
 // ---------------------------------------------------------------- W2
-// tapegrad's EncoderDecoder: embeddings scaled by sqrt(d) plus learned positions, pre-norm
+// tapegrad's EncoderDecoder: token embeddings plus learned positions (both N(0, 1)), pre-norm
 // stacks each ending in a LayerNorm, Linear(d, vocab) on top.
 struct ReversalModelImpl : torch::nn::Module {
   using D = bench::ReversalData;
@@ -268,7 +268,7 @@ struct ReversalModelImpl : torch::nn::Module {
   }
   torch::Tensor embed(torch::nn::Embedding& table, torch::nn::Embedding& pos, const torch::Tensor& tokens) {
     const auto positions = torch::arange(tokens.size(1), torch::kLong);
-    return table(tokens) * std::sqrt(double(D::kDModel)) + pos(positions);
+    return table(tokens) + pos(positions);
   }
   torch::Tensor encode(const torch::Tensor& src) {
     auto h = embed(src_emb, src_pos, src);

@@ -261,8 +261,8 @@ Tensor EncoderDecoder::embed(const std::shared_ptr<Embedding>& table, const std:
                              const Tensor& tokens, std::int64_t offset) {
   if (tokens.dim() != 2)
     throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
-  // Embeddings scaled by sqrt(d) so they are not drowned by the positions (Vaswani et al.).
-  const Tensor x = (*table)(tokens) * std::sqrt(static_cast<double>(options_.layer.d_model));  // (B, T, d)
+  Tensor x = (*table)(tokens);  // x: (B, T, d)
+  if (options_.scale_embeddings) x = x * std::sqrt(static_cast<double>(options_.layer.d_model));
   if (!positions) {  // rotary: positions enter in self-attention
     if (offset + tokens.shape()[1] > options_.max_len)
       throw ValueError("EncoderDecoder: positions up to " + std::to_string(offset + tokens.shape()[1]) +

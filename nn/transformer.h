@@ -151,7 +151,7 @@ class LanguageModel : public Module {
 };
 
 // Encoder-decoder transformer for sequence-to-sequence tasks: source and target token
-// embeddings (scaled by sqrt(d_model)) plus positions, an encoder stack, a decoder stack with
+// embeddings plus positions, an encoder stack, a decoder stack with
 // causal self-attention and cross-attention, and Linear(d, tgt_vocab) on top.
 // Rotary: no positions are added to the embeddings; self-attention rotates q and k instead.
 enum class PositionEncoding { Learned, Sinusoidal, Rotary };
@@ -163,6 +163,11 @@ struct EncoderDecoderOptions {
   std::int64_t encoder_layers = 2;
   std::int64_t decoder_layers = 2;
   PositionEncoding positions = PositionEncoding::Learned;
+  // Multiply token embeddings by sqrt(d_model) before adding positions (Vaswani et al., whose
+  // embeddings start with variance 1/d). Off by default: Embedding starts at N(0, 1) as in
+  // PyTorch, the scale of the learned or sinusoidal positions, and scaling it would make the
+  // tokens drown the positions (the reversal task then needs 8x the steps).
+  bool scale_embeddings = false;
   TransformerLayerOptions layer;
 };
 

@@ -21,6 +21,19 @@ nn::TransformerLayerOptions tiny(bool norm_first) {
   return options;
 }
 
+// A one-layer encoder-decoder over 6 tokens and up to 8 positions, with tiny pre-norm layers.
+nn::EncoderDecoderOptions tiny_seq2seq(nn::PositionEncoding positions = nn::PositionEncoding::Learned) {
+  nn::EncoderDecoderOptions options;
+  options.src_vocab = 6;
+  options.tgt_vocab = 6;
+  options.max_len = 8;
+  options.encoder_layers = 1;
+  options.decoder_layers = 1;
+  options.positions = positions;
+  options.layer = tiny(true);
+  return options;
+}
+
 Tensor padding(std::vector<bool> values, std::int64_t b, std::int64_t t) { return from_vector(values, {b, t}); }
 
 double max_diff(const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item(); }
@@ -162,14 +175,7 @@ TEST_CASE("transformer: language model cache, gradcheck and generation") {
 TEST_CASE("transformer: encoder-decoder gradcheck, greedy decoding against full recomputation, learning") {
   for (auto positions : {nn::PositionEncoding::Learned, nn::PositionEncoding::Sinusoidal, nn::PositionEncoding::Rotary}) {
     Generator gen(5);
-    nn::EncoderDecoderOptions options;
-    options.src_vocab = 6;
-    options.tgt_vocab = 6;
-    options.max_len = 8;
-    options.encoder_layers = 1;
-    options.decoder_layers = 1;
-    options.positions = positions;
-    options.layer = tiny(true);
+    const nn::EncoderDecoderOptions options = tiny_seq2seq(positions);
     nn::EncoderDecoder model(options, gen);
     const Tensor src = randint(0, 6, {2, 4}, gen);
     const Tensor tgt = randint(0, 6, {2, 3}, gen);
@@ -231,6 +237,25 @@ TEST_CASE("transformer: an encoder-decoder learns to reverse short sequences") {
   }
   const double last = loss_of().item();
   CHECK(last < 0.5 * first);
+}
+
+TEST_CASE("transformer: scale_embeddings multiplies the token embeddings, and only them, by sqrt(d_model)") {
+  nn::EncoderDecoderOptions options = tiny_seq2seq();
+  Generator gen_a(21), gen_b(21);
+  nn::EncoderDecoder plain(options, gen_a);
+  options.scale_embeddings = true;
+  nn::EncoderDecoder scaled(options, gen_b);
+  Generator data(22);
+  const Tensor src = randint(0, 6, {2, 5}, data);
+  const Tensor tgt = randint(0, 6, {2, 4}, data);
+  CHECK(max(abs(plain.forward(src, tgt) - scaled.forward(src, tgt))).item() > 1e-3);
+  // The plain model given token tables sqrt(d) times larger computes what the scaled one does.
+  nn::NamedTensors state = scaled.state_dict();
+  const double root_d = std::sqrt(static_cast<double>(options.layer.d_model));
+  for (auto& [name, t] : state)
+    if (name == "src_emb.weight" || name == "tgt_emb.weight") t = t * root_d;
+  plain.load_state_dict(state);
+  CHECK(max(abs(plain.forward(src, tgt) - scaled.forward(src, tgt))).item() < 1e-5);
 }
 
 TEST_CASE("transformer: rotary self-attention with a cache equals the full pass, and is gradchecked") {
