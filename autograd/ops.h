@@ -5,7 +5,7 @@
 // Each op's backward lives right below its forward, in the file of its family:
 //   ops/elementwise.cpp  arithmetic, unary math, activations, comparisons, where, copies
 //   ops/reduce.cpp       sum, mean, max, min, var, argmax, logsumexp, softmax, log_softmax
-//   ops/matmul.cpp       matmul on BLAS
+//   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
 //   ops/nn.cpp           layer_norm, dropout
@@ -116,6 +116,11 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset = 0);
 // axes multiply, batch axes broadcast. Runs on BLAS gemm; transposed views are passed to gemm
 // as transpose flags, never copied.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x (..., in) @ weight (out, in)^T + bias (out), the bias optional.
+// One gemm whose output starts as the bias rows (BLAS adds the product to it), so it equals
+// matmul(x, weight.mT()) + bias bit for bit without a separate pass over the output. Backward:
+// dx = g @ weight, dweight = g^T x over all rows (in weight's layout), dbias = g summed over rows.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---------------------------------------------------------------- shape
 // A tensor with the same elements in a new shape; one entry may be -1 (inferred). A view when

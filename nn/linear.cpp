@@ -21,9 +21,8 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() == 0 || x.shape().back() != in_features_)
     throw ShapeError("Linear: expected input with last dimension " + std::to_string(in_features_) + ", got shape " +
                      x.shape().str());
-  // x: (..., in) @ W^T: (in, out); the transpose is a gemm flag, not a copy.
-  Tensor y = matmul(x, weight_.mT());
-  return bias_.defined() ? y + bias_ : y;
+  // x: (..., in) @ W^T: (in, out) + b in one gemm; the transpose is a gemm flag, not a copy.
+  return linear(x, weight_, bias_);
 }
 
 }  // namespace tapegrad::nn

@@ -12,8 +12,10 @@
 #include "autograd/autograd.h"
 #include "autograd/kernels/blas.h"
 #include "autograd/storage.h"
+#include "testing.h"
 
 using namespace tapegrad;
+using tapegrad::testing::check_values;
 
 namespace {
 
@@ -403,4 +405,68 @@ TEST_CASE("matmul: small products take the loop, larger ones BLAS, with the same
     check_close(matmul(x, w), reference_matmul(x, w), 1e-12);
     check_close(matmul(x.mT().mT(), w.mT().contiguous().mT()), reference_matmul(x, w), 1e-12);
   }
+}
+
+TEST_CASE("linear: equals matmul(x, W^T) + b bit for bit, for any x layout, with and without bias") {
+  Generator gen(31);
+  const Tensor w = randn({40, 24}, gen);  // w: (out, in)
+  const Tensor b = randn({40}, gen);
+  const Tensor x3 = randn({3, 50, 24}, gen);
+  const Tensor xt = randn({24, 60}, gen).mT();              // (60, 24), column-major
+  const Tensor xs = randn({70, 48}, gen).narrow(1, 8, 24);  // (70, 24), row stride 48
+  const Tensor big = randn({600, 24}, gen);                 // split over the pool
+  for (const Tensor& x : {x3, xt, xs, big, x3.select(1, 0)}) {
+    CAPTURE(x.shape().str());
+    const std::vector<float> with_bias = linear(x, w, b).to_vector<float>();
+    CHECK(with_bias == (matmul(x, w.mT()) + b).to_vector<float>());
+    CHECK(linear(x, w).to_vector<float>() == matmul(x, w.mT()).to_vector<float>());
+    CHECK(linear(x, w, b).shape() == (matmul(x, w.mT()) + b).shape());
+  }
+  const Tensor v = randn({24}, gen);  // a 1-D x gives a 1-D result, as torch's F.linear
+  CHECK(linear(v, w, b).shape() == Shape{40});
+  check_values(linear(v, w, b), (matmul(w, v) + b).to_vector<double>(), 1e-6);
+  // A transposed weight view is read in place.
+  const Tensor wt = randn({24, 40}, gen).mT();
+  CHECK(linear(x3, wt, b).to_vector<float>() == (matmul(x3, wt.mT()) + b).to_vector<float>());
+  CHECK(linear(randn({0, 24}, gen), w, b).shape() == Shape{0, 40});
+  check_values(linear(randn({2, 0}, gen), randn({3, 0}, gen), full({3}, 1.5)), {1.5, 1.5, 1.5, 1.5, 1.5, 1.5});
+  check_values(linear(randn({2, 0}, gen), randn({3, 0}, gen)), {0, 0, 0, 0, 0, 0});
+}
+
+TEST_CASE("linear: gradcheck for x, weight and bias, and gradients equal the composite's") {
+  Generator gen(32);
+  const Tensor x = randn({2, 3, 4}, gen);
+  const Tensor w = randn({5, 4}, gen);
+  const Tensor b = randn({5}, gen);
+  auto r = gradcheck([](const TensorList& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+  CHECK_MESSAGE(r.passed, r.message());
+  r = gradcheck([](const TensorList& in) { return linear(in[0].mT(), in[1]); }, {randn({4, 6}, gen), w});
+  CHECK_MESSAGE(r.passed, r.message());
+
+  const Tensor g = randn({2, 3, 5}, gen);
+  TensorList fused, composite;
+  for (bool use_linear : {true, false}) {
+    const Tensor xi = x.detach().requires_grad_(), wi = w.detach().requires_grad_(), bi = b.detach().requires_grad_();
+    const Tensor y = use_linear ? linear(xi, wi, bi) : matmul(xi, wi.mT()) + bi;
+    (y * g).sum().backward();
+    (use_linear ? fused : composite) = {xi.grad(), wi.grad(), bi.grad()};
+  }
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(max(abs(fused[i] - composite[i])).item() < 1e-5);
+  }
+  // Only the inputs that need a gradient get one.
+  const Tensor wi = w.detach().requires_grad_();
+  linear(x, wi, b).sum().backward();
+  CHECK(wi.grad().defined());
+}
+
+TEST_CASE("linear: errors name the op, the shapes and the dtypes") {
+  Generator gen(33);
+  CHECK_THROWS_WITH_AS(linear(randn({2, 3}, gen), randn({4, 5}, gen)),
+                       "linear: expected x (..., in) and weight (out, in), got (2,3) and (4,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(linear(randn({2, 3}, gen), randn({4, 3}, gen), randn({5}, gen)),
+                       "linear: expected bias (4) for weight (4,3), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(linear(randn({2, 3}, gen), randn({4, 3}, gen).to(kFloat64)),
+                       "linear: dtype mismatch, x float32, weight float64", TypeError);
 }

@@ -6,13 +6,7 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "autograd/kernels/strided.h"
-
 namespace tapegrad::kernels {
-
-// How many rows (or columns) of n elements a chunk of a row- (column-) parallel kernel should
-// hold: parallel_for's grain.
-inline std::int64_t row_grain(std::int64_t n) { return std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n, 1)); }
 
 template <class T>
 using Batch = xsimd::batch<T>;

@@ -114,6 +114,12 @@ void for_each_run(const Shape& shape, const std::array<Dims, N>& strides, Body&&
 // the cheapest maps (an add), several times the cost of handing a chunk over.
 constexpr std::int64_t kElementwiseGrain = 32768;
 
+// How many rows (or columns) of n elements a chunk of a row- (column-) parallel kernel should
+// hold: parallel_for's grain.
+inline std::int64_t row_grain(std::int64_t n) {
+  return std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n, 1));
+}
+
 // parallel_for over [0, n) with every chunk boundary on a multiple of kVectorBlock elements, for
 // kernels whose vector body and scalar tail round differently (xsimd's exp, erf, tanh): each
 // element then takes the same path, and gets the same bits, whatever the thread count.

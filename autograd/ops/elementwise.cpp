@@ -291,6 +291,28 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
 constexpr double kGeluCubic = 0.044715;
 
+// gelu on contiguous buffers, vectorised with xsimd, and a scalar tail with the same formulas:
+//   exact: 0.5 x (1 + erf(x / sqrt(2)));  tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + c x^3)))
+template <class T>
+void gelu_forward_contiguous(const T* x, T* out, std::int64_t n, bool use_tanh) {
+  // x, out: (n)
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const B xv = B::load_unaligned(x + i);
+    const B inner = use_tanh ? xsimd::tanh(B(T(kSqrt2OverPi)) * (xv + B(T(kGeluCubic)) * xv * xv * xv))
+                             : xsimd::erf(xv * B(T(1 / kSqrt2)));
+    (B(T(0.5)) * xv * (B(T(1)) + inner)).store_unaligned(out + i);
+  }
+  for (; i < n; ++i) {
+    const T xv = x[i];
+    const T inner = use_tanh ? std::tanh(T(kSqrt2OverPi) * (xv + T(kGeluCubic) * xv * xv * xv))
+                             : std::erf(xv * T(1 / kSqrt2));
+    out[i] = T(0.5) * xv * (T(1) + inner);
+  }
+}
+
 // gelu's backward on contiguous buffers, vectorised with xsimd (std::erf and std::exp per
 // element made it a tenth of a transformer step); the scalar tail and strided inputs use the
 // same formulas through backward_map:
@@ -337,11 +359,14 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const bool use_tanh = approximate == GeluApproximation::Tanh;
   Tensor out = dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = decltype(tag);
-    if (use_tanh)
-      return xt_map<T>(x, [](const auto& e) {
-        return T(0.5) * e * (T(1) + xt::tanh(T(kSqrt2OverPi) * (e + T(kGeluCubic) * e * e * e)));
-      });
-    return xt_map<T>(x, [](const auto& e) { return T(0.5) * e * (T(1) + xt::erf(e * T(1 / kSqrt2))); });
+    const Tensor xd = kernels::dense(x);
+    Tensor y = empty(x.shape(), x.dtype());
+    const T* px = xd.data_ptr<T>();
+    T* py = y.data_ptr<T>();
+    kernels::parallel_for_blocks(x.numel(), kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+      gelu_forward_contiguous<T>(px + lo, py + lo, hi - lo, use_tanh);
+    });
+    return y;
   });
   if (any_requires_grad({&x}))
     record("gelu", out, {x}, [x = x.detach(), use_tanh](const Tensor& g) -> TensorList {

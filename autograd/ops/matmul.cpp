@@ -1,4 +1,4 @@
-// matmul with torch.matmul's semantics, on gemm (autograd/kernels/blas.h).
+// matmul with torch.matmul's semantics, and linear (x W^T + b), on gemm (autograd/kernels/blas.h).
 //
 //   C (..., n, m) = A (..., n, k) @ B (..., k, m), batch axes broadcast;
 //   a 1-D A is promoted to (1, k) and a 1-D B to (k, 1), and the added axis is removed from C.
@@ -240,6 +240,66 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
       }
       return {grad_a, grad_b};
     });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+    throw TypeError(std::string("linear: dtype mismatch, x ") + dtype_name(x.dtype()) + ", weight " +
+                    dtype_name(weight.dtype()) + (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : ""));
+  if (weight.dim() != 2 || x.dim() == 0 || x.shape().back() != weight.shape()[1])
+    throw ShapeError("linear: expected x (..., in) and weight (out, in), got " + x.shape().str() + " and " +
+                     weight.shape().str());
+  const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
+  if (bias.defined() && (bias.dim() != 1 || bias.shape()[0] != out_features))
+    throw ShapeError("linear: expected bias (" + std::to_string(out_features) + ") for weight " + weight.shape().str() +
+                     ", got " + bias.shape().str());
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 1] = out_features;
+  Tensor out = dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+    using T = decltype(tag);
+    Tensor y = empty(out_shape, x.dtype());  // y: (..., out)
+    if (y.numel() == 0) return y;
+    const std::int64_t rows = y.numel() / out_features;
+    // x's rows as one (rows, in) matrix: a copy only when they are not evenly spaced.
+    Tensor xd = x;
+    std::optional<std::int64_t> row_stride = x.dim() == 1 ? std::optional<std::int64_t>(in) : merged_row_stride(x);
+    GemmLayout lx = row_stride ? gemm_layout(rows, in, *row_stride, x.strides()[x.dim() - 1]) : GemmLayout{};
+    if (!lx.usable) {
+      xd = kernels::dense(x);
+      lx = gemm_layout(rows, in, in, 1);
+    }
+    const GemmLayout lw = matrix_layout(weight);  // weight (out, in), read as its transpose
+    const Tensor wd = lw.usable ? weight : kernels::dense(weight);
+    const GemmLayout lwd = matrix_layout(wd);
+    T* py = y.data_ptr<T>();
+    T beta = T(0);
+    if (bias.defined()) {
+      const Tensor bd = kernels::dense(bias);
+      const T* pb = bd.data_ptr<T>();
+      parallel_for(0, rows, kernels::row_grain(out_features), [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t r = first; r < last; ++r) std::copy(pb, pb + out_features, py + r * out_features);
+      });
+      beta = T(1);
+    }
+    kernels::gemm(lx.transposed, !lwd.transposed, rows, out_features, in, T(1), xd.data_ptr<T>(), lx.ld,
+                  wd.data_ptr<T>(), lwd.ld, beta, py, out_features);
+    return y;
+  });
+  if (any_requires_grad({&x, &weight, &bias}))
+    record("linear", out, {x, weight, bias},
+           [x = x.detach(), weight = weight.detach(), need_x = x.requires_grad(), need_w = weight.requires_grad(),
+            need_b = bias.defined() && bias.requires_grad(), in, out_features](const Tensor& g) -> TensorList {
+             // g: (..., out)
+             Tensor grad_x, grad_w, grad_b;
+             if (need_x) grad_x = matmul(g, weight);  // (..., in)
+             if (need_w || need_b) {
+               const Tensor g_rows = reshape(g, {-1, out_features});  // (N, out)
+               if (need_w) grad_w = matmul(g_rows.mT(), reshape(x, {-1, in}));  // (out, in), weight's layout
+               if (need_b) grad_b = sum(g_rows, {0});
+             }
+             return {grad_x, grad_w, grad_b};
+           });
   return out;
 }
 
