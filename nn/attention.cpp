@@ -177,13 +177,18 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_he
   register_generator("dropout_generator", dropout_gen_);
 }
 
-std::vector<Tensor> MultiHeadAttention::split_heads(const Tensor& projected, std::int64_t n) const {
-  const std::int64_t b = projected.shape()[0], t = projected.shape()[1];
-  // projected: (B, T, n * d) -> (B, T, n, H, Dh) -> (n, B, H, T, Dh), all views of one buffer;
-  // gemm reads each head's (T, Dh) matrix with row stride n * d.
-  Tensor heads = projected.view({b, t, n, num_heads_, head_dim_}).permute({2, 0, 3, 1, 4});
+std::vector<Tensor> MultiHeadAttention::project_heads(const Linear& proj, const Tensor& x, std::int64_t n) const {
+  const std::int64_t b = x.shape()[0], t = x.shape()[1];
+  // proj's weight (n * d, in) holds n projections as row blocks (PyTorch's in_proj layout). Each is
+  // its own product over a view of those rows, so each output is contiguous and its gradient
+  // comes back whole, never assembled from slices of an (B, T, n * d) buffer.
   std::vector<Tensor> out;
-  for (std::int64_t i = 0; i < n; ++i) out.push_back(heads.select(0, i));  // (B, H, T, Dh)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Tensor w = proj.weight().narrow(0, i * d_model_, d_model_);  // (d, in)
+    const Tensor bias = proj.bias().defined() ? proj.bias().narrow(0, i * d_model_, d_model_) : Tensor();
+    // (B, T, d) -> (B, T, H, Dh) -> (B, H, T, Dh), views; gemm reads each head with row stride d.
+    out.push_back(linear(x, w, bias).view({b, t, num_heads_, head_dim_}).transpose(1, 2));
+  }
   return out;
 }
 
@@ -201,8 +206,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     if (key_value.defined())
       throw ValueError("MultiHeadAttention: built for self-attention (fused qkv_proj), but given a key_value "
                        "sequence of shape " + key_value.shape().str() + "; build it with cross_attention = true");
-    // qkv: (B, Tq, 3d), contiguous, so splitting it into heads is free.
-    std::vector<Tensor> qkv = split_heads((*qkv_proj_)(query), 3);
+    std::vector<Tensor> qkv = project_heads(*qkv_proj_, query, 3);  // 3 x (B, H, Tq, Dh)
     q = qkv[0];
     k = qkv[1];
     v = qkv[2];
@@ -226,7 +230,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
       cache->v = v;
     }
   } else {
-    q = split_heads((*q_proj_)(query), 1)[0];
+    q = project_heads(*q_proj_, query, 1)[0];
     if (cache != nullptr && cache->k.defined()) {
       if (cache->k.shape()[0] != b)
         throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " for batch size " +
@@ -240,7 +244,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
         throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
                          std::to_string(options_.kv_dim) + ") for query " + query.shape().str() + ", got " +
                          key_value.shape().str());
-      std::vector<Tensor> kv = split_heads((*kv_proj_)(key_value), 2);
+      std::vector<Tensor> kv = project_heads(*kv_proj_, key_value, 2);
       k = kv[0];
       v = kv[1];
       if (cache != nullptr) {

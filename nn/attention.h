@@ -119,8 +119,8 @@ class MultiHeadAttention : public Module {
   const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
 
  private:
-  // (B, T, n * d) -> n views (B, H, T, head_dim), no copy.
-  std::vector<Tensor> split_heads(const Tensor& projected, std::int64_t n) const;
+  // x (B, T, in) through the n row blocks of proj's weight: n tensors (B, H, T, head_dim).
+  std::vector<Tensor> project_heads(const Linear& proj, const Tensor& x, std::int64_t n) const;
 
   std::int64_t d_model_;
   std::int64_t num_heads_;
