@@ -1,0 +1,413 @@
+// tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
+// causal, key padding, cross, cross with kv_dim), TransformerEncoderLayer and
+// TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
+// MixtureOfExperts (output and auxiliary losses), from the golden fixture
+// tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
+//
+// Each case holds the module's configuration, its inputs, every parameter under tapegrad's
+// state_dict name, PyTorch's outputs, a fixed cotangent per differentiable output, and the
+// gradients of loss = sum_o sum(o * cotangent_o) with respect to every floating-point input and
+// every parameter. Here the module is built, converted to float64, loaded with those parameters,
+// run forward and backward, and every output and gradient must agree with PyTorch's to
+// |tapegrad - torch| <= 1e-10 + 1e-10 * |torch|, element by element.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <iomanip>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "nn/nn.h"
+
+using namespace tapegrad;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr double kAbsTol = 1e-10;
+constexpr double kRelTol = 1e-10;
+
+const std::string kFixturePath = std::string(TAPEGRAD_TEST_DATA_DIR) + "/torch_reference.json";
+
+// The whole fixture, read once.
+const json& fixture() {
+  static const json data = [] {
+    std::ifstream in(kFixturePath);
+    if (!in)
+      throw IoError("cannot open " + kFixturePath +
+                    "; regenerate it with /usr/bin/python3 tests/torch_reference/make_reference.py");
+    return json::parse(in);
+  }();
+  return data;
+}
+
+const json& fixture_case(const std::string& name) {
+  const json& cases = fixture().at("cases");
+  if (!cases.contains(name)) throw ValueError("torch_reference.json has no case \"" + name + "\"");
+  return cases.at(name);
+}
+
+// ---------------------------------------------------------------- fixture tensors
+
+Shape shape_of(const json& entry) { return Shape(entry.at("shape").get<std::vector<std::int64_t>>()); }
+
+std::string dtype_of(const json& entry) { return entry.value("dtype", std::string("float64")); }
+
+// {"shape": [...], "data": [...], "dtype": "bool" | "int64" | absent (float64)} -> Tensor.
+Tensor tensor_from(const json& entry) {
+  const Shape shape = shape_of(entry);
+  const std::string dtype = dtype_of(entry);
+  if (dtype == "bool") return from_vector(entry.at("data").get<std::vector<bool>>(), shape);
+  if (dtype == "int64") return from_vector(entry.at("data").get<std::vector<std::int64_t>>(), shape);
+  return from_vector(entry.at("data").get<std::vector<double>>(), shape);
+}
+
+// (i, j, ...) of a row-major flat index.
+std::string multi_index(std::int64_t flat, const Shape& shape) {
+  std::vector<std::int64_t> index(static_cast<std::size_t>(shape.size()));
+  for (int axis = shape.size() - 1; axis >= 0; --axis) {
+    index[static_cast<std::size_t>(axis)] = flat % shape[axis];
+    flat /= shape[axis];
+  }
+  return Shape(index).str();
+}
+
+// ---------------------------------------------------------------- comparison
+
+// One tensor compared with PyTorch's. message names the case, the tensor and the worst element.
+struct Comparison {
+  bool ok = true;
+  std::string tensor;  // e.g. "param_grads[qkv_proj.weight]"
+  std::string message;
+};
+
+// got against expected, element by element: |got - expected| <= kAbsTol + kRelTol * |expected|.
+// An undefined got (no gradient reached it) counts as zeros, like PyTorch's None gradient.
+Comparison compare(const std::string& case_name, const std::string& what, const Tensor& got, const json& expected) {
+  Comparison result;
+  result.tensor = what;
+  std::ostringstream msg;
+  msg << std::setprecision(17) << "case " << case_name << ", " << what;
+  const Shape shape = shape_of(expected);
+  if (got.defined() && got.shape() != shape) {
+    result.ok = false;
+    msg << ": tapegrad's shape " << got.shape().str() << " differs from PyTorch's " << shape.str();
+    result.message = msg.str();
+    return result;
+  }
+  const bool integral = dtype_of(expected) != "float64";
+  const std::vector<double> want = integral ? tensor_from(expected).to_vector<double>()
+                                            : expected.at("data").get<std::vector<double>>();
+  const std::vector<double> have = got.defined() ? got.to_vector<double>() : std::vector<double>(want.size(), 0.0);
+  // The worst element is the one furthest outside its tolerance (NaN counts as infinitely far).
+  std::int64_t worst = -1, bad = 0;
+  double worst_excess = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double diff = std::abs(have[i] - want[i]);
+    const double allowed = integral ? 0.0 : kAbsTol + kRelTol * std::abs(want[i]);
+    const double excess = std::isnan(diff) ? INFINITY : diff - allowed;
+    if (!(diff <= allowed)) ++bad;
+    if (worst < 0 || excess > worst_excess) {
+      worst = static_cast<std::int64_t>(i);
+      worst_excess = excess;
+    }
+  }
+  result.ok = bad == 0;
+  msg << " " << shape.str() << (got.defined() ? "" : " (tapegrad: undefined, compared as zeros)");
+  if (worst >= 0) {
+    const std::size_t w = static_cast<std::size_t>(worst);
+    msg << ": " << bad << " of " << want.size() << " elements outside tolerance; worst element " << worst << " "
+        << multi_index(worst, shape) << ": tapegrad " << have[w] << ", PyTorch " << want[w] << ", |diff| "
+        << std::abs(have[w] - want[w]) << " (allowed " << (integral ? 0.0 : kAbsTol + kRelTol * std::abs(want[w]))
+        << ")";
+  }
+  result.message = msg.str();
+  return result;
+}
+
+// ---------------------------------------------------------------- building the modules
+
+using TensorMap = std::map<std::string, Tensor>;
+
+struct BuiltModule {
+  std::shared_ptr<nn::Module> module;
+  std::function<TensorMap(const TensorMap& inputs)> forward;  // inputs by fixture name -> outputs by name
+};
+
+Tensor optional_input(const TensorMap& inputs, const std::string& name) {
+  auto it = inputs.find(name);
+  return it == inputs.end() ? Tensor() : it->second;
+}
+
+nn::Activation activation_of(const std::string& name) {
+  if (name == "relu") return nn::Activation::ReLU;
+  if (name == "gelu") return nn::Activation::GELU;
+  throw ValueError("torch_reference.json: unknown activation \"" + name + "\"");
+}
+
+nn::TransformerLayerOptions layer_options(const json& config) {
+  nn::TransformerLayerOptions options;
+  options.d_model = config.at("d_model").get<std::int64_t>();
+  options.num_heads = config.at("num_heads").get<std::int64_t>();
+  options.ff_hidden = config.at("ff_hidden").get<std::int64_t>();
+  options.activation = activation_of(config.at("activation").get<std::string>());
+  options.norm_first = config.at("norm_first").get<bool>();
+  options.eps = config.at("eps").get<double>();
+  options.dropout = 0.0;
+  return options;
+}
+
+// The tapegrad module a case describes, with the forward that maps its fixture inputs to outputs.
+// Parameters are still the constructor's random ones (float32) here.
+BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
+  BuiltModule built;
+  if (kind == "MultiHeadAttention") {
+    nn::MultiHeadAttentionOptions options;
+    options.cross_attention = config.at("cross_attention").get<bool>();
+    options.kv_dim = config.at("kv_dim").get<std::int64_t>();
+    auto attn = std::make_shared<nn::MultiHeadAttention>(config.at("d_model").get<std::int64_t>(),
+                                                         config.at("num_heads").get<std::int64_t>(), gen, options);
+    const bool is_causal = config.at("is_causal").get<bool>();
+    const bool need_weights = config.at("need_weights").get<bool>();
+    built.module = attn;
+    built.forward = [attn, is_causal, need_weights](const TensorMap& in) {
+      nn::MultiHeadAttentionForwardOptions forward;
+      forward.is_causal = is_causal;
+      forward.need_weights = need_weights;
+      forward.key_padding_mask = optional_input(in, "key_padding_mask");  // Bool (B, Tk), true = padding
+      // query: (B, Tq, d), key_value: (B, Tk, kv_dim) or undefined -> output (B, Tq, d), weights (B, H, Tq, Tk)
+      nn::AttentionResult r = (*attn)(in.at("query"), optional_input(in, "key_value"), forward);
+      TensorMap out{{"output", r.output}};
+      if (need_weights) out["weights"] = r.weights;
+      return out;
+    };
+  } else if (kind == "TransformerEncoderLayer") {
+    auto layer = std::make_shared<nn::TransformerEncoderLayer>(layer_options(config), gen);
+    built.module = layer;
+    built.forward = [layer](const TensorMap& in) {
+      // x: (B, T, d), key_padding_mask: Bool (B, T) or undefined -> (B, T, d)
+      return TensorMap{{"output", layer->forward(in.at("x"), optional_input(in, "key_padding_mask"))}};
+    };
+  } else if (kind == "TransformerDecoderLayer") {
+    auto layer = std::make_shared<nn::TransformerDecoderLayer>(layer_options(config), gen);
+    built.module = layer;
+    built.forward = [layer](const TensorMap& in) {
+      nn::DecoderLayerInputs inputs;
+      inputs.memory_key_padding_mask = optional_input(in, "memory_key_padding_mask");  // Bool (B, S)
+      // x: (B, T, d) (causal self-attention), memory: (B, S, d) -> (B, T, d)
+      return TensorMap{{"output", layer->forward(in.at("x"), in.at("memory"), inputs)}};
+    };
+  } else if (kind == "LayerNorm") {
+    auto norm = std::make_shared<nn::LayerNorm>(config.at("dim").get<std::int64_t>(), config.at("eps").get<double>());
+    built.module = norm;
+    built.forward = [norm](const TensorMap& in) { return TensorMap{{"output", (*norm)(in.at("x"))}}; };
+  } else if (kind == "FeedForward") {
+    auto ff = std::make_shared<nn::FeedForward>(config.at("d_model").get<std::int64_t>(),
+                                                config.at("hidden").get<std::int64_t>(),
+                                                activation_of(config.at("activation").get<std::string>()), 0.0, gen);
+    built.module = ff;
+    built.forward = [ff](const TensorMap& in) { return TensorMap{{"output", (*ff)(in.at("x"))}}; };
+  } else if (kind == "MixtureOfExperts") {
+    nn::MoEOptions options;
+    options.num_experts = config.at("num_experts").get<std::int64_t>();
+    options.top_k = config.at("top_k").get<std::int64_t>();
+    options.hidden = config.at("hidden").get<std::int64_t>();
+    const std::string weighting = config.at("weighting").get<std::string>();
+    REQUIRE((weighting == "softmax_topk" || weighting == "softmax_then_topk"));
+    options.weighting =
+        weighting == "softmax_topk" ? nn::RouterWeighting::SoftmaxTopK : nn::RouterWeighting::SoftmaxThenTopK;
+    const std::string activation = config.at("activation").get<std::string>();
+    REQUIRE((activation == "relu" || activation == "gelu"));
+    options.activation = activation == "relu" ? nn::ExpertActivation::ReLU : nn::ExpertActivation::GELU;
+    options.router_bias = config.at("router_bias").get<bool>();
+    auto moe = std::make_shared<nn::MixtureOfExperts>(config.at("dim").get<std::int64_t>(), options, gen);
+    built.module = moe;
+    built.forward = [moe](const TensorMap& in) {
+      nn::MoEOutput r = (*moe)(in.at("x"));  // x: (B, T, D) -> output (B, T, D), losses (), expert ids (N, k)
+      return TensorMap{{"output", r.output},
+                       {"load_balancing_loss", r.load_balancing_loss},
+                       {"importance_loss", r.importance_loss},
+                       {"router_z_loss", r.router_z_loss},
+                       {"expert_indices", r.expert_indices}};
+    };
+  } else {
+    throw ValueError("torch_reference.json: unknown module kind \"" + kind + "\"");
+  }
+  built.module->eval();  // no dropout anywhere (every rate is 0 as well)
+  return built;
+}
+
+// ---------------------------------------------------------------- running a case
+
+// Runs one case and compares everything PyTorch recorded: outputs, then the gradient of every
+// floating-point input and every parameter. Structural problems (a missing output, a parameter
+// the fixture does not know) fail with REQUIRE; numeric ones come back as Comparisons.
+std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
+  INFO("torch reference case " << name);
+  Generator gen(0);
+  BuiltModule built = build(c.at("module").get<std::string>(), c.at("config"), gen);
+  nn::Module& module = *built.module;
+  module.to(kFloat64);
+
+  nn::NamedTensors state;
+  for (const auto& [param, entry] : c.at("params").items()) state.emplace_back(param, tensor_from(entry));
+  module.load_state_dict(state);  // strict: the fixture names exactly the module's parameters
+
+  TensorMap inputs;
+  for (const auto& [input, entry] : c.at("inputs").items()) {
+    Tensor t = tensor_from(entry);
+    if (t.is_floating_point()) t.requires_grad_();
+    inputs[input] = t;
+  }
+
+  const TensorMap outputs = built.forward(inputs);
+  std::vector<Comparison> results;
+  for (const auto& [output, entry] : c.at("outputs").items()) {
+    REQUIRE_MESSAGE(outputs.count(output) == 1, "case " << name << ": tapegrad gives no output \"" << output << "\"");
+    results.push_back(compare(name, "outputs[" + output + "]", outputs.at(output), entry));
+  }
+
+  // loss = sum_o sum(o * cotangent_o)
+  Tensor loss = zeros({}, kFloat64);
+  for (const auto& [output, entry] : c.at("cotangents").items()) {
+    REQUIRE_MESSAGE(outputs.count(output) == 1, "case " << name << ": tapegrad gives no output \"" << output << "\"");
+    loss = loss + (outputs.at(output) * tensor_from(entry)).sum();
+  }
+  loss.backward();
+
+  const json& input_grads = c.at("input_grads");
+  for (const auto& [input, t] : inputs) {
+    if (!t.is_floating_point()) continue;
+    REQUIRE_MESSAGE(input_grads.contains(input), "case " << name << ": no PyTorch gradient for input " << input);
+    results.push_back(compare(name, "input_grads[" + input + "]", t.grad(), input_grads.at(input)));
+  }
+  REQUIRE(input_grads.size() == static_cast<std::size_t>(std::count_if(
+                                    inputs.begin(), inputs.end(), [](const auto& e) { return e.second.is_floating_point(); })));
+
+  const json& param_grads = c.at("param_grads");
+  const nn::NamedTensors params = module.named_parameters();
+  REQUIRE(param_grads.size() == params.size());
+  for (const auto& [param, p] : params) {
+    REQUIRE_MESSAGE(param_grads.contains(param), "case " << name << ": no PyTorch gradient for parameter " << param);
+    results.push_back(compare(name, "param_grads[" + param + "]", p.grad(), param_grads.at(param)));
+  }
+  return results;
+}
+
+// Runs the named cases and fails, per tensor, with the message naming case, tensor and worst element.
+void check_cases(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    const std::vector<Comparison> results = evaluate_case(name, fixture_case(name));
+    CHECK(results.size() >= 3);  // at least an output, an input gradient and a parameter gradient
+    for (const Comparison& r : results) CHECK_MESSAGE(r.ok, r.message);
+  }
+}
+
+const std::vector<std::string> kAttentionCases = {"mha_self", "mha_self_causal", "mha_self_key_padding"};
+const std::vector<std::string> kCrossAttentionCases = {"mha_cross", "mha_cross_kv_dim"};
+const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
+                                                "encoder_layer_pre_norm_relu", "encoder_layer_pre_norm_gelu_padding"};
+const std::vector<std::string> kDecoderCases = {"decoder_layer_post_norm_relu",
+                                                "decoder_layer_pre_norm_gelu_memory_padding"};
+const std::vector<std::string> kLayerCases = {"layer_norm", "feed_forward_relu", "feed_forward_gelu"};
+const std::vector<std::string> kMoECases = {"moe_softmax_topk_relu", "moe_softmax_then_topk_gelu"};
+
+}  // namespace
+
+TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every case in it is checked here") {
+  const json& data = fixture();
+  CHECK(data.at("dtype").get<std::string>() == "float64");
+  CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
+  std::set<std::string> checked;
+  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases,
+                            &kMoECases})
+    checked.insert(group->begin(), group->end());
+  std::set<std::string> in_file;
+  for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
+  CHECK(in_file == checked);
+}
+
+TEST_CASE("torch reference: MultiHeadAttention self-attention, causal and key padding, matches torch.nn.MultiheadAttention") {
+  check_cases(kAttentionCases);
+}
+
+TEST_CASE("torch reference: MultiHeadAttention cross-attention (Tq != Tk, kv_dim) matches torch.nn.MultiheadAttention") {
+  check_cases(kCrossAttentionCases);
+}
+
+TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {
+  check_cases(kEncoderCases);
+}
+
+TEST_CASE("torch reference: TransformerDecoderLayer (causal self-attention, cross-attention) matches PyTorch's") {
+  check_cases(kDecoderCases);
+}
+
+TEST_CASE("torch reference: LayerNorm with affine parameters and FeedForward with ReLU and GELU match PyTorch") {
+  check_cases(kLayerCases);
+}
+
+TEST_CASE("torch reference: MixtureOfExperts output, routing and auxiliary losses match the PyTorch definition") {
+  check_cases(kMoECases);
+}
+
+TEST_CASE("torch reference: a wrong parameter, value or gradient is reported with the case, tensor and worst element") {
+  const json& original = fixture_case("mha_self");
+  auto failures = [](const std::vector<Comparison>& results) {
+    std::vector<Comparison> bad;
+    for (const Comparison& r : results)
+      if (!r.ok) bad.push_back(r);
+    return bad;
+  };
+  auto find = [](const std::vector<Comparison>& results, const std::string& tensor) {
+    auto it = std::find_if(results.begin(), results.end(), [&](const Comparison& r) { return r.tensor == tensor; });
+    REQUIRE(it != results.end());
+    return *it;
+  };
+  REQUIRE(failures(evaluate_case("mha_self", original)).empty());
+
+  SUBCASE("a PyTorch gradient off by 1e-8 in one element fails that gradient alone") {
+    json c = original;
+    json& data = c["param_grads"]["out_proj.bias"]["data"];
+    data[3] = data[3].get<double>() + 1e-8;
+    const std::vector<Comparison> bad = failures(evaluate_case("mha_self", c));
+    REQUIRE(bad.size() == 1);
+    CHECK(bad[0].tensor == "param_grads[out_proj.bias]");
+    CHECK(bad[0].message.find("case mha_self, param_grads[out_proj.bias] (8): 1 of 8 elements outside tolerance; "
+                              "worst element 3 (3)") == 0);
+  }
+  SUBCASE("a parameter off by 1e-7 changes the output and the gradients") {
+    json c = original;
+    json& data = c["params"]["qkv_proj.weight"]["data"];
+    data[5] = data[5].get<double>() + 1e-7;  // row 0 (queries of head 0), column 5
+    const std::vector<Comparison> results = evaluate_case("mha_self", c);
+    CHECK_FALSE(find(results, "outputs[output]").ok);
+    CHECK_FALSE(find(results, "outputs[weights]").ok);
+    CHECK_FALSE(find(results, "input_grads[query]").ok);
+    CHECK_FALSE(find(results, "param_grads[qkv_proj.weight]").ok);
+  }
+  SUBCASE("a wrong input gradient and a missing gradient are reported") {
+    const json& expected = original.at("input_grads").at("query");
+    Tensor wrong = tensor_from(expected);
+    wrong.set({1, 4, 7}, wrong.at({1, 4, 7}) * (1.0 + 1e-6));
+    const Comparison off = compare("mha_self", "input_grads[query]", wrong, expected);
+    CHECK_FALSE(off.ok);
+    CHECK(off.message.find("worst element 79 (1,4,7)") != std::string::npos);
+    const Comparison missing = compare("mha_self", "param_grads[out_proj.weight]", Tensor(),
+                                       original.at("param_grads").at("out_proj.weight"));
+    CHECK_FALSE(missing.ok);
+    CHECK(missing.message.find("undefined") != std::string::npos);
+    CHECK(compare("mha_self", "input_grads[query]", tensor_from(expected), expected).ok);
+  }
+}

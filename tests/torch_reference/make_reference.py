@@ -1,0 +1,420 @@
+#!/usr/bin/python3
+"""Writes tests/data/torch_reference.json: golden values and gradients from PyTorch 1.13.
+
+Every case is a small float64 computation with a tapegrad counterpart. For each case the file
+holds the module's configuration, the inputs, every parameter under tapegrad's state_dict name,
+the outputs, one fixed random "cotangent" per differentiable output, and the gradients of
+
+    loss = sum over outputs o of sum(o * cotangent_o)
+
+with respect to every floating-point input and every parameter. tests/test_torch_reference.cpp
+rebuilds each case in tapegrad and compares.
+
+Inputs, parameters and cotangents are rounded to 6 significant digits before use, so they are
+written exactly in a few characters (the rounded double is what both sides compute with);
+outputs and gradients are written in full (Python's repr, which round-trips every double).
+
+Run with the interpreter that has torch:  /usr/bin/python3 tests/torch_reference/make_reference.py
+"""
+
+import json
+import math
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+torch.set_default_dtype(torch.float64)
+DTYPE = torch.float64
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_PATH = os.path.join(HERE, "..", "data", "torch_reference.json")
+
+
+# ---------------------------------------------------------------- helpers
+
+def short(t):
+    """t rounded to 6 significant digits (an exact double with a short repr)."""
+    rounded = [float(f"{v:.6g}") for v in t.detach().reshape(-1).tolist()]
+    return torch.tensor(rounded, dtype=DTYPE).reshape(t.shape)
+
+
+def randn(*shape, scale=1.0):
+    return short(torch.randn(*shape, dtype=DTYPE) * scale)
+
+
+def encode(t):
+    """A tensor as {"shape", "data"} (row-major), with "dtype" unless float64."""
+    t = t.detach()
+    entry = {"shape": list(t.shape)}
+    if t.dtype == torch.bool:
+        entry["dtype"] = "bool"
+        entry["data"] = [bool(v) for v in t.reshape(-1).tolist()]
+    elif t.dtype == torch.int64:
+        entry["dtype"] = "int64"
+        entry["data"] = [int(v) for v in t.reshape(-1).tolist()]
+    else:
+        assert t.dtype == DTYPE, t.dtype
+        data = t.reshape(-1).tolist()
+        assert all(math.isfinite(v) for v in data), "non-finite value in the fixture"
+        entry["data"] = data
+    return entry
+
+
+def randomise_parameters(module):
+    """Gives every parameter short random values: weights around PyTorch's init scale, biases
+    N(0, 0.2), LayerNorm weights 1 + N(0, 0.2) (so the affine part is exercised)."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.dim() >= 2:
+                fan_in = p.shape[1]
+                p.copy_(randn(*p.shape, scale=1.0 / math.sqrt(fan_in)))
+            elif "norm" in name and name.endswith("weight"):
+                p.copy_(short(1.0 + 0.2 * torch.randn(*p.shape, dtype=DTYPE)))
+            else:
+                p.copy_(randn(*p.shape, scale=0.2))
+
+
+def mha_state(mha, prefix, cross):
+    """tapegrad names -> tensors (values or, with grad=True, gradients) of a torch MultiheadAttention.
+
+    tapegrad self-attention: qkv_proj = Linear(d, 3d) with rows [q; k; v], heads contiguous in
+    each block, which is exactly torch's in_proj_weight / in_proj_bias. Cross-attention:
+    q_proj = the q rows, kv_proj = Linear(kv_dim, 2d) with rows [k; v]."""
+    d = mha.embed_dim
+
+    def get(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        out = {}
+        if mha._qkv_same_embed_dim:
+            w, b = pick(mha.in_proj_weight), pick(mha.in_proj_bias)
+            if cross:
+                out[prefix + "q_proj.weight"] = w[:d]
+                out[prefix + "q_proj.bias"] = b[:d]
+                out[prefix + "kv_proj.weight"] = w[d:]
+                out[prefix + "kv_proj.bias"] = b[d:]
+            else:
+                out[prefix + "qkv_proj.weight"] = w
+                out[prefix + "qkv_proj.bias"] = b
+        else:
+            assert cross, "kdim != embed_dim only maps to tapegrad's cross-attention"
+            b = pick(mha.in_proj_bias)
+            out[prefix + "q_proj.weight"] = pick(mha.q_proj_weight)
+            out[prefix + "q_proj.bias"] = b[:d]
+            out[prefix + "kv_proj.weight"] = torch.cat([pick(mha.k_proj_weight), pick(mha.v_proj_weight)], 0)
+            out[prefix + "kv_proj.bias"] = b[d:]
+        out[prefix + "out_proj.weight"] = pick(mha.out_proj.weight)
+        out[prefix + "out_proj.bias"] = pick(mha.out_proj.bias)
+        return out
+
+    return get
+
+
+def transformer_layer_state(layer, decoder):
+    """tapegrad names of torch.nn.TransformerEncoderLayer / TransformerDecoderLayer parameters."""
+    self_attn = mha_state(layer.self_attn, "self_attn.", cross=False)
+    cross_attn = mha_state(layer.multihead_attn, "cross_attn.", cross=True) if decoder else None
+    norms = ["norm1", "norm2"] + (["norm3"] if decoder else [])
+
+    def get(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        out = dict(self_attn(grad))
+        if cross_attn:
+            out.update(cross_attn(grad))
+        out["ff.fc1.weight"] = pick(layer.linear1.weight)
+        out["ff.fc1.bias"] = pick(layer.linear1.bias)
+        out["ff.fc2.weight"] = pick(layer.linear2.weight)
+        out["ff.fc2.bias"] = pick(layer.linear2.bias)
+        for n in norms:
+            norm = getattr(layer, n)
+            out[n + ".weight"] = pick(norm.weight)
+            out[n + ".bias"] = pick(norm.bias)
+        return out
+
+    return get
+
+
+def finish_case(module_kind, config, inputs, state, outputs, cotangents, extra_outputs=None):
+    """Runs backward of sum(o * cotangent) and packs the case.
+
+    inputs: name -> tensor (floating ones are leaves that require grad); state: a function
+    grad -> {tapegrad name: tensor}; outputs: name -> differentiable tensor."""
+    loss = sum((outputs[name] * cotangents[name]).sum() for name in outputs)
+    loss.backward()
+    params = state(False)
+    grads = state(True)
+    assert set(params) == set(grads)
+    case = {
+        "module": module_kind,
+        "config": config,
+        "inputs": {name: encode(t) for name, t in inputs.items()},
+        "params": {name: encode(t) for name, t in params.items()},
+        "outputs": {name: encode(t) for name, t in outputs.items()},
+        "cotangents": {name: encode(t) for name, t in cotangents.items()},
+        "input_grads": {name: encode(t.grad) for name, t in inputs.items() if t.is_floating_point()},
+        "param_grads": {name: encode(g) for name, g in grads.items()},
+    }
+    for name, t in (extra_outputs or {}).items():
+        case["outputs"][name] = encode(t)
+    return case
+
+
+def leaf(t):
+    return t.detach().clone().requires_grad_(True)
+
+
+def cotangent_like(t):
+    return randn(*t.shape)
+
+
+# ---------------------------------------------------------------- a. b. multi-head attention
+
+def mha_case(seed, *, cross=False, kv_dim=None, is_causal=False, padding=False, need_weights=False,
+             d_model=8, num_heads=2, batch=2, tq=5, tk=5):
+    torch.manual_seed(seed)
+    kdim = kv_dim if kv_dim is not None else d_model
+    mha = torch.nn.MultiheadAttention(d_model, num_heads, bias=True, batch_first=True,
+                                      kdim=kdim if cross else None, vdim=kdim if cross else None)
+    mha.eval()  # dropout is 0 anyway; grad mode keeps torch off its inference fast path
+    randomise_parameters(mha)
+    query = leaf(randn(batch, tq, d_model))  # query: (B, Tq, d)
+    inputs = {"query": query}
+    if cross:
+        key_value = leaf(randn(batch, tk, kdim))  # key_value: (B, Tk, kv_dim)
+        inputs["key_value"] = key_value
+    else:
+        key_value = query
+        tk = tq
+    pad = None
+    if padding:
+        # Batch 0 sees every key; batch 1 has its last two keys padded (no row is fully masked).
+        pad = torch.zeros(batch, tk, dtype=torch.bool)
+        pad[1, tk - 2:] = True
+        inputs["key_padding_mask"] = pad
+    attn_mask = torch.triu(torch.ones(tq, tk, dtype=torch.bool), diagonal=1) if is_causal else None
+    out, weights = mha(query, key_value, key_value, key_padding_mask=pad, attn_mask=attn_mask,
+                       need_weights=need_weights, average_attn_weights=False)
+    outputs = {"output": out}  # (B, Tq, d)
+    if need_weights:
+        outputs["weights"] = weights  # (B, H, Tq, Tk)
+    cotangents = {name: cotangent_like(t) for name, t in outputs.items()}
+    config = {"d_model": d_model, "num_heads": num_heads, "cross_attention": cross,
+              "kv_dim": kdim if cross else 0, "is_causal": is_causal, "need_weights": need_weights}
+    return finish_case("MultiHeadAttention", config, inputs, mha_state(mha, "", cross), outputs, cotangents)
+
+
+# ---------------------------------------------------------------- c. transformer layers
+
+def encoder_layer_case(seed, *, norm_first, activation, padding=False, d_model=4, num_heads=2, ff_hidden=8,
+                       batch=2, t=3):
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerEncoderLayer(d_model, num_heads, dim_feedforward=ff_hidden, dropout=0.0,
+                                             activation=activation, layer_norm_eps=1e-5, batch_first=True,
+                                             norm_first=norm_first)
+    layer.eval()
+    randomise_parameters(layer)
+    x = leaf(randn(batch, t, d_model))  # x: (B, T, d)
+    inputs = {"x": x}
+    pad = None
+    if padding:
+        pad = torch.zeros(batch, t, dtype=torch.bool)
+        pad[0, t - 1] = True
+        inputs["key_padding_mask"] = pad
+    out = layer(x, src_key_padding_mask=pad)
+    outputs = {"output": out}
+    cotangents = {"output": cotangent_like(out)}
+    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
+              "norm_first": norm_first, "eps": 1e-5}
+    return finish_case("TransformerEncoderLayer", config, inputs, transformer_layer_state(layer, False), outputs,
+                       cotangents)
+
+
+def decoder_layer_case(seed, *, norm_first, activation, memory_padding=False, d_model=4, num_heads=2, ff_hidden=8,
+                       batch=2, t=3, s=4):
+    torch.manual_seed(seed)
+    layer = torch.nn.TransformerDecoderLayer(d_model, num_heads, dim_feedforward=ff_hidden, dropout=0.0,
+                                             activation=activation, layer_norm_eps=1e-5, batch_first=True,
+                                             norm_first=norm_first)
+    layer.eval()
+    randomise_parameters(layer)
+    x = leaf(randn(batch, t, d_model))       # x: (B, T, d)
+    memory = leaf(randn(batch, s, d_model))  # memory: (B, S, d)
+    inputs = {"x": x, "memory": memory}
+    causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)  # true = may not attend
+    pad = None
+    if memory_padding:
+        pad = torch.zeros(batch, s, dtype=torch.bool)
+        pad[1, s - 1] = True
+        inputs["memory_key_padding_mask"] = pad
+    out = layer(x, memory, tgt_mask=causal, memory_key_padding_mask=pad)
+    outputs = {"output": out}
+    cotangents = {"output": cotangent_like(out)}
+    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
+              "norm_first": norm_first, "eps": 1e-5}
+    return finish_case("TransformerDecoderLayer", config, inputs, transformer_layer_state(layer, True), outputs,
+                       cotangents)
+
+
+# ---------------------------------------------------------------- layer norm, feed-forward
+
+def layer_norm_case(seed, dim=6, shape=(2, 3)):
+    torch.manual_seed(seed)
+    norm = torch.nn.LayerNorm(dim, eps=1e-5, elementwise_affine=True)
+    with torch.no_grad():  # affine parameters away from (1, 0), so that their effect shows
+        norm.weight.copy_(short(1.0 + 0.3 * torch.randn(dim, dtype=DTYPE)))
+        norm.bias.copy_(randn(dim, scale=0.3))
+    x = leaf(randn(*shape, dim) * 2.0 + 0.5)  # x: (2, 3, dim)
+    out = norm(x)
+    outputs = {"output": out}
+    cotangents = {"output": cotangent_like(out)}
+    state = lambda grad: {"weight": norm.weight.grad if grad else norm.weight,
+                          "bias": norm.bias.grad if grad else norm.bias}
+    return finish_case("LayerNorm", {"dim": dim, "eps": 1e-5}, {"x": x}, state, outputs, cotangents)
+
+
+def feed_forward_case(seed, activation, d_model=4, hidden=6, shape=(2, 3)):
+    torch.manual_seed(seed)
+    fc1 = torch.nn.Linear(d_model, hidden)
+    fc2 = torch.nn.Linear(hidden, d_model)
+    pair = torch.nn.ModuleDict({"fc1": fc1, "fc2": fc2})
+    randomise_parameters(pair)
+    act = F.relu if activation == "relu" else F.gelu  # F.gelu: exact, with erf
+    x = leaf(randn(*shape, d_model))  # x: (2, 3, d)
+    out = fc2(act(fc1(x)))
+    outputs = {"output": out}
+    cotangents = {"output": cotangent_like(out)}
+
+    def state(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        return {"fc1.weight": pick(fc1.weight), "fc1.bias": pick(fc1.bias),
+                "fc2.weight": pick(fc2.weight), "fc2.bias": pick(fc2.bias)}
+
+    config = {"d_model": d_model, "hidden": hidden, "activation": activation}
+    return finish_case("FeedForward", config, {"x": x}, state, outputs, cotangents)
+
+
+# ---------------------------------------------------------------- e. mixture of experts
+
+def moe_case(seed, *, weighting, activation, dim=4, num_experts=4, top_k=2, hidden=5, batch=2, t=4,
+             min_gap=0.05):
+    """tapegrad's MixtureOfExperts written out by hand with torch ops (W4's definition):
+    router Linear(D, E) without bias, top-k of the router logits, weights = softmax over the k
+    selected logits (softmax_topk) or the full softmax's probabilities at the selected experts
+    renormalised (softmax_then_topk), experts Linear-act-Linear, out = sum_j w_j expert_j(x).
+    Auxiliary losses: load balancing E * sum_i f_i P_i (f_i = fraction of tokens whose top-1
+    expert is i, a constant; P_i = mean router probability), importance CV^2 (population
+    variance / mean^2 of the summed combine weights), router z (mean logsumexp^2).
+
+    Inputs are redrawn until, for every token, the top k + 1 logits are at least min_gap apart
+    (rounding cannot change the routing) and every expert gets at least one token."""
+    torch.manual_seed(seed)
+    router = torch.nn.Linear(dim, num_experts, bias=False)
+    experts = torch.nn.ModuleList(
+        [torch.nn.ModuleDict({"fc1": torch.nn.Linear(dim, hidden), "fc2": torch.nn.Linear(hidden, dim)})
+         for _ in range(num_experts)])
+    randomise_parameters(router)
+    randomise_parameters(experts)
+    with torch.no_grad():
+        router.weight.mul_(3.0)  # spread the logits so that clear gaps are easy to find
+        router.weight.copy_(short(router.weight))
+    act = F.relu if activation == "relu" else F.gelu
+    for attempt in range(1000):
+        x = randn(batch, t, dim)
+        logits = F.linear(x.reshape(-1, dim), router.weight)
+        ordered = logits.sort(dim=-1, descending=True).values[:, : top_k + 1]
+        gaps = (ordered[:, :-1] - ordered[:, 1:]).min()
+        chosen = logits.topk(top_k, dim=-1).indices
+        if gaps > min_gap and len(torch.unique(chosen)) == num_experts:
+            break
+    else:
+        raise RuntimeError("no input with clear routing found")
+    x = leaf(x)  # x: (B, T, D)
+
+    tokens = x.reshape(-1, dim)                        # tokens: (N, D)
+    n = tokens.shape[0]
+    logits = F.linear(tokens, router.weight)           # logits: (N, E)
+    probs = F.softmax(logits, dim=-1)                  # probs: (N, E)
+    top_scores, top_ids = torch.topk(logits, top_k, dim=-1)  # (N, k), sorted descending
+    if weighting == "softmax_topk":
+        weights = F.softmax(top_scores, dim=-1)        # weights: (N, k)
+    else:
+        picked = probs.gather(1, top_ids)
+        weights = picked / picked.sum(-1, keepdim=True)
+    # Every expert on every token (dense), then each token picks its k experts' rows: the
+    # unpicked rows get no gradient, exactly as if they had not been computed.
+    expert_out = torch.stack([e["fc2"](act(e["fc1"](tokens))) for e in experts])  # (E, N, D)
+    rows = torch.arange(n)
+    out = torch.zeros(n, dim, dtype=DTYPE)
+    for j in range(top_k):
+        out = out + weights[:, j:j + 1] * expert_out[top_ids[:, j], rows]
+    out = out.reshape(x.shape)
+
+    top1_fraction = F.one_hot(top_ids[:, 0], num_experts).to(DTYPE).mean(0)  # f: (E), constant
+    load_balancing = num_experts * (top1_fraction * probs.mean(0)).sum()
+    gates = torch.zeros(n, num_experts, dtype=DTYPE).scatter_add(1, top_ids, weights)  # (N, E)
+    importance = gates.sum(0)
+    importance_loss = importance.var(unbiased=False) / importance.mean() ** 2
+    router_z = torch.logsumexp(logits, dim=-1).pow(2).mean()
+
+    outputs = {"output": out, "load_balancing_loss": load_balancing, "importance_loss": importance_loss,
+               "router_z_loss": router_z}
+    cotangents = {"output": cotangent_like(out), "load_balancing_loss": short(torch.tensor(0.7)),
+                  "importance_loss": short(torch.tensor(-0.4)), "router_z_loss": short(torch.tensor(0.3))}
+
+    def state(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        s = {"router.weight": pick(router.weight)}
+        for i, e in enumerate(experts):
+            for fc in ("fc1", "fc2"):
+                s[f"experts.{i}.{fc}.weight"] = pick(e[fc].weight)
+                s[f"experts.{i}.{fc}.bias"] = pick(e[fc].bias)
+        return s
+
+    config = {"dim": dim, "num_experts": num_experts, "top_k": top_k, "hidden": hidden, "weighting": weighting,
+              "activation": activation, "router_bias": False}
+    return finish_case("MixtureOfExperts", config, {"x": x}, state, outputs, cotangents,
+                       extra_outputs={"expert_indices": top_ids})
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    cases = {
+        "mha_self": mha_case(1, need_weights=True),
+        "mha_self_causal": mha_case(2, is_causal=True),
+        "mha_self_key_padding": mha_case(3, padding=True, need_weights=True),
+        "mha_cross": mha_case(4, cross=True, d_model=6, tq=3, tk=5, padding=True),
+        "mha_cross_kv_dim": mha_case(5, cross=True, d_model=6, kv_dim=4, tq=3, tk=4),
+        "encoder_layer_post_norm_relu": encoder_layer_case(10, norm_first=False, activation="relu"),
+        "encoder_layer_post_norm_gelu": encoder_layer_case(11, norm_first=False, activation="gelu"),
+        "encoder_layer_pre_norm_relu": encoder_layer_case(12, norm_first=True, activation="relu"),
+        "encoder_layer_pre_norm_gelu_padding": encoder_layer_case(13, norm_first=True, activation="gelu",
+                                                                  padding=True),
+        "decoder_layer_post_norm_relu": decoder_layer_case(20, norm_first=False, activation="relu"),
+        "decoder_layer_pre_norm_gelu_memory_padding": decoder_layer_case(21, norm_first=True, activation="gelu",
+                                                                         memory_padding=True),
+        "layer_norm": layer_norm_case(30),
+        "feed_forward_relu": feed_forward_case(31, "relu"),
+        "feed_forward_gelu": feed_forward_case(32, "gelu"),
+        "moe_softmax_topk_relu": moe_case(40, weighting="softmax_topk", activation="relu"),
+        "moe_softmax_then_topk_gelu": moe_case(41, weighting="softmax_then_topk", activation="gelu"),
+    }
+    fixture = {
+        "generator": "tests/torch_reference/make_reference.py",
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "dtype": "float64",
+        "loss": "sum over outputs o of sum(o * cotangents[o]); grads are d loss / d input and d loss / d param",
+        "cases": cases,
+    }
+    text = json.dumps(fixture, separators=(",", ":"))
+    os.makedirs(os.path.dirname(OUT_PATH), exist_ok=True)
+    with open(OUT_PATH, "w") as f:
+        f.write(text)
+        f.write("\n")
+    print(f"wrote {os.path.normpath(OUT_PATH)}: {len(cases)} cases, {len(text) / 1024:.1f} KB")
+
+
+if __name__ == "__main__":
+    main()
