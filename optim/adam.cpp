@@ -47,6 +47,11 @@ AdamW::AdamW(const TensorList& params, const AdamOptions& options)
 AdamW::AdamW(std::vector<ParamGroup> groups, const AdamOptions& options)
     : Adam(std::move(groups), options, true, "AdamW") {}
 
+std::vector<std::string> Adam::state_buffer_names() const {
+  if (options_.amsgrad) return {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+  return {"exp_avg", "exp_avg_sq"};
+}
+
 void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) {
   if (state.buffers.count("exp_avg") == 0) {
     state.buffers["exp_avg"] = zeros_like(p);

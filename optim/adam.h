@@ -28,6 +28,8 @@ class Adam : public Optimizer {
   // Groups keep their own lr and weight_decay; options supply betas, eps, amsgrad.
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options = {});
   const AdamOptions& options() const { return options_; }
+  // {"exp_avg", "exp_avg_sq"}, and "max_exp_avg_sq" with amsgrad.
+  std::vector<std::string> state_buffer_names() const override;
 
  protected:
   Adam(std::vector<ParamGroup> groups, const AdamOptions& options, bool decoupled, const char* name);

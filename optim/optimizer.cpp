@@ -130,10 +130,24 @@ void Optimizer::load_state(const NamedTensors& state) {
     loaded[g][i].buffers[buffer_name] = t.contiguous().clone();
   }
   if (steps_taken < 0) fail("stepcount", "missing");
+  const std::vector<std::string> expected = state_buffer_names();
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return "{" + out + "}";
+  };
   for (std::size_t g = 0; g < loaded.size(); ++g)
-    for (std::size_t i = 0; i < loaded[g].size(); ++i)
-      if (!loaded[g][i].buffers.empty() && loaded[g][i].step == 0)
-        fail("group" + std::to_string(g) + ".param" + std::to_string(i) + ".step", "missing");
+    for (std::size_t i = 0; i < loaded[g].size(); ++i) {
+      const std::string prefix = "group" + std::to_string(g) + ".param" + std::to_string(i) + ".";
+      const ParamState& s = loaded[g][i];
+      if (!s.buffers.empty() && s.step == 0) fail(prefix + "step", "missing");
+      if (s.step == 0) continue;
+      std::vector<std::string> got;
+      for (const auto& entry : s.buffers) got.push_back(entry.first);  // std::map: sorted
+      if (got != expected)
+        fail(prefix + "*", std::string("holds the buffers ") + list(got) + " but " + name_ + " keeps " + list(expected) +
+                               " (state saved by another optimiser or with other options)");
+    }
   state_ = std::move(loaded);
   steps_taken_ = steps_taken;
 }

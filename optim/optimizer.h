@@ -59,8 +59,13 @@ class Optimizer {
   // "group{g}.param{i}.step" (float64 scalar) plus "group{g}.param{i}.{buffer}" (clones).
   NamedTensors state_tensors() const;
   // Restores what state_tensors() produced on an optimiser with the same groups; ValueError naming the entry on a
-  // missing/extra name or a shape or dtype mismatch. Buffers are copied into fresh tensors.
+  // missing/extra name, a shape or dtype mismatch, or buffers that are not the ones this optimiser keeps (state
+  // saved by another kind of optimiser, or by Adam with another amsgrad setting). Buffers are copied into fresh
+  // tensors; on any error nothing changes.
   void load_state(const NamedTensors& state);
+
+  // The buffers each updated parameter has in this optimiser's state ("exp_avg", ...), sorted.
+  virtual std::vector<std::string> state_buffer_names() const = 0;
 
  protected:
   // p: contiguous leaf; g: contiguous, same shape/dtype as p. Called with state.step already incremented.

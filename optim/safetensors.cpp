@@ -99,12 +99,23 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, 
   if (meta.find("format") == meta.end()) meta["format"] = "pt";
   header["__metadata__"] = meta;
   std::set<std::string> seen;
-  std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     if (name.empty()) throw ValueError("save_safetensors: empty tensor name (file " + path + ")");
     if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is reserved (file " + path + ")");
     if (!seen.insert(name).second) throw ValueError("save_safetensors: duplicate tensor name '" + name + "' (file " + path + ")");
     if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined (file " + path + ")");
+    header[name] = nullptr;  // keeps the given order in the header; filled in below
+  }
+  // The data goes in order of decreasing element size (stable): with the header padded to 8 bytes,
+  // every tensor then starts at a multiple of its element size, so a reader may map it in place.
+  std::vector<std::size_t> order(tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return element_size(tensors[a].second.dtype()) > element_size(tensors[b].second.dtype());
+  });
+  std::uint64_t offset = 0;
+  for (const std::size_t i : order) {
+    const auto& [name, t] = tensors[i];
     const std::uint64_t nbytes = static_cast<std::uint64_t>(t.numel()) * element_size(t.dtype());
     header[name] = {{"dtype", file_dtype_name(t.dtype())},
                     {"shape", t.shape().vec()},
@@ -127,8 +138,8 @@ void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, 
     throw IoError("save_safetensors: " + what + " " + path + ": " + reason);
   };
   if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) fail("cannot write", true);
-  for (const auto& entry : tensors) {
-    const std::vector<char> bytes = tensor_bytes(entry.second);
+  for (const std::size_t i : order) {
+    const std::vector<char> bytes = tensor_bytes(tensors[i].second);
     if (!write_all(fd, bytes.data(), bytes.size())) fail("cannot write", true);
   }
   if (::fsync(fd) != 0) fail("cannot fsync", true);

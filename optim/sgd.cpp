@@ -34,6 +34,11 @@ SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
   check_options(options_);
 }
 
+std::vector<std::string> SGD::state_buffer_names() const {
+  if (options_.momentum == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
 void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) {
   const bool use_momentum = options_.momentum != 0.0;
   const bool first = use_momentum && state.buffers.count("momentum_buffer") == 0;

@@ -25,6 +25,8 @@ class SGD : public Optimizer {
   // Groups keep their own lr and weight_decay; options supply momentum, dampening, nesterov.
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
+  // {"momentum_buffer"} with momentum, else none.
+  std::vector<std::string> state_buffer_names() const override;
 
  protected:
   void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) override;

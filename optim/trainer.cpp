@@ -511,7 +511,9 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     if (options_.run_dir.empty()) kept = "no checkpoint is kept (run_dir is not set)";
     else if (on_disk < 0) kept = "no checkpoint has been written in " + options_.run_dir + " yet";
     else kept = "the last good checkpoint (step " + std::to_string(on_disk) + ", " + checkpoint_dir() + ") is kept";
-    return NonFiniteLoss("Trainer: non-finite " + quantity + " " + num(value) + " at step " + std::to_string(step) +
+    // Numbered as metrics.jsonl numbers steps (steps done once this one ends), with step_fn's index.
+    return NonFiniteLoss("Trainer: non-finite " + quantity + " " + num(value) + " at step " + std::to_string(step + 1) +
+                             " (step_fn(" + std::to_string(step) + "))" +
                              "; the optimiser step was not taken and " + kept,
                          step, value, quantity, on_disk);
   };
@@ -531,7 +533,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
         if (!out.loss.defined() || out.loss.numel() != 1)
           throw ValueError("Trainer::fit: step_fn must return a one-element loss, got " +
                            (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
-                           " at step " + std::to_string(s));
+                           " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(s) + "))");
         loss = out.loss.item();
         if (!std::isfinite(loss)) throw non_finite(s, loss, "loss");
         out.loss.backward();
@@ -609,11 +611,13 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   }
   progress.finish();
   model_.train(was_training);
-  elapsed_before_ += seconds_since(call_start);
+  const double call_seconds = seconds_since(call_start);
+  elapsed_before_ += call_seconds;
   elapsed_now_ = 0.0;
   result.steps = step_;
   result.final_loss = last_loss_;
-  result.seconds = seconds_since(call_start);
+  result.seconds = call_seconds;
+  result.total_seconds = elapsed_before_;
   return result;
 }
 

@@ -87,6 +87,7 @@ struct TrainResult {
   std::int64_t steps = 0;          // global steps done when fit returned (= max_steps unless resumed past it)
   double final_loss = 0;           // loss of the last step (from the checkpoint if this call ran none)
   double seconds = 0;              // wall time of this call
+  double total_seconds = 0;        // training time of the whole run: this call and those it resumed
   std::int64_t resumed_from = -1;  // the checkpoint's step, or -1 if this call did not resume
   std::vector<double> losses;      // this call's per-step losses, losses[i] of global step resumed_from + i
 };

@@ -354,6 +354,30 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
   CHECK_THROWS_WITH_AS(opt.load_state({{"stepcount", zeros({1}, kFloat64)}, {"bogus", zeros({1}, kFloat64)}}),
                        "Adam: load_state entry 'bogus': unexpected name (expected group<g>.param<i>.<buffer>)",
                        ValueError);
+
+  // State of another kind of optimiser, or of Adam with another amsgrad setting, is refused whole.
+  Tensor q = make_param();
+  optim::SGD sgd({q}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
+    o.lr = 0.1;
+    o.momentum = 0.9;
+  }));
+  CHECK_THROWS_WITH_AS(sgd.load_state(state),
+                       "SGD: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but SGD keeps "
+                       "{momentum_buffer} (state saved by another optimiser or with other options)",
+                       ValueError);
+  optim::Adam ams({q}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.amsgrad = true; }));
+  CHECK_THROWS_WITH_AS(ams.load_state(state),
+                       "Adam: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but Adam keeps "
+                       "{exp_avg, exp_avg_sq, max_exp_avg_sq} (state saved by another optimiser or with other options)",
+                       ValueError);
+  optim::NamedTensors partial;
+  for (const auto& entry : state)
+    if (entry.first != "group0.param0.exp_avg_sq") partial.push_back(entry);
+  CHECK_THROWS_AS(opt.load_state(partial), ValueError);
+  // Nothing was changed by the refused loads: the next step equals a fresh optimiser's first.
+  set_linear_grad(q);
+  ams.step();
+  CHECK(ams.steps_taken() == 1);
 }
 
 TEST_CASE("optim: invalid hyper-parameters are ValueErrors naming the value") {

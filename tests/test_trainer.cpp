@@ -137,6 +137,17 @@ json without_timing(json j) {
   return j;
 }
 
+// Two metrics.jsonl files with the same lines, wall-time fields aside.
+void check_same_metrics(const fs::path& a, const fs::path& b) {
+  const std::vector<json> lines_a = read_jsonl(a);
+  const std::vector<json> lines_b = read_jsonl(b);
+  REQUIRE(lines_a.size() == lines_b.size());
+  for (std::size_t i = 0; i < lines_a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(without_timing(lines_a[i]) == without_timing(lines_b[i]));
+  }
+}
+
 std::map<std::string, std::string> read_all_files(const fs::path& dir) {
   std::map<std::string, std::string> out;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -183,15 +194,26 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   CHECK(full.losses.back() < full.losses.front());
 
   std::vector<double> first_losses;
+  double first_seconds = 0;
   {
     Run b(7, quiet_options(dir_b.str(), kStop));
     const optim::TrainResult first = b.trainer.fit(b.step_fn(), eval_fn(b.model));
     first_losses = first.losses;
+    first_seconds = first.total_seconds;
     CHECK(first.steps == kStop);
+    CHECK(first.total_seconds == first.seconds);
   }
   REQUIRE(first_losses.size() == static_cast<std::size_t>(kStop));
   for (std::int64_t i = 0; i < kStop; ++i) CHECK(first_losses[i] == full.losses[i]);
   CHECK(checkpoint_step(dir_b.path / "checkpoint") == kStop);
+
+  double checkpoint_seconds = 0;
+  {
+    std::ifstream in(dir_b.path / "checkpoint" / "trainer.json");
+    checkpoint_seconds = json::parse(in).at("elapsed_s").get<double>();
+  }
+  CHECK(checkpoint_seconds > 0);
+  CHECK(checkpoint_seconds <= first_seconds);
 
   // Different initial weights and dropout seed: everything must come from the checkpoint.
   Run c(99, quiet_options(dir_b.str(), kSteps));
@@ -199,6 +221,8 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   const optim::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
   CHECK(rest.resumed_from == kStop);
   CHECK(rest.steps == kSteps);
+  // The run's training time counts both calls: the first up to its checkpoint, then this one.
+  CHECK(rest.total_seconds == doctest::Approx(checkpoint_seconds + rest.seconds));
   REQUIRE(rest.losses.size() == static_cast<std::size_t>(kSteps - kStop));
   for (std::int64_t i = kStop; i < kSteps; ++i) {
     CAPTURE(i);
@@ -210,13 +234,38 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   CHECK(c.model.dropout_generator().state() == a.model.dropout_generator().state());
 
   // The metrics file reads like the uninterrupted run's (wall-time fields aside).
-  const std::vector<json> lines_a = read_jsonl(dir_a.path / "metrics.jsonl");
-  const std::vector<json> lines_b = read_jsonl(dir_b.path / "metrics.jsonl");
-  REQUIRE(lines_a.size() == lines_b.size());
-  for (std::size_t i = 0; i < lines_a.size(); ++i) {
-    CAPTURE(i);
-    CHECK(without_timing(lines_a[i]) == without_timing(lines_b[i]));
+  check_same_metrics(dir_a.path / "metrics.jsonl", dir_b.path / "metrics.jsonl");
+}
+
+TEST_CASE("trainer: a run killed between checkpoints resumes from the last one and ends bit-identically") {
+  // checkpoint_every 4: a crash in step 10 (step_fn(9)) loses steps 9 and 10, which the resumed run redoes.
+  TempDir dir_a("uninterrupted"), dir_b("killed");
+  Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
+  const optim::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
+  struct Killed {};
+  {
+    Run b(7, quiet_options(dir_b.str(), kScheduleSteps));
+    optim::StepFn inner = b.step_fn();
+    CHECK_THROWS_AS(b.trainer.fit(
+                        [&](std::int64_t step) {
+                          if (step == 9) throw Killed{};
+                          return inner(step);
+                        },
+                        eval_fn(b.model)),
+                    Killed);
   }
+  CHECK(checkpoint_step(dir_b.path / "checkpoint") == 8);
+  Run c(99, quiet_options(dir_b.str(), kScheduleSteps));
+  const optim::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
+  CHECK(rest.resumed_from == 8);
+  REQUIRE(rest.losses.size() == static_cast<std::size_t>(kScheduleSteps - 8));
+  for (std::int64_t i = 8; i < kScheduleSteps; ++i) {
+    CAPTURE(i);
+    CHECK(rest.losses[i - 8] == full.losses[i]);
+  }
+  CHECK(c.params() == a.params());
+  // metrics.jsonl lost the lines after step 8 with the crash and got them again from the resumed run.
+  check_same_metrics(dir_a.path / "metrics.jsonl", dir_b.path / "metrics.jsonl");
 }
 
 TEST_CASE("trainer: a resume with another dropout state diverges") {
@@ -396,7 +445,7 @@ TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leave
     CHECK(e.quantity() == "loss");
     CHECK(std::isnan(e.value()));
     CHECK(e.checkpoint_step() == 6);
-    CHECK(message.find("non-finite loss nan at step 7") != std::string::npos);
+    CHECK(message.find("non-finite loss nan at step 8 (step_fn(7))") != std::string::npos);
     CHECK(message.find("last good checkpoint (step 6") != std::string::npos);
   }
   CHECK(run.trainer.step() == kBad);
@@ -430,7 +479,7 @@ TEST_CASE("trainer: a non-finite gradient norm throws NonFiniteLoss naming the g
     CHECK(e.step() == 2);
     CHECK(e.quantity() == "gradient norm");
     CHECK(message.find("non-finite gradient norm") != std::string::npos);
-    CHECK(message.find("at step 2") != std::string::npos);
+    CHECK(message.find("at step 3 (step_fn(2))") != std::string::npos);
     CHECK(message.find("run_dir is not set") != std::string::npos);
   }
   CHECK(trainer.step() == 2);
@@ -620,7 +669,7 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
     auto [x, y] = batch_at(step);
     return optim::StepOutput{model(x) - y, 8, 0};
   }),
-                       "Trainer::fit: step_fn must return a one-element loss, got (8,1) at step 0", ValueError);
+                       "Trainer::fit: step_fn must return a one-element loss, got (8,1) at step 1 (step_fn(0))", ValueError);
 }
 
 TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one before clipping") {
