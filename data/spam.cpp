@@ -526,6 +526,8 @@ bool starts_with_headers(std::string_view raw) {
 }
 
 std::string read_file(const std::string& path, const char* op) {
+  std::error_code error;
+  if (fs::is_directory(path, error)) throw IoError(std::string(op) + ": '" + path + "' is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(std::string(op) + ": cannot open '" + path + "'");
   std::ostringstream buffer;
@@ -609,7 +611,10 @@ Email read_email_file(const std::string& path) {
   if (fs::path(path).extension() == ".json") return email_from_json(path, "", "read_email_file");
   Email email;
   email.id = fs::path(path).filename().string();
-  parse_email(read_file(path, "read_email_file"), email.subject, email.body);
+  const std::string text = read_file(path, "read_email_file");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    throw ValueError("read_email_file: '" + path + "' is empty (" + std::to_string(text.size()) + " bytes of white space)");
+  parse_email(text, email.subject, email.body);
   return email;
 }
 

@@ -2,12 +2,14 @@
 """Checks the files of an example run (used by the examples' CTest tests).
 
   check_run.py RUN_DIR --keys k1,k2 [--metrics rel/metrics.jsonl ...] [--svg rel.svg ...]
-               [--numbers k1,k2] [--objects k1,k2]
+               [--numbers k1,k2] [--objects k1,k2] [--checkpoint rel/checkpoint ...]
 
 summary.json must be a JSON object holding every --keys entry (--numbers: a finite number,
 --objects: an object of finite numbers); every metrics file must be JSON lines whose training
 loss falls (the mean of the last quarter of the logged losses below the first logged loss);
-every SVG file must parse as XML with an <svg> root. Exits 1 with a message on the first failure.
+every SVG file must parse as XML with an <svg> root; every --checkpoint folder must hold the
+Trainer's model.safetensors, optimizer.safetensors and trainer.json, the last naming a step > 0.
+Exits 1 with a message on the first failure.
 Needs only the standard library.
 """
 
@@ -60,6 +62,7 @@ def main():
     parser.add_argument("--objects", default="")
     parser.add_argument("--metrics", action="append", default=[])
     parser.add_argument("--svg", action="append", default=[])
+    parser.add_argument("--checkpoint", action="append", default=[])
     args = parser.parse_args()
 
     summary_path = os.path.join(args.run_dir, "summary.json")
@@ -94,6 +97,15 @@ def main():
             fail(f"{path}: {e}")
         if not root.tag.endswith("svg"):
             fail(f"{path}: root element is {root.tag}, not svg")
+    for rel in args.checkpoint:
+        folder = os.path.join(args.run_dir, rel)
+        for name in ("model.safetensors", "optimizer.safetensors", "trainer.json"):
+            if not os.path.isfile(os.path.join(folder, name)):
+                fail(f"{folder}: missing {name}")
+        with open(os.path.join(folder, "trainer.json")) as f:
+            step = json.load(f).get("step")
+        if not finite(step) or step <= 0:
+            fail(f"{folder}/trainer.json: step {step!r} is not a positive number")
     print(f"{args.run_dir}: ok")
 
 

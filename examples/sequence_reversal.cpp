@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
@@ -71,6 +72,7 @@ void declare_options(Config& config) {
   config.add_int("steps", 2000, "optimiser steps per encoding");
   config.add_int("eval_every", 100, "steps between held-out evaluations (0: only at the end)");
   config.add_int("log_every", 10, "steps between metrics.jsonl lines");
+  config.add_int("checkpoint_every", 500, "steps between checkpoints, so a killed run can --resume true (0: only at the end)");
   config.add_int("heatmap_example", 0, "index of the held-out string drawn in cross_attention_*.svg");
   config.add_string("run_dir", "runs/sequence_reversal", "where the run's files go");
   config.add_bool("resume", false, "continue from the checkpoints in run_dir instead of starting afresh");
@@ -250,6 +252,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   trainer_options.max_steps = config.get_int("steps");
   trainer_options.log_every = config.get_int("log_every");
   trainer_options.eval_every = config.get_int("eval_every");
+  trainer_options.checkpoint_every = config.get_int("checkpoint_every");
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.get_bool("resume");
   trainer_options.progress = progress_mode(config.get_string("progress"));
@@ -280,7 +283,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
       result.first_perfect_step = line.at("step").get<std::int64_t>();
       break;
     }
-  result.seconds = trained.seconds;
+  result.seconds = trained.total_seconds;
   result.final_loss = trained.final_loss;
   result.heldout = greedy_accuracy(model, heldout);
   result.long_match = greedy_accuracy(model, long_set);
@@ -311,11 +314,17 @@ void validate(const Config& config) {
     throw ConfigError("sequence_reversal: --max_len " + std::to_string(config.get_int("max_len")) +
                       " must be at least the longest string + 2 = " + std::to_string(longest + 2));
   if (config.get_int("heatmap_example") < 0 || config.get_int("heatmap_example") >= config.get_int("heldout_size"))
-    throw ConfigError("sequence_reversal: --heatmap_example must be in [0, heldout_size)");
-  if (config.get_int("eval_every") < 0) throw ConfigError("sequence_reversal: --eval_every must be >= 0");
-  if (config.get_float("lr") <= 0) throw ConfigError("sequence_reversal: --lr must be positive");
+    throw ConfigError("sequence_reversal: --heatmap_example must be in [0, heldout_size = " +
+                      std::to_string(config.get_int("heldout_size")) + "), got " +
+                      std::to_string(config.get_int("heatmap_example")));
+  for (const char* key : {"eval_every", "checkpoint_every"})
+    if (config.get_int(key) < 0)
+      throw ConfigError(std::string("sequence_reversal: --") + key + " must be >= 0, got " +
+                        std::to_string(config.get_int(key)));
+  const nlohmann::json lr = config.get_float("lr"), dropout = config.get_float("dropout");
+  if (config.get_float("lr") <= 0) throw ConfigError("sequence_reversal: --lr must be positive, got " + lr.dump());
   if (config.get_float("dropout") < 0 || config.get_float("dropout") >= 1)
-    throw ConfigError("sequence_reversal: --dropout must be in [0, 1)");
+    throw ConfigError("sequence_reversal: --dropout must be in [0, 1), got " + dropout.dump());
 }
 
 int run(Config& config) {
@@ -331,9 +340,20 @@ int run(Config& config) {
   const Tensors long_tensors = to_tensors(longer);
 
   examples::RunDir run(config.get_string("run_dir"));
-  if (config.get_bool("resume")) run.check_same_config(config, {"resume", "progress"});
+  const std::vector<std::string> all_encodings = {"learned", "sinusoidal", "rotary"};
+  if (config.get_bool("resume")) {
+    run.check_same_config(config, {"resume", "checkpoint_every", "progress"});
+  } else {
+    // A fresh run: nothing of an earlier one (another --positions, say) may be left beside it.
+    run.clear_previous_run();
+    for (const std::string& encoding : all_encodings) {
+      std::error_code error;
+      std::filesystem::remove_all(run.file(encoding), error);
+      std::filesystem::remove(run.file("cross_attention_" + encoding + ".svg"), error);
+    }
+  }
   run.write_config(config);
-  std::vector<std::string> encodings = {"learned", "sinusoidal", "rotary"};
+  std::vector<std::string> encodings = all_encodings;
   if (config.get_string("positions") != "all") encodings = {config.get_string("positions")};
 
   nlohmann::json heldout_json, long_json, heldout_tokens_json, long_tokens_json, seconds_json, loss_json, perfect_json;

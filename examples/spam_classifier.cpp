@@ -29,6 +29,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -74,15 +76,20 @@ void declare_toy_options(Config& config) {
   config.add_float("lr", 0.1, "SGD learning rate");
   config.add_int("steps", 400, "optimiser steps, one sentence each, cycling through the four");
   config.add_int("log_every", 4, "steps between metrics.jsonl lines");
+  config.add_bool("scale_scores", false,
+                  "divide the attention scores by sqrt(embedding_dim) (the transformer's scaled dot product; the "
+                  "lecture's toy uses the plain one)");
   config.add_string("run_dir", "runs/spam_toy", "where the run's files go");
   config.add_string("progress", "auto", "progress display", {"auto", "bar", "lines", "off"});
 }
 
-// Embedding -> single-head self-attention -> mean over tokens -> Linear(dim, 2).
+// Embedding -> single-head self-attention -> mean over tokens -> Linear(dim, 2). The lecture's
+// attention is the plain dot product softmax(q k^T) v; scale_scores divides by sqrt(dim).
 class ToyAttentionClassifier : public nn::Module {
  public:
-  ToyAttentionClassifier(std::int64_t vocab, std::int64_t dim, Generator& gen)
+  ToyAttentionClassifier(std::int64_t vocab, std::int64_t dim, bool scale_scores, Generator& gen)
       : dim_(dim),
+        scale_scores_(scale_scores),
         embedding_(register_module("embedding", std::make_shared<nn::Embedding>(vocab, dim, gen))),
         q_(register_module("q", std::make_shared<nn::Linear>(dim, dim, gen, /*bias=*/false))),
         k_(register_module("k", std::make_shared<nn::Linear>(dim, dim, gen, /*bias=*/false))),
@@ -93,21 +100,24 @@ class ToyAttentionClassifier : public nn::Module {
   Tensor forward(const Tensor& tokens) {
     const Tensor x = (*embedding_)(tokens);                                      // (T, d)
     const Tensor q = (*q_)(x), k = (*k_)(x), v = (*v_)(x);                       // (T, d) each
-    const Tensor scores = q.matmul(k.mT()) / std::sqrt(static_cast<double>(dim_));  // (T, T)
+    Tensor scores = q.matmul(k.mT());  // (T, T)
+    if (scale_scores_) scores = scores / std::sqrt(static_cast<double>(dim_));
     const Tensor attended = scores.softmax(-1).matmul(v);                        // (T, d)
     return (*out_)(attended.mean({0})).unsqueeze(0);                             // (d) -> (1, 2)
   }
 
  private:
   std::int64_t dim_;
+  bool scale_scores_;
   std::shared_ptr<nn::Embedding> embedding_;
   std::shared_ptr<nn::Linear> q_, k_, v_, out_;
 };
 
 int run_toy(const Config& config) {
   for (const char* key : {"embedding_dim", "steps", "log_every"})
-    require(config.get_int(key) > 0, std::string("--") + key + " must be positive");
-  require(config.get_float("lr") > 0, "--lr must be positive");
+    require(config.get_int(key) > 0,
+            std::string("--") + key + " must be positive, got " + std::to_string(config.get_int(key)));
+  require(config.get_float("lr") > 0, "--lr must be positive, got " + nlohmann::json(config.get_float("lr")).dump());
   const std::vector<std::string> sentences = {"you want a billion dollars", "click here for midterm answers",
                                               "send me your bank account info", "read important cs685 news"};
   const std::vector<std::int64_t> labels = {1, 1, 1, 0};
@@ -120,7 +130,8 @@ int run_toy(const Config& config) {
     inputs.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
   }
   Generator gen(static_cast<std::uint64_t>(config.get_int("seed")));
-  ToyAttentionClassifier model(static_cast<std::int64_t>(vocab.size()), config.get_int("embedding_dim"), gen);
+  ToyAttentionClassifier model(static_cast<std::int64_t>(vocab.size()), config.get_int("embedding_dim"),
+                               config.get_bool("scale_scores"), gen);
   optim::SGDOptions sgd;
   sgd.lr = config.get_float("lr");
   optim::SGD optimizer(model.parameters(), sgd);
@@ -168,7 +179,7 @@ int run_toy(const Config& config) {
                      {"initial_loss", initial_loss},
                      {"last_step_loss", result.final_loss},
                      {"steps", result.steps},
-                     {"train_seconds", result.seconds},
+                     {"train_seconds", result.total_seconds},
                      {"vocab_size", vocab.size()},
                      {"predictions", predictions}});
   run.write_loss_plot("spam toy: training loss (one sentence per step)");
@@ -205,6 +216,9 @@ void declare_train_options(Config& config) {
   config.add_string("run_dir", "runs/spam_classifier", "where the run's files go");
   config.add_bool("resume", false, "continue the interrupted run in run_dir from its checkpoint (same config)");
   config.add_int("stop_after", 0, "stop after this many steps, checkpointed, for a later --resume true (0: run all)");
+  config.add_int("checkpoint_every", 100,
+                 "steps between checkpoints, so a killed run can --resume true (0: only at the end; a multiple of "
+                 "--eval_every)");
   config.add_string("progress", "auto", "progress display", {"auto", "bar", "lines", "off"});
 }
 
@@ -311,37 +325,52 @@ std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vec
 // The words of an email the classifier reads: its subject and cleaned body.
 std::vector<std::string> email_tokens(const data::Email& email) { return data::word_tokenize(email.text()); }
 
+// ", got --a 1, --b 2": the values a message about these keys is about.
+std::string got(const Config& config, std::initializer_list<const char*> keys) {
+  const nlohmann::json values = config.to_json();
+  std::string out;
+  for (const char* key : keys) out += std::string(out.empty() ? ", got --" : ", --") + key + " " + values.at(key).dump();
+  return out;
+}
+
 void validate_train(const Config& config) {
   for (const char* key : {"vocab_size", "max_length", "d_model", "heads", "layers", "ff_hidden", "batch_size", "steps",
                           "log_every", "eval_batch_size", "min_freq"})
     require(config.get_int(key) > 0, std::string("--") + key + " must be positive, got " + std::to_string(config.get_int(key)));
-  require(config.get_int("vocab_size") > data::Vocab::kNumSpecials, "--vocab_size must exceed the 4 special tokens");
-  require(config.get_int("d_model") % config.get_int("heads") == 0, "--d_model must be a multiple of --heads");
-  require(config.get_int("eval_every") >= 0 && config.get_int("warmup_steps") >= 0, "--eval_every and --warmup_steps must be >= 0");
-  require(config.get_int("warmup_steps") < config.get_int("steps"), "--warmup_steps must be less than --steps");
+  require(config.get_int("vocab_size") > data::Vocab::kNumSpecials, "--vocab_size must exceed the 4 special tokens" + got(config, {"vocab_size"}));
+  require(config.get_int("d_model") % config.get_int("heads") == 0, "--d_model must be a multiple of --heads" + got(config, {"d_model", "heads"}));
+  require(config.get_int("eval_every") >= 0 && config.get_int("warmup_steps") >= 0, "--eval_every and --warmup_steps must be >= 0" + got(config, {"eval_every", "warmup_steps"}));
+  require(config.get_int("warmup_steps") < config.get_int("steps"), "--warmup_steps must be less than --steps" + got(config, {"warmup_steps", "steps"}));
   const double train = config.get_float("train_fraction"), validation = config.get_float("validation_fraction");
   require(train > 0 && validation > 0 && train + validation < 1,
-          "--train_fraction and --validation_fraction must be positive with a sum below 1");
-  require(config.get_float("lr") > 0, "--lr must be positive");
-  require(config.get_float("dropout") >= 0 && config.get_float("dropout") < 1, "--dropout must be in [0, 1)");
-  require(config.get_float("min_lr_ratio") >= 0 && config.get_float("min_lr_ratio") <= 1, "--min_lr_ratio must be in [0, 1]");
+          "--train_fraction and --validation_fraction must be positive with a sum below 1" +
+              got(config, {"train_fraction", "validation_fraction"}));
+  require(config.get_float("lr") > 0, "--lr must be positive" + got(config, {"lr"}));
+  require(config.get_float("dropout") >= 0 && config.get_float("dropout") < 1, "--dropout must be in [0, 1)" + got(config, {"dropout"}));
+  require(config.get_float("min_lr_ratio") >= 0 && config.get_float("min_lr_ratio") <= 1, "--min_lr_ratio must be in [0, 1]" + got(config, {"min_lr_ratio"}));
   require(config.get_float("weight_decay") >= 0 && config.get_float("clip_grad_norm") >= 0,
-          "--weight_decay and --clip_grad_norm must be >= 0");
-  require(config.get_float("nb_alpha") > 0, "--nb_alpha must be positive");
+          "--weight_decay and --clip_grad_norm must be >= 0" + got(config, {"weight_decay", "clip_grad_norm"}));
+  require(config.get_float("nb_alpha") > 0, "--nb_alpha must be positive" + got(config, {"nb_alpha"}));
   const std::int64_t stop_after = config.get_int("stop_after"), eval_every = config.get_int("eval_every");
-  require(stop_after >= 0 && stop_after <= config.get_int("steps"), "--stop_after must be in [0, --steps]");
+  require(stop_after >= 0 && stop_after <= config.get_int("steps"), "--stop_after must be in [0, --steps]" + got(config, {"stop_after", "steps"}));
   // The end of a call is always evaluated; off the schedule that evaluation could pick a best model the
   // uninterrupted run never sees.
   require(stop_after == 0 || eval_every == 0 || stop_after % eval_every == 0,
           "--stop_after must be a multiple of --eval_every, got " + std::to_string(stop_after) + " and " +
               std::to_string(eval_every));
+  // Likewise a checkpoint must follow an evaluation: a run resumed from it then holds the best model
+  // the uninterrupted run would have at that step.
+  const std::int64_t checkpoint_every = config.get_int("checkpoint_every");
+  require(checkpoint_every >= 0 && (checkpoint_every == 0 || eval_every == 0 || checkpoint_every % eval_every == 0),
+          "--checkpoint_every must be 0 or a multiple of --eval_every, got " + std::to_string(checkpoint_every) +
+              " and " + std::to_string(eval_every));
 }
 
 // A resumed run must be the run that was interrupted: every other key of its saved config must match.
 void check_resume(const Config& config, const examples::RunDir& run) {
   require(run.exists("checkpoint") || run.exists("checkpoint.old"),
           "--resume true but " + run.path() + " holds no checkpoint/ to continue from");
-  run.check_same_config(config, {"resume", "stop_after", "progress"});
+  run.check_same_config(config, {"resume", "stop_after", "checkpoint_every", "progress"});
 }
 
 int run_train(const Config& config) {
@@ -442,6 +471,7 @@ int run_train(const Config& config) {
   options.max_steps = config.get_int("stop_after") > 0 ? config.get_int("stop_after") : config.get_int("steps");
   options.log_every = config.get_int("log_every");
   options.eval_every = config.get_int("eval_every");
+  options.checkpoint_every = config.get_int("checkpoint_every");
   options.clip_grad_norm = config.get_float("clip_grad_norm");
   options.run_dir = run.path();
   options.resume = resume;
@@ -459,9 +489,18 @@ int run_train(const Config& config) {
   if (resume && run.exists("best.json")) {
     // The best model so far competes with the rest of the run, as it would have without the interruption.
     const nlohmann::json best = examples::read_json_file(best_json);
-    best_f1 = best.at("val_f1").get<double>();
-    best_loss = best.at("val_loss").get<double>();
-    best_step = best.at("step").get<std::int64_t>();
+    auto field = [&](const char* key) {
+      const auto it = best.is_object() ? best.find(key) : best.end();
+      if (it == best.end() || !it->is_number())
+        throw IoError("spam_classifier: " + best_json + ": field '" + key + "' is missing or not a number");
+      return it->get<double>();
+    };
+    best_f1 = field("val_f1");
+    best_loss = field("val_loss");
+    best_step = static_cast<std::int64_t>(field("step"));
+    if (!run.exists("best_model.safetensors"))
+      throw IoError("spam_classifier: " + best_json + " names step " + std::to_string(best_step) + " but " + best_path +
+                    " is missing");
   }
   const std::int64_t eval_batch = config.get_int("eval_batch_size");
   const optim::TrainResult result = trainer.fit(
@@ -501,7 +540,7 @@ int run_train(const Config& config) {
   std::printf("  naive Bayes  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp %lld]]\n",
               nb_test.accuracy(), nb_test.precision(), nb_test.recall(), nb_test.f1(), static_cast<long long>(nb_test.tn),
               static_cast<long long>(nb_test.fp), static_cast<long long>(nb_test.fn), static_cast<long long>(nb_test.tp));
-  std::printf("  training: %lld steps in %.1f s\n", static_cast<long long>(result.steps), result.seconds);
+  std::printf("  training: %lld steps in %.1f s\n", static_cast<long long>(result.steps), result.total_seconds);
 
   run.write_summary({{"test_accuracy", test_metrics.accuracy()},
                      {"test_precision", test_metrics.precision()},
@@ -535,7 +574,11 @@ void declare_predict_options(Config& config) {
 
 int run_predict(const Config& config, const std::vector<std::string>& files) {
   require(!files.empty(), "predict needs at least one email file (spam_classifier predict [--run_dir DIR] FILE...)");
-  const examples::RunDir run(config.get_string("run_dir"));
+  const std::string run_dir = config.get_string("run_dir");
+  std::error_code error;
+  if (!std::filesystem::is_directory(run_dir, error))
+    throw IoError("predict: the run directory " + run_dir + " does not exist (train a model first: spam_classifier train)");
+  const examples::RunDir run(run_dir);
   // The run's own configuration decides the model; its keys are checked like a --config file.
   Config saved("spam_classifier", "");
   declare_train_options(saved);

@@ -599,6 +599,12 @@ TEST_CASE("data: read_email_file reads a corpus JSON file or a raw mail file") {
   const std::string bad = dir.file("bad.json");
   write_text(bad, R"({"id": "1", "group": "spam-1"})");
   CHECK_THROWS_WITH_AS(read_email_file(bad), doctest::Contains("field 'text' is missing"), ValueError);
+  // A directory or an empty message is an error, not an email with no words.
+  CHECK_THROWS_WITH_AS(read_email_file(dir.path.string()), doctest::Contains("is a directory, not a file"), IoError);
+  const std::string empty = dir.file("empty.eml");
+  write_text(empty, " \r\n\n");
+  const std::string empty_message = "read_email_file: '" + empty + "' is empty (4 bytes of white space)";
+  CHECK_THROWS_WITH_AS(read_email_file(empty), empty_message.c_str(), ValueError);
 }
 
 TEST_CASE("data: a missing corpus says how to fetch it; TAPEGRAD_DATA moves the default folder") {

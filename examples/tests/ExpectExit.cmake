@@ -1,6 +1,7 @@
 # Runs the command given after "--" and checks its exit status, and stderr / stdout against
 # regular expressions when given:
-#   cmake -DEXPECT=2 [-DPATTERN=regex] [-DSTDOUT_PATTERN=regex] -P ExpectExit.cmake -- program arg...
+#   cmake -DEXPECT=2 [-DPATTERN=regex] [-DSTDOUT_PATTERN=regex] [-DABSENT=path] -P ExpectExit.cmake -- program arg...
+# ABSENT: a path that must not exist after the command (e.g. a directory it must not create).
 set(command "")
 set(collect OFF)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -23,5 +24,8 @@ if(DEFINED PATTERN AND NOT err MATCHES "${PATTERN}")
 endif()
 if(DEFINED STDOUT_PATTERN AND NOT out MATCHES "${STDOUT_PATTERN}")
   message(FATAL_ERROR "stdout does not match '${STDOUT_PATTERN}':\n${out}")
+endif()
+if(DEFINED ABSENT AND EXISTS "${ABSENT}")
+  message(FATAL_ERROR "the command created ${ABSENT}")
 endif()
 message(STATUS "exit ${status}: ${err}")
