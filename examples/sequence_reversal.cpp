@@ -250,6 +250,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   if (!config.get_bool("resume")) dir.clear_previous_run();
   optim::TrainerOptions trainer_options;
   trainer_options.max_steps = config.get_int("steps");
+  trainer_options.steps_per_epoch = loader.batches_per_epoch();
   trainer_options.log_every = config.get_int("log_every");
   trainer_options.eval_every = config.get_int("eval_every");
   trainer_options.checkpoint_every = config.get_int("checkpoint_every");

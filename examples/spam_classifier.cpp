@@ -469,6 +469,7 @@ int run_train(const Config& config) {
   optim::TrainerOptions options;
   // The schedule spans --steps either way; --stop_after only ends this call early.
   options.max_steps = config.get_int("stop_after") > 0 ? config.get_int("stop_after") : config.get_int("steps");
+  options.steps_per_epoch = train_loader.batches_per_epoch();
   options.log_every = config.get_int("log_every");
   options.eval_every = config.get_int("eval_every");
   options.checkpoint_every = config.get_int("checkpoint_every");

@@ -137,8 +137,14 @@ bool stream_is_terminal(const std::ostream* out) {
 // The bar or the plain lines. Rates are averaged over this call's steps, which keeps the ETA steady.
 class ProgressPrinter {
  public:
-  ProgressPrinter(Progress mode, std::ostream* out, std::int64_t max_steps, std::int64_t first_step)
-      : out_(out), max_steps_(max_steps), first_step_(first_step), start_(Clock::now()), last_draw_(start_) {
+  ProgressPrinter(Progress mode, std::ostream* out, std::int64_t max_steps, std::int64_t first_step,
+                  std::int64_t steps_per_epoch)
+      : out_(out),
+        max_steps_(max_steps),
+        first_step_(first_step),
+        steps_per_epoch_(steps_per_epoch),
+        start_(Clock::now()),
+        last_draw_(start_) {
     if (out_ == nullptr) mode = Progress::Off;
     if (mode == Progress::Auto) mode = stream_is_terminal(out_) ? Progress::Bar : Progress::Lines;
     mode_ = mode;
@@ -154,7 +160,9 @@ class ProgressPrinter {
     text << std::setprecision(4);
     if (mode_ == Progress::Lines) {
       if (!is_log) return;
-      text << "step " << step << '/' << max_steps_ << " loss " << loss << " lr " << std::scientific
+      text << "step " << step << '/' << max_steps_;
+      if (steps_per_epoch_ > 0) text << " epoch " << epoch_text(step);
+      text << " loss " << loss << " lr " << std::scientific
            << std::setprecision(2) << lr << std::defaultfloat << std::setprecision(4) << " grad_norm " << grad_norm
            << ' ' << std::fixed << std::setprecision(2) << rate << " it/s eta " << format_duration(eta);
       *out_ << text.str() << '\n' << std::flush;
@@ -167,7 +175,9 @@ class ProgressPrinter {
     const double frac = max_steps_ > 0 ? static_cast<double>(step) / static_cast<double>(max_steps_) : 1.0;
     const int filled = std::clamp(static_cast<int>(frac * kWidth), 0, kWidth);
     text << '\r' << step << '/' << max_steps_ << " [" << std::string(filled, '#') << std::string(kWidth - filled, '.')
-         << "] " << std::setw(3) << static_cast<int>(frac * 100) << "% loss " << loss << " lr " << std::scientific
+         << "] " << std::setw(3) << static_cast<int>(frac * 100) << '%';
+    if (steps_per_epoch_ > 0) text << " epoch " << epoch_text(step);
+    text << " loss " << loss << " lr " << std::scientific
          << std::setprecision(2) << lr << std::fixed << ' ' << rate << " it/s ETA " << format_duration(eta)
          << "\033[K";
     last_bar_ = text.str();
@@ -193,10 +203,18 @@ class ProgressPrinter {
   Progress mode() const { return mode_; }
 
  private:
+  // "2.35": epochs done after `step` steps.
+  std::string epoch_text(std::int64_t step) const {
+    std::ostringstream text;
+    text << std::fixed << std::setprecision(2) << static_cast<double>(step) / static_cast<double>(steps_per_epoch_);
+    return text.str();
+  }
+
   std::ostream* out_;
   Progress mode_ = Progress::Off;
   std::int64_t max_steps_;
   std::int64_t first_step_;
+  std::int64_t steps_per_epoch_;
   Clock::time_point start_;
   Clock::time_point last_draw_;
   bool bar_open_ = false;
@@ -298,6 +316,14 @@ Trainer::Trainer(nn::Module& model, Optimizer& optimizer, TrainerOptions options
   if (o.checkpoint_every < 0)
     throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
   if (!(o.clip_grad_norm >= 0.0)) throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + num(o.clip_grad_norm));
+  if (o.steps_per_epoch < 0 || o.max_epochs < 0)
+    throw ValueError("Trainer: steps_per_epoch and max_epochs must be >= 0, got " + std::to_string(o.steps_per_epoch) +
+                     " and " + std::to_string(o.max_epochs));
+  if (o.max_epochs > 0) {
+    if (o.steps_per_epoch == 0)
+      throw ValueError("Trainer: max_epochs " + std::to_string(o.max_epochs) + " needs steps_per_epoch");
+    options_.max_steps = o.max_epochs * o.steps_per_epoch;
+  }
   // The model's own random state (dropout masks) is part of the run: without it a resumed run would draw
   // different masks. The prefix keeps these apart from the caller's names.
   for (const auto& [name, gen] : model_.named_generators()) generators_.emplace_back(kModelGeneratorPrefix + name, gen);
@@ -496,7 +522,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     truncate_metrics();
   }
 
-  ProgressPrinter progress(options_.progress, options_.out, options_.max_steps, step_);
+  ProgressPrinter progress(options_.progress, options_.out, options_.max_steps, step_, options_.steps_per_epoch);
   if (result.resumed_from >= 0)
     progress.message("resumed from " + checkpoint_dir() + " at step " + std::to_string(step_));
 
@@ -556,6 +582,8 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
         const double window = std::max(seconds_since(window_start), 1e-9);
         ordered_json line;
         line["step"] = step_;
+        if (options_.steps_per_epoch > 0)
+          line["epoch"] = static_cast<double>(step_) / static_cast<double>(options_.steps_per_epoch);
         line["loss"] = loss;
         line["lr"] = lr;
         line["grad_norm"] = grad_norm;

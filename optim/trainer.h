@@ -25,6 +25,8 @@
 //   metrics.jsonl  one JSON object per line:
 //     {"step":s,"loss":..,"lr":..,"grad_norm":..,"examples_per_s":..,"tokens_per_s":..,"elapsed_s":..}
 //     {"step":s,"eval":{"val_loss":..},"elapsed_s":..}
+//     with "epoch": s / steps_per_epoch when steps_per_epoch is set (epochs are counted in steps: an epoch
+//     is steps_per_epoch batches, e.g. loader.batches_per_epoch(), and max_epochs sets max_steps from it);
 //     s counts the optimiser steps done (1 after the first); loss, lr and grad_norm are those of step s
 //     (lr is the rate step s used); the rates are over the steps since the previous line. A line written
 //     only because the call ended off the logging schedule carries "end_of_run":true. When a run resumes
@@ -62,6 +64,9 @@ enum class Progress { Auto, Bar, Lines, Off };
 
 struct TrainerOptions {
   std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
+  std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
+                                        // progress shows it (e.g. DataLoader::batches_per_epoch())
+  std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
   std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
   std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
   std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)

@@ -418,6 +418,31 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
   CHECK(checkpoint_step(dir.path / "checkpoint") == 10);
 }
 
+TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and lines and progress show the epoch") {
+  TempDir dir("epochs");
+  optim::TrainerOptions o = quiet_options(dir.str(), 1000);  // max_steps is replaced by 3 epochs of 4 steps
+  o.steps_per_epoch = 4;
+  o.max_epochs = 3;
+  o.log_every = 2;
+  std::ostringstream shown;
+  o.progress = optim::Progress::Lines;
+  o.out = &shown;
+  Run run(3, o);
+  const optim::TrainResult result = run.trainer.fit(run.step_fn());
+  CHECK(result.steps == 12);
+  std::vector<double> epochs;
+  for (const json& line : read_jsonl(dir.path / "metrics.jsonl"))
+    if (line.contains("loss")) epochs.push_back(line.at("epoch").get<double>());
+  CHECK(epochs == std::vector<double>{0.5, 1.0, 1.5, 2.0, 2.5, 3.0});
+  CHECK(shown.str().find("step 6/12 epoch 1.50 loss") != std::string::npos);
+
+  optim::TrainerOptions bad = quiet_options(dir.str(), 10);
+  bad.max_epochs = 2;
+  CHECK_THROWS_WITH_AS(Run(3, bad), "Trainer: max_epochs 2 needs steps_per_epoch", ValueError);
+  bad.steps_per_epoch = -1;
+  CHECK_THROWS_WITH_AS(Run(3, bad), "Trainer: steps_per_epoch and max_epochs must be >= 0, got -1 and 2", ValueError);
+}
+
 TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leaves the checkpoint untouched") {
   TempDir dir("nan");
   optim::TrainerOptions o = quiet_options(dir.str(), 10);
