@@ -4,7 +4,6 @@
 
 // BEGIN README EXAMPLE
 #include <iostream>
-#include <memory>
 
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -17,12 +16,8 @@ int main(int argc, char** argv) {
   Tensor y = exp(neg(x * x));                    // the curve to fit: a bump
   nn::Sequential model({std::make_shared<nn::Linear>(1, 64, gen), std::make_shared<nn::GELU>(),
                         std::make_shared<nn::Linear>(64, 1, gen)});
-
-  optim::AdamOptions adam;
-  adam.lr = 1e-2;
-  optim::AdamW optimizer(model.parameters(), adam);
-  optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(50, 1500));
-
+  optim::AdamW optimizer(model.parameters(), optim::AdamOptions{/*lr=*/1e-2});
+  optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(/*warmup=*/50, /*total=*/1500));
   optim::TrainerOptions options;
   options.max_steps = 1500;
   options.log_every = 100;
