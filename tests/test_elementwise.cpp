@@ -153,6 +153,24 @@ TEST_CASE("elementwise: gelu's vectorised backward equals the strided (scalar) p
   }
 }
 
+TEST_CASE("elementwise: gelu's vectorised forward equals the formula in double, body and tail") {
+  // 1003 values: full vectors plus a scalar tail; each against 0.5 x (1 + erf(x / sqrt 2)) (or the
+  // tanh form) evaluated in double.
+  Generator gen(12);
+  const std::vector<float> x = randn({1003}, gen).mul_(3.0).to_vector<float>();
+  for (GeluApproximation approx : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    const std::vector<float> got = gelu(from_vector(x, {1003}), approx).to_vector<float>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double expected = approx == GeluApproximation::Tanh
+                                  ? 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
+                                  : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      CAPTURE(i);
+      CHECK(got[i] == doctest::Approx(expected).epsilon(1e-5).scale(1.0));
+    }
+  }
+}
+
 TEST_CASE("elementwise: comparisons, where and masked_fill") {
   Tensor a = tensor({1, 2, 3});
   Tensor b = tensor({3, 2, 1});
