@@ -125,12 +125,8 @@ TEST_CASE("module: named_generators lists each module's generators with hierarch
     Noisy(Generator& gen) {
       register_generator("noise", own);
       drop = register_module("drop", std::make_shared<nn::Dropout>(0.1, 3));
-      nn::TransformerLayerOptions o;
-      o.d_model = 8;
-      o.num_heads = 2;
-      o.ff_hidden = 16;
-      o.dropout = 0.1;
-      layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(o, gen));
+      layer = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                           testing::layer_options(8, 2, 16, /*dropout=*/0.1), gen));
       register_module("again", drop);  // a shared module: its generator is listed once
     }
     void twice() { register_generator("noise", own); }

@@ -16,6 +16,7 @@
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "tests/testing.h"
 
 using namespace tapegrad;
 
@@ -276,11 +277,7 @@ TEST_CASE("parallel: a transformer training step is repeatable on three threads 
   // (as with any threaded BLAS); two runs on the same thread count must still agree bit for bit.
   auto train = [] {
     Generator gen(4);
-    nn::TransformerLayerOptions o;
-    o.d_model = 64;
-    o.num_heads = 4;
-    o.ff_hidden = 256;
-    nn::TransformerEncoderLayer layer(o, gen);
+    nn::TransformerEncoderLayer layer(testing::layer_options(64, 4, 256), gen);
     optim::AdamOptions ao;
     ao.lr = 1e-3;
     ao.weight_decay = 0.1;

@@ -24,6 +24,7 @@
 #include "autograd/error.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
+#include "tests/testing.h"
 
 using namespace tapegrad;
 namespace fs = std::filesystem;
@@ -298,12 +299,8 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
 class Encoder : public nn::Module {
  public:
   explicit Encoder(std::uint64_t seed) : gen_(seed) {
-    nn::TransformerLayerOptions o;
-    o.d_model = 8;
-    o.num_heads = 2;
-    o.ff_hidden = 16;
-    o.dropout = 0.3;
-    layer_ = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(o, gen_));
+    layer_ = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
+                                          testing::layer_options(8, 2, 16, /*dropout=*/0.3), gen_));
     head_ = register_module("head", std::make_shared<nn::Linear>(8, 1, gen_));
   }
   Tensor forward(const Tensor& x) { return (*head_)((*layer_)(x).mean({1})); }

@@ -7,8 +7,20 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "nn/transformer.h"
 
 namespace tapegrad::testing {
+
+// Transformer layer options of the given sizes, the other fields at their defaults.
+inline nn::TransformerLayerOptions layer_options(std::int64_t d_model, std::int64_t num_heads, std::int64_t ff_hidden,
+                                                 double dropout = 0.0) {
+  nn::TransformerLayerOptions o;
+  o.d_model = d_model;
+  o.num_heads = num_heads;
+  o.ff_hidden = ff_hidden;
+  o.dropout = dropout;
+  return o;
+}
 
 // Runs gradcheck and fails the current test with its report when it does not pass.
 inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},

@@ -27,7 +27,6 @@ struct RunLayout {
   std::int64_t size[kMaxRank];
   std::int64_t stride[N][kMaxRank];
 
-  std::int64_t run() const { return rank == 0 ? 1 : size[rank - 1]; }
   std::int64_t numel() const {
     if (empty) return 0;
     std::int64_t n = 1;

@@ -206,14 +206,27 @@ def mha_case(seed, *, cross=False, kv_dim=None, is_causal=False, padding=False, 
 
 # ---------------------------------------------------------------- c. transformer layers
 
-def encoder_layer_case(seed, *, norm_first, activation, padding=False, d_model=4, num_heads=2, ff_hidden=8,
-                       batch=2, t=3):
+def seeded_torch_layer(layer_class, seed, *, d_model, num_heads, ff_hidden, activation, norm_first):
+    """A torch Transformer{Encoder,Decoder}Layer without dropout, in eval mode, parameters randomised."""
     torch.manual_seed(seed)
-    layer = torch.nn.TransformerEncoderLayer(d_model, num_heads, dim_feedforward=ff_hidden, dropout=0.0,
-                                             activation=activation, layer_norm_eps=1e-5, batch_first=True,
-                                             norm_first=norm_first)
+    layer = layer_class(d_model, num_heads, dim_feedforward=ff_hidden, dropout=0.0, activation=activation,
+                        layer_norm_eps=1e-5, batch_first=True, norm_first=norm_first)
     layer.eval()
     randomise_parameters(layer)
+    return layer
+
+
+def layer_case(kind, layer, decoder, inputs, out, **config):
+    """The case of one transformer layer's output, with the layer's config (eps added)."""
+    return finish_case(kind, dict(config, eps=1e-5), inputs, transformer_layer_state(layer, decoder),
+                       {"output": out}, {"output": cotangent_like(out)})
+
+
+def encoder_layer_case(seed, *, norm_first, activation, padding=False, d_model=4, num_heads=2, ff_hidden=8,
+                       batch=2, t=3):
+    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
+              "norm_first": norm_first}
+    layer = seeded_torch_layer(torch.nn.TransformerEncoderLayer, seed, **config)
     x = leaf(randn(batch, t, d_model))  # x: (B, T, d)
     inputs = {"x": x}
     pad = None
@@ -222,22 +235,14 @@ def encoder_layer_case(seed, *, norm_first, activation, padding=False, d_model=4
         pad[0, t - 1] = True
         inputs["key_padding_mask"] = pad
     out = layer(x, src_key_padding_mask=pad)
-    outputs = {"output": out}
-    cotangents = {"output": cotangent_like(out)}
-    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
-              "norm_first": norm_first, "eps": 1e-5}
-    return finish_case("TransformerEncoderLayer", config, inputs, transformer_layer_state(layer, False), outputs,
-                       cotangents)
+    return layer_case("TransformerEncoderLayer", layer, False, inputs, out, **config)
 
 
 def decoder_layer_case(seed, *, norm_first, activation, memory_padding=False, d_model=4, num_heads=2, ff_hidden=8,
                        batch=2, t=3, s=4):
-    torch.manual_seed(seed)
-    layer = torch.nn.TransformerDecoderLayer(d_model, num_heads, dim_feedforward=ff_hidden, dropout=0.0,
-                                             activation=activation, layer_norm_eps=1e-5, batch_first=True,
-                                             norm_first=norm_first)
-    layer.eval()
-    randomise_parameters(layer)
+    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
+              "norm_first": norm_first}
+    layer = seeded_torch_layer(torch.nn.TransformerDecoderLayer, seed, **config)
     x = leaf(randn(batch, t, d_model))       # x: (B, T, d)
     memory = leaf(randn(batch, s, d_model))  # memory: (B, S, d)
     inputs = {"x": x, "memory": memory}
@@ -248,12 +253,7 @@ def decoder_layer_case(seed, *, norm_first, activation, memory_padding=False, d_
         pad[1, s - 1] = True
         inputs["memory_key_padding_mask"] = pad
     out = layer(x, memory, tgt_mask=causal, memory_key_padding_mask=pad)
-    outputs = {"output": out}
-    cotangents = {"output": cotangent_like(out)}
-    config = {"d_model": d_model, "num_heads": num_heads, "ff_hidden": ff_hidden, "activation": activation,
-              "norm_first": norm_first, "eps": 1e-5}
-    return finish_case("TransformerDecoderLayer", config, inputs, transformer_layer_state(layer, True), outputs,
-                       cotangents)
+    return layer_case("TransformerDecoderLayer", layer, True, inputs, out, **config)
 
 
 # ---------------------------------------------------------------- layer norm, feed-forward
