@@ -45,13 +45,8 @@ inline void cpu_relax() {
 }
 
 int default_threads() {
-  if (const char* env = std::getenv("TAPEGRAD_NUM_THREADS")) {
-    char* end = nullptr;
-    const long v = std::strtol(env, &end, 10);
-    if (end != env && *end == '\0' && v >= 1) return static_cast<int>(std::min<long>(v, kMaxThreads));
-    // Thrown from the first op that needs the pool (the pool is built on first use).
-    throw ValueError(std::string("TAPEGRAD_NUM_THREADS must be a whole number >= 1, got '") + env + "'");
-  }
+  // A bad setting is thrown from the first op that needs the pool (the pool is built on first use).
+  if (const char* env = std::getenv("TAPEGRAD_NUM_THREADS")) return detail::threads_from_setting(env);
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::clamp(CPU_COUNT(&set), 1, kMaxThreads);
   const unsigned hw = std::thread::hardware_concurrency();
@@ -214,6 +209,14 @@ void set_num_threads(int threads) { Pool::instance().resize(threads); }
 bool in_parallel_region() { return tls_in_region; }
 
 namespace detail {
+
+int threads_from_setting(const char* value) {
+  char* end = nullptr;
+  const long v = std::strtol(value, &end, 10);
+  if (end == value || *end != '\0' || v < 1)
+    throw ValueError(std::string("TAPEGRAD_NUM_THREADS must be a whole number >= 1, got '") + value + "'");
+  return static_cast<int>(std::min<long>(v, kMaxThreads));
+}
 
 int chunk_count(std::int64_t begin, std::int64_t end, std::int64_t grain) {
   if (tls_in_region) return 1;

@@ -49,6 +49,10 @@ class RangeFn {
   void (*call_)(void*, std::int64_t, std::int64_t);
 };
 
+// The thread count a TAPEGRAD_NUM_THREADS value asks for (at most 256); ValueError naming the
+// variable and the value when it is not a whole number >= 1.
+int threads_from_setting(const char* value);
+
 // How many chunks [begin, end) is cut into for this grain and thread count (1: run inline).
 int chunk_count(std::int64_t begin, std::int64_t end, std::int64_t grain);
 // Runs fn over the chunks of [begin, end) on the pool; rethrows the first exception a chunk threw

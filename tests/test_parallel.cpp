@@ -161,6 +161,16 @@ TEST_CASE("parallel: nested calls run inline, and calls from several threads at 
   for (std::int64_t s : sums) CHECK(s == 50 * (10'000LL * 9'999 / 2));
 }
 
+TEST_CASE("parallel: TAPEGRAD_NUM_THREADS must be a whole number >= 1") {
+  CHECK(detail::threads_from_setting("3") == 3);
+  CHECK(detail::threads_from_setting("100000") == 256);  // capped
+  for (const char* bad : {"", "two", "2x", "0", "-1"}) {
+    CAPTURE(bad);
+    const std::string message = std::string("TAPEGRAD_NUM_THREADS must be a whole number >= 1, got '") + bad + "'";
+    CHECK_THROWS_WITH_AS(detail::threads_from_setting(bad), message.c_str(), ValueError);
+  }
+}
+
 TEST_CASE("parallel: set_num_threads validates its argument") {
   CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: threads must be at least 1, got 0", ValueError);
   CHECK_THROWS_WITH_AS(set_num_threads(-3), "set_num_threads: threads must be at least 1, got -3", ValueError);
