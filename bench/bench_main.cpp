@@ -23,11 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/autograd.h"
-#include "autograd/kernels/blas.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/autograd/kernels/blas.h"
 #include "bench/bench_common.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
 
 using namespace tapegrad;
 using bench::Clock;

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "autograd/kernels/blas.h"
+#include "tapegrad/autograd/kernels/blas.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 // BEGIN README EXAMPLE
 #include <iostream>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

@@ -5,8 +5,9 @@
 // BEGIN README EXAMPLE
 #include <iostream>
 
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/train.h"
 
 using namespace tapegrad;
 
@@ -18,14 +19,14 @@ int main(int argc, char** argv) {
                         std::make_shared<nn::Linear>(64, 1, gen)});
   optim::AdamW optimizer(model.parameters(), optim::AdamOptions{/*lr=*/1e-2});
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(/*warmup=*/50, /*total=*/1500));
-  optim::TrainerOptions options;
+  train::TrainerOptions options;
   options.max_steps = 1500;
   options.log_every = 100;
   options.run_dir = argc > 1 ? argv[1] : "runs/readme";  // metrics.jsonl, checkpoint/ (resumed)
-  optim::Trainer trainer(model, optimizer, options);
+  train::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);
-  optim::TrainResult result = trainer.fit([&](std::int64_t /*step*/) {
-    return optim::StepOutput{nn::mse_loss(model(x), y), /*examples=*/512};
+  train::TrainResult result = trainer.fit([&](std::int64_t /*step*/) {
+    return train::StepOutput{nn::mse_loss(model(x), y), /*examples=*/512};
   });
   std::cout << "final loss " << result.final_loss << " after " << result.steps << " steps\n";
   return result.final_loss < 1e-3 ? 0 : 1;

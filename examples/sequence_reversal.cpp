@@ -32,14 +32,14 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "data/dataset.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/dataset.h"
 #include "examples/common/config.h"
 #include "examples/common/run_dir.h"
 #include "examples/common/svg.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
-#include "optim/trainer.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
 using examples::Config;
@@ -166,11 +166,11 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target) {
   return nn::cross_entropy(logits.transpose(1, 2), target, options);  // logits (B, T, V) -> (B, V, T)
 }
 
-optim::Progress progress_mode(const std::string& name) {
-  if (name == "bar") return optim::Progress::Bar;
-  if (name == "lines") return optim::Progress::Lines;
-  if (name == "off") return optim::Progress::Off;
-  return optim::Progress::Auto;
+train::Progress progress_mode(const std::string& name) {
+  if (name == "bar") return train::Progress::Bar;
+  if (name == "lines") return train::Progress::Lines;
+  if (name == "off") return train::Progress::Off;
+  return train::Progress::Auto;
 }
 
 struct EncodingResult {
@@ -248,7 +248,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
 
   examples::RunDir dir(run.file(encoding));
   if (!config.get_bool("resume")) dir.clear_previous_run();
-  optim::TrainerOptions trainer_options;
+  train::TrainerOptions trainer_options;
   trainer_options.max_steps = config.get_int("steps");
   trainer_options.steps_per_epoch = loader.batches_per_epoch();
   trainer_options.log_every = config.get_int("log_every");
@@ -257,7 +257,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.get_bool("resume");
   trainer_options.progress = progress_mode(config.get_string("progress"));
-  optim::Trainer trainer(model, optimizer, trainer_options);
+  train::Trainer trainer(model, optimizer, trainer_options);
 
   EncodingResult result;
   const auto step_fn = [&](std::int64_t step) {
@@ -266,7 +266,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
     const Tensor tgt_in = batch.target.narrow(1, 0, t - 1).contiguous();   // (B, L + 1)
     const Tensor tgt_out = batch.target.narrow(1, 1, t - 1).contiguous();  // (B, L + 1)
     const Tensor logits = model.forward(batch.input, tgt_in);              // (B, L + 1, V)
-    return optim::StepOutput{sequence_loss(logits, tgt_out), batch.size(), batch.tokens + batch.target_tokens};
+    return train::StepOutput{sequence_loss(logits, tgt_out), batch.size(), batch.tokens + batch.target_tokens};
   };
   const auto eval_fn = [&](std::int64_t /*step*/) {
     const double match = greedy_accuracy(model, heldout).exact;
@@ -276,7 +276,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   };
   std::cerr << "sequence_reversal: training with " << encoding << " positions (" << model.num_parameters()
             << " parameters)\n";
-  const optim::TrainResult trained = trainer.fit(step_fn, eval_fn);
+  const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
   result.steps = trained.steps;
   // From the metrics file rather than the evaluations of this call, which a resumed run only half saw.
   for (const nlohmann::json& line : examples::read_jsonl(dir.file("metrics.jsonl")))

@@ -37,17 +37,18 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "data/data.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/data.h"
 #include "examples/common/config.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"
 #include "examples/common/run_dir.h"
+#include "examples/common/spam_corpus.h"
 #include "examples/common/svg.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
-#include "optim/safetensors.h"
-#include "optim/trainer.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/io/safetensors.h"
+#include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
 using examples::Config;
@@ -57,11 +58,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-optim::Progress progress_mode(const std::string& name) {
-  if (name == "bar") return optim::Progress::Bar;
-  if (name == "lines") return optim::Progress::Lines;
-  if (name == "off") return optim::Progress::Off;
-  return optim::Progress::Auto;
+train::Progress progress_mode(const std::string& name) {
+  if (name == "bar") return train::Progress::Bar;
+  if (name == "lines") return train::Progress::Lines;
+  if (name == "off") return train::Progress::Off;
+  return train::Progress::Auto;
 }
 
 void require(bool ok, const std::string& message) {
@@ -152,17 +153,17 @@ int run_toy(const Config& config) {
   examples::RunDir run(config.get_string("run_dir"));
   run.clear_previous_run();
   run.write_config(config);
-  optim::TrainerOptions options;
+  train::TrainerOptions options;
   options.max_steps = config.get_int("steps");
   options.log_every = config.get_int("log_every");
   options.run_dir = run.path();
   options.resume = false;
   options.progress = progress_mode(config.get_string("progress"));
-  optim::Trainer trainer(model, optimizer, options);
-  const optim::TrainResult result = trainer.fit([&](std::int64_t step) {
+  train::Trainer trainer(model, optimizer, options);
+  const train::TrainResult result = trainer.fit([&](std::int64_t step) {
     const std::size_t i = static_cast<std::size_t>(step % 4);
     const Tensor target = from_vector(std::vector<std::int64_t>{labels[i]}, {1});
-    return optim::StepOutput{nn::cross_entropy(model.forward(inputs[i]), target), 1, inputs[i].numel()};
+    return train::StepOutput{nn::cross_entropy(model.forward(inputs[i]), target), 1, inputs[i].numel()};
   });
 
   std::vector<double> p_spam;
@@ -323,7 +324,7 @@ std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vec
 }
 
 // The words of an email the classifier reads: its subject and cleaned body.
-std::vector<std::string> email_tokens(const data::Email& email) { return data::word_tokenize(email.text()); }
+std::vector<std::string> email_tokens(const examples::Email& email) { return data::word_tokenize(email.text()); }
 
 // ", got --a 1, --b 2": the values a message about these keys is about.
 std::string got(const Config& config, std::initializer_list<const char*> keys) {
@@ -375,10 +376,10 @@ void check_resume(const Config& config, const examples::RunDir& run) {
 
 int run_train(const Config& config) {
   validate_train(config);
-  const std::string data_dir = config.get_string("data_dir").empty() ? data::default_spam_corpus_dir() : config.get_string("data_dir");
-  std::vector<data::Email> emails;
+  const std::string data_dir = config.get_string("data_dir").empty() ? examples::default_spam_corpus_dir() : config.get_string("data_dir");
+  std::vector<examples::Email> emails;
   try {
-    emails = data::load_spam_corpus(data_dir);
+    emails = examples::load_spam_corpus(data_dir);
   } catch (const IoError& e) {
     std::cerr << "spam_classifier: " << e.what() << "\n"
               << "Fetch the corpus with scripts/fetch-spam-corpus.sh (or point --data_dir at a copy).\n";
@@ -387,7 +388,7 @@ int run_train(const Config& config) {
   const std::uint64_t seed = static_cast<std::uint64_t>(config.get_int("seed"));
   std::vector<std::vector<std::string>> docs;
   std::vector<std::int64_t> labels;
-  for (const data::Email& email : emails) {
+  for (const examples::Email& email : emails) {
     docs.push_back(email_tokens(email));
     labels.push_back(email.spam ? 1 : 0);
   }
@@ -466,7 +467,7 @@ int run_train(const Config& config) {
   optim::AdamW optimizer(groups);
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(config.get_int("warmup_steps"), config.get_int("steps"),
                                                                   config.get_float("min_lr_ratio")));
-  optim::TrainerOptions options;
+  train::TrainerOptions options;
   // The schedule spans --steps either way; --stop_after only ends this call early.
   options.max_steps = config.get_int("stop_after") > 0 ? config.get_int("stop_after") : config.get_int("steps");
   options.steps_per_epoch = train_loader.batches_per_epoch();
@@ -477,7 +478,7 @@ int run_train(const Config& config) {
   options.run_dir = run.path();
   options.resume = resume;
   options.progress = progress_mode(config.get_string("progress"));
-  optim::Trainer trainer(model, optimizer, options);
+  train::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);
   std::fprintf(stderr, "spam_classifier: vocabulary %lld words, model %lld parameters\n",
                static_cast<long long>(vocab.size()), static_cast<long long>(model.num_parameters()));
@@ -504,11 +505,11 @@ int run_train(const Config& config) {
                     " is missing");
   }
   const std::int64_t eval_batch = config.get_int("eval_batch_size");
-  const optim::TrainResult result = trainer.fit(
+  const train::TrainResult result = trainer.fit(
       [&](std::int64_t step) {
         const data::Batch batch = train_loader.batch_at(step);
         const Tensor logits = model.forward(batch.input, batch.padding_mask);
-        return optim::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size(), batch.tokens};
+        return train::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size(), batch.tokens};
       },
       [&](std::int64_t step) {
         const Prediction p = predict_rows(model, all_loader, split.validation, eval_batch);
@@ -518,7 +519,7 @@ int run_train(const Config& config) {
           best_f1 = m.f1();
           best_loss = p.loss;
           best_step = step;
-          optim::save_safetensors(best_path, model.state_dict(), {{"step", std::to_string(step)}});
+          io::save_safetensors(best_path, model.state_dict(), {{"step", std::to_string(step)}});
           examples::write_json_atomic(best_json, {{"step", step}, {"val_f1", best_f1}, {"val_loss", best_loss}});
         }
         return std::map<std::string, double>{{"val_loss", p.loss}, {"val_accuracy", m.accuracy()}, {"val_f1", m.f1()}};
@@ -529,7 +530,7 @@ int run_train(const Config& config) {
                  static_cast<long long>(result.steps), static_cast<long long>(config.get_int("steps")));
     return 0;
   }
-  optim::load_into(model, best_path);
+  io::load_into(model, best_path);
   const Prediction test = predict_rows(model, all_loader, split.test, eval_batch);
   const examples::BinaryMetrics test_metrics = examples::binary_metrics(test.labels, test_labels);
   std::printf("test (%zu emails, best validation F1 %.4f at step %lld):\n", split.test.size(), best_f1,
@@ -587,14 +588,14 @@ int run_predict(const Config& config, const std::vector<std::string>& files) {
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
   Generator unused(0);
   SpamTransformer model(model_options(saved, vocab.size()), unused);
-  optim::load_into(model, run.file("best_model.safetensors"));
+  io::load_into(model, run.file("best_model.safetensors"));
   model.eval();
   NoGradGuard no_grad;
   const std::int64_t max_length = saved.get_int("max_length");
   int failures = 0;
   for (const std::string& file : files) {
     try {
-      const std::vector<std::string> words = email_tokens(data::read_email_file(file));
+      const std::vector<std::string> words = email_tokens(examples::read_email_file(file));
       std::vector<std::int64_t> ids = vocab.encode(
           std::vector<std::string>(words.begin(), words.begin() + std::min<std::ptrdiff_t>(max_length, words.size())));
       if (ids.empty()) ids.push_back(data::Vocab::kUnk);

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

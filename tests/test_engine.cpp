@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

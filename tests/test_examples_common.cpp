@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 #include "examples/common/config.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

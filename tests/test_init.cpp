@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <limits>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

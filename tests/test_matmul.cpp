@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "autograd/kernels/blas.h"
-#include "autograd/storage.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/autograd/kernels/blas.h"
+#include "tapegrad/autograd/storage.h"
 #include "testing.h"
 
 using namespace tapegrad;

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

@@ -13,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include "autograd/error.h"
-#include "optim/optim.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/optim/optim.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

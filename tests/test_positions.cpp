@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

@@ -17,46 +17,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
-#include "nn/module.h"
-#include "optim/safetensors.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/module.h"
+#include "tapegrad/io/safetensors.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;
 using tapegrad::testing::check_values;
+using tapegrad::testing::TempDir;
 
 namespace {
-
-// A fresh directory, removed (with its files) at scope exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/tapegrad_ckpt_XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string file(const std::string& name) const { return path + "/" + name; }
-  int count_files() const {
-    std::FILE* p = ::popen(("ls -A '" + path + "' | wc -l").c_str(), "r");
-    int n = -1;
-    if (p) {
-      if (std::fscanf(p, "%d", &n) != 1) n = -1;
-      ::pclose(p);
-    }
-    return n;
-  }
-};
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
 
 // A file made by hand: length field, header text, data bytes.
 std::string make_file(const std::string& header, const std::string& data) {
@@ -87,10 +57,10 @@ TEST_CASE("checkpoint: round trip of every dtype, 0-d, empty and non-contiguous 
   const Tensor zero_d = scalar_tensor(2.5, kFloat64);
   const Tensor empty_t = zeros({0, 3});
   const Tensor transposed = f32.transpose(0, 1);  // (3, 2), not contiguous
-  optim::save_safetensors(path, {{"f32", f32}, {"f64", f64}, {"i64", i64}, {"b", b}, {"zero_d", zero_d}, {"empty", empty_t}, {"t", transposed}},
+  io::save_safetensors(path, {{"f32", f32}, {"f64", f64}, {"i64", i64}, {"b", b}, {"zero_d", zero_d}, {"empty", empty_t}, {"t", transposed}},
                           {{"step", "12"}});
   CHECK(dir.count_files() == 1);  // no temp file left behind
-  const optim::SafetensorsFile file = optim::load_safetensors(path);
+  const io::SafetensorsFile file = io::load_safetensors(path);
   REQUIRE(file.tensors.size() == 7);
   // The data lies in order of decreasing element size (stable), which is the loader's order too.
   const std::vector<std::string> names = {"f64", "i64", "zero_d", "f32", "empty", "t", "b"};
@@ -116,7 +86,7 @@ TEST_CASE("checkpoint: round trip of every dtype, 0-d, empty and non-contiguous 
   check_values(got["t"], {1.5, 0.0, -2.0, 1e-3, 3.25, -7.0});
   // The header length is a multiple of 8, its entries keep the given order, and every tensor's data
   // starts at a multiple of its element size.
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = testing::read_text(path);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   CHECK(n % 8 == 0);
@@ -137,31 +107,31 @@ TEST_CASE("checkpoint: a module's state_dict round trip through load_into") {
   TempDir dir;
   const std::string path = dir.file("m.safetensors");
   Tiny a;
-  optim::save_safetensors(path, a.state_dict());
+  io::save_safetensors(path, a.state_dict());
   Tiny b;
   {
     NoGradGuard no_grad;
     b.w_.fill_(0.0);
   }
   b.b_.fill_(0);
-  optim::load_into(b, path);
+  io::load_into(b, path);
   check_values(b.w_, {1.0, 2.0, 3.0, 4.0});
   CHECK(b.b_.to_vector<std::int64_t>() == std::vector<std::int64_t>{7});
   CHECK(b.w_.requires_grad());
   // NamedTensors target: a shape mismatch is rejected and changes nothing.
   const Tensor w = zeros({2, 2});
   const Tensor wrong = zeros({3});
-  optim::load_into(nn::NamedTensors{{"w", w}, {"count", zeros({1}, kInt64)}}, path);
+  io::load_into(nn::NamedTensors{{"w", w}, {"count", zeros({1}, kInt64)}}, path);
   check_values(w, {1.0, 2.0, 3.0, 4.0});
-  CHECK_THROWS_AS(optim::load_into(nn::NamedTensors{{"w", wrong}, {"count", zeros({1}, kInt64)}}, path), ShapeError);
-  CHECK_THROWS_AS(optim::load_into(nn::NamedTensors{{"w", w}}, path), ValueError);  // strict: "count" unexpected
-  CHECK_NOTHROW(optim::load_into(nn::NamedTensors{{"w", w}}, path, false));
+  CHECK_THROWS_AS(io::load_into(nn::NamedTensors{{"w", wrong}, {"count", zeros({1}, kInt64)}}, path), ShapeError);
+  CHECK_THROWS_AS(io::load_into(nn::NamedTensors{{"w", w}}, path), ValueError);  // strict: "count" unexpected
+  CHECK_NOTHROW(io::load_into(nn::NamedTensors{{"w", w}}, path, false));
 }
 
 TEST_CASE("checkpoint: duplicate names are refused before anything is written") {
   TempDir dir;
   const std::string path = dir.file("d.safetensors");
-  CHECK_THROWS_WITH_AS(optim::save_safetensors(path, {{"x", zeros({1})}, {"x", zeros({2})}}),
+  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"x", zeros({1})}, {"x", zeros({2})}}),
                        doctest::Contains("duplicate tensor name 'x'"), ValueError);
   CHECK(dir.count_files() == 0);
 }
@@ -170,39 +140,39 @@ TEST_CASE("checkpoint: failed writes throw IoError, leave no temp file and keep 
   TempDir dir;
   // Non-existent directory.
   const std::string missing = dir.file("no/such/dir/x.safetensors");
-  CHECK_THROWS_WITH_AS(optim::save_safetensors(missing, {{"x", zeros({1})}}), doctest::Contains(missing.c_str()), IoError);
+  CHECK_THROWS_WITH_AS(io::save_safetensors(missing, {{"x", zeros({1})}}), doctest::Contains(missing.c_str()), IoError);
   CHECK(dir.count_files() == 0);
   // An existing checkpoint survives a save that fails before renaming: the target is a directory,
   // so the final rename fails after the temp file was fully written.
   const std::string good = dir.file("good.safetensors");
-  optim::save_safetensors(good, {{"x", tensor({1.0, 2.0})}});
-  const std::string before = read_bytes(good);
+  io::save_safetensors(good, {{"x", tensor({1.0, 2.0})}});
+  const std::string before = testing::read_text(good);
   const std::string as_dir = dir.file("sub");
   REQUIRE(::mkdir(as_dir.c_str(), 0755) == 0);
-  write_bytes(as_dir + "/inside", "keep");  // non-empty, so rename over it fails
-  CHECK_THROWS_WITH_AS(optim::save_safetensors(as_dir, {{"x", zeros({1})}}), doctest::Contains(as_dir.c_str()), IoError);
+  testing::write_text(as_dir + "/inside", "keep");  // non-empty, so rename over it fails
+  CHECK_THROWS_WITH_AS(io::save_safetensors(as_dir, {{"x", zeros({1})}}), doctest::Contains(as_dir.c_str()), IoError);
   CHECK(dir.count_files() == 2);  // good.safetensors and sub: no temp file
   // A failing overwrite of good (duplicate names) leaves it byte-identical.
-  CHECK_THROWS_AS(optim::save_safetensors(good, {{"x", zeros({1})}, {"x", zeros({1})}}), ValueError);
-  CHECK(read_bytes(good) == before);
+  CHECK_THROWS_AS(io::save_safetensors(good, {{"x", zeros({1})}, {"x", zeros({1})}}), ValueError);
+  CHECK(testing::read_text(good) == before);
   // A successful overwrite replaces it.
-  optim::save_safetensors(good, {{"y", tensor({3.0})}});
-  CHECK(optim::load_safetensors(good).tensors.at(0).first == "y");
+  io::save_safetensors(good, {{"y", tensor({3.0})}});
+  CHECK(io::load_safetensors(good).tensors.at(0).first == "y");
 }
 
 TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming the problem") {
   TempDir dir;
   const std::string path = dir.file("bad.safetensors");
   auto check_bad = [&](const std::string& bytes, const std::string& expected) {
-    write_bytes(path, bytes);
+    testing::write_text(path, bytes);
     INFO("expected message containing: " << expected);
-    CHECK_THROWS_WITH_AS(optim::load_safetensors(path), doctest::Contains(expected.c_str()), IoError);
-    CHECK_THROWS_WITH_AS(optim::load_safetensors(path), doctest::Contains(path.c_str()), IoError);
+    CHECK_THROWS_WITH_AS(io::load_safetensors(path), doctest::Contains(expected.c_str()), IoError);
+    CHECK_THROWS_WITH_AS(io::load_safetensors(path), doctest::Contains(path.c_str()), IoError);
   };
   const std::string f32x2(8, '\0');  // two float32 zeros
   // A valid file first, so the helper is known to build readable files.
-  write_bytes(path, make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32x2));
-  CHECK(optim::load_safetensors(path).tensors.at(0).second.shape() == Shape({2}));
+  testing::write_text(path, make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32x2));
+  CHECK(io::load_safetensors(path).tensors.at(0).second.shape() == Shape({2}));
 
   check_bad("abc", "file is 3 bytes, shorter than the 8-byte header length");
   {
@@ -237,23 +207,23 @@ TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming
             "duplicate key 'a' in header");
   check_bad(make_file(R"({"__metadata__":{"k":3}})", ""), "__metadata__ value for 'k' is not a string");
   check_bad(make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x05", 2)), "BOOL element 1 has byte value 5");
-  CHECK_THROWS_WITH_AS(optim::load_safetensors(dir.file("absent")), doctest::Contains("cannot open"), IoError);
+  CHECK_THROWS_WITH_AS(io::load_safetensors(dir.file("absent")), doctest::Contains("cannot open"), IoError);
 }
 
 TEST_CASE("checkpoint: every truncation of a valid file is rejected") {
   TempDir dir;
   const std::string path = dir.file("full.safetensors");
-  optim::save_safetensors(path, {{"w", tensor({{1.0, 2.0}, {3.0, 4.0}})}, {"n", tensor({5}, kInt64)}, {"m", from_vector(std::vector<bool>{true}, {1})}});
-  const std::string full = read_bytes(path);
+  io::save_safetensors(path, {{"w", tensor({{1.0, 2.0}, {3.0, 4.0}})}, {"n", tensor({5}, kInt64)}, {"m", from_vector(std::vector<bool>{true}, {1})}});
+  const std::string full = testing::read_text(path);
   REQUIRE(full.size() > 16);
   const std::string cut = dir.file("cut.safetensors");
   for (std::size_t len = 0; len < full.size(); ++len) {
-    write_bytes(cut, full.substr(0, len));
+    testing::write_text(cut, full.substr(0, len));
     INFO("truncated to " << len << " of " << full.size() << " bytes");
-    CHECK_THROWS_AS(optim::load_safetensors(cut), IoError);
+    CHECK_THROWS_AS(io::load_safetensors(cut), IoError);
   }
-  write_bytes(cut, full);
-  CHECK(optim::load_safetensors(cut).tensors.size() == 3);
+  testing::write_text(cut, full);
+  CHECK(io::load_safetensors(cut).tensors.size() == 3);
 }
 
 // Writes the file that tests/read_safetensors.py checks (CTest runs the script after this test).
@@ -263,7 +233,7 @@ TEST_CASE("checkpoint: write the file for the independent Python reader") {
   const char* env = std::getenv("TAPEGRAD_SAFETENSORS_OUT");
   const std::string out = env != nullptr ? std::string(env) : dir.file("interop.safetensors");
   const Tensor f32 = tensor({{1.5, -2.0, 3.25}, {0.0, 0.5, -7.0}});
-  optim::save_safetensors(out,
+  io::save_safetensors(out,
                           {{"weight", f32.transpose(0, 1)},  // (3, 2) non-contiguous source
                            {"bias", tensor({0.25, -0.125}, kFloat64)},
                            {"steps", tensor({-3, 9000000000LL}, kInt64)},
@@ -271,7 +241,7 @@ TEST_CASE("checkpoint: write the file for the independent Python reader") {
                            {"scale", scalar_tensor(2.0)},
                            {"nothing", zeros({0, 4})}},
                           {{"step", "42"}});
-  const optim::SafetensorsFile file = optim::load_safetensors(out);
+  const io::SafetensorsFile file = io::load_safetensors(out);
   REQUIRE(file.tensors.size() == 6);
   bool found = false;
   for (const auto& [name, t] : file.tensors)

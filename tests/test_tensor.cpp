@@ -7,7 +7,7 @@
 #include <sstream>
 #include <vector>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

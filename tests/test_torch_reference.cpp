@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using json = nlohmann::json;

@@ -21,9 +21,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
-#include "nn/nn.h"
-#include "optim/optim.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/train.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;
@@ -88,8 +89,8 @@ struct Run {
   Mlp model;
   optim::Adam adam;
   optim::Scheduler sched;
-  optim::Trainer trainer;
-  Run(std::uint64_t model_seed, optim::TrainerOptions options)
+  train::Trainer trainer;
+  Run(std::uint64_t model_seed, train::TrainerOptions options)
       : model(model_seed),
         adam(model.parameters(), adam_options()),
         sched(adam, optim::cosine_with_warmup(2, kScheduleSteps, 0.1)),
@@ -101,23 +102,23 @@ struct Run {
     o.lr = 0.02;
     return o;
   }
-  optim::StepFn step_fn() {
+  train::StepFn step_fn() {
     return [this](std::int64_t step) {
       auto [x, y] = batch_at(step);
-      return optim::StepOutput{nn::mse_loss(model(x), y), 8, 32};
+      return train::StepOutput{nn::mse_loss(model(x), y), 8, 32};
     };
   }
   std::vector<std::vector<float>> params() const { return values(model); }
 };
 
-optim::TrainerOptions quiet_options(const std::string& run_dir, std::int64_t max_steps) {
-  optim::TrainerOptions o;
+train::TrainerOptions quiet_options(const std::string& run_dir, std::int64_t max_steps) {
+  train::TrainerOptions o;
   o.max_steps = max_steps;
   o.log_every = 3;
   o.eval_every = 4;
   o.checkpoint_every = 4;
   o.run_dir = run_dir;
-  o.progress = optim::Progress::Off;
+  o.progress = train::Progress::Off;
   return o;
 }
 
@@ -172,7 +173,7 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 // The eval function of every run: the validation loss on a fixed batch.
-optim::EvalFn eval_fn(Mlp& model, std::vector<std::int64_t>* calls = nullptr) {
+train::EvalFn eval_fn(Mlp& model, std::vector<std::int64_t>* calls = nullptr) {
   return [&model, calls](std::int64_t step) {
     if (calls) calls->push_back(step);
     auto [x, y] = batch_at(-1);
@@ -187,7 +188,7 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   TempDir dir_a("uninterrupted"), dir_b("interrupted");
 
   Run a(7, quiet_options(dir_a.str(), kSteps));
-  const optim::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
+  const train::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
   REQUIRE(full.losses.size() == static_cast<std::size_t>(kSteps));
   CHECK(full.resumed_from == -1);
   CHECK(full.steps == kSteps);
@@ -198,7 +199,7 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   double first_seconds = 0;
   {
     Run b(7, quiet_options(dir_b.str(), kStop));
-    const optim::TrainResult first = b.trainer.fit(b.step_fn(), eval_fn(b.model));
+    const train::TrainResult first = b.trainer.fit(b.step_fn(), eval_fn(b.model));
     first_losses = first.losses;
     first_seconds = first.total_seconds;
     CHECK(first.steps == kStop);
@@ -219,7 +220,7 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
   // Different initial weights and dropout seed: everything must come from the checkpoint.
   Run c(99, quiet_options(dir_b.str(), kSteps));
   REQUIRE(c.params() != a.params());
-  const optim::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
+  const train::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
   CHECK(rest.resumed_from == kStop);
   CHECK(rest.steps == kSteps);
   // The run's training time counts both calls: the first up to its checkpoint, then this one.
@@ -242,11 +243,11 @@ TEST_CASE("trainer: a run killed between checkpoints resumes from the last one a
   // checkpoint_every 4: a crash in step 10 (step_fn(9)) loses steps 9 and 10, which the resumed run redoes.
   TempDir dir_a("uninterrupted"), dir_b("killed");
   Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
-  const optim::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
+  const train::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
   struct Killed {};
   {
     Run b(7, quiet_options(dir_b.str(), kScheduleSteps));
-    optim::StepFn inner = b.step_fn();
+    train::StepFn inner = b.step_fn();
     CHECK_THROWS_AS(b.trainer.fit(
                         [&](std::int64_t step) {
                           if (step == 9) throw Killed{};
@@ -257,7 +258,7 @@ TEST_CASE("trainer: a run killed between checkpoints resumes from the last one a
   }
   CHECK(checkpoint_step(dir_b.path / "checkpoint") == 8);
   Run c(99, quiet_options(dir_b.str(), kScheduleSteps));
-  const optim::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
+  const train::TrainResult rest = c.trainer.fit(c.step_fn(), eval_fn(c.model));
   CHECK(rest.resumed_from == 8);
   REQUIRE(rest.losses.size() == static_cast<std::size_t>(kScheduleSteps - 8));
   for (std::int64_t i = 8; i < kScheduleSteps; ++i) {
@@ -273,7 +274,7 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
   // The counterpart of the test above: it shows the dropout stream matters, so the identity there is earned.
   TempDir dir_a("full"), dir_b("other_dropout");
   Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
-  const optim::TrainResult full = a.trainer.fit(a.step_fn());
+  const train::TrainResult full = a.trainer.fit(a.step_fn());
   {
     Run b(7, quiet_options(dir_b.str(), 5));
     b.trainer.fit(b.step_fn());
@@ -288,7 +289,7 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
   j["generators"]["model.drop.generator"] = Generator(12345).state();
   write_text(json_path, j.dump());
   Run c(99, quiet_options(dir_b.str(), kScheduleSteps));
-  const optim::TrainResult rest = c.trainer.fit(c.step_fn());
+  const train::TrainResult rest = c.trainer.fit(c.step_fn());
   REQUIRE(rest.resumed_from == 5);
   CHECK(rest.losses.front() != full.losses[5]);
   CHECK(c.params() != a.params());
@@ -314,15 +315,15 @@ class Encoder : public nn::Module {
 struct EncoderRun {
   Encoder model;
   optim::Adam adam;
-  optim::Trainer trainer;
-  EncoderRun(std::uint64_t seed, optim::TrainerOptions options)
+  train::Trainer trainer;
+  EncoderRun(std::uint64_t seed, train::TrainerOptions options)
       : model(seed), adam(model.parameters(), Run::adam_options()), trainer(model, adam, std::move(options)) {}
-  optim::StepFn step_fn() {
+  train::StepFn step_fn() {
     return [this](std::int64_t step) {
       Generator gen(2000 + static_cast<std::uint64_t>(step));
       Tensor x = randn({4, 5, 8}, gen);  // x: (B, T, d)
       Tensor y = x.sum({1, 2}).reshape({4, 1}) * 0.1;
-      return optim::StepOutput{nn::mse_loss(model.forward(x), y), 4, 20};
+      return train::StepOutput{nn::mse_loss(model.forward(x), y), 4, 20};
     };
   }
 };
@@ -331,7 +332,7 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
   constexpr std::int64_t kSteps = 8, kStop = 3;
   TempDir dir_a("encoder_full"), dir_b("encoder_interrupted");
   EncoderRun a(11, quiet_options(dir_a.str(), kSteps));
-  const optim::TrainResult full = a.trainer.fit(a.step_fn());
+  const train::TrainResult full = a.trainer.fit(a.step_fn());
   {
     EncoderRun b(11, quiet_options(dir_b.str(), kStop));
     b.trainer.fit(b.step_fn());
@@ -345,7 +346,7 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
 
   // Another seed: other weights and other dropout streams, all to be overwritten by the checkpoint.
   EncoderRun c(12, quiet_options(dir_b.str(), kSteps));
-  const optim::TrainResult rest = c.trainer.fit(c.step_fn());
+  const train::TrainResult rest = c.trainer.fit(c.step_fn());
   REQUIRE(rest.resumed_from == kStop);
   REQUIRE(rest.losses.size() == static_cast<std::size_t>(kSteps - kStop));
   for (std::int64_t i = kStop; i < kSteps; ++i) {
@@ -372,20 +373,20 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
   j["generators"]["model.layer.self_attn.dropout_generator"] = Generator(999).state();
   write_text(other_json, j.dump());
   EncoderRun e(11, quiet_options(dir_d.str(), kSteps));
-  const optim::TrainResult other = e.trainer.fit(e.step_fn());
+  const train::TrainResult other = e.trainer.fit(e.step_fn());
   REQUIRE(other.resumed_from == kStop);
   CHECK(other.losses.front() != full.losses[kStop]);
 }
 
 TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval runs every N steps and at the end") {
   TempDir dir("metrics");
-  optim::TrainerOptions o = quiet_options(dir.str(), 10);
+  train::TrainerOptions o = quiet_options(dir.str(), 10);
   o.log_every = 2;
   o.eval_every = 3;
   o.checkpoint_every = 0;
   Run run(3, o);
   std::vector<std::int64_t> eval_calls;
-  const optim::TrainResult result = run.trainer.fit(run.step_fn(), eval_fn(run.model, &eval_calls));
+  const train::TrainResult result = run.trainer.fit(run.step_fn(), eval_fn(run.model, &eval_calls));
   CHECK(eval_calls == std::vector<std::int64_t>{3, 6, 9, 10});
   CHECK(run.model.is_training());  // eval mode only while evaluating
 
@@ -417,15 +418,15 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
 
 TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and lines and progress show the epoch") {
   TempDir dir("epochs");
-  optim::TrainerOptions o = quiet_options(dir.str(), 1000);  // max_steps is replaced by 3 epochs of 4 steps
+  train::TrainerOptions o = quiet_options(dir.str(), 1000);  // max_steps is replaced by 3 epochs of 4 steps
   o.steps_per_epoch = 4;
   o.max_epochs = 3;
   o.log_every = 2;
   std::ostringstream shown;
-  o.progress = optim::Progress::Lines;
+  o.progress = train::Progress::Lines;
   o.out = &shown;
   Run run(3, o);
-  const optim::TrainResult result = run.trainer.fit(run.step_fn());
+  const train::TrainResult result = run.trainer.fit(run.step_fn());
   CHECK(result.steps == 12);
   std::vector<double> epochs;
   for (const json& line : read_jsonl(dir.path / "metrics.jsonl"))
@@ -433,7 +434,7 @@ TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and l
   CHECK(epochs == std::vector<double>{0.5, 1.0, 1.5, 2.0, 2.5, 3.0});
   CHECK(shown.str().find("step 6/12 epoch 1.50 loss") != std::string::npos);
 
-  optim::TrainerOptions bad = quiet_options(dir.str(), 10);
+  train::TrainerOptions bad = quiet_options(dir.str(), 10);
   bad.max_epochs = 2;
   CHECK_THROWS_WITH_AS(Run(3, bad), "Trainer: max_epochs 2 needs steps_per_epoch", ValueError);
   bad.steps_per_epoch = -1;
@@ -442,14 +443,14 @@ TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and l
 
 TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leaves the checkpoint untouched") {
   TempDir dir("nan");
-  optim::TrainerOptions o = quiet_options(dir.str(), 10);
+  train::TrainerOptions o = quiet_options(dir.str(), 10);
   o.checkpoint_every = 3;
   Run run(5, o);
   constexpr std::int64_t kBad = 7;
   std::map<std::string, std::string> before;
   std::vector<std::vector<float>> params_before;
   auto step_fn = [&](std::int64_t step) {
-    optim::StepOutput out = run.step_fn()(step);
+    train::StepOutput out = run.step_fn()(step);
     if (step == kBad) {
       before = read_all_files(dir.path / "checkpoint");
       params_before = run.params();
@@ -460,7 +461,7 @@ TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leave
   try {
     run.trainer.fit(step_fn);
     FAIL("fit did not throw");
-  } catch (const optim::NonFiniteLoss& e) {
+  } catch (const train::NonFiniteLoss& e) {
     const std::string message = e.what();
     CAPTURE(message);
     CHECK(e.step() == kBad);
@@ -482,20 +483,20 @@ TEST_CASE("trainer: a non-finite gradient norm throws NonFiniteLoss naming the g
   // sqrt at 0 has an infinite derivative; times 0 it is NaN, while the loss itself stays finite.
   Mlp model(1);
   optim::SGD sgd(model.parameters(), optim::SGDOptions{});
-  optim::TrainerOptions o;
+  train::TrainerOptions o;
   o.max_steps = 4;
-  o.progress = optim::Progress::Off;
-  optim::Trainer trainer(model, sgd, o);
+  o.progress = train::Progress::Off;
+  train::Trainer trainer(model, sgd, o);
   auto step_fn = [&](std::int64_t step) {
     auto [x, y] = batch_at(step);
     Tensor loss = nn::mse_loss(model(x), y);
     if (step == 2) loss = loss + (model.parameters()[0].sum() * 0.0).sqrt();
-    return optim::StepOutput{loss, 8, 0};
+    return train::StepOutput{loss, 8, 0};
   };
   try {
     trainer.fit(step_fn);
     FAIL("fit did not throw");
-  } catch (const optim::NonFiniteLoss& e) {
+  } catch (const train::NonFiniteLoss& e) {
     const std::string message = e.what();
     CAPTURE(message);
     CHECK(e.step() == 2);
@@ -532,7 +533,7 @@ TEST_CASE("trainer: a half-written checkpoint.tmp-* is ignored and removed, a lo
   CHECK(run.trainer.load_checkpoint());
   CHECK(run.trainer.step() == 4);
   CHECK(run.params() == saved);
-  const optim::TrainResult result = run.trainer.fit(run.step_fn());
+  const train::TrainResult result = run.trainer.fit(run.step_fn());
   CHECK(result.resumed_from == 4);
   CHECK(result.losses.size() == 2);
   CHECK(checkpoint_step(dir.path / "checkpoint") == 6);
@@ -593,7 +594,7 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   // A model of another width: the model file's entry is named, nothing is changed.
   Mlp wide(23, 32);
   optim::Adam adam(wide.parameters());
-  optim::Trainer other(wide, adam, quiet_options(dir.str(), 4));
+  train::Trainer other(wide, adam, quiet_options(dir.str(), 4));
   const auto wide_before = values(wide);
   CHECK_THROWS_AS(other.load_checkpoint(), ShapeError);
   try {
@@ -608,7 +609,7 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   // An optimiser over fewer parameters: the optimizer file's entry is named and the model is put back.
   Mlp model(24);
   optim::Adam partial(TensorList{model.parameters()[0]});
-  optim::Trainer third(model, partial, quiet_options(dir.str(), 4));
+  train::Trainer third(model, partial, quiet_options(dir.str(), 4));
   const auto model_before = values(model);
   try {
     third.load_checkpoint();
@@ -624,9 +625,9 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
 }
 
 TEST_CASE("trainer: progress goes to the given stream: plain lines, a bar, or nothing") {
-  auto run_with = [](optim::Progress mode) {
+  auto run_with = [](train::Progress mode) {
     std::ostringstream out;
-    optim::TrainerOptions o;
+    train::TrainerOptions o;
     o.max_steps = 6;
     o.log_every = 2;
     o.progress = mode;
@@ -635,7 +636,7 @@ TEST_CASE("trainer: progress goes to the given stream: plain lines, a bar, or no
     run.trainer.fit(run.step_fn());
     return out.str();
   };
-  const std::string lines = run_with(optim::Progress::Lines);
+  const std::string lines = run_with(train::Progress::Lines);
   CAPTURE(lines);
   CHECK(lines.find('\r') == std::string::npos);
   std::istringstream in(lines);
@@ -648,25 +649,25 @@ TEST_CASE("trainer: progress goes to the given stream: plain lines, a bar, or no
     CHECK(got[i].find(" it/s eta ") != std::string::npos);
   }
   // A string stream is not a terminal: Auto falls back to lines.
-  const std::string automatic = run_with(optim::Progress::Auto);
+  const std::string automatic = run_with(train::Progress::Auto);
   CHECK(automatic.find('\r') == std::string::npos);
   CHECK(automatic.find("step 6/6 loss ") != std::string::npos);
 
-  const std::string bar = run_with(optim::Progress::Bar);
+  const std::string bar = run_with(train::Progress::Bar);
   CAPTURE(bar);
   CHECK(bar.find("\r6/6 [########################] 100% loss ") != std::string::npos);
   CHECK(bar.find("ETA") != std::string::npos);
   CHECK(bar.back() == '\n');
 
-  CHECK(run_with(optim::Progress::Off).empty());
+  CHECK(run_with(train::Progress::Off).empty());
 }
 
 TEST_CASE("trainer: without run_dir no files are written; bad options and bad step outputs are rejected") {
-  optim::TrainerOptions o;
+  train::TrainerOptions o;
   o.max_steps = 3;
-  o.progress = optim::Progress::Off;
+  o.progress = train::Progress::Off;
   Run run(41, o);
-  const optim::TrainResult result = run.trainer.fit(run.step_fn());
+  const train::TrainResult result = run.trainer.fit(run.step_fn());
   CHECK(result.steps == 3);
   CHECK(run.trainer.metrics_path().empty());
   CHECK_FALSE(run.trainer.load_checkpoint());
@@ -674,14 +675,14 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
 
   Mlp model(42);
   optim::SGD sgd(model.parameters(), optim::SGDOptions{});
-  optim::TrainerOptions bad = o;
+  train::TrainerOptions bad = o;
   bad.log_every = 0;
-  CHECK_THROWS_WITH_AS(optim::Trainer(model, sgd, bad), "Trainer: log_every must be >= 1, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, bad), "Trainer: log_every must be >= 1, got 0", ValueError);
   bad = o;
   bad.clip_grad_norm = -1;
-  CHECK_THROWS_AS(optim::Trainer(model, sgd, bad), ValueError);
+  CHECK_THROWS_AS(train::Trainer(model, sgd, bad), ValueError);
 
-  optim::Trainer trainer(model, sgd, o);
+  train::Trainer trainer(model, sgd, o);
   Generator data_gen(5);
   CHECK_THROWS_AS(trainer.track_generator("", data_gen), ValueError);
   trainer.track_generator("data", data_gen);
@@ -689,7 +690,7 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
   CHECK_THROWS_AS(trainer.track_generator("model.drop.generator", data_gen), ValueError);
   CHECK_THROWS_WITH_AS(trainer.fit([&](std::int64_t step) {
     auto [x, y] = batch_at(step);
-    return optim::StepOutput{model(x) - y, 8, 0};
+    return train::StepOutput{model(x) - y, 8, 0};
   }),
                        "Trainer::fit: step_fn must return a one-element loss, got (8,1) at step 1 (step_fn(0))", ValueError);
 }
@@ -701,16 +702,16 @@ TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one
   optim::SGDOptions so;
   so.lr = 0.1;
   optim::SGD sgd(model.parameters(), so);
-  optim::TrainerOptions o;
+  train::TrainerOptions o;
   o.max_steps = 1;
   o.log_every = 1;
   o.clip_grad_norm = 1e-3;
   o.run_dir = dir.str();
-  o.progress = optim::Progress::Off;
-  optim::Trainer trainer(model, sgd, o);
+  o.progress = train::Progress::Off;
+  train::Trainer trainer(model, sgd, o);
   trainer.fit([&](std::int64_t step) {
     auto [x, y] = batch_at(step);
-    return optim::StepOutput{nn::mse_loss(model(x), y), 8, 0};
+    return train::StepOutput{nn::mse_loss(model(x), y), 8, 0};
   });
 
   // The same first step outside the trainer (same seeds, so the same dropout mask) gives the unclipped norm.

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-#include "nn/nn.h"
+#include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

@@ -4,12 +4,38 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
-#include "autograd/autograd.h"
-#include "nn/transformer.h"
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/transformer.h"
 
 namespace tapegrad::testing {
+
+// A fresh directory under /tmp, removed with its files at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tapegrad_test_XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string str() const { return path.string(); }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+  int count_files() const {
+    return static_cast<int>(std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator()));
+  }
+};
 
 // Transformer layer options of the given sizes, the other fields at their defaults.
 inline nn::TransformerLayerOptions layer_options(std::int64_t d_model, std::int64_t num_heads, std::int64_t ff_hidden,
@@ -20,6 +46,19 @@ inline nn::TransformerLayerOptions layer_options(std::int64_t d_model, std::int6
   o.ff_hidden = ff_hidden;
   o.dropout = dropout;
   return o;
+}
+
+// Writes bytes to path, replacing the file.
+inline void write_text(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+  REQUIRE(out.good());
+}
+
+// The whole file at path ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Runs gradcheck and fails the current test with its report when it does not pass.

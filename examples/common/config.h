@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tapegrad::examples {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 
 namespace tapegrad::examples {
 

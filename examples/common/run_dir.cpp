@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 #include "examples/common/svg.h"
 
 namespace tapegrad::examples {

@@ -1,7 +1,7 @@
 #pragma once
 // Files of one example run and how they are written. A run directory runs/<name>/ holds
 //   config.json    the resolved configuration the run used
-//   metrics.jsonl  one JSON object per logged step / evaluation (written by optim::Trainer)
+//   metrics.jsonl  one JSON object per logged step / evaluation (written by train::Trainer)
 //   checkpoint/    the Trainer's last checkpoint (model, optimiser, trainer state)
 //   summary.json   the run's results (what the README's tables quote)
 //   loss.svg       the loss curve drawn from metrics.jsonl

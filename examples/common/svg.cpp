@@ -9,7 +9,7 @@
 #include <limits>
 #include <sstream>
 
-#include "autograd/error.h"
+#include "tapegrad/autograd/error.h"
 #include "examples/common/run_dir.h"
 
 namespace tapegrad::examples {

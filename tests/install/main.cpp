@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "autograd/autograd.h"
+#include "tapegrad/autograd/autograd.h"
 
 using namespace tapegrad;
 

@@ -1,0 +1,60 @@
+#pragma once
+// The SpamAssassin public mail corpus and the cleaning of raw emails into text for a classifier.
+//
+// Corpus layout (as scripts/fetch-spam-corpus.sh writes it, and as tests/data/spam-sample/ has it):
+//   <dir>/<group>/<name>.json    group: easy-ham-1, easy-ham-2, hard-ham-1, spam-1, spam-2
+// each file a JSON object {"id": "00001", "group": "easy-ham-1", "checksum": {...},
+// "text": "<the raw RFC 822 message>"}. A group whose name starts with "spam" holds spam.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tapegrad::examples {
+
+struct Email {
+  std::string id;       // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
+  std::string group;    // e.g. "spam-2"; empty for a raw mail file
+  bool spam = false;    // from the group; false for a raw mail file (unknown)
+  std::string subject;  // the decoded Subject header
+  std::string body;     // the cleaned body (see clean_email)
+
+  // What a classifier reads: the subject, a newline, the body.
+  std::string text() const { return subject + "\n" + body; }
+};
+
+// Splits a raw message into its decoded Subject and cleaned body:
+//  - every header except Subject is dropped; RFC 2047 encoded words in the Subject are decoded;
+//  - quoted-printable and base64 transfer encodings of text parts are decoded;
+//  - multipart messages keep their text parts (text/plain preferred over text/html inside
+//    multipart/alternative), recurse into nested multiparts and message/rfc822, and drop
+//    attachments and non-text parts; a body without Content-Type that still has MIME parts
+//    (a "--boundary" line followed by a Content-Type line, after at most one line of preamble)
+//    is read as multipart;
+//  - HTML (a text/html part, or any text part containing <html or <body) loses its tags, comments,
+//    <script> and <style> contents; block tags become line breaks; entities such as &amp; &lt;
+//    &gt; &quot; &#39; &nbsp; and numeric ones are decoded;
+//  - bytes that are not valid UTF-8 are read as Windows-1252 (Latin-1 with typographic characters
+//    at 0x80..0x9F), and control characters other than tab and newline are dropped, so the
+//    result is always valid UTF-8; charsets are otherwise not converted;
+//  - runs of spaces are collapsed, lines trimmed, and blank lines collapsed to one.
+// Text without a header block (lines of "Name: value" or an mbox "From " line, ended by a blank
+// line or the end of the text) is treated as a plain body.
+void parse_email(std::string_view raw, std::string& subject, std::string& body);
+
+// The subject, a newline, and the body, as parse_email gives them.
+std::string clean_email(std::string_view raw);
+
+// Every <dir>/<group>/*.json email, ordered by group then file name. IoError when the folder
+// does not exist or holds no email (the message says to run scripts/fetch-spam-corpus.sh);
+// ValueError naming the file and the field for a malformed file.
+std::vector<Email> load_spam_corpus(const std::string& dir);
+
+// One email: a corpus JSON file (name ending in .json) or a raw RFC 822 message file.
+Email read_email_file(const std::string& path);
+
+// $TAPEGRAD_DATA/spam-assassin when TAPEGRAD_DATA is set, else <source tree>/data/corpora/spam-assassin
+// (the folder scripts/fetch-spam-corpus.sh fills; git-ignored).
+std::string default_spam_corpus_dir();
+
+}  // namespace tapegrad::examples

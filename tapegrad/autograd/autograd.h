@@ -1,0 +1,10 @@
+#pragma once
+// The whole autograd layer: tensors, the tape, every op, and gradcheck.
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/generator.h"
+#include "tapegrad/autograd/gradcheck.h"
+#include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/parallel.h"
+#include "tapegrad/autograd/tensor.h"

@@ -1,0 +1,89 @@
+#pragma once
+// Element types. Float32 is what training runs in; Float64 is what gradcheck runs in; Int64
+// holds indices (class targets, token ids, topk indices); Bool holds masks.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad {
+
+enum class DType : std::uint8_t { Float32, Float64, Int64, Bool };
+
+constexpr DType kFloat32 = DType::Float32;
+constexpr DType kFloat64 = DType::Float64;
+constexpr DType kInt64 = DType::Int64;
+constexpr DType kBool = DType::Bool;
+
+inline std::size_t element_size(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return 4;
+    case DType::Float64: return 8;
+    case DType::Int64: return 8;
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
+
+inline const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Int64: return "int64";
+    case DType::Bool: return "bool";
+  }
+  return "unknown";
+}
+
+inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+
+// The C++ type stored for each dtype (Bool is stored as one byte).
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::Float32;
+  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
+  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::Int64;
+  else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else static_assert(sizeof(T) == 0, "tapegrad: no dtype for this C++ type");
+}
+
+// Calls f(T{}) with T the C++ type of a floating dtype; other dtypes are a TypeError naming op.
+template <class F>
+decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    default:
+      throw TypeError(std::string(op) + ": expected a floating-point tensor (float32 or float64), got " +
+                      dtype_name(dtype));
+  }
+}
+
+// Calls f(T{}) for the numeric dtypes (float32, float64, int64); Bool is a TypeError naming op.
+template <class F>
+decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(std::int64_t{});
+    default:
+      throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
+  }
+}
+
+// Calls f(T{}) for any dtype (Bool is passed as bool, stored as one byte).
+template <class F>
+decltype(auto) dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+    case DType::Int64: return f(std::int64_t{});
+    case DType::Bool: return f(bool{});
+  }
+  return f(float{});
+}
+
+}  // namespace tapegrad

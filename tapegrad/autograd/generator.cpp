@@ -1,0 +1,56 @@
+#include "tapegrad/autograd/generator.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad {
+
+double Generator::normal() {
+  if (has_spare_normal_) {
+    has_spare_normal_ = false;
+    return spare_normal_;
+  }
+  // 1 - uniform() lies in (0, 1], so the logarithm is finite.
+  const double u1 = 1.0 - uniform();
+  const double u2 = uniform();
+  const double radius = std::sqrt(-2.0 * std::log(u1));
+  const double angle = 2.0 * M_PI * u2;
+  spare_normal_ = radius * std::sin(angle);
+  has_spare_normal_ = true;
+  return radius * std::cos(angle);
+}
+
+std::uint64_t Generator::randint(std::uint64_t n) {
+  if (n == 0) throw ValueError("Generator::randint: the range must not be empty (n = 0)");
+  // Rejection sampling removes the modulo bias.
+  const std::uint64_t limit = ~std::uint64_t{0} - (~std::uint64_t{0} % n);
+  std::uint64_t r;
+  do r = engine_();
+  while (r >= limit);
+  return r % n;
+}
+
+std::string Generator::state() const {
+  std::ostringstream out;
+  out.precision(17);
+  out << seed_ << ' ' << has_spare_normal_ << ' ' << std::hexfloat << spare_normal_ << std::defaultfloat << ' ' << engine_;
+  return out.str();
+}
+
+void Generator::set_state(const std::string& state) {
+  std::istringstream in(state);
+  std::uint64_t seed;
+  bool has_spare;
+  std::string spare_text;
+  std::mt19937_64 engine;
+  in >> seed >> has_spare >> spare_text >> engine;
+  if (!in) throw ValueError("Generator::set_state: the state string is malformed");
+  seed_ = seed;
+  has_spare_normal_ = has_spare;
+  spare_normal_ = std::strtod(spare_text.c_str(), nullptr);
+  engine_ = engine;
+}
+
+}  // namespace tapegrad

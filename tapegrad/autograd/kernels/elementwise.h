@@ -1,0 +1,85 @@
+#pragma once
+// Elementwise kernels over strided, broadcast operands. Outputs are new contiguous tensors.
+// The scalar functor f is inlined into the inner loop; unit-stride and broadcast-scalar runs get
+// their own loops so the compiler can vectorise them. Large outputs are cut into chunks over the
+// thread pool (parallel_for_each_run); each element is computed the same way whatever the cut.
+
+#include <cstdint>
+
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::kernels {
+
+// x itself when contiguous, else a contiguous copy (not recorded on the tape).
+Tensor dense(const Tensor& x);
+
+// out[i] = f(x[i]); out has dtype R, x has dtype T.
+template <class R, class T, class F>
+Tensor map(const Tensor& x, F f) {
+  Tensor out = empty(x.shape(), dtype_of<R>());
+  const T* px = x.data_ptr<T>();
+  R* po = out.data_ptr<R>();
+  parallel_for_each_run<2>(x.shape(), {out.strides(), x.strides()}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+    R* o = po + off[0];
+    const T* a = px + off[1];
+    if (st[1] == 1)
+      for (std::int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+    else
+      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(a[i * st[1]]);
+  });
+  return out;
+}
+
+// out[i] = f(a[i], b[i]) with a and b broadcast to out_shape.
+template <class R, class T, class U = T, class F>
+Tensor map2(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
+  Tensor out = empty(out_shape, dtype_of<R>());
+  const T* pa = a.data_ptr<T>();
+  const U* pb = b.data_ptr<U>();
+  R* po = out.data_ptr<R>();
+  parallel_for_each_run<3>(out_shape, {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape)},
+                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
+                    R* o = po + off[0];
+                    const T* x = pa + off[1];
+                    const U* y = pb + off[2];
+                    if (st[1] == 1 && st[2] == 1) {
+                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                    } else if (st[1] == 1 && st[2] == 0) {
+                      const U yv = *y;
+                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                    } else if (st[1] == 0 && st[2] == 1) {
+                      const T xv = *x;
+                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                    } else {
+                      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+                    }
+                  });
+  return out;
+}
+
+// out[i] = f(a[i], b[i], c[i]) with all three broadcast to out_shape.
+template <class R, class T, class U, class V, class F>
+Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_shape, F f) {
+  Tensor out = empty(out_shape, dtype_of<R>());
+  const T* pa = a.data_ptr<T>();
+  const U* pb = b.data_ptr<U>();
+  const V* pc = c.data_ptr<V>();
+  R* po = out.data_ptr<R>();
+  parallel_for_each_run<4>(out_shape,
+                  {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape),
+                   broadcast_strides(c, out_shape)},
+                  [&](Offsets<4> off, std::int64_t n, Offsets<4> st) {
+                    R* o = po + off[0];
+                    const T* x = pa + off[1];
+                    const U* y = pb + off[2];
+                    const V* z = pc + off[3];
+                    if (st[1] == 1 && st[2] == 1 && st[3] == 1)
+                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+                    else
+                      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]], z[i * st[3]]);
+                  });
+  return out;
+}
+
+}  // namespace tapegrad::kernels

@@ -1,0 +1,180 @@
+#pragma once
+// Every differentiable op of tapegrad, as free functions; the common ones are also Tensor
+// methods. Binary elementwise ops broadcast their operands with NumPy's rules; both operands
+// must have the same dtype (a scalar takes the tensor's). Axis arguments may be negative.
+// Each op's backward lives right below its forward, in the file of its family:
+//   ops/elementwise.cpp  arithmetic, unary math, activations, comparisons, where, copies
+//   ops/reduce.cpp       sum, mean, max, min, var, argmax, logsumexp, softmax, log_softmax
+//   ops/matmul.cpp       matmul and linear on BLAS
+//   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
+//   ops/index.cpp        index_select, gather, embedding, topk, one_hot
+//   ops/nn.cpp           layer_norm, dropout
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad {
+
+// ---------------------------------------------------------------- elementwise arithmetic
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor rsub(double a, const Tensor& b);  // a - b
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+Tensor rdiv(double a, const Tensor& b);  // a / b
+Tensor neg(const Tensor& x);
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient split evenly on ties
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+inline Tensor operator-(double a, const Tensor& b) { return rsub(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
+inline Tensor operator-(const Tensor& x) { return neg(x); }
+
+// ---------------------------------------------------------------- elementwise math
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor abs(const Tensor& x);  // gradient sign(x), 0 at 0
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);  // gradient 0 at 0
+enum class GeluApproximation { None, Tanh };
+// None: x * Phi(x) with the erf; Tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
+Tensor silu(const Tensor& x);  // x * sigmoid(x)
+// Limits x to [min, max]; either bound may be absent. Gradient 1 where min <= x <= max.
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+
+// ---------------------------------------------------------------- comparisons and selection
+// Comparisons return Bool tensors and are not differentiable.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+// condition ? a : b elementwise, all three broadcast; condition is Bool.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, double b);
+// x with `value` wherever mask (Bool, broadcast to x's shape) is true.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+
+// ---------------------------------------------------------------- reductions
+// An empty axis list reduces over every axis. keepdim keeps reduced axes with size 1.
+Tensor sum(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+// Largest (smallest) value; the gradient is shared evenly among tied maxima (minima).
+Tensor max(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+Tensor min(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+// sum((x - mean)^2) / (N - correction); correction 1 is the unbiased estimate (PyTorch's default).
+Tensor var(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
+// Index (Int64) of the first largest (smallest) value along axis.
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdim = false);
+// log(sum(exp(x))) over axes, computed stably (the max is subtracted first).
+Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
+// exp(x) / sum(exp(x)) along axis, stable; a row of -inf gives NaN as in PyTorch.
+Tensor softmax(const Tensor& x, std::int64_t axis);
+// x - logsumexp(x) along axis, stable.
+Tensor log_softmax(const Tensor& x, std::int64_t axis);
+// Softmax over the last axis of causal attention scores x: (..., Tq, Tk): entry (i, j) with
+// j > i + offset gets weight exactly 0 (offset = Tk - Tq when Tq new queries follow cached
+// keys). Equals softmax(masked_fill(x, j > i + offset, -inf), -1) in one fused pass.
+Tensor causal_softmax(const Tensor& x, std::int64_t offset = 0);
+
+// ---------------------------------------------------------------- matrix products
+// NumPy/PyTorch matmul: 1-D operands are promoted (and the added axis removed), the last two
+// axes multiply, batch axes broadcast. Runs on BLAS gemm; transposed views are passed to gemm
+// as transpose flags, never copied.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x (..., in) @ weight (out, in)^T + bias (out), the bias optional.
+// One gemm whose output starts as the bias rows (BLAS adds the product to it), so it equals
+// matmul(x, weight.mT()) + bias bit for bit without a separate pass over the output. Backward:
+// dx = g @ weight, dweight = g^T x over all rows (in weight's layout), dbias = g summed over rows.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+// ---------------------------------------------------------------- shape
+// A tensor with the same elements in a new shape; one entry may be -1 (inferred). A view when
+// the strides allow it, a copy otherwise.
+Tensor reshape(const Tensor& x, const Shape& shape);
+// Like reshape but must be a view (throws when the strides do not allow it).
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_axis = -1);
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
+Tensor permute(const Tensor& x, const Dims& axes);
+Tensor unsqueeze(const Tensor& x, std::int64_t axis);
+// Removes axis, which must have size 1.
+Tensor squeeze(const Tensor& x, std::int64_t axis);
+// Broadcasts x to shape as a view (stride 0 on expanded axes); -1 keeps a size.
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+// length elements of axis starting at start (a view).
+Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t length);
+// Python-style slice [start:end:step] of axis (a view); start/end are clamped like Python's.
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+// The sub-tensor at index of axis, with that axis removed (a view).
+Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index);
+// Joins tensors along an existing axis / a new axis.
+Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis);
+// Views of consecutive pieces of size split_size (the last may be smaller) / of the given sizes.
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t axis);
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis);
+
+// ---------------------------------------------------------------- indexing
+// The entries of x at `index` (Int64, 1-D) along axis.
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+// out[i][j][k] = x[index[i][j][k]][j][k] (axis 0), etc.; index has x's rank.
+Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
+// x with src added at `index` along axis (the adjoint of gather).
+Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
+// Rows of weight (V, D) picked by indices (Int64, any shape): (..., D). Backward scatter-adds
+// into weight's gradient; rows at padding_idx (if given) receive no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt);
+// The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
+// through the values to the selected entries.
+std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,
+                               bool sorted = true);
+// indices (Int64, any shape) -> (..., num_classes) with 1 at each index.
+Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype = kInt64);
+
+// ---------------------------------------------------------------- neural-network functions
+// Normalises over the trailing axes given by normalized_shape: (x - mean) / sqrt(var + eps),
+// var biased, then * weight + bias (either may be undefined). Forward and backward fused.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+// Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
+// the identity otherwise.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+}  // namespace tapegrad

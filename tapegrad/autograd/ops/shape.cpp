@@ -1,0 +1,360 @@
+// Shape ops: views that share storage (reshape of viewable strides, transpose, permute,
+// narrow, slice, select, expand, squeeze, unsqueeze) and the joins that copy (concat, stack).
+// A view's backward maps the gradient back onto the input's shape.
+
+#include <numeric>
+#include <optional>
+#include <string>
+
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/ops.h"
+
+namespace tapegrad {
+
+namespace {
+
+std::string str(std::int64_t v) { return std::to_string(v); }
+
+// Resolves one -1 entry and checks the element count.
+Shape infer_shape(const Shape& requested, std::int64_t numel, const Shape& from, const char* op) {
+  Shape shape = requested;
+  int infer = -1;
+  std::int64_t known = 1;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == -1) {
+      if (infer >= 0) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + requested.str());
+      infer = d;
+    } else if (shape[d] < 0) {
+      throw ShapeError(std::string(op) + ": invalid dimension " + str(shape[d]) + " in shape " + requested.str());
+    } else {
+      known *= shape[d];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " into " + requested.str());
+    shape[infer] = numel / known;
+  }
+  if (shape.numel() != numel)
+    throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " (" + str(numel) +
+                     " elements) into " + requested.str());
+  return shape;
+}
+
+// Strides that present (shape, strides) as new_shape without copying, if such strides exist:
+// each run of old axes that is contiguous in memory may be split or merged freely.
+std::optional<Dims> view_strides(const Shape& shape, const Dims& strides, const Shape& new_shape) {
+  if (shape.numel() == 0 || shape.size() == 0) return contiguous_strides(new_shape);
+  Dims result = Dims::filled(new_shape.size(), 0);
+  int view_d = new_shape.size() - 1;
+  std::int64_t chunk_base_stride = strides.back();
+  std::int64_t tensor_numel = 1;
+  std::int64_t view_numel = 1;
+  for (int d = shape.size() - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        result[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return result;
+}
+
+// A view of x recorded with backward `grad_fn`.
+template <class F>
+Tensor record_view(const char* op, const Tensor& x, const Shape& shape, const Dims& strides, std::int64_t offset, F grad_fn) {
+  Tensor out = detail::make_view(x, shape, strides, offset);
+  if (any_requires_grad({&x})) record(op, out, {x}, grad_fn);
+  return out;
+}
+
+// Backward of a view that picks part of x: scatter g into zeros of x's shape through the same view.
+template <class MakeView>
+Tensor scatter_into_zeros(const Tensor& g, const Shape& shape, MakeView make) {
+  Tensor gx = zeros(shape, g.dtype());
+  make(gx).copy_(g);
+  return gx;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& x, const Shape& requested) {
+  const Shape shape = infer_shape(requested, x.numel(), x.shape(), "view");
+  auto strides = view_strides(x.shape(), x.strides(), shape);
+  if (!strides)
+    throw ShapeError("view: a tensor of shape " + x.shape().str() + " with strides " + x.strides().str() +
+                     " cannot be viewed as " + shape.str() + "; use reshape, which copies");
+  return record_view("view", x, shape, *strides, x.offset(),
+                     [in = x.shape()](const Tensor& g) -> TensorList { return {reshape(g, in)}; });
+}
+
+Tensor reshape(const Tensor& x, const Shape& requested) {
+  const Shape shape = infer_shape(requested, x.numel(), x.shape(), "reshape");
+  if (shape == x.shape()) return x;
+  if (auto strides = view_strides(x.shape(), x.strides(), shape))
+    return record_view("reshape", x, shape, *strides, x.offset(),
+                       [in = x.shape()](const Tensor& g) -> TensorList { return {reshape(g, in)}; });
+  return view(x.clone(), shape);
+}
+
+Tensor flatten(const Tensor& x, std::int64_t start_axis, std::int64_t end_axis) {
+  if (x.dim() == 0) return reshape(x, {1});
+  const int start = normalize_axis(start_axis, x.dim(), "flatten");
+  const int end = normalize_axis(end_axis, x.dim(), "flatten");
+  if (start > end)
+    throw IndexError("flatten: start axis " + str(start_axis) + " comes after end axis " + str(end_axis));
+  Shape shape;
+  for (int d = 0; d < start; ++d) shape.push_back(x.shape()[d]);
+  std::int64_t merged = 1;
+  for (int d = start; d <= end; ++d) merged *= x.shape()[d];
+  shape.push_back(merged);
+  for (int d = end + 1; d < x.dim(); ++d) shape.push_back(x.shape()[d]);
+  return reshape(x, shape);
+}
+
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1) {
+  const int a = normalize_axis(axis0, x.dim(), "transpose");
+  const int b = normalize_axis(axis1, x.dim(), "transpose");
+  if (x.dim() == 0) return x;
+  Shape shape = x.shape();
+  Dims strides = x.strides();
+  std::swap(shape[a], shape[b]);
+  std::swap(strides[a], strides[b]);
+  return record_view("transpose", x, shape, strides, x.offset(),
+                     [a, b](const Tensor& g) -> TensorList { return {transpose(g, a, b)}; });
+}
+
+Tensor permute(const Tensor& x, const Dims& axes) {
+  if (axes.size() != x.dim())
+    throw ShapeError("permute: " + str(axes.size()) + " axes " + axes.str() + " for a tensor of rank " + str(x.dim()));
+  Dims perm;
+  Dims inverse = Dims::filled(x.dim(), -1);
+  for (int i = 0; i < axes.size(); ++i) {
+    const int a = normalize_axis(axes[i], x.dim(), "permute");
+    if (inverse[a] != -1) throw IndexError("permute: axis " + str(a) + " appears twice in " + axes.str());
+    inverse[a] = i;
+    perm.push_back(a);
+  }
+  Shape shape;
+  Dims strides;
+  for (int i = 0; i < perm.size(); ++i) {
+    shape.push_back(x.shape()[perm[i]]);
+    strides.push_back(x.strides()[perm[i]]);
+  }
+  return record_view("permute", x, shape, strides, x.offset(),
+                     [inverse](const Tensor& g) -> TensorList { return {permute(g, inverse)}; });
+}
+
+Tensor unsqueeze(const Tensor& x, std::int64_t axis) {
+  const int a = normalize_axis(axis, x.dim() + 1, "unsqueeze");
+  Shape shape = x.shape();
+  Dims strides = x.strides();
+  const std::int64_t stride = a < x.dim() ? x.shape()[a] * x.strides()[a] : 1;
+  shape.insert(a, 1);
+  strides.insert(a, stride);
+  return record_view("unsqueeze", x, shape, strides, x.offset(),
+                     [a](const Tensor& g) -> TensorList { return {squeeze(g, a)}; });
+}
+
+Tensor squeeze(const Tensor& x, std::int64_t axis) {
+  const int a = normalize_axis(axis, x.dim(), "squeeze");
+  if (x.dim() == 0) return x;
+  if (x.shape()[a] != 1)
+    throw ShapeError("squeeze: axis " + str(axis) + " of shape " + x.shape().str() + " has size " +
+                     str(x.shape()[a]) + ", not 1");
+  Shape shape = x.shape();
+  Dims strides = x.strides();
+  shape.erase(a);
+  strides.erase(a);
+  return record_view("squeeze", x, shape, strides, x.offset(),
+                     [a](const Tensor& g) -> TensorList { return {unsqueeze(g, a)}; });
+}
+
+Tensor expand(const Tensor& x, const Shape& requested) {
+  if (requested.size() < x.dim())
+    throw ShapeError("expand: cannot expand shape " + x.shape().str() + " to fewer dimensions " + requested.str());
+  const int lead = requested.size() - x.dim();
+  Shape shape = requested;
+  Dims strides = Dims::filled(requested.size(), 0);
+  for (int d = 0; d < requested.size(); ++d) {
+    if (d < lead) {
+      if (requested[d] < 0)
+        throw ShapeError("expand: -1 is not allowed for a new leading dimension in " + requested.str());
+      continue;
+    }
+    const std::int64_t have = x.shape()[d - lead];
+    if (requested[d] == -1 || requested[d] == have) {
+      shape[d] = have;
+      strides[d] = x.strides()[d - lead];
+    } else if (have == 1 && requested[d] >= 0) {
+      strides[d] = 0;
+    } else {
+      throw ShapeError("expand: cannot expand shape " + x.shape().str() + " to " + requested.str());
+    }
+  }
+  if (shape == x.shape()) return x;
+  return record_view("expand", x, shape, strides, x.offset(),
+                     [in = x.shape()](const Tensor& g) -> TensorList { return {sum_to(g, in)}; });
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& shape) { return expand(x, shape); }
+
+Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t length) {
+  const int a = normalize_axis(axis, x.dim(), "narrow");
+  if (x.dim() == 0) throw ShapeError("narrow: cannot narrow a 0-dimensional tensor");
+  const std::int64_t n = x.shape()[a];
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    throw IndexError("narrow: start " + str(start) + " and length " + str(length) + " are out of range for axis " +
+                     str(axis) + " of shape " + x.shape().str());
+  Shape shape = x.shape();
+  shape[a] = length;
+  return record_view("narrow", x, shape, x.strides(), x.offset() + start * x.strides()[a],
+                     [in = x.shape(), a, start, length](const Tensor& g) -> TensorList {
+                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return narrow(gx, a, start, length); })};
+                     });
+}
+
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) {
+  const int a = normalize_axis(axis, x.dim(), "slice");
+  if (x.dim() == 0) throw ShapeError("slice: cannot slice a 0-dimensional tensor");
+  if (step <= 0) throw ValueError("slice: step must be positive, got " + str(step));
+  const std::int64_t n = x.shape()[a];
+  // Python's clamping: negative bounds count from the end, then clip to [0, n].
+  auto clip = [n](std::int64_t i) { return std::min(std::max(i < 0 ? i + n : i, std::int64_t{0}), n); };
+  start = clip(start);
+  end = std::max(clip(end), start);
+  Shape shape = x.shape();
+  shape[a] = (end - start + step - 1) / step;
+  Dims strides = x.strides();
+  strides[a] *= step;
+  return record_view("slice", x, shape, strides, x.offset() + start * x.strides()[a],
+                     [in = x.shape(), a, start, end, step](const Tensor& g) -> TensorList {
+                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return slice(gx, a, start, end, step); })};
+                     });
+}
+
+Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
+  const int a = normalize_axis(axis, x.dim(), "select");
+  if (x.dim() == 0) throw ShapeError("select: cannot select from a 0-dimensional tensor");
+  const std::int64_t n = x.shape()[a];
+  if (index < -n || index >= n)
+    throw IndexError("select: index " + str(index) + " is out of range for axis " + str(axis) + " of shape " +
+                     x.shape().str());
+  if (index < 0) index += n;
+  Shape shape = x.shape();
+  Dims strides = x.strides();
+  shape.erase(a);
+  strides.erase(a);
+  return record_view("select", x, shape, strides, x.offset() + index * x.strides()[a],
+                     [in = x.shape(), a, index](const Tensor& g) -> TensorList {
+                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return select(gx, a, index); })};
+                     });
+}
+
+Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
+  if (tensors.empty()) throw ValueError("concat: expected at least one tensor");
+  const Tensor& first = tensors.front();
+  if (first.dim() == 0) throw ShapeError("concat: cannot concatenate 0-dimensional tensors");
+  const int a = normalize_axis(axis, first.dim(), "concat");
+  Shape shape = first.shape();
+  shape[a] = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (t.dtype() != first.dtype())
+      throw TypeError("concat: tensor " + str(static_cast<std::int64_t>(i)) + " is " + dtype_name(t.dtype()) +
+                      ", tensor 0 is " + dtype_name(first.dtype()));
+    bool fits = t.dim() == first.dim();
+    for (int d = 0; fits && d < t.dim(); ++d) fits = d == a || t.shape()[d] == first.shape()[d];
+    if (!fits)
+      throw ShapeError("concat: tensor " + str(static_cast<std::int64_t>(i)) + " has shape " + t.shape().str() +
+                       ", which does not match " + first.shape().str() + " outside axis " + str(a));
+    shape[a] += t.shape()[a];
+  }
+  Tensor out = empty(shape, first.dtype());
+  std::vector<std::int64_t> sizes;
+  std::int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    dispatch_all(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      kernels::copy_strided(t.data_ptr<T>(), t.strides(), out.data_ptr<T>() + offset * out.strides()[a], out.strides(),
+                            t.shape());
+    });
+    offset += t.shape()[a];
+    sizes.push_back(t.shape()[a]);
+  }
+  if (any_requires_grad(tensors)) {
+    std::vector<bool> needs;
+    for (const Tensor& t : tensors) needs.push_back(t.requires_grad());
+    record("concat", out, tensors, [a, sizes, needs](const Tensor& g) -> TensorList {
+      TensorList grads;
+      std::int64_t start = 0;
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        grads.push_back(needs[i] ? narrow(g, a, start, sizes[i]) : Tensor());
+        start += sizes[i];
+      }
+      return grads;
+    });
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis) {
+  if (tensors.empty()) throw ValueError("stack: expected at least one tensor");
+  const int a = normalize_axis(axis, tensors.front().dim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].shape() != tensors.front().shape())
+      throw ShapeError("stack: tensor " + str(static_cast<std::int64_t>(i)) + " has shape " + tensors[i].shape().str() +
+                       ", tensor 0 has " + tensors.front().shape().str());
+    expanded.push_back(unsqueeze(tensors[i], a));
+  }
+  return concat(expanded, a);
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t axis) {
+  const int a = normalize_axis(axis, x.dim(), "split");
+  const std::int64_t total = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
+  for (std::int64_t s : sizes)
+    if (s < 0) throw ValueError("split: negative piece size " + str(s));
+  if (x.dim() == 0 || total != x.shape()[a])
+    throw ShapeError("split: piece sizes add up to " + str(total) + " but axis " + str(axis) + " of shape " +
+                     x.shape().str() + " has " + str(x.dim() ? x.shape()[a] : 0));
+  std::vector<Tensor> pieces;
+  std::int64_t start = 0;
+  for (std::int64_t s : sizes) {
+    pieces.push_back(narrow(x, a, start, s));
+    start += s;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis) {
+  const int a = normalize_axis(axis, x.dim(), "split");
+  if (split_size <= 0) throw ValueError("split: split_size must be positive, got " + str(split_size));
+  if (x.dim() == 0) throw ShapeError("split: cannot split a 0-dimensional tensor");
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t left = x.shape()[a]; left > 0; left -= split_size) sizes.push_back(std::min(left, split_size));
+  if (sizes.empty()) sizes.push_back(0);
+  return split(x, sizes, a);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis) {
+  if (chunks <= 0) throw ValueError("chunk: the number of chunks must be positive, got " + str(chunks));
+  const int a = normalize_axis(axis, x.dim(), "chunk");
+  if (x.dim() == 0) throw ShapeError("chunk: cannot chunk a 0-dimensional tensor");
+  const std::int64_t n = x.shape()[a];
+  return split(x, std::max<std::int64_t>((n + chunks - 1) / chunks, 1), a);
+}
+
+}  // namespace tapegrad

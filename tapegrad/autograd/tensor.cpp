@@ -1,0 +1,470 @@
+#include "tapegrad/autograd/tensor.h"
+
+#include <atomic>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <ostream>
+#include <sstream>
+
+#include "tapegrad/autograd/block_pool.h"
+#include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/live_counts.h"
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/ops.h"
+
+namespace tapegrad {
+
+TensorImpl::TensorImpl() { detail::count_impls(1); }
+
+TensorImpl::~TensorImpl() {
+  detail::count_impls(-1);
+  if (grad_fn) detail::release_node(std::move(grad_fn));
+}
+
+TensorImpl& Tensor::checked() const {
+  if (!impl_) throw Error("tensor: the tensor is undefined (default-constructed)");
+  return *impl_;
+}
+
+std::int64_t Tensor::size(std::int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& s = shape();
+  std::int64_t expected = 1;
+  for (int d = s.size() - 1; d >= 0; --d) {
+    if (s[d] != 1 && strides()[d] != expected) return false;
+    expected *= s[d];
+  }
+  return true;
+}
+
+template <class T>
+T* Tensor::data_ptr() const {
+  const TensorImpl& t = checked();
+  if (t.dtype != dtype_of<T>())
+    throw TypeError(std::string("data_ptr: the tensor is ") + dtype_name(t.dtype) + ", not " +
+                    dtype_name(dtype_of<T>()));
+  return static_cast<T*>(t.storage->data()) + t.offset;
+}
+template float* Tensor::data_ptr<float>() const;
+template double* Tensor::data_ptr<double>() const;
+template std::int64_t* Tensor::data_ptr<std::int64_t>() const;
+template bool* Tensor::data_ptr<bool>() const;
+
+namespace {
+
+// Element offset of a multi-index, checked against the shape.
+std::int64_t element_offset(const Tensor& t, const Dims& index, const char* op) {
+  if (index.size() != t.dim())
+    throw IndexError(std::string(op) + ": index " + index.str() + " has " + std::to_string(index.size()) +
+                     " entries for a tensor of shape " + t.shape().str());
+  std::int64_t offset = t.offset();
+  for (int d = 0; d < index.size(); ++d) {
+    std::int64_t i = index[d];
+    if (i < -t.shape()[d] || i >= t.shape()[d])
+      throw IndexError(std::string(op) + ": index " + index.str() + " is out of range for shape " + t.shape().str());
+    if (i < 0) i += t.shape()[d];
+    offset += i * t.strides()[d];
+  }
+  return offset;
+}
+
+double load(const TensorImpl& t, std::int64_t offset) {
+  return dispatch_all(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    return static_cast<double>(static_cast<const T*>(t.storage->data())[offset]);
+  });
+}
+
+void store(const TensorImpl& t, std::int64_t offset, double value) {
+  dispatch_all(t.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>)
+      static_cast<T*>(t.storage->data())[offset] = value != 0.0;
+    else
+      static_cast<T*>(t.storage->data())[offset] = static_cast<T>(value);
+  });
+}
+
+}  // namespace
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw ValueError("item: only a tensor with one element has an item, got shape " + shape().str());
+  return load(checked(), offset());
+}
+
+double Tensor::at(const Dims& index) const { return load(checked(), element_offset(*this, index, "at")); }
+
+void Tensor::set(const Dims& index, double value) const {
+  detail::check_inplace(*this, "set");
+  store(checked(), element_offset(*this, index, "set"), value);
+  impl_->storage->bump_version();
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = contiguous();
+  std::vector<T> out(static_cast<std::size_t>(c.numel()));
+  dispatch_all(c.dtype(), [&](auto tag) {
+    using S = decltype(tag);
+    const S* p = c.data_ptr<S>();
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(p[i]);
+  });
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
+template std::vector<int> Tensor::to_vector<int>() const;
+
+// ---------------------------------------------------------------- autograd
+bool Tensor::requires_grad() const {
+  const TensorImpl& t = checked();
+  return t.requires_grad || t.grad_fn != nullptr;
+}
+
+const Tensor& Tensor::requires_grad_(bool requires) const {
+  TensorImpl& t = checked();
+  if (t.grad_fn && !requires)
+    throw GraphError("requires_grad_: cannot turn off requires_grad of a non-leaf tensor (made by " +
+                     std::string(t.grad_fn->name) + "); use detach()");
+  if (requires && !is_floating(t.dtype))
+    throw TypeError(std::string("requires_grad_: only floating-point tensors can require gradients, got ") +
+                    dtype_name(t.dtype));
+  t.requires_grad = requires;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return Tensor(checked().grad); }
+
+void Tensor::set_grad(const Tensor& grad) const {
+  TensorImpl& t = checked();
+  if (grad.defined() && (grad.shape() != t.shape || grad.dtype() != t.dtype))
+    throw ShapeError("set_grad: gradient of shape " + grad.shape().str() + " and dtype " + dtype_name(grad.dtype()) +
+                     " for a tensor of shape " + t.shape.str() + " and dtype " + dtype_name(t.dtype));
+  t.grad = grad.impl_ptr();
+}
+
+void Tensor::zero_grad(bool set_to_none) const {
+  TensorImpl& t = checked();
+  if (!t.grad) return;
+  if (set_to_none) {
+    t.grad.reset();
+  } else {
+    NoGradGuard guard;
+    Tensor(t.grad).zero_();
+  }
+}
+
+void Tensor::retain_grad() const {
+  TensorImpl& t = checked();
+  if (!requires_grad()) throw GraphError("retain_grad: the tensor does not require grad");
+  if (t.grad_fn) t.retains_grad = true;  // leaves keep their gradient anyway
+}
+
+Tensor Tensor::detach() const {
+  const TensorImpl& t = checked();
+  return detail::make_tensor(t.storage, t.shape, t.strides, t.offset, t.dtype);
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+
+// ---------------------------------------------------------------- in-place writes
+const Tensor& Tensor::fill_(double value) const {
+  detail::check_inplace(*this, "fill_");
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T v = static_cast<T>(value);
+    T* base = data_ptr<T>();  // the view's first element: its offset applied
+    kernels::parallel_for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
+      T* p = base + off[0];
+      for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
+    });
+  });
+  impl_->storage->bump_version();
+  return *this;
+}
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  detail::check_inplace(*this, "copy_");
+  if (broadcast_shapes(src.shape(), shape(), "copy_") != shape())
+    throw ShapeError("copy_: cannot copy a tensor of shape " + src.shape().str() + " into one of shape " +
+                     shape().str());
+  Tensor s = src.dtype() == dtype() ? src : src.detach().to(dtype());
+  dispatch_all(dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    kernels::copy_strided(s.data_ptr<T>(), kernels::broadcast_strides(s, shape()), data_ptr<T>(), strides(), shape());
+  });
+  impl_->storage->bump_version();
+  return *this;
+}
+
+const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
+  detail::check_inplace(*this, "add_");
+  if (other.dtype() != dtype())
+    throw TypeError(std::string("add_: dtype mismatch, ") + dtype_name(dtype()) + " += " + dtype_name(other.dtype()));
+  if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
+    throw ShapeError("add_: cannot add a tensor of shape " + other.shape().str() + " into one of shape " +
+                     shape().str());
+  dispatch_floating(dtype(), "add_", [&](auto tag) {
+    using T = decltype(tag);
+    const T a = static_cast<T>(alpha);
+    T* dst = data_ptr<T>();
+    const T* src = other.data_ptr<T>();
+    if (other.shape() == shape() && is_contiguous() && other.is_contiguous()) {
+      // The common case (gradient accumulation, optimiser steps): one flat loop.
+      parallel_for(0, numel(), kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t i = lo; i < hi; ++i) dst[i] += a * src[i];
+      });
+      return;
+    }
+    kernels::parallel_for_each_run<2>(shape(), {strides(), kernels::broadcast_strides(other, shape())},
+                             [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> st) {
+                               T* d = dst + off[0];
+                               const T* s = src + off[1];
+                               if (st[0] == 1 && st[1] == 1)
+                                 for (std::int64_t i = 0; i < n; ++i) d[i] += a * s[i];
+                               else
+                                 for (std::int64_t i = 0; i < n; ++i) d[i * st[0]] += a * s[i * st[1]];
+                             });
+  });
+  impl_->storage->bump_version();
+  return *this;
+}
+
+const Tensor& Tensor::mul_(double factor) const {
+  detail::check_inplace(*this, "mul_");
+  dispatch_floating(dtype(), "mul_", [&](auto tag) {
+    using T = decltype(tag);
+    const T f = static_cast<T>(factor);
+    T* base = data_ptr<T>();
+    kernels::parallel_for_each_run<1>(shape(), {strides()}, [&](kernels::Offsets<1> off, std::int64_t n, kernels::Offsets<1> st) {
+      T* p = base + off[0];
+      for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] *= f;
+    });
+  });
+  impl_->storage->bump_version();
+  return *this;
+}
+
+// ---------------------------------------------------------------- printing
+namespace {
+
+void print_elements(std::ostream& out, const Tensor& t, int axis, Dims& index, int indent, bool floating,
+                    int precision) {
+  const std::int64_t n = t.shape()[axis];
+  constexpr std::int64_t kEdge = 3;  // entries shown at each end of a long axis
+  const bool summarise = t.numel() > 1000 && n > 2 * kEdge;
+  out << '[';
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (summarise && i == kEdge) {
+      out << (axis + 1 == t.dim() ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      i = n - kEdge;
+    }
+    index[axis] = i;
+    if (axis + 1 == t.dim()) {
+      const double v = t.at(index);
+      if (t.dtype() == kBool) out << (v != 0.0 ? "true" : "false");
+      else if (floating) out << std::fixed << std::setprecision(precision) << v;
+      else out << static_cast<std::int64_t>(v);
+    } else {
+      print_elements(out, t, axis + 1, index, indent + 1, floating, precision);
+    }
+    if (i + 1 < n) out << (axis + 1 == t.dim() ? ", " : ",\n" + std::string(indent + 1, ' '));
+  }
+  out << ']';
+}
+
+}  // namespace
+
+std::string Tensor::str() const {
+  std::ostringstream out;
+  if (!defined()) return "tensor(undefined)";
+  const bool floating = is_floating_point();
+  out << "tensor(";
+  if (dim() == 0) {
+    const double v = item();
+    if (floating) out << std::fixed << std::setprecision(4) << v;
+    else if (dtype() == kBool) out << (v != 0.0 ? "true" : "false");
+    else out << static_cast<std::int64_t>(v);
+  } else {
+    Dims index = Dims::filled(dim(), 0);
+    print_elements(out, *this, 0, index, 7, floating, 4);
+  }
+  if (dim() > 0 && numel() == 0) out << ", size=" << shape().str();
+  if (dtype() != kFloat32 && dtype() != kInt64 && dtype() != kBool) out << ", dtype=" << dtype_name(dtype());
+  if (dtype() == kInt64) out << ", dtype=int64";
+  if (grad_fn()) out << ", grad_fn=<" << grad_fn()->name << ">";
+  else if (requires_grad()) out << ", requires_grad=true";
+  out << ')';
+  return out.str();
+}
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t) { return out << t.str(); }
+
+// ---------------------------------------------------------------- creation
+namespace detail {
+
+Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Dims& strides, std::int64_t offset,
+                   DType dtype) {
+  auto impl = std::allocate_shared<TensorImpl>(BlockAllocator<TensorImpl>());
+  impl->storage = std::move(storage);
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::int64_t offset) {
+  return make_tensor(t.impl()->storage, shape, strides, offset, t.dtype());
+}
+
+void check_inplace(const Tensor& t, const char* op) {
+  if (is_grad_enabled() && t.requires_grad()) {
+    if (t.is_leaf())
+      throw GraphError(std::string(op) +
+                       ": a leaf tensor that requires grad cannot be modified in place while grad mode is on "
+                       "(use NoGradGuard, as optimisers do)");
+    throw GraphError(std::string(op) + ": a tensor made by " + t.grad_fn()->name +
+                     " cannot be modified in place while grad mode is on");
+  }
+}
+
+}  // namespace detail
+
+Tensor empty(const Shape& shape, DType dtype) {
+  // The element count and byte size must fit in 63 bits: check before multiplying.
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.str());
+    if (d > 0 && numel > limit / d) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
+    numel *= d;
+  }
+  auto storage = std::allocate_shared<Storage>(detail::BlockAllocator<Storage>(),
+                                              static_cast<std::size_t>(shape.numel()) * element_size(dtype));
+  return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
+    throw ValueError("arange: start, end and step must be finite and step non-zero, got start " +
+                     std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step));
+  const double count = std::ceil((end - start) / step);
+  if (count > 0x1p53)
+    throw ValueError("arange: " + std::to_string(count) + " elements are too many (start " + std::to_string(start) +
+                     ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+  const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+
+namespace {
+
+template <class T, class V>
+Tensor from_values(const V& data, const Shape& shape) {
+  if (static_cast<std::int64_t>(data.size()) != shape.numel())
+    throw ShapeError("from_vector: " + std::to_string(data.size()) + " values cannot fill shape " + shape.str() +
+                     " (" + std::to_string(shape.numel()) + " elements)");
+  Tensor t = empty(shape, dtype_of<T>());
+  T* p = t.data_ptr<T>();
+  std::size_t i = 0;
+  for (auto v : data) p[i++] = static_cast<T>(v);
+  return t;
+}
+
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& data, const Shape& shape) { return from_values<float>(data, shape); }
+Tensor from_vector(const std::vector<double>& data, const Shape& shape) { return from_values<double>(data, shape); }
+Tensor from_vector(const std::vector<std::int64_t>& data, const Shape& shape) {
+  return from_values<std::int64_t>(data, shape);
+}
+Tensor from_vector(const std::vector<bool>& data, const Shape& shape) { return from_values<bool>(data, shape); }
+
+Tensor tensor(std::initializer_list<Number> values, DType dtype) {
+  std::vector<double> flat;
+  for (const Number& v : values) flat.push_back(v.value);
+  return from_values<double>(flat, {static_cast<std::int64_t>(values.size())}).to(dtype);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype) {
+  std::vector<double> flat;
+  const std::int64_t cols = rows.size() ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
+  for (const auto& row : rows) {
+    if (static_cast<std::int64_t>(row.size()) != cols)
+      throw ShapeError("tensor: rows have different lengths (" + std::to_string(cols) + " and " +
+                       std::to_string(row.size()) + ")");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return from_values<double>(flat, {static_cast<std::int64_t>(rows.size()), cols}).to(dtype);
+}
+
+namespace {
+
+template <class Draw>
+Tensor random_tensor(const Shape& shape, DType dtype, const char* op, Draw&& draw) {
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(draw());
+  });
+  return t;
+}
+
+}  // namespace
+
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "rand", [&] { return gen.uniform(); });
+}
+Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "randn", [&] { return gen.normal(); });
+}
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
+  if (!(low <= high))
+    throw ValueError("uniform: low must not exceed high, got low " + std::to_string(low) + ", high " +
+                     std::to_string(high));
+  return random_tensor(shape, dtype, "uniform", [&] { return gen.uniform(low, high); });
+}
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
+  if (!(std >= 0.0)) throw ValueError("normal: std must be non-negative, got " + std::to_string(std));
+  return random_tensor(shape, dtype, "normal", [&] { return mean + std * gen.normal(); });
+}
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype) {
+  if (high <= low)
+    throw ValueError("randint: high must exceed low, got low " + std::to_string(low) + ", high " +
+                     std::to_string(high));
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      p[i] = static_cast<T>(low + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(high - low))));
+  });
+  return t;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,207 @@
+#pragma once
+// Tensor: a cheap handle (one shared_ptr) to shared state, with value semantics like
+// torch::Tensor. Copying a Tensor copies the handle; views (transpose, slice, reshape of a
+// contiguous tensor ...) share the storage and differ in shape, strides and offset.
+//
+//   Generator gen(0);
+//   Tensor w = randn({3, 2}, gen).requires_grad_();
+//   Tensor loss = (x.matmul(w)).relu().sum();
+//   loss.backward();
+//   std::cout << w.grad();
+
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "tapegrad/autograd/dtype.h"
+#include "tapegrad/autograd/generator.h"
+#include "tapegrad/autograd/shape.h"
+#include "tapegrad/autograd/storage.h"
+
+namespace tapegrad {
+
+struct Node;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Dims strides;             // in elements
+  std::int64_t offset = 0;  // in elements, from the start of the storage
+  DType dtype = DType::Float32;
+
+  bool requires_grad = false;     // set by the user on leaves; true on every op output that needs grad
+  bool retains_grad = false;      // a non-leaf whose gradient backward should keep
+  std::shared_ptr<Node> grad_fn;  // the op that made this tensor (null for leaves)
+  std::shared_ptr<TensorImpl> grad;
+
+  TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+  // Hands grad_fn to the engine's deferred release, so freeing a 100,000-op chain does not recurse.
+  ~TensorImpl();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // --- metadata ---
+  const Shape& shape() const { return checked().shape; }
+  int dim() const { return shape().size(); }
+  std::int64_t size(std::int64_t axis) const;
+  std::int64_t numel() const { return shape().numel(); }
+  const Dims& strides() const { return checked().strides; }
+  std::int64_t offset() const { return checked().offset; }
+  DType dtype() const { return checked().dtype; }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+
+  // --- data access ---
+  // Pointer to the first element (the offset applied); T must match the dtype.
+  template <class T>
+  T* data_ptr() const;
+  // The value of a one-element tensor.
+  double item() const;
+  template <class T>
+  T item() const { return static_cast<T>(item()); }
+  // One element, converted to double; negative indices count from the end.
+  double at(const Dims& index) const;
+  // Writes one element in place (not recorded on the tape).
+  void set(const Dims& index, double value) const;
+  // All elements in row-major order, converted to T.
+  template <class T>
+  std::vector<T> to_vector() const;
+
+  // --- autograd ---
+  bool requires_grad() const;
+  // Marks a floating-point leaf as needing its gradient; returns *this for chaining.
+  const Tensor& requires_grad_(bool requires = true) const;
+  bool is_leaf() const { return checked().grad_fn == nullptr; }
+  // The accumulated gradient (undefined until a backward reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  // Zeroes the gradient in place, keeping its buffer; set_to_none drops it instead.
+  void zero_grad(bool set_to_none = false) const;
+  // Asks backward to keep the gradient of this non-leaf tensor.
+  void retain_grad() const;
+  const std::shared_ptr<Node>& grad_fn() const { return checked().grad_fn; }
+  // A tensor sharing this one's storage, cut from the graph.
+  Tensor detach() const;
+  // Backpropagates from this tensor. A scalar needs no gradient (1 is used); any other shape
+  // needs `grad` of its own shape. The graph is released afterwards unless retain_graph.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+
+  // --- copies and conversions (recorded on the tape) ---
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+
+  // --- in-place writes (never recorded; a leaf that requires grad may be written only under
+  // NoGradGuard, as an optimiser does) ---
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
+  const Tensor& copy_(const Tensor& src) const;                  // src broadcast to this shape
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
+  const Tensor& mul_(double factor) const;
+
+  // --- printing ---
+  std::string str() const;
+
+  // --- ops as methods (defined in ops.h) ---
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor flatten(std::int64_t start_axis = 0, std::int64_t end_axis = -1) const;
+  Tensor transpose(std::int64_t axis0, std::int64_t axis1) const;
+  Tensor permute(const Dims& axes) const;
+  Tensor mT() const;  // transpose of the last two axes
+  Tensor unsqueeze(std::int64_t axis) const;
+  Tensor squeeze(std::int64_t axis) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor narrow(std::int64_t axis, std::int64_t start, std::int64_t length) const;
+  Tensor slice(std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor select(std::int64_t axis, std::int64_t index) const;
+  Tensor sum(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor mean(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor max(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor min(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor var(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
+  Tensor argmax(std::int64_t axis, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor pow(double exponent) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor softmax(std::int64_t axis) const;
+  Tensor log_softmax(std::int64_t axis) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;
+
+ private:
+  TensorImpl& checked() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Tensor& t);
+
+// --- creation ---
+// A new contiguous tensor of the given shape; its contents are uninitialised.
+Tensor empty(const Shape& shape, DType dtype = kFloat32);
+Tensor zeros(const Shape& shape, DType dtype = kFloat32);
+Tensor ones(const Shape& shape, DType dtype = kFloat32);
+Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+// A 0-dimensional tensor.
+Tensor scalar_tensor(double value, DType dtype = kFloat32);
+// [start, end) in steps of step; the element count is ceil((end - start) / step).
+Tensor arange(double start, double end, double step = 1.0, DType dtype = kFloat32);
+Tensor arange(std::int64_t end, DType dtype = kInt64);
+// From row-major data; data.size() must equal the element count of shape.
+Tensor from_vector(const std::vector<float>& data, const Shape& shape);
+Tensor from_vector(const std::vector<double>& data, const Shape& shape);
+Tensor from_vector(const std::vector<std::int64_t>& data, const Shape& shape);
+Tensor from_vector(const std::vector<bool>& data, const Shape& shape);
+// One entry of a 1-D literal. Converting to it is a user-defined conversion, which keeps
+// tensor({{0}, {1}}) (a (2, 1) literal) from being ambiguous with a 1-D literal.
+struct Number {
+  template <class T, class = std::enable_if_t<std::is_arithmetic_v<T>>>
+  Number(T v) : value(static_cast<double>(v)) {}  // NOLINT: implicit by design
+  double value;
+};
+// Literals: tensor({1, 2, 3}) and tensor({{1, 2}, {3, 4}}), float32 unless dtype says otherwise.
+Tensor tensor(std::initializer_list<Number> values, DType dtype = kFloat32);
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype = kFloat32);
+// Random tensors, drawn from gen.
+Tensor rand(const Shape& shape, Generator& gen, DType dtype = kFloat32);   // uniform [0, 1)
+Tensor randn(const Shape& shape, Generator& gen, DType dtype = kFloat32);  // standard normal
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype = kFloat32);
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = kFloat32);
+// Integers uniform in [low, high).
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype = kInt64);
+
+// --- internal helpers shared by ops ---
+namespace detail {
+// A tensor of the given dtype over an existing storage.
+Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Dims& strides, std::int64_t offset,
+                   DType dtype);
+// A view of t (shared storage, no graph edge of its own).
+Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::int64_t offset);
+// Throws a GraphError naming op if t is a leaf that requires grad while grad mode is on.
+void check_inplace(const Tensor& t, const char* op);
+}  // namespace detail
+
+}  // namespace tapegrad

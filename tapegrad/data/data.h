@@ -1,0 +1,7 @@
+#pragma once
+// Everything in tapegrad::data: vocabularies, tokenizers, datasets and loaders, splits.
+
+#include "tapegrad/data/dataset.h"
+#include "tapegrad/data/split.h"
+#include "tapegrad/data/tokenizer.h"
+#include "tapegrad/data/vocab.h"

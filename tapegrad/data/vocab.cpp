@@ -1,0 +1,166 @@
+#include "tapegrad/data/vocab.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::data {
+
+namespace {
+
+const char* const kSpecials[Vocab::kNumSpecials] = {"<pad>", "<unk>", "<sos>", "<eos>"};
+
+}  // namespace
+
+Vocab::Vocab() {
+  for (const char* special : kSpecials) add(special, "Vocab");
+}
+
+void Vocab::add(const std::string& token, const char* where) {
+  if (!ids_.emplace(token, size()).second)
+    throw ValueError(std::string(where) + ": token '" + token + "' appears more than once");
+  tokens_.push_back(token);
+}
+
+Vocab Vocab::build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options) {
+  if (options.min_freq < 1)
+    throw ValueError("Vocab::build: min_freq must be >= 1, got " + std::to_string(options.min_freq));
+  if (options.max_size != 0 && options.max_size < kNumSpecials)
+    throw ValueError("Vocab::build: max_size must be 0 (no limit) or >= 4 (the specials), got " +
+                     std::to_string(options.max_size));
+  Vocab vocab;
+  std::unordered_map<std::string, std::int64_t> counts;
+  for (const auto& doc : docs)
+    for (const auto& token : doc)
+      if (!vocab.contains(token)) ++counts[token];
+
+  std::vector<std::pair<std::string, std::int64_t>> kept;
+  for (auto& [token, count] : counts)
+    if (count >= options.min_freq) kept.emplace_back(token, count);
+  // The order must not depend on the hash map's iteration order, hence the full tie-break.
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (options.max_size > 0 && static_cast<std::int64_t>(kept.size()) > options.max_size - kNumSpecials)
+    kept.resize(static_cast<std::size_t>(options.max_size - kNumSpecials));
+  for (const auto& entry : kept) vocab.add(entry.first, "Vocab::build");
+  return vocab;
+}
+
+Vocab Vocab::from_tokens(const std::vector<std::string>& tokens) {
+  Vocab vocab;
+  for (const auto& token : tokens) vocab.add(token, "Vocab::from_tokens");
+  return vocab;
+}
+
+std::int64_t Vocab::id(const std::string& token) const {
+  auto it = ids_.find(token);
+  return it == ids_.end() ? kUnk : it->second;
+}
+
+const std::string& Vocab::token(std::int64_t id) const {
+  if (id < 0 || id >= size())
+    throw IndexError("Vocab::token: id " + std::to_string(id) + " is out of range for a vocabulary of size " +
+                     std::to_string(size()));
+  return tokens_[static_cast<std::size_t>(id)];
+}
+
+std::vector<std::int64_t> Vocab::encode(const std::vector<std::string>& tokens, bool add_sos, bool add_eos) const {
+  std::vector<std::int64_t> ids;
+  ids.reserve(tokens.size() + 2);
+  if (add_sos) ids.push_back(kSos);
+  for (const auto& token : tokens) ids.push_back(id(token));
+  if (add_eos) ids.push_back(kEos);
+  return ids;
+}
+
+std::vector<std::string> Vocab::decode(const std::vector<std::int64_t>& ids, bool skip_special) const {
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (std::int64_t i : ids) {
+    if (i < 0 || i >= size())
+      throw IndexError("Vocab::decode: id " + std::to_string(i) + " is out of range for a vocabulary of size " +
+                       std::to_string(size()));
+    if (skip_special && (i == kPad || i == kSos || i == kEos)) continue;
+    out.push_back(tokens_[static_cast<std::size_t>(i)]);
+  }
+  return out;
+}
+
+void Vocab::save(const std::string& path) const {
+  nlohmann::json j;
+  j["format"] = "tapegrad.vocab";
+  j["version"] = 1;
+  j["tokens"] = tokens_;
+  std::string text;
+  try {
+    text = j.dump(1, '\t');
+  } catch (const nlohmann::json::exception& e) {
+    throw ValueError("Vocab::save: '" + path + "': a token is not valid UTF-8 (" + e.what() + ")");
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw IoError("Vocab::save: cannot open '" + tmp + "' for writing");
+    out << text << '\n';
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw IoError("Vocab::save: writing '" + tmp + "' failed");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw IoError("Vocab::save: cannot rename '" + tmp + "' to '" + path + "'");
+  }
+}
+
+Vocab Vocab::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("Vocab::load: cannot open '" + path + "'");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(buffer.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ValueError("Vocab::load: '" + path + "' is not valid JSON (" + e.what() + ")");
+  }
+  const std::string where = "Vocab::load: '" + path + "': ";
+  if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
+  if (j.contains("format") && j["format"] != "tapegrad.vocab")
+    throw ValueError(where + "field 'format' must be \"tapegrad.vocab\", got " + j["format"].dump());
+  if (j.contains("version") && j["version"] != 1)
+    throw ValueError(where + "field 'version' must be 1, got " + j["version"].dump());
+  if (!j.contains("tokens")) throw ValueError(where + "field 'tokens' is missing");
+  const auto& tokens = j["tokens"];
+  if (!tokens.is_array()) throw ValueError(where + "field 'tokens' must be an array");
+  if (tokens.size() < static_cast<std::size_t>(kNumSpecials))
+    throw ValueError(where + "field 'tokens' has " + std::to_string(tokens.size()) +
+                     " entries, fewer than the 4 specials");
+  Vocab vocab;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string field = "tokens[" + std::to_string(i) + "]";
+    if (!tokens[i].is_string()) throw ValueError(where + "field '" + field + "' must be a string");
+    const std::string token = tokens[i].get<std::string>();
+    if (i < static_cast<std::size_t>(kNumSpecials)) {
+      if (token != kSpecials[i])
+        throw ValueError(where + "field '" + field + "' must be the special \"" + kSpecials[i] + "\", got \"" +
+                         token + "\"");
+      continue;
+    }
+    if (vocab.contains(token))
+      throw ValueError(where + "field '" + field + "' repeats the token \"" + token + "\" (id " +
+                       std::to_string(vocab.id(token)) + ")");
+    vocab.add(token, "Vocab::load");
+  }
+  return vocab;
+}
+
+}  // namespace tapegrad::data

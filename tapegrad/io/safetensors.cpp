@@ -1,0 +1,325 @@
+// safetensors reading and writing. See safetensors.h for the layout.
+
+#include "tapegrad/io/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/autograd/error.h"
+
+// The data buffer is little-endian; tensors are stored in host order, so the host must be too.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tapegrad safetensors I/O assumes a little-endian host");
+
+namespace tapegrad::io {
+
+namespace {
+
+using json = nlohmann::json;
+
+// A header larger than this is refused before reading it (the limit the reference reader uses).
+constexpr std::uint64_t kMaxHeaderBytes = 100000000;
+
+const char* file_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+    case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+bool parse_file_dtype(const std::string& name, DType& out) {
+  if (name == "F32") out = DType::Float32;
+  else if (name == "F64") out = DType::Float64;
+  else if (name == "I64") out = DType::Int64;
+  else if (name == "BOOL") out = DType::Bool;
+  else return false;
+  return true;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// The bytes of a contiguous copy of t (C order).
+std::vector<char> tensor_bytes(const Tensor& t) {
+  const Tensor c = t.detach().contiguous();
+  const std::size_t n = static_cast<std::size_t>(c.numel()) * element_size(c.dtype());
+  std::vector<char> bytes(n);
+  if (n > 0) {
+    const void* src = dispatch_all(c.dtype(), [&](auto tag) -> const void* {
+      using T = decltype(tag);
+      return c.data_ptr<T>();
+    });
+    std::memcpy(bytes.data(), src, n);
+  }
+  return bytes;
+}
+
+// Writes all of data to fd, retrying short writes; false on error.
+bool write_all(int fd, const char* data, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, data, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata) {
+  // Build the header first: every check that can fail happens before the file is touched.
+  // ordered_json keeps the header's entries in the given order ("__metadata__" first).
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  Metadata meta = metadata;
+  if (meta.find("format") == meta.end()) meta["format"] = "pt";
+  header["__metadata__"] = meta;
+  std::set<std::string> seen;
+  for (const auto& [name, t] : tensors) {
+    if (name.empty()) throw ValueError("save_safetensors: empty tensor name (file " + path + ")");
+    if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is reserved (file " + path + ")");
+    if (!seen.insert(name).second) throw ValueError("save_safetensors: duplicate tensor name '" + name + "' (file " + path + ")");
+    if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined (file " + path + ")");
+    header[name] = nullptr;  // keeps the given order in the header; filled in below
+  }
+  // The data goes in order of decreasing element size (stable): with the header padded to 8 bytes,
+  // every tensor then starts at a multiple of its element size, so a reader may map it in place.
+  std::vector<std::size_t> order(tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return element_size(tensors[a].second.dtype()) > element_size(tensors[b].second.dtype());
+  });
+  std::uint64_t offset = 0;
+  for (const std::size_t i : order) {
+    const auto& [name, t] = tensors[i];
+    const std::uint64_t nbytes = static_cast<std::uint64_t>(t.numel()) * element_size(t.dtype());
+    header[name] = {{"dtype", file_dtype_name(t.dtype())},
+                    {"shape", t.shape().vec()},
+                    {"data_offsets", {offset, offset + nbytes}}};
+    offset += nbytes;
+  }
+  std::string text = header.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');
+  const std::uint64_t n = text.size();
+  char len_bytes[8];
+  std::memcpy(len_bytes, &n, 8);  // little-endian host (static_assert above)
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("save_safetensors: cannot create " + tmp + " for " + path + ": " + errno_text());
+  auto fail = [&](const std::string& what, bool close_fd) {
+    const std::string reason = errno_text();
+    if (close_fd) ::close(fd);
+    ::unlink(tmp.c_str());
+    throw IoError("save_safetensors: " + what + " " + path + ": " + reason);
+  };
+  if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) fail("cannot write", true);
+  for (const std::size_t i : order) {
+    const std::vector<char> bytes = tensor_bytes(tensors[i].second);
+    if (!write_all(fd, bytes.data(), bytes.size())) fail("cannot write", true);
+  }
+  if (::fsync(fd) != 0) fail("cannot fsync", true);
+  if (::close(fd) != 0) fail("cannot close", false);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp + " to", false);
+  // Make the rename itself durable; failure to open the directory is not an error of the write.
+  const int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  const std::string where = "load_safetensors: " + path + ": ";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw IoError(where + "cannot open: " + errno_text());
+  // Read the whole file: checkpoints here are small, and bounds are then checked against one buffer.
+  std::vector<char> file;
+  {
+    char buf[1 << 16];
+    std::size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) file.insert(file.end(), buf, buf + got);
+    const bool error = std::ferror(f) != 0;
+    std::fclose(f);
+    if (error) throw IoError(where + "read error");
+  }
+  const std::uint64_t size = file.size();
+  if (size < 8) throw IoError(where + "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  std::uint64_t n = 0;
+  std::memcpy(&n, file.data(), 8);
+  if (n > kMaxHeaderBytes) throw IoError(where + "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(kMaxHeaderBytes));
+  if (n > size - 8) throw IoError(where + "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) + " bytes after the length field");
+
+  // Parse, recording duplicate top-level keys (nlohmann would silently keep the last one).
+  std::set<std::string> keys;
+  std::string duplicate;
+  json header;
+  try {
+    header = json::parse(file.data() + 8, file.data() + 8 + n,
+                         [&](int depth, json::parse_event_t event, json& parsed) {
+                           if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+                             const std::string& k = parsed.get_ref<const std::string&>();
+                             if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
+                           }
+                           return true;
+                         });
+  } catch (const json::exception& e) {
+    throw IoError(where + "header is not valid JSON: " + e.what());
+  }
+  if (!header.is_object()) throw IoError(where + "header is not a JSON object");
+  if (!duplicate.empty()) throw IoError(where + "duplicate key '" + duplicate + "' in header");
+
+  SafetensorsFile out;
+  struct Entry {
+    std::string name;
+    DType dtype;
+    std::vector<std::int64_t> shape;
+    std::uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) throw IoError(where + "__metadata__ is not an object");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) throw IoError(where + "__metadata__ value for '" + k + "' is not a string: " + v.dump());
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    const std::string at = where + "tensor '" + name + "': ";
+    if (!value.is_object()) throw IoError(at + "entry is not an object: " + value.dump());
+    if (!value.contains("dtype") || !value["dtype"].is_string()) throw IoError(at + "missing or non-string dtype");
+    Entry e;
+    e.name = name;
+    const std::string dt = value["dtype"].get<std::string>();
+    if (!parse_file_dtype(dt, e.dtype)) throw IoError(at + "unsupported dtype '" + dt + "' (expected F32, F64, I64 or BOOL)");
+    if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
+    const json& shape = value["shape"];
+    if (shape.size() > static_cast<std::size_t>(kMaxRank)) throw IoError(at + "shape " + shape.dump() + " has more than " + std::to_string(kMaxRank) + " dimensions");
+    // numel with overflow checks: the byte count must stay far below 2^63.
+    std::uint64_t numel = 1;
+    bool overflow = false;
+    const std::uint64_t kLimit = std::uint64_t{1} << 62;
+    for (const json& d : shape) {
+      if (!d.is_number_integer() || (d.is_number_integer() && !d.is_number_unsigned() && d.get<std::int64_t>() < 0))
+        throw IoError(at + "shape " + shape.dump() + " has an entry that is not a non-negative integer");
+      const std::uint64_t v = d.get<std::uint64_t>();
+      if (v > kLimit) overflow = true;
+      else if (numel != 0 && v != 0 && numel > kLimit / v) overflow = true;
+      else numel *= v;
+      e.shape.push_back(static_cast<std::int64_t>(v));
+    }
+    if (overflow) throw IoError(at + "shape " + shape.dump() + " is too large");
+    if (!value.contains("data_offsets")) throw IoError(at + "missing data_offsets");
+    const json& offs = value["data_offsets"];
+    if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
+      throw IoError(at + "data_offsets " + offs.dump() + " is not two non-negative integers");
+    e.begin = offs[0].get<std::uint64_t>();
+    e.end = offs[1].get<std::uint64_t>();
+    if (e.end < e.begin) throw IoError(at + "data_offsets " + offs.dump() + " end < begin");
+    const std::uint64_t expected = numel * element_size(e.dtype);  // may wrap (unsigned) when numel > 2^59; only used after that is ruled out below
+    if (numel > kLimit / 8 || e.end - e.begin != expected)
+      throw IoError(at + "data_offsets " + offs.dump() + " span " + std::to_string(e.end - e.begin) + " bytes, but shape " +
+                    shape.dump() + " of " + dt + " needs " + std::to_string(expected));
+    entries.push_back(std::move(e));
+  }
+  // Sorted by offset, the entries must tile [0, buffer size) exactly.
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  std::uint64_t expected_begin = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != expected_begin)
+      throw IoError(where + "tensor '" + e.name + "': data_offsets begin " + std::to_string(e.begin) + " but the previous tensor ends at " +
+                    std::to_string(expected_begin) + (e.begin < expected_begin ? " (overlap)" : " (gap)"));
+    expected_begin = e.end;
+  }
+  const std::uint64_t buffer = size - 8 - n;
+  if (expected_begin != buffer)
+    throw IoError(where + "tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " + std::to_string(buffer) +
+                  " (8 + " + std::to_string(n) + " + " + std::to_string(expected_begin) + " != file size " + std::to_string(size) + ")");
+
+  const char* data = file.data() + 8 + n;
+  for (const Entry& e : entries) {
+    Tensor t = empty(Shape(e.shape), e.dtype);
+    const std::size_t nbytes = static_cast<std::size_t>(e.end - e.begin);
+    if (e.dtype == DType::Bool) {
+      // A bool byte other than 0 or 1 is not a valid bool (reading it would be undefined behaviour).
+      for (std::size_t i = 0; i < nbytes; ++i) {
+        const unsigned char b = static_cast<unsigned char>(data[e.begin + i]);
+        if (b > 1) throw IoError(where + "tensor '" + e.name + "': BOOL element " + std::to_string(i) + " has byte value " + std::to_string(b));
+      }
+    }
+    if (nbytes > 0) {
+      void* dst = dispatch_all(e.dtype, [&](auto tag) -> void* {
+        using T = decltype(tag);
+        return t.data_ptr<T>();
+      });
+      std::memcpy(dst, data + e.begin, nbytes);
+    }
+    out.tensors.emplace_back(e.name, t);
+  }
+  return out;
+}
+
+Metadata load_into(nn::Module& module, const std::string& path, bool strict) {
+  SafetensorsFile file = load_safetensors(path);
+  module.load_state_dict(file.tensors, strict);
+  return file.metadata;
+}
+
+Metadata load_into(const nn::NamedTensors& target, const std::string& path, bool strict) {
+  SafetensorsFile file = load_safetensors(path);
+  const std::string where = "load_into: " + path + ": ";
+  std::map<std::string, const Tensor*> loaded;
+  for (const auto& [name, t] : file.tensors) loaded[name] = &t;
+  std::set<std::string> wanted;
+  // Check everything before copying anything, so a mismatch leaves target unchanged.
+  for (const auto& [name, t] : target) {
+    wanted.insert(name);
+    const auto it = loaded.find(name);
+    if (it == loaded.end()) {
+      if (strict) throw ValueError(where + "missing tensor '" + name + "'");
+      continue;
+    }
+    if (!(it->second->shape() == t.shape()))
+      throw ShapeError(where + "tensor '" + name + "' has shape " + it->second->shape().str() + " in the file, expected " + t.shape().str());
+    if (it->second->dtype() != t.dtype())
+      throw TypeError(where + "tensor '" + name + "' has dtype " + dtype_name(it->second->dtype()) + " in the file, expected " + dtype_name(t.dtype()));
+  }
+  if (strict)
+    for (const auto& [name, t] : file.tensors)
+      if (!wanted.count(name)) throw ValueError(where + "unexpected tensor '" + name + "' in the file");
+  NoGradGuard no_grad;
+  for (const auto& [name, t] : target) {
+    const auto it = loaded.find(name);
+    if (it != loaded.end()) t.copy_(*it->second);
+  }
+  return file.metadata;
+}
+
+}  // namespace tapegrad::io

@@ -1,0 +1,272 @@
+#include "tapegrad/nn/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace tapegrad::nn {
+
+namespace {
+
+constexpr const char* kSdpa = "scaled_dot_product_attention";
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+std::string dims_str(std::int64_t b, std::int64_t h, std::int64_t tq, std::int64_t tk) {
+  return Shape{b, h, tq, tk}.str();
+}
+
+// True when `mask` broadcasts to `target` with NumPy's rules (without widening target).
+bool broadcasts_to(const Shape& mask, const Shape& target) {
+  if (mask.size() > target.size()) return false;
+  const int lead = target.size() - mask.size();
+  for (int i = 0; i < mask.size(); ++i)
+    if (mask[i] != 1 && mask[i] != target[lead + i]) return false;
+  return true;
+}
+
+Tensor or_masks(const Tensor& acc, const Tensor& more) { return acc.defined() ? logical_or(acc, more) : more; }
+
+void check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank 4 (B, H, T, D), got " + q.shape().str() + ", " +
+                     k.shape().str() + ", " + v.shape().str());
+  if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    throw TypeError(std::string(kSdpa) + ": q, k, v must share one floating-point dtype");
+  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
+  if (qs[0] != ks[0] || qs[1] != ks[1] || qs[0] != vs[0] || qs[1] != vs[1] || qs[3] != ks[3] || ks[2] != vs[2])
+    throw ShapeError(std::string(kSdpa) + ": q " + qs.str() + ", k " + ks.str() + " and v " + vs.str() +
+                     " do not fit (B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)");
+}
+
+// The Bool mask, true = the key is excluded, in the smallest shape that broadcasts to the
+// scores (B, H, Tq, Tk): (Tq, Tk) for causal, (B, 1, 1, Tk) for padding, and so on. Undefined
+// when nothing is masked.
+Tensor excluded_keys(const AttentionMasks& masks, std::int64_t b, std::int64_t h, std::int64_t tq, std::int64_t tk,
+                     DType dtype) {
+  const Shape scores{b, h, tq, tk};
+  Tensor excluded;
+  if (masks.is_causal) {
+    // Query i sits at absolute position i + (Tk - Tq): the cached keys precede it.
+    const double offset = static_cast<double>(tk - tq);
+    Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});          // (1, Tk)
+    Tensor query_pos = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});  // (Tq, 1)
+    excluded = gt(key_pos, query_pos);  // (Tq, Tk)
+  }
+  if (masks.key_padding_mask.defined()) {
+    const Tensor& pad = masks.key_padding_mask;
+    if (pad.dtype() != kBool)
+      throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
+                      dtype_name(pad.dtype()));
+    if (pad.shape() != Shape{b, tk})
+      throw ShapeError(std::string(kSdpa) + ": key_padding_mask must have shape (B, Tk) = " + Shape{b, tk}.str() +
+                       ", got " + pad.shape().str());
+    excluded = or_masks(excluded, pad.reshape({b, 1, 1, tk}));
+  }
+  if (masks.keep_mask.defined()) {
+    const Tensor& keep = masks.keep_mask;
+    if (keep.dtype() != kBool)
+      throw TypeError(std::string(kSdpa) + ": keep_mask must be Bool (true = keep), got " + dtype_name(keep.dtype()));
+    if (!broadcasts_to(keep.shape(), scores))
+      throw ShapeError(std::string(kSdpa) + ": keep_mask of shape " + keep.shape().str() +
+                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+    excluded = or_masks(excluded, logical_not(keep));
+  }
+  if (masks.additive_mask.defined()) {
+    const Tensor& add = masks.additive_mask;
+    if (add.dtype() != dtype)
+      throw TypeError(std::string(kSdpa) + ": additive_mask must have q's dtype " + dtype_name(dtype) + ", got " +
+                      dtype_name(add.dtype()));
+    if (!broadcasts_to(add.shape(), scores))
+      throw ShapeError(std::string(kSdpa) + ": additive_mask of shape " + add.shape().str() +
+                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+    Tensor minus_inf = eq(add.detach(), kMinusInf);
+    if (minus_inf.to(kFloat32).sum().item() > 0) excluded = or_masks(excluded, minus_inf);
+  }
+  return excluded;
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionMasks& masks, bool need_weights, double dropout_p,
+                                             Generator* gen) {
+  check_sdpa_shapes(q, k, v);
+  if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+    throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));
+  if (dropout_p > 0.0 && gen == nullptr)
+    throw ValueError(std::string(kSdpa) + ": dropout probability " + std::to_string(dropout_p) + " needs a Generator");
+  const std::int64_t b = q.shape()[0], h = q.shape()[1], tq = q.shape()[2], tk = k.shape()[2], d = q.shape()[3];
+
+  // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): the fused
+  // causal_softmax needs no mask tensor and no check for fully masked rows.
+  const bool causal_only = masks.is_causal && tk >= tq && !masks.key_padding_mask.defined() &&
+                           !masks.keep_mask.defined() && !masks.additive_mask.defined();
+  // Broadcasts to (B, H, Tq, Tk); undefined when nothing is masked or the mask is causal only.
+  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, b, h, tq, tk, q.dtype());
+
+  // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
+  // scores: (B, H, Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
+  Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(d))), k.mT());
+  if (masks.additive_mask.defined()) {
+    // -inf entries are already in `excluded`; adding them would turn a fully masked row's
+    // scores into -inf and its softmax into NaN, so they are added as 0.
+    const Tensor& add = masks.additive_mask;
+    scores = scores + (excluded.defined() ? masked_fill(add, eq(add.detach(), kMinusInf), 0.0) : add);
+  }
+
+  Tensor weights;  // (B, H, Tq, Tk)
+  if (causal_only) {
+    weights = causal_softmax(scores, tk - tq);
+  } else if (!excluded.defined()) {
+    weights = softmax(scores, -1);
+  } else {
+    // A row with every key excluded would be softmax(-inf, ..., -inf) = NaN. Such rows keep
+    // their raw scores for the softmax (finite, so no NaN even transiently) and are zeroed
+    // afterwards; the zeroing passes no gradient, so the row contributes nothing backward.
+    // Masked entries get -inf rather than a large finite negative: exactly zero weight in
+    // float32 too, whatever the scale of the scores.
+    // fully_excluded: excluded's shape with the last axis 1 (a size-1 last axis stands for all Tk).
+    const Tensor fully_excluded = eq(excluded.to(kFloat32).sum({-1}, /*keepdim=*/true),
+                                     static_cast<double>(excluded.shape()[excluded.dim() - 1]));
+    if (fully_excluded.to(kFloat32).sum().item() > 0) {
+      const Tensor partly_excluded = logical_and(excluded, logical_not(fully_excluded));
+      weights = softmax(masked_fill(scores, partly_excluded, kMinusInf), -1);
+      weights = masked_fill(weights, fully_excluded, 0.0);
+    } else {
+      weights = softmax(masked_fill(scores, excluded, kMinusInf), -1);
+    }
+  }
+
+  const Tensor mixed = dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, *gen) : weights;
+  AttentionResult result;
+  result.output = matmul(mixed, v);  // (B, H, Tq, Dv)
+  if (need_weights) result.weights = weights;
+  return result;
+}
+
+MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_heads, Generator& gen,
+                                       const MultiHeadAttentionOptions& options)
+    : d_model_(d_model), num_heads_(num_heads), head_dim_(0), options_(options) {
+  if (d_model <= 0 || num_heads <= 0)
+    throw ValueError("MultiHeadAttention: d_model and num_heads must be positive, got " + std::to_string(d_model) +
+                     " and " + std::to_string(num_heads));
+  if (d_model % num_heads != 0)
+    throw ValueError("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by num_heads " +
+                     std::to_string(num_heads));
+  if (!(options.dropout >= 0.0 && options.dropout < 1.0))
+    throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout));
+  if (options.kv_dim < 0 || (options.kv_dim != 0 && !options.cross_attention))
+    throw ValueError("MultiHeadAttention: kv_dim " + std::to_string(options.kv_dim) +
+                     " is only for cross-attention and must be positive");
+  head_dim_ = d_model / num_heads;
+  if (options.rotary_max_len < 0 || (options.rotary_max_len > 0 && options.cross_attention))
+    throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len) +
+                     " is only for self-attention and must not be negative");
+  if (options.cross_attention) {
+    const std::int64_t kv_dim = options.kv_dim > 0 ? options.kv_dim : d_model;
+    options_.kv_dim = kv_dim;
+    q_proj_ = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, gen, options.bias));
+    kv_proj_ = register_module("kv_proj", std::make_shared<Linear>(kv_dim, 2 * d_model, gen, options.bias));
+  } else {
+    qkv_proj_ = register_module("qkv_proj", std::make_shared<Linear>(d_model, 3 * d_model, gen, options.bias));
+  }
+  out_proj_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, gen, options.bias));
+  if (options.rotary_max_len > 0)
+    rotary_ = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim_, options.rotary_max_len));
+  dropout_gen_.manual_seed(gen.next_u64());
+  register_generator("dropout_generator", dropout_gen_);
+}
+
+std::vector<Tensor> MultiHeadAttention::project_heads(const Linear& proj, const Tensor& x, std::int64_t n) const {
+  const std::int64_t b = x.shape()[0], t = x.shape()[1];
+  // proj's weight (n * d, in) holds n projections as row blocks (PyTorch's in_proj layout). Each is
+  // its own product over a view of those rows, so each output is contiguous and its gradient
+  // comes back whole, never assembled from slices of an (B, T, n * d) buffer.
+  std::vector<Tensor> out;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Tensor w = proj.weight().narrow(0, i * d_model_, d_model_);  // (d, in)
+    const Tensor bias = proj.bias().defined() ? proj.bias().narrow(0, i * d_model_, d_model_) : Tensor();
+    // (B, T, d) -> (B, T, H, Dh) -> (B, H, T, Dh), views; gemm reads each head with row stride d.
+    out.push_back(linear(x, w, bias).view({b, t, num_heads_, head_dim_}).transpose(1, 2));
+  }
+  return out;
+}
+
+AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key_value,
+                                            const MultiHeadAttentionForwardOptions& options) {
+  const bool cross = options_.cross_attention;
+  if (query.dim() != 3 || query.shape()[2] != d_model_)
+    throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
+                     query.shape().str());
+  const std::int64_t b = query.shape()[0], tq = query.shape()[1];
+  KVCache* cache = options.cache;
+
+  Tensor q, k, v;  // (B, H, T, Dh)
+  if (!cross) {
+    if (key_value.defined())
+      throw ValueError("MultiHeadAttention: built for self-attention (fused qkv_proj), but given a key_value "
+                       "sequence of shape " + key_value.shape().str() + "; build it with cross_attention = true");
+    std::vector<Tensor> qkv = project_heads(*qkv_proj_, query, 3);  // 3 x (B, H, Tq, Dh)
+    q = qkv[0];
+    k = qkv[1];
+    v = qkv[2];
+    if (rotary_) {
+      // Positions of the new tokens start after the cached ones.
+      const std::int64_t offset = cache != nullptr ? cache->length() : 0;
+      q = rotary_->apply(q, offset);
+      k = rotary_->apply(k, offset);
+    }
+    if (cache != nullptr) {
+      if (cache->k.defined()) {
+        const Shape expected{b, num_heads_, cache->length(), head_dim_};
+        if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
+          throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " and v " +
+                           (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
+                           ", expected (B, H, T_cached, head_dim) = " + expected.str());
+        k = concat({cache->k, k}, 2);  // (B, H, T_cached + Tq, Dh)
+        v = concat({cache->v, v}, 2);
+      }
+      cache->k = k;
+      cache->v = v;
+    }
+  } else {
+    q = project_heads(*q_proj_, query, 1)[0];
+    if (cache != nullptr && cache->k.defined()) {
+      if (cache->k.shape()[0] != b)
+        throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " for batch size " +
+                         std::to_string(cache->k.shape()[0]) + ", but the query has shape " + query.shape().str());
+      k = cache->k;
+      v = cache->v;
+    } else {
+      if (!key_value.defined())
+        throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
+      if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kv_dim)
+        throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
+                         std::to_string(options_.kv_dim) + ") for query " + query.shape().str() + ", got " +
+                         key_value.shape().str());
+      std::vector<Tensor> kv = project_heads(*kv_proj_, key_value, 2);
+      k = kv[0];
+      v = kv[1];
+      if (cache != nullptr) {
+        cache->k = k;
+        cache->v = v;
+      }
+    }
+  }
+
+  AttentionMasks masks;
+  masks.is_causal = options.is_causal;
+  masks.key_padding_mask = options.key_padding_mask;
+  masks.keep_mask = options.keep_mask;
+  masks.additive_mask = options.additive_mask;
+  const double p = is_training() ? options_.dropout : 0.0;
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, masks, options.need_weights, p, &dropout_gen_);
+
+  // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, d) (one copy).
+  AttentionResult result;
+  result.output = (*out_proj_)(heads.output.transpose(1, 2).reshape({b, tq, d_model_}));
+  result.weights = heads.weights;
+  return result;
+}
+
+}  // namespace tapegrad::nn

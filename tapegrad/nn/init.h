@@ -1,0 +1,27 @@
+#pragma once
+// Seeded initialisers, writing in place (not recorded on the tape). For a weight of shape
+// (out, in, ...): fan_in = in * receptive, fan_out = out * receptive.
+//   xavier_uniform_:  U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
+//   xavier_normal_:   N(0, gain^2 * 2 / (fan_in + fan_out))
+//   kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan), gain = sqrt(2 / (1 + a^2)) for leaky ReLU slope a
+//   kaiming_normal_:  N(0, gain^2 / fan)
+
+#include "tapegrad/autograd/autograd.h"
+
+namespace tapegrad::nn::init {
+
+enum class FanMode { FanIn, FanOut };
+
+void uniform_(const Tensor& t, double low, double high, Generator& gen);
+void normal_(const Tensor& t, double mean, double std, Generator& gen);
+void zeros_(const Tensor& t);
+void ones_(const Tensor& t);
+void xavier_uniform_(const Tensor& t, Generator& gen, double gain = 1.0);
+void xavier_normal_(const Tensor& t, Generator& gen, double gain = 1.0);
+void kaiming_uniform_(const Tensor& t, Generator& gen, double a = 0.0, FanMode mode = FanMode::FanIn);
+void kaiming_normal_(const Tensor& t, Generator& gen, double a = 0.0, FanMode mode = FanMode::FanIn);
+
+// (fan_in, fan_out) of a weight with at least two axes.
+std::pair<std::int64_t, std::int64_t> fans(const Tensor& t);
+
+}  // namespace tapegrad::nn::init

@@ -1,0 +1,263 @@
+#include "tapegrad/nn/losses.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::nn {
+
+namespace {
+
+const char* reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::None: return "None";
+    case Reduction::Mean: return "Mean";
+    case Reduction::Sum: return "Sum";
+    case Reduction::BatchMean: return "BatchMean";
+  }
+  return "?";
+}
+
+// BatchMean belongs to kl_div alone; the other losses check before doing any work.
+void reject_batch_mean(Reduction reduction, const char* op) {
+  if (reduction == Reduction::BatchMean)
+    throw ValueError(std::string(op) + ": reduction " + reduction_name(reduction) +
+                     " is only defined for kl_div; use None, Mean or Sum");
+}
+
+// None / Sum / Mean over every element.
+Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
+  reject_batch_mean(reduction, op);
+  if (reduction == Reduction::Sum) return sum(loss);
+  if (reduction == Reduction::Mean) return mean(loss);
+  return loss;
+}
+
+void check_floating(const Tensor& t, const char* op, const char* what) {
+  if (!t.is_floating_point())
+    throw TypeError(std::string(op) + ": " + what + " must be a floating-point tensor, got " + dtype_name(t.dtype()));
+}
+
+// p log q with the convention 0 log q = 0: where p == 0 the product and its gradient are 0,
+// even when q is 0 too (log is evaluated at 1 there, so no -inf reaches the backward).
+Tensor xlogy(const Tensor& p, const Tensor& q) {
+  const Tensor positive = gt(p.detach(), 0.0);
+  const Tensor safe_q = where(positive, q, 1.0);
+  return where(positive, p * log(safe_q), 0.0);
+}
+
+Tensor in_log_base(const Tensor& nats, std::optional<double> log_base, const char* op) {
+  if (!log_base) return nats;
+  if (!(*log_base > 0.0) || *log_base == 1.0)
+    throw ValueError(std::string(op) + ": log_base must be positive and not 1, got " + std::to_string(*log_base));
+  return nats / std::log(*log_base);
+}
+
+// The class-index loss shared by nll_loss and cross_entropy: the per-element losses (0 at
+// ignored targets), the keep mask and the number of kept targets.
+struct PickedLoss {
+  Tensor loss;         // (N, d...), or (1) for a (C) input
+  Tensor keep;         // Bool, loss's shape: target != ignore_index
+  std::int64_t count;  // number of kept targets
+};
+
+// log_probs: (N, C, d...) -> -log_probs[n, t[n, d...], d...]. A (C) input with a () target is
+// handled as a batch of one.
+PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& targets, std::int64_t ignore_index,
+                                   const char* op) {
+  check_floating(log_probs, op, "input");
+  if (targets.dtype() != kInt64)
+    throw TypeError(std::string(op) + ": targets must be an int64 tensor of class indices, got " +
+                    dtype_name(targets.dtype()));
+  if (log_probs.dim() == 0) throw ShapeError(std::string(op) + ": input must have a class axis, got a scalar");
+  // PyTorch's layout: (C) pairs with a () target, (N, C, d...) with (N, d...).
+  Shape expected;
+  for (int axis = 0; axis < log_probs.dim(); ++axis)
+    if (axis != (log_probs.dim() == 1 ? 0 : 1)) expected.push_back(log_probs.size(axis));
+  if (targets.shape() != expected)
+    throw ShapeError(std::string(op) + ": input of shape " + log_probs.shape().str() +
+                     " needs targets of shape " + expected.str() + ", got targets of shape " +
+                     targets.shape().str());
+
+  const bool unbatched = log_probs.dim() == 1;
+  // x: (N, C, d...)
+  const Tensor x = unbatched ? log_probs.unsqueeze(0) : log_probs;
+  const std::int64_t classes = x.size(1);
+
+  // The targets are data, not part of the graph: validate them and replace ignored entries by
+  // class 0, so gather stays in range; the keep mask zeroes those entries afterwards.
+  std::vector<std::int64_t> safe = targets.to_vector<std::int64_t>();
+  std::vector<bool> keep(safe.size());
+  std::int64_t count = 0;
+  for (std::size_t i = 0; i < safe.size(); ++i) {
+    const std::int64_t t = safe[i];
+    keep[i] = t != ignore_index;
+    if (!keep[i]) {
+      safe[i] = 0;
+      continue;
+    }
+    if (t < 0 || t >= classes)
+      throw IndexError(std::string(op) + ": target " + std::to_string(t) + " is out of range for " +
+                       std::to_string(classes) + " classes (ignore_index is " + std::to_string(ignore_index) + ")");
+    ++count;
+  }
+  Shape target_shape = x.shape();
+  target_shape[1] = 1;
+  // index: (N, 1, d...), picked: (N, d...)
+  const Tensor index = from_vector(safe, target_shape);
+  const Tensor picked = gather(x, 1, index).squeeze(1);
+  const Tensor keep_mask = from_vector(keep, picked.shape());
+  return {where(keep_mask, -picked, 0.0), keep_mask, count};
+}
+
+// Reduces per-target losses: Mean divides by the kept targets, so it is 0 / 0 = NaN when all
+// are ignored, as in PyTorch.
+Tensor reduce_class_loss(const Tensor& loss, std::int64_t count, Reduction reduction, bool unbatched,
+                         const char* op) {
+  switch (reduction) {
+    case Reduction::None: return unbatched ? loss.squeeze(0) : loss;
+    case Reduction::Sum: return sum(loss);
+    case Reduction::Mean: return sum(loss) / static_cast<double>(count);
+    case Reduction::BatchMean: break;
+  }
+  reject_batch_mean(reduction, op);
+  return loss;
+}
+
+// (1 - eps) * p + eps / C: the smoothed version of probability targets p.
+Tensor eps_smooth(const Tensor& p, double eps, double classes) {
+  return eps > 0.0 ? p * (1.0 - eps) + eps / classes : p;
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& options) {
+  reject_batch_mean(options.reduction, "nll_loss");
+  const PickedLoss picked = pick_negative_log_probs(log_probs, targets, options.ignore_index, "nll_loss");
+  return reduce_class_loss(picked.loss, picked.count, options.reduction, log_probs.dim() == 1, "nll_loss");
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options) {
+  const char* op = "cross_entropy";
+  reject_batch_mean(options.reduction, op);
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
+    throw ValueError(std::string(op) + ": label_smoothing must be in [0, 1], got " +
+                     std::to_string(options.label_smoothing));
+  check_floating(logits, op, "input");
+  if (logits.dim() == 0) throw ShapeError(std::string(op) + ": input must have a class axis, got a scalar");
+  const bool unbatched = logits.dim() == 1;
+  const std::int64_t class_axis = unbatched ? 0 : 1;
+  // log_probs: logits' shape, normalised over the class axis (fused, stable).
+  const Tensor log_probs = log_softmax(logits, class_axis);
+  if (targets.is_floating_point()) {
+    // Class probabilities (soft labels, distillation): no index to ignore, so Mean averages over
+    // every position, as in PyTorch.
+    if (targets.shape() != logits.shape())
+      throw ShapeError(std::string(op) + ": probability targets of shape " + targets.shape().str() +
+                       " must match input of shape " + logits.shape().str());
+    const double classes = static_cast<double>(logits.size(class_axis));
+    const Tensor smoothed = eps_smooth(targets, options.label_smoothing, classes);
+    // loss: targets' shape without the class axis
+    const Tensor loss = -sum(smoothed * log_probs, {class_axis});
+    return reduce_loss(loss, options.reduction, op);
+  }
+  PickedLoss picked = pick_negative_log_probs(log_probs, targets, options.ignore_index, op);
+  Tensor loss = picked.loss;
+  const double eps = options.label_smoothing;
+  if (eps > 0.0) {
+    // The uniform part of the smoothed target: -mean over classes of log p, per target, with
+    // ignored targets left out like the nll part.
+    Tensor uniform_part = -mean(log_probs, {class_axis});
+    if (unbatched) uniform_part = uniform_part.unsqueeze(0);
+    loss = (1.0 - eps) * loss + eps * where(picked.keep, uniform_part, 0.0);
+  }
+  return reduce_class_loss(loss, picked.count, options.reduction, unbatched, op);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  const char* op = "kl_div";
+  check_floating(input, op, "input");
+  check_floating(target, op, "target");
+  Tensor pointwise;
+  if (log_target) {
+    pointwise = exp(target) * (target - input);
+  } else {
+    // p log p - p input, with both terms 0 where p == 0: an impossible event costs nothing,
+    // whatever the model gives it (even input = -inf).
+    const Tensor positive = gt(target.detach(), 0.0);
+    pointwise = where(positive, xlogy(target, target) - target * where(positive, input, 0.0), 0.0);
+  }
+  switch (reduction) {
+    case Reduction::None: return pointwise;
+    case Reduction::Sum: return sum(pointwise);
+    case Reduction::Mean: return mean(pointwise);
+    case Reduction::BatchMean: {
+      // PyTorch divides by input's first size; a 0-d input is its own batch of one.
+      const Tensor total = sum(pointwise);
+      return input.dim() == 0 ? total : total / static_cast<double>(input.size(0));
+    }
+  }
+  throw ValueError("kl_div: unknown reduction");
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, Reduction reduction,
+                                        const Tensor& pos_weight) {
+  const char* op = "binary_cross_entropy_with_logits";
+  check_floating(logits, op, "logits");
+  check_floating(targets, op, "targets");
+  if (logits.shape() != targets.shape())
+    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() +
+                     " must match logits of shape " + logits.shape().str());
+  reject_batch_mean(reduction, op);
+  // softplus(-x) = log(1 + exp(-x)) = max(-x, 0) + log(1 + exp(-|x|)), written as
+  // logsumexp([0, -x]): the same stable value, but with the exact derivative -sigmoid(-x) at
+  // x = 0 too, where max and |x| would each contribute their subgradient 0 (zero-initialised
+  // logits sit exactly there).
+  // pair: (..., 2)
+  const Tensor pair = stack({zeros_like(logits), -logits}, -1);
+  const Tensor softplus_neg = logsumexp(pair, {-1});
+  Tensor loss;
+  if (pos_weight.defined()) {
+    check_floating(pos_weight, op, "pos_weight");
+    loss = (1.0 - targets) * logits + ((pos_weight - 1.0) * targets + 1.0) * softplus_neg;
+  } else {
+    // max(x, 0) - x y + log(1 + exp(-|x|)) = x - x y + softplus(-x)
+    loss = (1.0 - targets) * logits + softplus_neg;
+  }
+  return reduce_loss(loss, reduction, op);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "mse_loss";
+  check_floating(input, op, "input");
+  check_floating(target, op, "target");
+  // PyTorch only warns here; a (N, 1) prediction against (N) targets broadcasting to (N, N) is
+  // nearly always a bug, so it is an error.
+  if (input.shape() != target.shape())
+    throw ShapeError(std::string(op) + ": target of shape " + target.shape().str() + " must match input of shape " +
+                     input.shape().str());
+  reject_batch_mean(reduction, op);
+  const Tensor diff = input - target;
+  return reduce_loss(diff * diff, reduction, op);
+}
+
+Tensor entropy(const Tensor& p, std::int64_t axis, std::optional<double> log_base) {
+  check_floating(p, "entropy", "p");
+  return in_log_base(-sum(xlogy(p, p), {axis}), log_base, "entropy");
+}
+
+Tensor cross_entropy_between(const Tensor& p, const Tensor& q, std::int64_t axis, std::optional<double> log_base) {
+  check_floating(p, "cross_entropy_between", "p");
+  check_floating(q, "cross_entropy_between", "q");
+  return in_log_base(-sum(xlogy(p, q), {axis}), log_base, "cross_entropy_between");
+}
+
+Tensor kl_divergence(const Tensor& p, const Tensor& q, std::int64_t axis, std::optional<double> log_base) {
+  check_floating(p, "kl_divergence", "p");
+  check_floating(q, "kl_divergence", "q");
+  return in_log_base(sum(xlogy(p, p) - xlogy(p, q), {axis}), log_base, "kl_divergence");
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,86 @@
+#pragma once
+// Loss functions, as free functions with torch.nn.functional's semantics. Each is composed from
+// autograd ops (log_softmax, gather, where, sum ...), so its gradient comes from the engine.
+//
+//   Tensor loss = nn::cross_entropy(logits, targets);                        // logits (N, C), targets (N)
+//   Tensor lm = nn::cross_entropy(logits.transpose(1, 2), tokens, {nn::Reduction::Mean, /*ignore_index=*/0});
+//   Tensor kl = nn::kl_div(student.log_softmax(-1), teacher_probs, nn::Reduction::BatchMean);
+//
+// Shapes follow PyTorch: the class axis of cross_entropy / nll_loss is axis 1, so sequence logits
+// (N, T, C) are passed as (N, C, T) (a transposed view, no copy).
+
+#include <cstdint>
+#include <optional>
+
+#include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::nn {
+
+// None keeps the per-element losses; Sum adds them; Mean averages them (for cross_entropy and
+// nll_loss: over the targets that are not ignored). BatchMean (sum / batch size) is for kl_div
+// only; the other losses reject it with a ValueError.
+enum class Reduction { None, Mean, Sum, BatchMean };
+
+// PyTorch's defaults: {Reduction::Mean, -100, 0.0}.
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::Mean;
+  std::int64_t ignore_index = -100;  // targets equal to it contribute 0 and are left out of the mean
+  double label_smoothing = 0.0;      // in [0, 1]
+};
+
+struct NllLossOptions {
+  Reduction reduction = Reduction::Mean;
+  std::int64_t ignore_index = -100;
+};
+
+// Negative log-likelihood of class indices.
+//   log_probs: (N, C) or (N, C, d1, ...), or (C); targets: Int64 (N) or (N, d1, ...), or () for (C).
+//   loss[n, d...] = -log_probs[n, targets[n, d...], d...], and 0 where targets == ignore_index.
+//   Mean = sum / (number of non-ignored targets); NaN when every target is ignored (as PyTorch).
+// Targets outside [0, C) other than ignore_index: IndexError. Shapes that do not fit: ShapeError.
+Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& options = {});
+
+// Cross-entropy from unnormalised logits: nll_loss(log_softmax(logits, 1), targets), with
+// optional label smoothing eps:
+//   loss[n] = (1 - eps) * nll[n] + eps * mean_c(-log_softmax(logits)[n, c])   (0 where ignored)
+// which is the cross-entropy against the target (1 - eps) * one_hot + eps / C. Shapes as nll_loss.
+// Floating-point targets of logits' shape are class probabilities (soft labels), as in PyTorch:
+//   loss[n, d...] = -sum_c p'[n, c, d...] log_softmax(logits)[n, c, d...],  p' = (1 - eps) p + eps / C,
+// with Mean over all N * d... positions (ignore_index does not apply).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options = {});
+
+// KL divergence, PyTorch's argument order: input holds log-probabilities log q, target holds
+// probabilities p (or log p when log_target), broadcast together.
+//   pointwise = p * (log p - input), with 0 where p == 0 (0 log 0 = 0, also in the gradient);
+//   log_target: exp(t) * (t - input).
+// Mean averages over all elements (PyTorch's default, rarely what is wanted); BatchMean divides
+// the sum by input.size(0), which is the mathematical KL(p || q) per sample.
+Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+              bool log_target = false);
+
+// Binary cross-entropy on logits x with float targets y in [0, 1], of x's shape:
+//   loss = max(x, 0) - x y + log(1 + exp(-|x|))   (= -[y log s(x) + (1 - y) log(1 - s(x))]).
+// pos_weight w (broadcast against x, typically (C) for x (N, C)) weights the positive term:
+//   loss = (1 - y) x + (1 + (w - 1) y) softplus(-x).
+Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
+                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
+
+// Squared error (input - target)^2; input and target must have the same shape.
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// ---------------------------------------------------------------- distributions
+// Information measures of probability vectors along `axis` (the axis is reduced away). Natural
+// logarithm (nats) unless log_base is given: log_base = 2 gives bits. 0 log 0 = 0 throughout.
+//   p = [0.1, 0.2, 0.4, 0.2, 0.1]: entropy(p, -1, 2) = 2.12 bits,
+//   cross_entropy_between(p, uniform(5), -1, 2) = log2(5) = 2.32 bits.
+// entropy H(p) = -sum p log p.
+Tensor entropy(const Tensor& p, std::int64_t axis = -1, std::optional<double> log_base = std::nullopt);
+// Cross-entropy H(p, q) = -sum p log q (p and q broadcast); +inf where q = 0 < p.
+Tensor cross_entropy_between(const Tensor& p, const Tensor& q, std::int64_t axis = -1,
+                             std::optional<double> log_base = std::nullopt);
+// KL(p || q) = H(p, q) - H(p) = sum p log(p / q); 0 when p == q.
+Tensor kl_divergence(const Tensor& p, const Tensor& q, std::int64_t axis = -1,
+                     std::optional<double> log_base = std::nullopt);
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,122 @@
+#pragma once
+// Module: the base of every layer. Parameters, buffers and child modules are registered by
+// name into ordered lists, and hierarchical names come out of the tree:
+// "decoder.layers.1.cross_attn.q_proj.weight".
+//
+//   class Mlp : public nn::UnaryModule {
+//    public:
+//     Mlp(int64_t d, Generator& gen)
+//         : fc1_(register_module("fc1", std::make_shared<nn::Linear>(d, 4 * d, gen))),
+//           fc2_(register_module("fc2", std::make_shared<nn::Linear>(4 * d, d, gen))) {}
+//     Tensor forward(const Tensor& x) override { return (*fc2_)((*fc1_)(x).relu()); }
+//    private:
+//     std::shared_ptr<nn::Linear> fc1_, fc2_;
+//   };
+//
+// Training mode (train()/eval(), read by dropout) is separate from grad mode (NoGradGuard).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/autograd.h"
+
+namespace tapegrad::nn {
+
+// Named tensors in registration order (state dicts, named_parameters ...).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+// Named generators in registration order (a module's random state, e.g. dropout masks).
+using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // --- the tree ---
+  NamedTensors named_parameters(bool recurse = true) const;
+  TensorList parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  TensorList buffers(bool recurse = true) const;
+  // The generators registered here and (recurse) in descendants, own before children's, with dotted
+  // names ("encoder.layers.0.self_attn.dropout_generator"); a generator reached twice is listed once.
+  // A trainer checkpoints these so that a resumed run draws the same dropout masks.
+  NamedGenerators named_generators(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const { return children_; }
+  // This module ("") and every descendant, depth first, with dotted names.
+  std::vector<std::pair<std::string, const Module*>> named_modules() const;
+  // Number of parameter elements (each shared parameter counted once).
+  std::int64_t num_parameters() const;
+
+  // --- modes ---
+  // Sets training mode here and in every descendant (dropout reads it; gradients do not).
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  // Zeroes (or drops) the gradient of every parameter.
+  void zero_grad(bool set_to_none = false);
+
+  // Converts every parameter and buffer to dtype in place: handles held elsewhere see the change.
+  // Used to run a model in float64 for gradcheck.
+  void to(DType dtype);
+
+  // --- state ---
+  // Parameters then buffers, by hierarchical name.
+  NamedTensors state_dict() const;
+  // Copies values in. Strict: every name must match both ways. Shapes and dtypes must match
+  // always. Throws ValueError / ShapeError / TypeError naming the entry.
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+
+ protected:
+  // Registers a parameter (made a leaf that requires grad) and returns its handle.
+  Tensor register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
+  // Registers a tensor that is state but not trained (e.g. a fixed position table).
+  Tensor register_buffer(const std::string& name, const Tensor& value);
+  // Registers a generator the module draws from (not owned: it is normally a member of the module, so
+  // it lives exactly as long as the registration).
+  Generator& register_generator(const std::string& name, Generator& gen);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
+    add_child(name, module);
+    return module;
+  }
+
+ private:
+  void check_new_name(const std::string& name, const char* what) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
+  void collect_generators(const std::string& prefix, bool recurse, NamedGenerators& out) const;
+
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  NamedGenerators generators_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+// An indexed list of child modules named "0", "1", ... (a stack's "layers").
+class ModuleList : public Module {
+ public:
+  template <class M>
+  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+    return register_module(std::to_string(size_++), std::move(module));
+  }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_ = 0;
+};
+
+// A module whose forward maps one tensor to one tensor; Sequential composes these.
+class UnaryModule : public Module {
+ public:
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+};
+
+}  // namespace tapegrad::nn

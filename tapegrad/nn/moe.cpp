@@ -1,0 +1,110 @@
+#include "tapegrad/nn/moe.h"
+
+#include <string>
+
+namespace tapegrad::nn {
+
+Expert::Expert(std::int64_t dim, std::int64_t hidden, ExpertActivation activation, Generator& gen)
+    : activation_(activation),
+      fc1_(register_module("fc1", std::make_shared<Linear>(dim, hidden, gen))),
+      fc2_(register_module("fc2", std::make_shared<Linear>(hidden, dim, gen))) {}
+
+Tensor Expert::forward(const Tensor& x) {
+  Tensor h = (*fc1_)(x);  // h: (n, hidden)
+  switch (activation_) {
+    case ExpertActivation::ReLU: h = relu(h); break;
+    case ExpertActivation::GELU: h = gelu(h); break;
+    case ExpertActivation::SiLU: h = silu(h); break;
+  }
+  return (*fc2_)(h);
+}
+
+MixtureOfExperts::MixtureOfExperts(std::int64_t dim, const MoEOptions& options, Generator& gen)
+    : dim_(dim), options_(options) {
+  if (options.num_experts <= 0 || options.top_k <= 0 || options.top_k > options.num_experts)
+    throw ValueError("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k " + std::to_string(options.top_k) +
+                     " and num_experts " + std::to_string(options.num_experts));
+  if (dim <= 0 || options.hidden <= 0)
+    throw ValueError("MixtureOfExperts: dim and hidden must be positive, got " + std::to_string(dim) + " and " +
+                     std::to_string(options.hidden));
+  router_ = register_module("router", std::make_shared<Linear>(dim, options.num_experts, gen, options.router_bias));
+  auto list = register_module("experts", std::make_shared<ModuleList>());  // "experts.0.fc1.weight" ...
+  for (std::int64_t e = 0; e < options.num_experts; ++e)
+    experts_.push_back(list->push_back(std::make_shared<Expert>(dim, options.hidden, options.activation, gen)));
+}
+
+MoEOutput MixtureOfExperts::forward(const Tensor& x) {
+  if (x.dim() == 0 || x.shape().back() != dim_)
+    throw ShapeError("MixtureOfExperts: expected input with last dimension " + std::to_string(dim_) + ", got shape " +
+                     x.shape().str());
+  const std::int64_t num_experts = options_.num_experts;
+  const std::int64_t k = options_.top_k;
+  const Tensor tokens = x.reshape({-1, dim_});  // tokens: (N, D)
+  const std::int64_t n = tokens.shape()[0];
+
+  MoEOutput result;
+  const Tensor logits = (*router_)(tokens);  // logits: (N, E)
+  const Tensor probs = softmax(logits, -1);  // probs: (N, E)
+  auto [top_scores, top_ids] = topk(logits, k, -1);  // (N, k) each
+  Tensor weights;                                    // weights: (N, k)
+  if (options_.weighting == RouterWeighting::SoftmaxTopK) {
+    weights = softmax(top_scores, -1);
+  } else {
+    const Tensor picked = gather(probs, 1, top_ids);
+    weights = picked / picked.sum({-1}, /*keepdim=*/true);
+  }
+
+  // Group the (token, slot) pairs by expert: one index list per expert.
+  const std::vector<std::int64_t> ids = top_ids.to_vector<std::int64_t>();
+  std::vector<std::vector<std::int64_t>> token_rows(static_cast<std::size_t>(num_experts));
+  std::vector<std::vector<std::int64_t>> weight_slots(static_cast<std::size_t>(num_experts));
+  result.tokens_per_expert.assign(static_cast<std::size_t>(num_experts), 0);
+  result.top1_per_expert.assign(static_cast<std::size_t>(num_experts), 0);
+  for (std::int64_t t = 0; t < n; ++t) {
+    for (std::int64_t j = 0; j < k; ++j) {
+      const std::int64_t e = ids[static_cast<std::size_t>(t * k + j)];
+      token_rows[static_cast<std::size_t>(e)].push_back(t);
+      weight_slots[static_cast<std::size_t>(e)].push_back(t * k + j);
+      ++result.tokens_per_expert[static_cast<std::size_t>(e)];
+      if (j == 0) ++result.top1_per_expert[static_cast<std::size_t>(e)];
+    }
+  }
+
+  // Each expert runs once over its tokens; its weighted outputs are scatter-added back.
+  Tensor out = zeros({n, dim_}, x.dtype());  // out: (N, D)
+  const Tensor flat_weights = weights.reshape({n * k});
+  for (std::int64_t e = 0; e < num_experts; ++e) {
+    const auto& rows = token_rows[static_cast<std::size_t>(e)];
+    if (rows.empty()) continue;
+    const std::int64_t m = static_cast<std::int64_t>(rows.size());
+    const Tensor row_index = from_vector(rows, {m});
+    const Tensor expert_in = index_select(tokens, 0, row_index);  // (m, D)
+    const Tensor expert_out = (*experts_[static_cast<std::size_t>(e)])(expert_in);  // (m, D)
+    const Tensor w = index_select(flat_weights, 0, from_vector(weight_slots[static_cast<std::size_t>(e)], {m}));
+    const Tensor contribution = expert_out * w.unsqueeze(1);  // (m, D)
+    out = scatter_add(out, 0, row_index.unsqueeze(1).expand({m, dim_}), contribution);
+  }
+  result.output = out.reshape(x.shape());
+
+  // Auxiliary losses.
+  const double e_count = static_cast<double>(num_experts);
+  std::vector<double> top1_fraction(static_cast<std::size_t>(num_experts));
+  for (std::int64_t e = 0; e < num_experts; ++e)
+    top1_fraction[static_cast<std::size_t>(e)] =
+        n > 0 ? static_cast<double>(result.top1_per_expert[static_cast<std::size_t>(e)]) / static_cast<double>(n) : 0.0;
+  const Tensor f = from_vector(top1_fraction, {num_experts}).to(x.dtype());  // f: (E), no gradient
+  const Tensor p = probs.mean({0});                                          // P: (E)
+  result.load_balancing_loss = (f * p).sum() * e_count;
+
+  const Tensor gates = scatter_add(zeros({n, num_experts}, x.dtype()), 1, top_ids, weights);  // (N, E)
+  const Tensor importance = gates.sum({0});                                                   // (E)
+  result.importance_loss = importance.var({}, /*correction=*/0) / importance.mean().pow(2.0);
+
+  result.router_z_loss = logsumexp(logits, {-1}).pow(2.0).mean();
+  result.router_logits = logits;
+  result.expert_indices = top_ids;
+  result.routing_weights = weights;
+  return result;
+}
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,85 @@
+#pragma once
+// Mixture of experts (sparsely gated): a router Linear(D, E) scores every token, each token goes
+// to its top-k experts, and the experts' outputs are summed with the routing weights.
+//
+//   x: (..., D) -> tokens (N, D); logits = router(tokens): (N, E); probs = softmax(logits): (N, E)
+//   top-k of logits per token -> expert ids (N, k) and scores (N, k)
+//   weights: softmax over the k selected scores (SoftmaxTopK), or the full softmax's
+//            probabilities at the selected experts renormalised to sum to 1 (SoftmaxThenTopK)
+//   out[n] = sum_j weights[n, j] * expert_{ids[n, j]}(x[n])
+//
+// Tokens are grouped per expert, so each expert runs one matrix product over all its tokens.
+// Auxiliary losses, returned with the output (not yet scaled by any coefficient):
+//   load_balancing (Switch Transformer): E * sum_i f_i * P_i, f_i = fraction of tokens whose
+//     top-1 expert is i (a constant), P_i = mean over tokens of probs[:, i] (carries the
+//     gradient to the router). 1 when routing is perfectly balanced.
+//   importance (Shazeer et al.): CV^2 of importance_i = sum over tokens of the combine weight
+//     given to expert i; CV^2 = population variance / mean^2.
+//   router_z (ST-MoE): mean over tokens of logsumexp(logits)^2.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tapegrad/nn/linear.h"
+#include "tapegrad/nn/module.h"
+
+namespace tapegrad::nn {
+
+enum class RouterWeighting { SoftmaxTopK, SoftmaxThenTopK };
+enum class ExpertActivation { ReLU, GELU, SiLU };
+
+struct MoEOptions {
+  std::int64_t num_experts = 8;
+  std::int64_t top_k = 2;
+  std::int64_t hidden = 1024;  // each expert: Linear(D, hidden) -> activation -> Linear(hidden, D)
+  RouterWeighting weighting = RouterWeighting::SoftmaxTopK;
+  ExpertActivation activation = ExpertActivation::ReLU;
+  bool router_bias = false;
+};
+
+struct MoEOutput {
+  Tensor output;               // same shape as the input
+  Tensor load_balancing_loss;  // scalar
+  Tensor importance_loss;      // scalar
+  Tensor router_z_loss;        // scalar
+  Tensor router_logits;        // (N, E)
+  Tensor expert_indices;       // (N, k) Int64
+  Tensor routing_weights;      // (N, k)
+  std::vector<std::int64_t> tokens_per_expert;  // top-k assignments per expert (sums to N * k)
+  std::vector<std::int64_t> top1_per_expert;    // top-1 assignments per expert (sums to N)
+};
+
+// One expert: Linear(D, hidden) -> activation -> Linear(hidden, D); children "fc1", "fc2".
+class Expert : public UnaryModule {
+ public:
+  Expert(std::int64_t dim, std::int64_t hidden, ExpertActivation activation, Generator& gen);
+  Tensor forward(const Tensor& x) override;
+  const std::shared_ptr<Linear>& fc1() const { return fc1_; }
+  const std::shared_ptr<Linear>& fc2() const { return fc2_; }
+
+ private:
+  ExpertActivation activation_;
+  std::shared_ptr<Linear> fc1_;
+  std::shared_ptr<Linear> fc2_;
+};
+
+class MixtureOfExperts : public Module {
+ public:
+  // Children: "router", "experts.0" ... "experts.{E-1}".
+  MixtureOfExperts(std::int64_t dim, const MoEOptions& options, Generator& gen);
+  MoEOutput forward(const Tensor& x);
+  MoEOutput operator()(const Tensor& x) { return forward(x); }
+
+  const std::shared_ptr<Linear>& router() const { return router_; }
+  const std::shared_ptr<Expert>& expert(std::int64_t i) const { return experts_.at(static_cast<std::size_t>(i)); }
+  const MoEOptions& options() const { return options_; }
+
+ private:
+  std::int64_t dim_;
+  MoEOptions options_;
+  std::shared_ptr<Linear> router_;
+  std::vector<std::shared_ptr<Expert>> experts_;
+};
+
+}  // namespace tapegrad::nn

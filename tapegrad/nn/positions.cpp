@@ -1,0 +1,119 @@
+#include "tapegrad/nn/positions.h"
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace tapegrad::nn {
+
+namespace {
+
+// Checks x: (..., T, dim) and that positions offset .. offset + T - 1 fit in max_len; returns T.
+std::int64_t check_positions(const char* module, const Tensor& x, std::int64_t dim, std::int64_t max_len,
+                             std::int64_t offset) {
+  if (x.dim() < 2 || x.shape().back() != dim)
+    throw ShapeError(std::string(module) + ": expected input (..., T, " + std::to_string(dim) + "), got shape " +
+                     x.shape().str());
+  if (!x.is_floating_point())
+    throw TypeError(std::string(module) + ": expected a floating-point input, got " + dtype_name(x.dtype()));
+  const std::int64_t length = x.size(-2);
+  if (offset < 0) throw ValueError(std::string(module) + ": offset must be >= 0, got " + std::to_string(offset));
+  if (offset + length > max_len)
+    throw ValueError(std::string(module) + ": positions " + std::to_string(offset) + ".." +
+                     std::to_string(offset + length - 1) + " (offset " + std::to_string(offset) + ", length " +
+                     std::to_string(length) + ") exceed max_len " + std::to_string(max_len));
+  return length;
+}
+
+void check_sizes(const char* module, std::int64_t max_len, std::int64_t dim) {
+  if (max_len <= 0 || dim <= 0)
+    throw ValueError(std::string(module) + ": max_len and dim must be positive, got " + std::to_string(max_len) +
+                     " and " + std::to_string(dim));
+}
+
+// pos / base^(2i / dim) for column 2i and 2i + 1; computed in double whatever the table's dtype.
+double angle(std::int64_t pos, std::int64_t pair, std::int64_t dim, double base) {
+  return static_cast<double>(pos) *
+         std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(dim));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- sinusoidal
+
+SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t max_len, std::int64_t dim)
+    : max_len_(max_len), dim_(dim) {
+  check_sizes("SinusoidalPositionalEncoding", max_len, dim);
+  std::vector<double> values(static_cast<std::size_t>(max_len * dim));  // table: (max_len, dim)
+  for (std::int64_t pos = 0; pos < max_len; ++pos)
+    for (std::int64_t j = 0; j < dim; ++j) {
+      const double a = angle(pos, j / 2, dim, 10000.0);
+      values[static_cast<std::size_t>(pos * dim + j)] = j % 2 == 0 ? std::sin(a) : std::cos(a);
+    }
+  table_ = register_buffer("pe", from_vector(values, {max_len, dim}).to(kFloat32));
+}
+
+Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t offset) {
+  const std::int64_t length = check_positions("SinusoidalPositionalEncoding", x, dim_, max_len_, offset);
+  Tensor rows = table_.narrow(0, offset, length);  // rows: (T, D), broadcast over the leading axes
+  if (rows.dtype() != x.dtype()) rows = rows.to(x.dtype());
+  return x + rows;
+}
+
+// ---------------------------------------------------------------- learned
+
+LearnedPositionEmbedding::LearnedPositionEmbedding(std::int64_t max_len, std::int64_t dim, Generator& gen)
+    : max_len_(max_len), dim_(dim) {
+  check_sizes("LearnedPositionEmbedding", max_len, dim);
+  weight_ = register_parameter("weight", randn({max_len, dim}, gen));
+}
+
+Tensor LearnedPositionEmbedding::forward(const Tensor& x, std::int64_t offset) {
+  const std::int64_t length = check_positions("LearnedPositionEmbedding", x, dim_, max_len_, offset);
+  // weight rows: (T, D); narrow is a differentiable view, so only these rows get gradient.
+  return x + weight_.narrow(0, offset, length);
+}
+
+// ---------------------------------------------------------------- rotary
+
+RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base)
+    : head_dim_(head_dim), max_len_(max_len), base_(base) {
+  check_sizes("RotaryEmbedding", max_len, head_dim);
+  if (head_dim % 2 != 0)
+    throw ValueError("RotaryEmbedding: head_dim must be even (pairs are rotated), got " + std::to_string(head_dim));
+  if (!(base > 0.0)) {
+    std::ostringstream message;
+    message << "RotaryEmbedding: base must be positive, got " << base;
+    throw ValueError(message.str());
+  }
+  const std::int64_t pairs = head_dim / 2;
+  std::vector<double> cos_values(static_cast<std::size_t>(max_len * pairs));  // (max_len, Dh/2)
+  std::vector<double> sin_values(cos_values.size());
+  for (std::int64_t pos = 0; pos < max_len; ++pos)
+    for (std::int64_t i = 0; i < pairs; ++i) {
+      const double a = angle(pos, i, head_dim, base);
+      cos_values[static_cast<std::size_t>(pos * pairs + i)] = std::cos(a);
+      sin_values[static_cast<std::size_t>(pos * pairs + i)] = std::sin(a);
+    }
+  cos64_ = from_vector(cos_values, {max_len, pairs});
+  sin64_ = from_vector(sin_values, {max_len, pairs});
+  // Rounded once from the double angles, so float32 tables are as accurate as float32 allows.
+  cos32_ = cos64_.to(kFloat32);
+  sin32_ = sin64_.to(kFloat32);
+}
+
+Tensor RotaryEmbedding::apply(const Tensor& x, std::int64_t offset) const {
+  const std::int64_t length = check_positions("RotaryEmbedding", x, head_dim_, max_len_, offset);
+  const bool f64 = x.dtype() == kFloat64;
+  const Tensor cos = (f64 ? cos64_ : cos32_).narrow(0, offset, length);  // cos, sin: (T, Dh/2)
+  const Tensor sin = (f64 ? sin64_ : sin32_).narrow(0, offset, length);
+  const Tensor even = x.slice(-1, 0, head_dim_, 2);  // even, odd: (..., T, Dh/2)
+  const Tensor odd = x.slice(-1, 1, head_dim_, 2);
+  const Tensor even_rotated = even * cos - odd * sin;
+  const Tensor odd_rotated = even * sin + odd * cos;
+  // stack: (..., T, Dh/2, 2); flattening the last two axes interleaves the pairs back.
+  return stack({even_rotated, odd_rotated}, -1).reshape(x.shape());
+}
+
+}  // namespace tapegrad::nn

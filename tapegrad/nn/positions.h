@@ -1,0 +1,86 @@
+#pragma once
+// Position information for transformers: fixed sinusoidal encodings, learned position
+// embeddings and rotary embeddings (RoPE).
+//
+//   Generator gen(0);
+//   nn::SinusoidalPositionalEncoding pe(/*max_len=*/512, /*dim=*/64);
+//   Tensor h = pe(x);                       // x: (B, T, 64) -> x + PE[:T]
+//   nn::RotaryEmbedding rope(/*head_dim=*/16, /*max_len=*/512);
+//   Tensor q_rot = rope.apply(q);           // q: (B, H, T, 16), positions 0..T-1
+//   Tensor k_t = rope.apply(k_new, past);   // cached decoding: positions past..past+T-1
+
+#include <cstdint>
+
+#include "tapegrad/nn/module.h"
+
+namespace tapegrad::nn {
+
+// Fixed sinusoidal table (Vaswani et al. 2017), a buffer "pe": (max_len, dim):
+//   PE[pos, 2i]   = sin(pos / 10000^(2i / dim))
+//   PE[pos, 2i+1] = cos(pos / 10000^(2i / dim))
+// An odd dim is allowed: the last column is then a sine (it has no cosine partner).
+// forward(x: (..., T, dim), offset) = x + PE[offset : offset + T]; offset serves cached decoding.
+// The table is cast to x's dtype when they differ (it is not trained).
+class SinusoidalPositionalEncoding : public UnaryModule {
+ public:
+  SinusoidalPositionalEncoding(std::int64_t max_len, std::int64_t dim);
+  Tensor forward(const Tensor& x) override { return forward(x, 0); }
+  Tensor forward(const Tensor& x, std::int64_t offset);
+
+  const Tensor& table() const { return table_; }  // (max_len, dim)
+  std::int64_t max_len() const { return max_len_; }
+  std::int64_t dim() const { return dim_; }
+
+ private:
+  std::int64_t max_len_;
+  std::int64_t dim_;
+  Tensor table_;
+};
+
+// Learned absolute positions: a parameter "weight": (max_len, dim), initialised N(0, 1) like
+// torch.nn.Embedding. forward(x: (..., T, dim), offset) = x + weight[offset : offset + T].
+class LearnedPositionEmbedding : public UnaryModule {
+ public:
+  LearnedPositionEmbedding(std::int64_t max_len, std::int64_t dim, Generator& gen);
+  Tensor forward(const Tensor& x) override { return forward(x, 0); }
+  Tensor forward(const Tensor& x, std::int64_t offset);
+
+  const Tensor& weight() const { return weight_; }
+  std::int64_t max_len() const { return max_len_; }
+  std::int64_t dim() const { return dim_; }
+
+ private:
+  std::int64_t max_len_;
+  std::int64_t dim_;
+  Tensor weight_;
+};
+
+// Rotary position embedding (Su et al. 2021), interleaved-pair convention: for position t and
+// pair i = 0 .. Dh/2 - 1, with angle a = t * base^(-2i / Dh),
+//   y[2i]   = x[2i] cos a - x[2i+1] sin a
+//   y[2i+1] = x[2i] sin a + x[2i+1] cos a
+// i.e. each pair is rotated by a. A rotation keeps norms, and q_t . k_s after rotation depends
+// only on t - s. apply(x: (..., T, Dh), offset) uses positions offset .. offset + T - 1 (offset =
+// number of cached positions when decoding). Composed from ops (strided slices, mul, sub/add,
+// stack, reshape), so gradients flow to x. Dh must be even. No parameters; the cos/sin tables
+// (max_len, Dh/2) are kept in float32 and float64, not in the state dict (they follow from
+// head_dim, max_len and base).
+class RotaryEmbedding : public Module {
+ public:
+  RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base = 10000.0);
+  Tensor apply(const Tensor& x, std::int64_t offset = 0) const;
+  Tensor operator()(const Tensor& x, std::int64_t offset = 0) const { return apply(x, offset); }
+
+  std::int64_t head_dim() const { return head_dim_; }
+  std::int64_t max_len() const { return max_len_; }
+  double base() const { return base_; }
+
+ private:
+  std::int64_t head_dim_;
+  std::int64_t max_len_;
+  double base_;
+  Tensor cos64_, sin64_;  // (max_len, Dh/2), float64
+  Tensor cos32_, sin32_;  // the same in float32
+};
+
+}  // namespace tapegrad::nn

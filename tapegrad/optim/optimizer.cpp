@@ -1,0 +1,155 @@
+#include "tapegrad/optim/optimizer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::optim {
+
+namespace {
+
+std::string num(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1}); }
+
+}  // namespace
+
+std::vector<ParamGroup> single_group(const TensorList& params, double lr, double weight_decay) {
+  return {ParamGroup{params, lr, weight_decay}};
+}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const char* name) : name_(name), groups_(std::move(groups)) {
+  if (groups_.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    const ParamGroup& group = groups_[g];
+    if (!(group.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + num(group.lr));
+    if (!(group.weight_decay >= 0.0))
+      throw ValueError(std::string(name_) + ": invalid weight_decay " + num(group.weight_decay));
+    for (std::size_t i = 0; i < group.params.size(); ++i) {
+      const Tensor& p = group.params[i];
+      if (!p.defined())
+        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                         " is undefined");
+      if (!p.is_floating_point() || !p.is_contiguous())
+        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                         " must be a contiguous floating-point tensor");
+    }
+    state_.emplace_back(group.params.size());
+  }
+}
+
+void Optimizer::set_lr(std::size_t group, double lr) {
+  if (group >= groups_.size())
+    throw ValueError(std::string(name_) + ": set_lr group " + std::to_string(group) + " out of range (" +
+                     std::to_string(groups_.size()) + " groups)");
+  if (!(lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + num(lr));
+  groups_[group].lr = lr;
+}
+
+void Optimizer::step() {
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = groups_[g].params[i];
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (grad.shape() != p.shape() || grad.dtype() != p.dtype())
+        throw ValueError(std::string(name_) + ": gradient of group " + std::to_string(g) + " parameter " +
+                         std::to_string(i) + " does not match the parameter's shape or dtype");
+      if (!grad.is_contiguous()) grad = grad.contiguous();
+      ParamState& state = state_[g][i];
+      ++state.step;
+      update(groups_[g], p, grad, state);
+    }
+  }
+  ++steps_taken_;
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (const ParamGroup& group : groups_)
+    for (const Tensor& p : group.params) p.zero_grad(set_to_none);
+}
+
+NamedTensors Optimizer::state_tensors() const {
+  NamedTensors out;
+  out.emplace_back("stepcount", scalar64(static_cast<double>(steps_taken_)));
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t i = 0; i < state_[g].size(); ++i) {
+      const ParamState& state = state_[g][i];
+      if (state.step == 0 && state.buffers.empty()) continue;
+      const std::string prefix = "group" + std::to_string(g) + ".param" + std::to_string(i) + ".";
+      out.emplace_back(prefix + "step", scalar64(static_cast<double>(state.step)));
+      for (const auto& [key, buffer] : state.buffers) out.emplace_back(prefix + key, buffer.clone());
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state(const NamedTensors& state) {
+  std::vector<std::vector<ParamState>> loaded(groups_.size());
+  for (std::size_t g = 0; g < groups_.size(); ++g) loaded[g].resize(groups_[g].params.size());
+  std::int64_t steps_taken = -1;
+  std::set<std::string> seen;
+  auto fail = [&](const std::string& entry, const std::string& why) {
+    throw ValueError(std::string(name_) + ": load_state entry '" + entry + "': " + why);
+  };
+  auto read_count = [&](const std::string& entry, const Tensor& t) {
+    if (!t.defined() || t.numel() != 1 || !t.is_floating_point()) fail(entry, "expected a scalar step count");
+    const double v = t.contiguous().to_vector<double>()[0];
+    if (!(v >= 0.0) || v != std::floor(v)) fail(entry, "invalid step count " + num(v));
+    return static_cast<std::int64_t>(v);
+  };
+  for (const auto& [entry, t] : state) {
+    if (!seen.insert(entry).second) fail(entry, "duplicate name");
+    if (entry == "stepcount") {
+      steps_taken = read_count(entry, t);
+      continue;
+    }
+    // group{g}.param{i}.{key}
+    std::size_t g = 0, i = 0;
+    int consumed = 0;
+    if (std::sscanf(entry.c_str(), "group%zu.param%zu.%n", &g, &i, &consumed) != 2 || consumed == 0)
+      fail(entry, "unexpected name (expected group<g>.param<i>.<buffer>)");
+    const std::string buffer_name = entry.substr(static_cast<std::size_t>(consumed));
+    if (g >= groups_.size() || i >= groups_[g].params.size())
+      fail(entry, "no such parameter in this optimiser");
+    if (buffer_name == "step") {
+      loaded[g][i].step = read_count(entry, t);
+      continue;
+    }
+    const Tensor& p = groups_[g].params[i];
+    if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
+      fail(entry, "shape or dtype does not match the parameter");
+    loaded[g][i].buffers[buffer_name] = t.contiguous().clone();
+  }
+  if (steps_taken < 0) fail("stepcount", "missing");
+  const std::vector<std::string> expected = state_buffer_names();
+  auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return "{" + out + "}";
+  };
+  for (std::size_t g = 0; g < loaded.size(); ++g)
+    for (std::size_t i = 0; i < loaded[g].size(); ++i) {
+      const std::string prefix = "group" + std::to_string(g) + ".param" + std::to_string(i) + ".";
+      const ParamState& s = loaded[g][i];
+      if (!s.buffers.empty() && s.step == 0) fail(prefix + "step", "missing");
+      if (s.step == 0) continue;
+      std::vector<std::string> got;
+      for (const auto& entry : s.buffers) got.push_back(entry.first);  // std::map: sorted
+      if (got != expected)
+        fail(prefix + "*", std::string("holds the buffers ") + list(got) + " but " + name_ + " keeps " + list(expected) +
+                               " (state saved by another optimiser or with other options)");
+    }
+  state_ = std::move(loaded);
+  steps_taken_ = steps_taken;
+}
+
+}  // namespace tapegrad::optim

@@ -1,0 +1,85 @@
+// Optimizer base class: parameter groups, step() under no-grad, zero_grad, per-parameter state
+// that can be saved and loaded as named tensors.
+//
+//   optim::SGDOptions options; options.lr = 0.1; options.momentum = 0.9;
+//   optim::SGD opt(model.parameters(), options);
+//   loss.backward(); opt.step(); opt.zero_grad();
+//
+// Subclasses implement update(): one parameter p (contiguous leaf) with its gradient g (same shape and dtype)
+// and that parameter's state (step count and named buffers such as "momentum_buffer" or "exp_avg").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::optim {
+
+// Named tensors in a fixed order ("group0.param1.exp_avg", "group0.param1.step", ...).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+// A set of parameters sharing a learning rate and weight decay. Schedules overwrite lr.
+struct ParamGroup {
+  TensorList params;
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+};
+
+// Per-parameter state. step counts the updates this parameter received (skipped steps do not count).
+struct ParamState {
+  std::int64_t step = 0;
+  std::map<std::string, Tensor> buffers;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<ParamGroup> groups, const char* name);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter whose grad is defined, under NoGradGuard.
+  void step();
+  // Zeroes (or, with set_to_none, drops) the gradient of every parameter.
+  void zero_grad(bool set_to_none = false);
+
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  // Sets the lr of group `group` (ValueError on a negative lr or a bad index).
+  void set_lr(std::size_t group, double lr);
+  // Number of step() calls made (restored by load_state).
+  std::int64_t steps_taken() const { return steps_taken_; }
+
+  // State as named tensors: "stepcount" (float64 scalar), and per parameter with state
+  // "group{g}.param{i}.step" (float64 scalar) plus "group{g}.param{i}.{buffer}" (clones).
+  NamedTensors state_tensors() const;
+  // Restores what state_tensors() produced on an optimiser with the same groups; ValueError naming the entry on a
+  // missing/extra name, a shape or dtype mismatch, or buffers that are not the ones this optimiser keeps (state
+  // saved by another kind of optimiser, or by Adam with another amsgrad setting). Buffers are copied into fresh
+  // tensors; on any error nothing changes.
+  void load_state(const NamedTensors& state);
+
+  // The buffers each updated parameter has in this optimiser's state ("exp_avg", ...), sorted.
+  virtual std::vector<std::string> state_buffer_names() const = 0;
+
+ protected:
+  // p: contiguous leaf; g: contiguous, same shape/dtype as p. Called with state.step already incremented.
+  virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
+  // Optimiser name used in error messages.
+  const char* name_;
+
+ private:
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<ParamState>> state_;
+  std::int64_t steps_taken_ = 0;
+};
+
+// A group from a plain list of parameters.
+std::vector<ParamGroup> single_group(const TensorList& params, double lr, double weight_decay);
+
+}  // namespace tapegrad::optim

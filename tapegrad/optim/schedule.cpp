@@ -1,0 +1,79 @@
+#include "tapegrad/optim/schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::optim {
+
+namespace {
+
+[[noreturn]] void fail(const char* schedule, const char* what, double v) {
+  std::ostringstream out;
+  out << schedule << ": invalid " << what << " " << v;
+  throw ValueError(out.str());
+}
+
+constexpr double kPi = 3.14159265358979323846;
+
+}  // namespace
+
+Schedule constant() {
+  return [](std::int64_t) { return 1.0; };
+}
+
+Schedule step_decay(std::int64_t step_size, double gamma) {
+  if (step_size <= 0) fail("step_decay", "step_size", static_cast<double>(step_size));
+  if (!(gamma >= 0.0)) fail("step_decay", "gamma", gamma);
+  return [step_size, gamma](std::int64_t step) { return std::pow(gamma, static_cast<double>(step / step_size)); };
+}
+
+Schedule exponential(double gamma) {
+  if (!(gamma >= 0.0)) fail("exponential", "gamma", gamma);
+  return [gamma](std::int64_t step) { return std::pow(gamma, static_cast<double>(step)); };
+}
+
+Schedule linear_warmup(std::int64_t warmup_steps) {
+  if (warmup_steps <= 0) fail("linear_warmup", "warmup_steps", static_cast<double>(warmup_steps));
+  return [warmup_steps](std::int64_t step) {
+    return std::min(1.0, static_cast<double>(step + 1) / static_cast<double>(warmup_steps));
+  };
+}
+
+Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps, double min_ratio) {
+  if (warmup_steps < 0) fail("cosine_with_warmup", "warmup_steps", static_cast<double>(warmup_steps));
+  if (total_steps <= warmup_steps) fail("cosine_with_warmup", "total_steps (must exceed warmup_steps)",
+                                        static_cast<double>(total_steps));
+  if (!(min_ratio >= 0.0 && min_ratio <= 1.0)) fail("cosine_with_warmup", "min_ratio", min_ratio);
+  return [warmup_steps, total_steps, min_ratio](std::int64_t step) {
+    if (step < warmup_steps) return static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+    const double progress = std::min(
+        1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps));
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(kPi * progress));
+  };
+}
+
+Scheduler::Scheduler(Optimizer& optimizer, Schedule schedule) : optimizer_(optimizer), schedule_(std::move(schedule)) {
+  for (const ParamGroup& group : optimizer_.param_groups()) base_lrs_.push_back(group.lr);
+  apply();
+}
+
+void Scheduler::step() {
+  ++step_;
+  apply();
+}
+
+void Scheduler::set_step(std::int64_t step) {
+  if (step < 0) fail("Scheduler", "step", static_cast<double>(step));
+  step_ = step;
+  apply();
+}
+
+void Scheduler::apply() {
+  const double multiplier = schedule_(step_);
+  for (std::size_t g = 0; g < base_lrs_.size(); ++g) optimizer_.set_lr(g, base_lrs_[g] * multiplier);
+}
+
+}  // namespace tapegrad::optim

@@ -1,0 +1,51 @@
+// Learning-rate schedules: pure functions of the step (0 for the first optimiser step) giving a multiplier of
+// the base lr, and a Scheduler that writes base_lr * multiplier into each group.
+//
+//   optim::Scheduler sched(opt, optim::cosine_with_warmup(100, 10000, 0.1));
+//   for (...) { ...; opt.step(); sched.step(); }
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "tapegrad/optim/optimizer.h"
+
+namespace tapegrad::optim {
+
+// multiplier(step) -> lr / base_lr
+using Schedule = std::function<double(std::int64_t step)>;
+
+// 1 at every step.
+Schedule constant();
+// gamma^floor(step / step_size). ValueError for step_size <= 0 or gamma < 0.
+Schedule step_decay(std::int64_t step_size, double gamma);
+// gamma^step. ValueError for gamma < 0.
+Schedule exponential(double gamma);
+// min(1, (step + 1) / warmup_steps): the first step already uses lr / warmup_steps. ValueError for warmup_steps <= 0.
+Schedule linear_warmup(std::int64_t warmup_steps);
+// (step + 1) / warmup_steps for step < warmup_steps, then with progress = min(1, (step - warmup) / (total - warmup))
+// min_ratio + (1 - min_ratio) * (1 + cos(pi * progress)) / 2, min_ratio = min_lr / base lr is expressed as a
+// fraction of each group's base lr. ValueError unless 0 <= warmup_steps < total_steps and 0 <= min_ratio <= 1.
+Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps, double min_ratio = 0.0);
+
+// Holds each group's base lr (read at construction) and sets group lr = base * schedule(step) for the current step;
+// the constructor applies step 0, step() advances and applies the next one.
+class Scheduler {
+ public:
+  Scheduler(Optimizer& optimizer, Schedule schedule);
+  void step();
+  std::int64_t current_step() const { return step_; }
+  // Restores a saved step (and re-applies it). ValueError for step < 0.
+  void set_step(std::int64_t step);
+  const std::vector<double>& base_lrs() const { return base_lrs_; }
+
+ private:
+  void apply();
+  Optimizer& optimizer_;
+  Schedule schedule_;
+  std::vector<double> base_lrs_;
+  std::int64_t step_ = 0;
+};
+
+}  // namespace tapegrad::optim

@@ -1,0 +1,171 @@
+// Trainer: the training loop. It runs max_steps optimiser steps, logs metrics as JSON lines, shows
+// progress, evaluates and checkpoints on a schedule, and resumes from the last checkpoint so that an
+// interrupted run continues bit-identically.
+//
+//   train::TrainerOptions o; o.max_steps = 2000; o.eval_every = 200; o.checkpoint_every = 500;
+//   o.run_dir = "runs/lm"; o.clip_grad_norm = 1.0;
+//   train::Trainer trainer(model, adam, o);
+//   trainer.set_scheduler(&sched);
+//   trainer.track_generator("data", data_gen);   // the model's own generators are tracked already
+//   auto result = trainer.fit([&](std::int64_t step) {
+//     data::Batch b = loader.batch_at(step);
+//     return train::StepOutput{nn::cross_entropy(model(b.input), b.labels), b.size(), b.tokens};
+//   });
+//
+// One step (global index s, 0-based): zero_grad; out = step_fn(s); a NaN/inf loss throws NonFiniteLoss;
+// backward; the global L2 gradient norm (clipped if clip_grad_norm > 0; a NaN/inf norm throws
+// NonFiniteLoss); optimizer.step(); scheduler step. After it, step() == s + 1, and logging, evaluation and
+// checkpointing happen when step() is a multiple of their interval and at max_steps.
+//
+// Determinism: step_fn must be a pure function of (step, model, tracked generators), e.g. a batch drawn by
+// DataLoader::batch_at(step). eval_fn runs in eval mode under NoGradGuard and must not draw from a
+// tracked generator (the end-of-call evaluation of an interrupted run would otherwise shift it).
+//
+// Files in run_dir:
+//   metrics.jsonl  one JSON object per line:
+//     {"step":s,"loss":..,"lr":..,"grad_norm":..,"examples_per_s":..,"tokens_per_s":..,"elapsed_s":..}
+//     {"step":s,"eval":{"val_loss":..},"elapsed_s":..}
+//     with "epoch": s / steps_per_epoch when steps_per_epoch is set (epochs are counted in steps: an epoch
+//     is steps_per_epoch batches, e.g. loader.batches_per_epoch(), and max_epochs sets max_steps from it);
+//     s counts the optimiser steps done (1 after the first); loss, lr and grad_norm are those of step s
+//     (lr is the rate step s used); the rates are over the steps since the previous line. A line written
+//     only because the call ended off the logging schedule carries "end_of_run":true. When a run resumes
+//     from the checkpoint at step k, lines with step > k and end_of_run lines are dropped, so the file
+//     reads like that of an uninterrupted run (elapsed and throughput aside).
+//   checkpoint/    model.safetensors (model.state_dict()), optimizer.safetensors (state_tensors()),
+//                  trainer.json {"format":"tapegrad.trainer","version":1,"step":k,"scheduler_step":..|null,
+//                  "generators":{name: state},"lrs":[per group],"loss":..,"elapsed_s":..}
+//   A save writes checkpoint.tmp-XXXXXX/ (every file fsynced), renames checkpoint/ to checkpoint.old/,
+//   the new directory to checkpoint/, then removes checkpoint.old/; a crash at any point leaves one
+//   complete checkpoint. Loading falls back to checkpoint.old/ when checkpoint/ is missing and removes
+//   leftover checkpoint.tmp-* directories.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/generator.h"
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/nn/module.h"
+#include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/schedule.h"
+
+namespace tapegrad::train {
+
+// Auto: a one-line bar redrawn with '\r' if `out` is std::cerr/std::clog/std::cout on a terminal,
+// else Lines (one plain line every log_every steps, as wanted in CI logs).
+enum class Progress { Auto, Bar, Lines, Off };
+
+struct TrainerOptions {
+  std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
+  std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
+                                        // progress shows it (e.g. DataLoader::batches_per_epoch())
+  std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
+  std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
+  std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
+  std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)
+  double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
+  std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
+  bool resume = true;                   // continue from run_dir's last good checkpoint if present
+  Progress progress = Progress::Auto;
+  std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
+};
+
+// What step_fn returns: the scalar loss to minimise, and how many examples / tokens it covered
+// (for the throughput figures; 0 if not meaningful).
+struct StepOutput {
+  Tensor loss;
+  std::int64_t examples = 0;
+  std::int64_t tokens = 0;
+};
+
+using StepFn = std::function<StepOutput(std::int64_t step)>;                     // step = 0-based global index
+using EvalFn = std::function<std::map<std::string, double>(std::int64_t step)>;  // step = steps done; {"val_loss":..}
+
+struct TrainResult {
+  std::int64_t steps = 0;          // global steps done when fit returned (= max_steps unless resumed past it)
+  double final_loss = 0;           // loss of the last step (from the checkpoint if this call ran none)
+  double seconds = 0;              // wall time of this call
+  double total_seconds = 0;        // training time of the whole run: this call and those it resumed
+  std::int64_t resumed_from = -1;  // the checkpoint's step, or -1 if this call did not resume
+  std::vector<double> losses;      // this call's per-step losses, losses[i] of global step resumed_from + i
+};
+
+// A NaN or infinite loss, or gradient norm, at some step. Thrown before the optimiser step, so parameters
+// are those after the previous step; nothing is written for the failing step and the checkpoint directory
+// is left as it was.
+class NonFiniteLoss : public Error {
+ public:
+  NonFiniteLoss(const std::string& message, std::int64_t step, double value, std::string quantity,
+                std::int64_t checkpoint_step)
+      : Error(message), step_(step), value_(value), quantity_(std::move(quantity)), checkpoint_step_(checkpoint_step) {}
+  // 0-based index of the failing step (the argument step_fn received).
+  std::int64_t step() const { return step_; }
+  double value() const { return value_; }
+  // "loss" or "gradient norm".
+  const std::string& quantity() const { return quantity_; }
+  // Step of the last good checkpoint on disk, -1 if there is none.
+  std::int64_t checkpoint_step() const { return checkpoint_step_; }
+
+ private:
+  std::int64_t step_;
+  double value_;
+  std::string quantity_;
+  std::int64_t checkpoint_step_;
+};
+
+class Trainer {
+ public:
+  // Keeps references to model and optimizer; they must outlive the trainer. ValueError on bad options.
+  Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions options);
+
+  // Stepped after every optimiser step; its step is checkpointed. nullptr: none.
+  void set_scheduler(optim::Scheduler* scheduler);
+  // The generator's state is checkpointed under name and restored on resume (ValueError on an empty or
+  // repeated name, or one starting with "model."). The generator must outlive the trainer. The model's
+  // own generators (model.named_generators(), e.g. dropout) are tracked by the constructor as
+  // "model.<name>"; this is for the caller's (data order, sampling).
+  void track_generator(std::string name, Generator& gen);
+
+  // Trains until step() == max_steps (resuming first if options.resume and a checkpoint exists).
+  TrainResult fit(const StepFn& step_fn, const EvalFn& eval_fn = {});
+
+  // Optimiser steps done so far (restored by load_checkpoint).
+  std::int64_t step() const { return step_; }
+  const TrainerOptions& options() const { return options_; }
+
+  // Writes run_dir/checkpoint atomically (ValueError if run_dir is empty, IoError on a failed write).
+  void save_checkpoint();
+  // Restores model, optimizer, scheduler, tracked generators and step from run_dir's checkpoint. False if
+  // there is none (or run_dir is empty). A corrupt or mismatching checkpoint throws (IoError for unreadable
+  // files and bad trainer.json fields, ValueError/ShapeError/TypeError for mismatching entries), naming the
+  // file and the field, and changes nothing.
+  bool load_checkpoint();
+
+  // run_dir/checkpoint, run_dir/metrics.jsonl (empty strings when run_dir is empty).
+  std::string checkpoint_dir() const;
+  std::string metrics_path() const;
+
+ private:
+  void write_metrics_line(const std::string& line);
+  void truncate_metrics();
+  std::int64_t checkpoint_step_on_disk() const;
+
+  nn::Module& model_;
+  optim::Optimizer& optimizer_;
+  TrainerOptions options_;
+  optim::Scheduler* scheduler_ = nullptr;
+  std::vector<std::pair<std::string, Generator*>> generators_;
+  std::int64_t step_ = 0;
+  double last_loss_ = 0.0;
+  double elapsed_before_ = 0.0;  // training seconds of earlier calls (restored from checkpoints)
+  double elapsed_now_ = 0.0;     // seconds of the running call, kept current for checkpoints
+};
+
+}  // namespace tapegrad::train
