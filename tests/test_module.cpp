@@ -33,7 +33,7 @@ class Net : public nn::UnaryModule {
   std::shared_ptr<nn::Linear> head;
 };
 
-std::vector<std::string> names(const nn::NamedTensors& named) {
+std::vector<std::string> names(const NamedTensors& named) {
   std::vector<std::string> out;
   for (const auto& entry : named) out.push_back(entry.first);
   return out;
@@ -95,23 +95,23 @@ TEST_CASE("module: state_dict round trip and strict checks") {
   }
   CHECK(b.head->weight().at({0, 0}) != 5.0);
 
-  nn::NamedTensors state = a.state_dict();
-  nn::NamedTensors missing(state.begin() + 1, state.end());
+  NamedTensors state = a.state_dict();
+  NamedTensors missing(state.begin() + 1, state.end());
   CHECK_THROWS_WITH_AS(b.load_state_dict(missing), "load_state_dict: missing entry \"first.scale\"", ValueError);
   b.load_state_dict(missing, /*strict=*/false);
-  nn::NamedTensors extra = state;
+  NamedTensors extra = state;
   extra.emplace_back("first.unknown", zeros({1}));
   CHECK_THROWS_WITH_AS(b.load_state_dict(extra), "load_state_dict: unexpected entry \"first.unknown\"", ValueError);
-  nn::NamedTensors wrong_shape = state;
+  NamedTensors wrong_shape = state;
   wrong_shape[3].second = zeros({2, 1});
   CHECK_THROWS_WITH_AS(b.load_state_dict(wrong_shape),
                        "load_state_dict: \"head.weight\" has shape (2,1) in the state but (1,2) in the module",
                        ShapeError);
-  nn::NamedTensors wrong_dtype = state;
+  NamedTensors wrong_dtype = state;
   wrong_dtype[0].second = ones({2}, kFloat64);
   CHECK_THROWS_WITH_AS(b.load_state_dict(wrong_dtype),
                        "load_state_dict: \"first.scale\" is float64 in the state but float32 in the module", TypeError);
-  nn::NamedTensors twice = state;
+  NamedTensors twice = state;
   twice.push_back(state[0]);
   CHECK_THROWS_WITH_AS(b.load_state_dict(twice), "load_state_dict: the entry \"first.scale\" appears twice",
                        ValueError);

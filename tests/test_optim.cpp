@@ -330,7 +330,7 @@ TEST_CASE("optim: state save -> load into a fresh optimiser -> identical next st
   Tensor p = make_param();
   optim::AdamW opt({p}, options);
   run(opt, p, 2);
-  const optim::NamedTensors state = opt.state_tensors();
+  const NamedTensors state = opt.state_tensors();
   std::vector<std::string> names;
   for (const auto& entry : state) names.push_back(entry.first);
   CHECK(names == std::vector<std::string>{"stepcount", "group0.param0.step", "group0.param0.exp_avg",
@@ -367,19 +367,19 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
   optim::Adam opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.lr = 0.1; }));
   set_linear_grad(p);
   opt.step();
-  optim::NamedTensors state = opt.state_tensors();
+  NamedTensors state = opt.state_tensors();
 
   Tensor other = make_param({1.0, 2.0, 3.0});
   optim::Adam wrong_shape({other}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.lr = 0.1; }));
   CHECK_THROWS_WITH_AS(wrong_shape.load_state(state),
                        "Adam: load_state entry 'group0.param0.exp_avg': shape or dtype does not match the parameter",
                        ValueError);
-  optim::NamedTensors extra = state;
+  NamedTensors extra = state;
   extra.emplace_back("group1.param0.exp_avg", zeros({2}, kFloat64));
   CHECK_THROWS_WITH_AS(opt.load_state(extra),
                        "Adam: load_state entry 'group1.param0.exp_avg': no such parameter in this optimiser",
                        ValueError);
-  optim::NamedTensors missing(state.begin() + 1, state.end());
+  NamedTensors missing(state.begin() + 1, state.end());
   CHECK_THROWS_WITH_AS(opt.load_state(missing), "Adam: load_state entry 'stepcount': missing", ValueError);
   CHECK_THROWS_WITH_AS(opt.load_state({{"stepcount", zeros({1}, kFloat64)}, {"bogus", zeros({1}, kFloat64)}}),
                        "Adam: load_state entry 'bogus': unexpected name (expected group<g>.param<i>.<buffer>)",
@@ -400,7 +400,7 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
                        "Adam: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but Adam keeps "
                        "{exp_avg, exp_avg_sq, max_exp_avg_sq} (state saved by another optimiser or with other options)",
                        ValueError);
-  optim::NamedTensors partial;
+  NamedTensors partial;
   for (const auto& entry : state)
     if (entry.first != "group0.param0.exp_avg_sq") partial.push_back(entry);
   CHECK_THROWS_AS(opt.load_state(partial), ValueError);

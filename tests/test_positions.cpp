@@ -17,7 +17,7 @@ using tapegrad::testing::check_values;
 
 namespace {
 
-std::vector<std::string> names(const nn::NamedTensors& named) {
+std::vector<std::string> names(const NamedTensors& named) {
   std::vector<std::string> out;
   for (const auto& entry : named) out.push_back(entry.first);
   return out;

@@ -121,11 +121,11 @@ TEST_CASE("checkpoint: a module's state_dict round trip through load_into") {
   // NamedTensors target: a shape mismatch is rejected and changes nothing.
   const Tensor w = zeros({2, 2});
   const Tensor wrong = zeros({3});
-  io::load_into(nn::NamedTensors{{"w", w}, {"count", zeros({1}, kInt64)}}, path);
+  io::load_into(NamedTensors{{"w", w}, {"count", zeros({1}, kInt64)}}, path);
   check_values(w, {1.0, 2.0, 3.0, 4.0});
-  CHECK_THROWS_AS(io::load_into(nn::NamedTensors{{"w", wrong}, {"count", zeros({1}, kInt64)}}, path), ShapeError);
-  CHECK_THROWS_AS(io::load_into(nn::NamedTensors{{"w", w}}, path), ValueError);  // strict: "count" unexpected
-  CHECK_NOTHROW(io::load_into(nn::NamedTensors{{"w", w}}, path, false));
+  CHECK_THROWS_AS(io::load_into(NamedTensors{{"w", wrong}, {"count", zeros({1}, kInt64)}}, path), ShapeError);
+  CHECK_THROWS_AS(io::load_into(NamedTensors{{"w", w}}, path), ValueError);  // strict: "count" unexpected
+  CHECK_NOTHROW(io::load_into(NamedTensors{{"w", w}}, path, false));
 }
 
 TEST_CASE("checkpoint: duplicate names are refused before anything is written") {

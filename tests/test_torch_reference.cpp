@@ -260,7 +260,7 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
   nn::Module& module = *built.module;
   module.to(kFloat64);
 
-  nn::NamedTensors state;
+  NamedTensors state;
   for (const auto& [param, entry] : c.at("params").items()) state.emplace_back(param, tensor_from(entry));
   module.load_state_dict(state);  // strict: the fixture names exactly the module's parameters
 
@@ -296,7 +296,7 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
                                     inputs.begin(), inputs.end(), [](const auto& e) { return e.second.is_floating_point(); })));
 
   const json& param_grads = c.at("param_grads");
-  const nn::NamedTensors params = module.named_parameters();
+  const NamedTensors params = module.named_parameters();
   REQUIRE(param_grads.size() == params.size());
   for (const auto& [param, p] : params) {
     REQUIRE_MESSAGE(param_grads.contains(param), "case " << name << ": no PyTorch gradient for parameter " << param);

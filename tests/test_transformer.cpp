@@ -250,7 +250,7 @@ TEST_CASE("transformer: scale_embeddings multiplies the token embeddings, and on
   const Tensor tgt = randint(0, 6, {2, 4}, data);
   CHECK(max(abs(plain.forward(src, tgt) - scaled.forward(src, tgt))).item() > 1e-3);
   // The plain model given token tables sqrt(d) times larger computes what the scaled one does.
-  nn::NamedTensors state = scaled.state_dict();
+  NamedTensors state = scaled.state_dict();
   const double root_d = std::sqrt(static_cast<double>(options.layer.d_model));
   for (auto& [name, t] : state)
     if (name == "src_emb.weight" || name == "tgt_emb.weight") t = t * root_d;

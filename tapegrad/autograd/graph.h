@@ -9,6 +9,8 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -17,6 +19,8 @@ namespace tapegrad {
 
 // Gradients an op's backward returns, one per input; an undefined Tensor means "none".
 using TensorList = std::vector<Tensor>;
+// Named tensors in a fixed order (state dicts, named parameters, optimiser state, file contents).
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 using BackwardFn = std::function<TensorList(const Tensor& grad_output)>;
 
 // Where an input's gradient goes: the node that produced the input, or, for a leaf that

@@ -91,7 +91,7 @@ std::string directory_of(const std::string& path) {
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata) {
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   // Build the header first: every check that can fail happens before the file is touched.
   // ordered_json keeps the header's entries in the given order ("__metadata__" first).
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
@@ -292,7 +292,7 @@ Metadata load_into(nn::Module& module, const std::string& path, bool strict) {
   return file.metadata;
 }
 
-Metadata load_into(const nn::NamedTensors& target, const std::string& path, bool strict) {
+Metadata load_into(const NamedTensors& target, const std::string& path, bool strict) {
   SafetensorsFile file = load_safetensors(path);
   const std::string where = "load_into: " + path + ": ";
   std::map<std::string, const Tensor*> loaded;

@@ -22,14 +22,14 @@ namespace tapegrad::io {
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsFile {
-  nn::NamedTensors tensors;  // in header (= file) order; every tensor contiguous, requires_grad false
+  NamedTensors tensors;  // in header (= file) order; every tensor contiguous, requires_grad false
   Metadata metadata;         // "__metadata__" (empty if absent)
 };
 
 // Writes tensors (in the given order, data laid out in that order) and metadata to path atomically.
 // metadata always contains "format": "pt" unless the caller sets "format".
 // Throws ValueError for duplicate or empty names, IoError (naming path) when the file cannot be written.
-void save_safetensors(const std::string& path, const nn::NamedTensors& tensors, const Metadata& metadata = {});
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 
 // Reads a file written by save_safetensors (or any conforming writer). Tensors come back in the order
 // of their data offsets (which is the writing order for files from save_safetensors).
@@ -41,6 +41,6 @@ Metadata load_into(nn::Module& module, const std::string& path, bool strict = tr
 
 // Loads path and copies each tensor into the same-named tensor of target (in place, no graph).
 // Strict: every name must match both ways. Shapes and dtypes must always match. Returns the metadata.
-Metadata load_into(const nn::NamedTensors& target, const std::string& path, bool strict = true);
+Metadata load_into(const NamedTensors& target, const std::string& path, bool strict = true);
 
 }  // namespace tapegrad::io

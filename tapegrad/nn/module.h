@@ -25,8 +25,6 @@
 
 namespace tapegrad::nn {
 
-// Named tensors in registration order (state dicts, named_parameters ...).
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // Named generators in registration order (a module's random state, e.g. dropout masks).
 using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
 

@@ -20,9 +20,6 @@
 
 namespace tapegrad::optim {
 
-// Named tensors in a fixed order ("group0.param1.exp_avg", "group0.param1.step", ...).
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
-
 // A set of parameters sharing a learning rate and weight decay. Schedules overwrite lr.
 struct ParamGroup {
   TensorList params;

@@ -491,7 +491,7 @@ bool Trainer::load_checkpoint() {
   }
 
   // Both loads check before they copy; if the optimiser's fails, the model's values are put back.
-  nn::NamedTensors model_before;
+  NamedTensors model_before;
   for (const auto& [name, t] : model_.state_dict()) model_before.emplace_back(name, t.detach().clone());
   with_file(model_file, [&] { model_.load_state_dict(model_state.tensors); });
   try {
