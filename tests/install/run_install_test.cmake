@@ -1,19 +1,18 @@
 # CTest driver of the install test:
 #   cmake -DBUILD_DIR=<tapegrad build tree> -DWORK_DIR=<scratch dir> -DCONSUMER_DIR=tests/install
-#         -DGENERATOR=<generator> -DCXX_COMPILER=<compiler> -DBUILD_TYPE=<type> -P run_install_test.cmake
+#         -DREADME_SCRIPT=examples/readme_training.cpp -DGENERATOR=<generator> -DCXX_COMPILER=<compiler>
+#         -P run_install_test.cmake
 # 1. installs the build tree into WORK_DIR/prefix (cmake --install),
 # 2. configures and builds the consumer project against it (find_package(tapegrad) through
 #    CMAKE_PREFIX_PATH, nothing else pointing into the source or build tree),
-# 3. runs the consumer, which checks a gradient.
-foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR GENERATOR CXX_COMPILER)
+#    with plain flags: no build type, CMAKE_CXX_FLAGS=-O2; the consumer project fails if the package
+#    imposes compile options or definitions,
+# 3. runs the consumer, which checks a gradient, and the README's training script, which must learn.
+foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR README_SCRIPT GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "run_install_test: ${var} must be set")
   endif()
 endforeach()
-if(NOT BUILD_TYPE)
-  set(BUILD_TYPE Release)
-endif()
-
 function(run step)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   message("-- ${step}: ${ARGN}\n${out}${err}")
@@ -31,7 +30,9 @@ foreach(header tapegrad/autograd/autograd.h tapegrad/autograd/tensor.h tapegrad/
   endif()
 endforeach()
 run(configure "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer" -G "${GENERATOR}"
-    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}" "-DCMAKE_PREFIX_PATH=${prefix}"
+    "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}" -DCMAKE_BUILD_TYPE= -DCMAKE_CXX_FLAGS=-O2 "-DCMAKE_PREFIX_PATH=${prefix}"
+    "-DREADME_SCRIPT=${README_SCRIPT}"
     -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 run(build "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer")
 run(run "${WORK_DIR}/consumer/consumer")
+run(readme_training "${WORK_DIR}/consumer/readme_training" "${WORK_DIR}/readme_run")
