@@ -1,8 +1,8 @@
 #pragma once
 // What the tapegrad and libtorch benchmark programs share: the command line, the workloads'
 // data (generated here, outside either framework, so both train on the same tokens), the
-// FLOP counts, medians and the peak resident set size. Workload definitions:
-// shared/workloads.md; see docs/bench.md.
+// FLOP counts, medians and the peak resident set size. The workloads are defined in
+// docs/bench.md.
 
 #include <sys/resource.h>
 

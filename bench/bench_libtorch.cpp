@@ -1,4 +1,4 @@
-// libtorch_bench: the workloads of shared/workloads.md written with PyTorch's C++ API, the
+// libtorch_bench: the workloads of docs/bench.md written with PyTorch's C++ API, the
 // reference tapegrad_bench is compared against (bench/compare.sh). Built only with
 // -DTAPEGRAD_BENCH_LIBTORCH=ON; see docs/bench.md. The models mirror tapegrad's nn modules
 // shape for shape (fused qkv projection, pre-norm blocks, the same losses); initial values

@@ -1,4 +1,4 @@
-// tapegrad_bench: per-op timings and the workloads of shared/workloads.md: the sgemm ceiling
+// tapegrad_bench: per-op timings and the workloads of docs/bench.md: the sgemm ceiling
 // (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3) and
 // the mixture-of-experts layer (W4). A measuring program, not a test; see docs/bench.md.
 // bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both.
@@ -229,7 +229,7 @@ void run_sgemm(const Options& opt) {
 }
 
 // ---------------------------------------------------------------- W1 spam toy
-// shared/workloads.md W1: Embedding(V, 20); single-head self-attention with bias-free q, k, v
+// docs/bench.md W1: Embedding(V, 20); single-head self-attention with bias-free q, k, v
 // projections; scores / sqrt(20); softmax; att @ v; mean over tokens; Linear(20, 2);
 // cross-entropy; SGD lr 0.1; one sentence per step, cycling through the four.
 struct SpamToy {

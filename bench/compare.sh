@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the workloads of shared/workloads.md on tapegrad and on libtorch, alternating, on this
+# Runs the workloads of docs/bench.md on tapegrad and on libtorch, alternating, on this
 # machine, and writes a markdown table of medians, ratios and peak memory to bench/RESULTS.md.
 #
 #   bench/compare.sh                 # install libtorch-dev if needed, build, 5 rounds, 2 threads
