@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
 #include "examples/common/config.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"
@@ -326,7 +327,7 @@ TEST_CASE("examples run files: atomic writes, JSON lines, loss plot from metrics
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
   CHECK(files == 1);  // no temporary file left behind
-  CHECK_THROWS_AS(write_text_atomic(dir.file("missing/a.txt"), "x"), IoError);
+  CHECK_THROWS_AS(io::write_file_atomic(dir.file("missing/a.txt"), "x"), IoError);
 
   const std::string metrics = dir.file("metrics.jsonl");
   write_file(metrics, "{\"step\":10,\"loss\":2.0}\n\n{\"step\":20,\"loss\":1.0}\n{\"step\":20,\"eval\":{\"val_loss\":1.5}}\n");

@@ -1,7 +1,5 @@
 #include "examples/common/run_dir.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -11,33 +9,15 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
 #include "examples/common/svg.h"
 
 namespace tapegrad::examples {
 
 namespace fs = std::filesystem;
 
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError("cannot write " + tmp + ": " + std::strerror(errno));
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw IoError("cannot write " + tmp + ": " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    std::remove(tmp.c_str());
-    throw IoError("cannot rename " + tmp + " to " + path + ": " + std::strerror(saved));
-  }
-}
-
 void write_json_atomic(const std::string& path, const nlohmann::json& value) {
-  write_text_atomic(path, value.dump(2) + "\n");
+  io::write_file_atomic(path, value.dump(2) + "\n");
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -6,8 +6,8 @@
 //   summary.json   the run's results (what the README's tables quote)
 //   loss.svg       the loss curve drawn from metrics.jsonl
 // plus whatever the example adds (vocabulary, best model, attention pictures). Every file is
-// written atomically: to "<path>.tmp.<pid>", flushed, then renamed over path, so a crash never
-// leaves a half-written file behind.
+// written with io::write_file_atomic (tapegrad/io/file.h), so a crash never leaves a half-written
+// file behind.
 
 #include <string>
 #include <vector>
@@ -18,8 +18,6 @@
 
 namespace tapegrad::examples {
 
-// Writes text to path atomically. IoError naming the path when it cannot be written.
-void write_text_atomic(const std::string& path, const std::string& text);
 // Pretty-printed JSON (indent 2) plus a newline, atomically.
 void write_json_atomic(const std::string& path, const nlohmann::json& value);
 // Parses a JSON file; IoError naming the file when it is missing or not valid JSON.

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
-#include "examples/common/run_dir.h"
+#include "tapegrad/io/file.h"
 
 namespace tapegrad::examples {
 
@@ -306,6 +306,6 @@ std::string heat_map_svg(const std::vector<HeatMap>& panels, const std::string& 
   return out.str();
 }
 
-void write_svg(const std::string& path, const std::string& svg) { write_text_atomic(path, svg); }
+void write_svg(const std::string& path, const std::string& svg) { io::write_file_atomic(path, svg); }
 
 }  // namespace tapegrad::examples

@@ -2,6 +2,7 @@
 // The whole autograd layer: tensors, the tape, every op, and gradcheck.
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/generator.h"
 #include "tapegrad/autograd/gradcheck.h"
 #include "tapegrad/autograd/graph.h"

@@ -1,4 +1,5 @@
 #pragma once
-// Everything in tapegrad::io: safetensors files of named tensors and modules.
+// Everything in tapegrad::io: durable file writes and safetensors files of named tensors and modules.
 
+#include "tapegrad/io/file.h"
 #include "tapegrad/io/safetensors.h"

@@ -2,10 +2,6 @@
 
 #include "tapegrad/io/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
@@ -14,11 +10,13 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
 
 // The data buffer is little-endian; tensors are stored in host order, so the host must be too.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tapegrad safetensors I/O assumes a little-endian host");
@@ -68,27 +66,6 @@ std::vector<char> tensor_bytes(const Tensor& t) {
   return bytes;
 }
 
-// Writes all of data to fd, retrying short writes; false on error.
-bool write_all(int fd, const char* data, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-std::string directory_of(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
-
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
@@ -128,28 +105,17 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   char len_bytes[8];
   std::memcpy(len_bytes, &n, 8);  // little-endian host (static_assert above)
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("save_safetensors: cannot create " + tmp + " for " + path + ": " + errno_text());
-  auto fail = [&](const std::string& what, bool close_fd) {
-    const std::string reason = errno_text();
-    if (close_fd) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw IoError("save_safetensors: " + what + " " + path + ": " + reason);
-  };
-  if (!write_all(fd, len_bytes, 8) || !write_all(fd, text.data(), text.size())) fail("cannot write", true);
+  std::vector<std::vector<char>> data;
+  data.reserve(order.size());
+  std::vector<std::string_view> chunks{{len_bytes, 8}, text};
   for (const std::size_t i : order) {
-    const std::vector<char> bytes = tensor_bytes(tensors[i].second);
-    if (!write_all(fd, bytes.data(), bytes.size())) fail("cannot write", true);
+    data.push_back(tensor_bytes(tensors[i].second));
+    chunks.emplace_back(data.back().data(), data.back().size());
   }
-  if (::fsync(fd) != 0) fail("cannot fsync", true);
-  if (::close(fd) != 0) fail("cannot close", false);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename " + tmp + " to", false);
-  // Make the rename itself durable; failure to open the directory is not an error of the write.
-  const int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
+  try {
+    write_file_atomic(path, chunks);
+  } catch (const IoError& e) {
+    throw IoError(std::string("save_safetensors: ") + e.what());
   }
 }
 

@@ -1,5 +1,6 @@
 #pragma once
-// Checkpoint I/O in the safetensors format, readable by the Python tools that read safetensors:
+// Named tensors in the safetensors format (the layout the safetensors Python package reads and
+// writes; tests/read_safetensors.py checks our files with an independent reader):
 //
 //   [8 bytes: N, little-endian u64][N bytes: JSON header, space-padded to a multiple of 8][data buffer]
 //
@@ -7,10 +8,9 @@
 // "data_offsets": [begin, end]} (offsets relative to the data buffer, end exclusive, data little-endian
 // C order), plus an optional "__metadata__" string -> string map.
 //
-// Writes are atomic: the file is written to "<path>.tmp.<pid>", flushed and fsynced, then renamed over
-// path, so a failure (or a crash) mid-write never destroys the previous checkpoint.
-// Loading validates every header field and bounds every offset against the file size; any corrupt,
-// truncated or inconsistent file throws IoError naming the file, the entry and the values.
+// Writes go through io::write_file_atomic (file.h): a failed or interrupted write leaves the previous
+// file as it was. Loading validates every header field and bounds every offset against the file size;
+// any corrupt, truncated or inconsistent file throws IoError naming the file, the entry and the values.
 
 #include <map>
 #include <string>
@@ -22,17 +22,18 @@ namespace tapegrad::io {
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsFile {
-  NamedTensors tensors;  // in header (= file) order; every tensor contiguous, requires_grad false
-  Metadata metadata;         // "__metadata__" (empty if absent)
+  NamedTensors tensors;  // in data-offset order; every tensor contiguous, requires_grad false
+  Metadata metadata;     // "__metadata__" (empty if absent)
 };
 
-// Writes tensors (in the given order, data laid out in that order) and metadata to path atomically.
-// metadata always contains "format": "pt" unless the caller sets "format".
+// Writes tensors and metadata to path atomically. The header lists the tensors in the given order; their
+// data goes in order of decreasing element size (stable), so that every tensor starts at a multiple of its
+// element size. metadata always contains "format": "pt" unless the caller sets "format".
 // Throws ValueError for duplicate or empty names, IoError (naming path) when the file cannot be written.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 
 // Reads a file written by save_safetensors (or any conforming writer). Tensors come back in the order
-// of their data offsets (which is the writing order for files from save_safetensors).
+// of their data offsets (for files from save_safetensors: by decreasing element size, then as given).
 SafetensorsFile load_safetensors(const std::string& path);
 
 // Loads path and copies it into module via Module::load_state_dict (which checks names, shapes, dtypes).

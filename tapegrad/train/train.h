@@ -1,4 +1,8 @@
 #pragma once
-// Everything in tapegrad::train: the Trainer (training loop, metrics, progress, checkpoints).
+// Everything in tapegrad::train: the Trainer (training loop) and its metrics file, progress display and
+// checkpoint directory.
 
+#include "tapegrad/train/checkpoint.h"
+#include "tapegrad/train/metrics.h"
+#include "tapegrad/train/progress.h"
 #include "tapegrad/train/trainer.h"

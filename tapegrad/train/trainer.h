@@ -32,15 +32,13 @@
 //     only because the call ended off the logging schedule carries "end_of_run":true. When a run resumes
 //     from the checkpoint at step k, lines with step > k and end_of_run lines are dropped, so the file
 //     reads like that of an uninterrupted run (elapsed and throughput aside).
-//   checkpoint/    model.safetensors (model.state_dict()), optimizer.safetensors (state_tensors()),
-//                  trainer.json {"format":"tapegrad.trainer","version":1,"step":k,"scheduler_step":..|null,
-//                  "generators":{name: state},"lrs":[per group],"loss":..,"elapsed_s":..}
-//   A save writes checkpoint.tmp-XXXXXX/ (every file fsynced), renames checkpoint/ to checkpoint.old/,
-//   the new directory to checkpoint/, then removes checkpoint.old/; a crash at any point leaves one
-//   complete checkpoint. Loading falls back to checkpoint.old/ when checkpoint/ is missing and removes
-//   leftover checkpoint.tmp-* directories.
+//   checkpoint/    model, optimiser and trainer state (layout and crash safety: checkpoint.h).
+//
+// The pieces: this loop (trainer.cpp), metrics.jsonl (metrics.h), the progress display (progress.h) and
+// the checkpoint directory (checkpoint.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iostream>
@@ -55,12 +53,10 @@
 #include "tapegrad/nn/module.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
+#include "tapegrad/train/metrics.h"
+#include "tapegrad/train/progress.h"
 
 namespace tapegrad::train {
-
-// Auto: a one-line bar redrawn with '\r' if `out` is std::cerr/std::clog/std::cout on a terminal,
-// else Lines (one plain line every log_every steps, as wanted in CI logs).
-enum class Progress { Auto, Bar, Lines, Off };
 
 struct TrainerOptions {
   std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
@@ -73,7 +69,7 @@ struct TrainerOptions {
   double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
   std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
   bool resume = true;                   // continue from run_dir's last good checkpoint if present
-  Progress progress = Progress::Auto;
+  Progress progress = Progress::Auto;  // see progress.h
   std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
 };
 
@@ -153,9 +149,32 @@ class Trainer {
   std::string metrics_path() const;
 
  private:
-  void write_metrics_line(const std::string& line);
-  void truncate_metrics();
-  std::int64_t checkpoint_step_on_disk() const;
+  using Clock = std::chrono::steady_clock;
+  // What one optimiser step reports.
+  struct StepRecord {
+    double loss = 0.0;
+    double lr = 0.0;  // the rate the step used (group 0)
+    double grad_norm = 0.0;
+  };
+  // Throughput since the previous metrics line.
+  struct Window {
+    Clock::time_point start = Clock::now();
+    std::int64_t examples = 0;
+    std::int64_t tokens = 0;
+  };
+
+  // Resumes if asked and possible (result.resumed_from), creates run_dir, drops metrics lines past the step.
+  void begin_fit(TrainResult& result);
+  // zero_grad, step_fn, checks, backward, clipping, optimiser and scheduler steps; step_ advances by one.
+  StepRecord run_step(const StepFn& step_fn, const TensorList& params, Window& window);
+  // The metrics.jsonl line of the step just done; starts a new throughput window.
+  void log_step(const StepRecord& record, bool end_of_run, Window& window);
+  // eval_fn in eval mode without gradients; its metrics line and a progress message.
+  void evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress);
+  // NonFiniteLoss for step_fn(step), saying which checkpoint is kept.
+  NonFiniteLoss non_finite(std::int64_t step, double value, const std::string& quantity) const;
+  // Restores the training mode and adds this call's time to the run's.
+  double end_fit(Clock::time_point call_start, bool was_training);
 
   nn::Module& model_;
   optim::Optimizer& optimizer_;
@@ -166,6 +185,7 @@ class Trainer {
   double last_loss_ = 0.0;
   double elapsed_before_ = 0.0;  // training seconds of earlier calls (restored from checkpoints)
   double elapsed_now_ = 0.0;     // seconds of the running call, kept current for checkpoints
+  MetricsFile metrics_;          // run_dir/metrics.jsonl
 };
 
 }  // namespace tapegrad::train

@@ -1,0 +1,108 @@
+// Durable file writes (POSIX open/write/fsync/rename). See file.h.
+
+#include "tapegrad/io/file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::io {
+
+namespace {
+
+// strerror of the current errno (building the rest of a message allocates, which leaves errno alone).
+std::string errno_text() { return std::strerror(errno); }
+
+// An open file descriptor, closed on scope exit unless close() was called (and checked).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  // The result of close(2); the descriptor is released either way.
+  bool close() {
+    const int fd = fd_;
+    fd_ = -1;
+    return ::close(fd) == 0;
+  }
+
+ private:
+  int fd_;
+};
+
+void write_all(int fd, std::string_view bytes, const std::string& path) {
+  const char* data = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0) {
+      if (errno == EINTR) continue;
+      throw IoError("cannot write " + path + ": " + errno_text());
+    }
+    data += written;
+    left -= static_cast<std::size_t>(written);
+  }
+}
+
+// Writes the chunks to path (opened with `flags`) and fsyncs it.
+void write_and_sync(const std::string& path, const std::vector<std::string_view>& chunks, int flags) {
+  Fd fd(::open(path.c_str(), flags | O_WRONLY | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw IoError("cannot create " + path + ": " + errno_text());
+  for (const std::string_view chunk : chunks) write_all(fd.get(), chunk, path);
+  if (::fsync(fd.get()) != 0) throw IoError("cannot fsync " + path + ": " + errno_text());
+  if (!fd.close()) throw IoError("cannot close " + path + ": " + errno_text());
+}
+
+}  // namespace
+
+std::string parent_directory(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+void write_file_atomic(const std::string& path, std::string_view bytes) {
+  write_file_atomic(path, std::vector<std::string_view>{bytes});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& chunks) {
+  // The counter keeps two writes of one process (from different threads) off each other's file.
+  static std::atomic<unsigned long> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  try {
+    write_and_sync(tmp, chunks, O_CREAT | O_EXCL);
+    rename_path(tmp, path);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  sync_directory(parent_directory(path));
+}
+
+void write_file_synced(const std::string& path, std::string_view bytes) {
+  write_and_sync(path, {bytes}, O_CREAT | O_TRUNC);
+}
+
+void sync_directory(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) throw IoError("cannot open the directory " + path + " to fsync it: " + errno_text());
+  if (::fsync(fd.get()) != 0 && errno != EINVAL) throw IoError("cannot fsync the directory " + path + ": " + errno_text());
+}
+
+void rename_path(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0)
+    throw IoError("cannot rename " + from + " to " + to + ": " + errno_text());
+}
+
+}  // namespace tapegrad::io

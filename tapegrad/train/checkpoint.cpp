@@ -1,0 +1,284 @@
+// The checkpoint directory: writing it with a directory swap, finding and reading it, and
+// Trainer::save_checkpoint / load_checkpoint on top. See checkpoint.h for the layout.
+
+#include "tapegrad/train/checkpoint.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
+#include "tapegrad/io/safetensors.h"
+#include "tapegrad/train/trainer.h"
+
+namespace tapegrad::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+constexpr const char* kFormat = "tapegrad.trainer";
+constexpr int kVersion = 1;
+constexpr const char* kTmpPrefix = "checkpoint.tmp-";
+
+// Runs f, prefixing the message of an IoError from the I/O layer with "Trainer: ".
+template <class F>
+void as_trainer(F f) {
+  try {
+    f();
+  } catch (const IoError& e) {
+    throw IoError(std::string("Trainer: ") + e.what());
+  }
+}
+
+// Prefixes the message of a typed load error with the checkpoint file, keeping its type.
+template <class F>
+void with_file(const std::string& path, F f) {
+  const std::string where = "Trainer: checkpoint file " + path + ": ";
+  try {
+    f();
+  } catch (const ShapeError& e) {
+    throw ShapeError(where + e.what());
+  } catch (const TypeError& e) {
+    throw TypeError(where + e.what());
+  } catch (const ValueError& e) {
+    throw ValueError(where + e.what());
+  }
+}
+
+// A trainer.json field, checked: throws IoError naming the file and the field.
+const json& field(const json& j, const std::string& file, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) throw IoError("Trainer: checkpoint file " + file + ": missing field '" + name + "'");
+  return *it;
+}
+
+std::int64_t int_field(const json& j, const std::string& file, const char* name) {
+  const json& v = field(j, file, name);
+  if (!v.is_number_integer()) bad_field(file, name, "must be an integer, got " + v.dump());
+  const auto value = v.get<std::int64_t>();
+  if (value < 0) bad_field(file, name, "must not be negative, got " + v.dump());
+  return value;
+}
+
+double double_field(const json& j, const std::string& file, const char* name) {
+  const json& v = field(j, file, name);
+  if (!v.is_number()) bad_field(file, name, "must be a number, got " + v.dump());
+  return v.get<double>();
+}
+
+std::string trainer_json_text(const CheckpointState& state) {
+  ordered_json j;
+  j["format"] = kFormat;
+  j["version"] = kVersion;
+  j["step"] = state.step;
+  j["scheduler_step"] = state.scheduler_step >= 0 ? json(state.scheduler_step) : json(nullptr);
+  j["generators"] = ordered_json::object();
+  for (const auto& [name, value] : state.generators) j["generators"][name] = value;
+  j["lrs"] = state.lrs;
+  j["loss"] = state.loss;
+  j["elapsed_s"] = state.elapsed_s;
+  return j.dump(2) + "\n";
+}
+
+void remove_stale_tmp_dirs(const fs::path& run_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kTmpPrefix, 0) == 0) fs::remove_all(entry.path(), ec);
+  }
+}
+
+}  // namespace
+
+[[noreturn]] void bad_field(const std::string& file, const std::string& name, const std::string& why) {
+  throw IoError("Trainer: checkpoint file " + file + ": field '" + name + "' " + why);
+}
+
+CheckpointState read_trainer_json(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError("Trainer: cannot open checkpoint file " + file + ": " + std::strerror(errno));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(buffer.str());
+  } catch (const json::parse_error& e) {
+    throw IoError("Trainer: checkpoint file " + file + " is not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) throw IoError("Trainer: checkpoint file " + file + ": expected a JSON object, got " + std::string(j.type_name()));
+  const json& format = field(j, file, "format");
+  if (!format.is_string() || format.get<std::string>() != kFormat)
+    bad_field(file, "format", "must be \"" + std::string(kFormat) + "\", got " + format.dump());
+  const json& version = field(j, file, "version");
+  if (!version.is_number_integer() || version.get<std::int64_t>() != kVersion)
+    bad_field(file, "version", "must be " + std::to_string(kVersion) + ", got " + version.dump());
+
+  CheckpointState state;
+  state.step = int_field(j, file, "step");
+  if (!field(j, file, "scheduler_step").is_null()) state.scheduler_step = int_field(j, file, "scheduler_step");
+  const json& gens = field(j, file, "generators");
+  if (!gens.is_object()) bad_field(file, "generators", "must be an object of name -> state string");
+  for (const auto& [name, value] : gens.items()) {
+    if (!value.is_string()) bad_field(file, "generators." + name, "must be a string");
+    state.generators.emplace_back(name, value.get<std::string>());
+  }
+  const json& lrs = field(j, file, "lrs");
+  if (!lrs.is_array()) bad_field(file, "lrs", "must be an array of numbers");
+  for (std::size_t i = 0; i < lrs.size(); ++i) {
+    if (!lrs[i].is_number() || !(lrs[i].get<double>() >= 0.0))
+      bad_field(file, "lrs[" + std::to_string(i) + "]", "must be a non-negative number, got " + lrs[i].dump());
+    state.lrs.push_back(lrs[i].get<double>());
+  }
+  state.loss = double_field(j, file, "loss");
+  state.elapsed_s = double_field(j, file, "elapsed_s");
+  return state;
+}
+
+std::string find_checkpoint(const std::string& run_dir) {
+  remove_stale_tmp_dirs(run_dir);
+  std::error_code ec;
+  for (const char* name : {"checkpoint", "checkpoint.old"}) {
+    // A crash between the two renames of a save leaves only the old checkpoint.
+    const fs::path dir = fs::path(run_dir) / name;
+    if (fs::is_directory(dir, ec)) return dir.string();
+  }
+  return "";
+}
+
+std::int64_t checkpoint_step_on_disk(const std::string& run_dir) {
+  for (const char* name : {"checkpoint", "checkpoint.old"}) {
+    const std::string file = (fs::path(run_dir) / name / "trainer.json").string();
+    std::error_code ec;
+    if (!fs::exists(file, ec)) continue;
+    try {
+      return read_trainer_json(file).step;
+    } catch (const Error&) {
+      return -1;
+    }
+  }
+  return -1;
+}
+
+void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model, const NamedTensors& optimizer,
+                      const CheckpointState& state) {
+  const fs::path run_dir(run_dir_name);
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) throw IoError("Trainer: cannot create run_dir " + run_dir.string() + ": " + ec.message());
+  remove_stale_tmp_dirs(run_dir);
+
+  std::string templ = (run_dir / (std::string(kTmpPrefix) + "XXXXXX")).string();
+  if (::mkdtemp(templ.data()) == nullptr)
+    throw IoError("Trainer: cannot create a temporary checkpoint directory in " + run_dir.string() + ": " +
+                  std::strerror(errno));
+  const fs::path tmp(templ);
+  // mkdtemp makes the directory private; the checkpoint is as readable as the files in it.
+  ::chmod(tmp.c_str(), 0755);
+  const fs::path final_dir = run_dir / "checkpoint";
+  const fs::path old_dir = run_dir / "checkpoint.old";
+  const std::string step = std::to_string(state.step);
+  try {
+    io::save_safetensors((tmp / "model.safetensors").string(), model, {{"step", step}});
+    io::save_safetensors((tmp / "optimizer.safetensors").string(), optimizer, {{"step", step}});
+    as_trainer([&] {
+      io::write_file_synced((tmp / "trainer.json").string(), trainer_json_text(state));
+      io::sync_directory(tmp.string());
+      // When checkpoint/ is missing, checkpoint.old/ may be the only good copy: it stays until the new one is in place.
+      if (fs::exists(final_dir, ec)) {
+        fs::remove_all(old_dir, ec);
+        if (ec) throw IoError("cannot remove " + old_dir.string() + ": " + ec.message());
+        io::rename_path(final_dir.string(), old_dir.string());
+      }
+      io::rename_path(tmp.string(), final_dir.string());
+    });
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  as_trainer([&] { io::sync_directory(run_dir.string()); });
+  fs::remove_all(old_dir, ec);
+}
+
+void Trainer::save_checkpoint() {
+  if (options_.run_dir.empty()) throw ValueError("Trainer::save_checkpoint: run_dir is not set");
+  CheckpointState state;
+  state.step = step_;
+  state.scheduler_step = scheduler_ ? scheduler_->current_step() : -1;
+  for (const auto& [name, gen] : generators_) state.generators.emplace_back(name, gen->state());
+  for (const optim::ParamGroup& g : optimizer_.param_groups()) state.lrs.push_back(g.lr);
+  state.loss = last_loss_;
+  state.elapsed_s = elapsed_before_ + elapsed_now_;
+  write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state);
+}
+
+bool Trainer::load_checkpoint() {
+  if (options_.run_dir.empty()) return false;
+  const std::string found = find_checkpoint(options_.run_dir);
+  if (found.empty()) return false;
+  const fs::path dir(found);
+  const std::string json_file = (dir / "trainer.json").string();
+  const std::string model_file = (dir / "model.safetensors").string();
+  const std::string optimizer_file = (dir / "optimizer.safetensors").string();
+
+  // Read and check everything first; state is changed only once nothing can fail.
+  const CheckpointState state = read_trainer_json(json_file);
+  const io::SafetensorsFile model_state = io::load_safetensors(model_file);
+  const io::SafetensorsFile optimizer_state = io::load_safetensors(optimizer_file);
+  if (state.lrs.size() != optimizer_.param_groups().size())
+    bad_field(json_file, "lrs", "has " + std::to_string(state.lrs.size()) + " entries but the optimiser has " +
+                                    std::to_string(optimizer_.param_groups().size()) + " parameter groups");
+  if (scheduler_ && state.scheduler_step < 0)
+    bad_field(json_file, "scheduler_step", "is null but a scheduler is set");
+  std::vector<Generator> restored(generators_.size());
+  for (std::size_t i = 0; i < generators_.size(); ++i) {
+    const std::string& name = generators_[i].first;
+    const auto it = std::find_if(state.generators.begin(), state.generators.end(),
+                                 [&](const auto& entry) { return entry.first == name; });
+    if (it == state.generators.end()) bad_field(json_file, "generators." + name, "is missing (the generator is tracked)");
+    try {
+      restored[i].set_state(it->second);
+    } catch (const ValueError& e) {
+      bad_field(json_file, "generators." + name, std::string("is not a generator state: ") + e.what());
+    }
+  }
+  for (const auto& [name, value] : state.generators) {
+    const bool tracked = std::any_of(generators_.begin(), generators_.end(),
+                                     [&](const auto& entry) { return entry.first == name; });
+    if (!tracked) bad_field(json_file, "generators." + name, "names a generator that is not tracked");
+  }
+
+  // Both loads check before they copy; if the optimiser's fails, the model's values are put back.
+  NamedTensors model_before;
+  for (const auto& [name, t] : model_.state_dict()) model_before.emplace_back(name, t.detach().clone());
+  with_file(model_file, [&] { model_.load_state_dict(model_state.tensors); });
+  try {
+    with_file(optimizer_file, [&] { optimizer_.load_state(optimizer_state.tensors); });
+  } catch (...) {
+    model_.load_state_dict(model_before);
+    throw;
+  }
+  for (std::size_t g = 0; g < state.lrs.size(); ++g) optimizer_.param_groups()[g].lr = state.lrs[g];
+  if (scheduler_) scheduler_->set_step(state.scheduler_step);
+  for (std::size_t i = 0; i < generators_.size(); ++i) *generators_[i].second = restored[i];
+  step_ = state.step;
+  last_loss_ = state.loss;
+  elapsed_before_ = state.elapsed_s;
+  elapsed_now_ = 0.0;
+  return true;
+}
+
+}  // namespace tapegrad::train

@@ -1,0 +1,49 @@
+#pragma once
+// The Trainer's checkpoint directory, run_dir/checkpoint/:
+//   model.safetensors      model.state_dict()
+//   optimizer.safetensors  optimizer.state_tensors()
+//   trainer.json           {"format":"tapegrad.trainer","version":1,"step":k,"scheduler_step":..|null,
+//                           "generators":{name: state},"lrs":[per group],"loss":..,"elapsed_s":..}
+// A save writes checkpoint.tmp-XXXXXX/ (every file fsynced), renames checkpoint/ to checkpoint.old/, the
+// new directory to checkpoint/, fsyncs run_dir, then removes checkpoint.old/: a crash at any point leaves
+// one complete checkpoint. Loading falls back to checkpoint.old/ when checkpoint/ is missing, and both
+// remove leftover checkpoint.tmp-* directories. Trainer::save_checkpoint / load_checkpoint use these.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tapegrad/autograd/graph.h"
+
+namespace tapegrad::train {
+
+// What trainer.json holds.
+struct CheckpointState {
+  std::int64_t step = 0;
+  std::int64_t scheduler_step = -1;  // -1: no scheduler (null in the file)
+  std::vector<std::pair<std::string, std::string>> generators;  // name, Generator::state()
+  std::vector<double> lrs;                                      // per parameter group
+  double loss = 0.0;
+  double elapsed_s = 0.0;
+};
+
+// Writes run_dir/checkpoint/ as above (creating run_dir if needed). IoError naming the path on failure,
+// which leaves the previous checkpoint in place.
+void write_checkpoint(const std::string& run_dir, const NamedTensors& model, const NamedTensors& optimizer,
+                      const CheckpointState& state);
+
+// Removes leftover checkpoint.tmp-* directories, then returns run_dir/checkpoint, or run_dir/checkpoint.old
+// when only that exists, or "" when there is no checkpoint.
+std::string find_checkpoint(const std::string& run_dir);
+
+// Reads and checks a trainer.json: IoError naming the file and the field when it is unreadable, not the
+// format above, or holds a value of the wrong type or sign.
+CheckpointState read_trainer_json(const std::string& file);
+// IoError "Trainer: checkpoint file <file>: field '<name>' <why>".
+[[noreturn]] void bad_field(const std::string& file, const std::string& name, const std::string& why);
+
+// The step of the checkpoint a resume would use, -1 when there is none or it is unreadable.
+std::int64_t checkpoint_step_on_disk(const std::string& run_dir);
+
+}  // namespace tapegrad::train
