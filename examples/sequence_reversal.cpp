@@ -50,34 +50,66 @@ namespace {
 constexpr std::int64_t kPad = 0, kSos = 1, kEos = 2, kFirstLetter = 3;
 const std::vector<std::string> kTokenNames = {"<pad>", "<sos>", "<eos>", "a", "b", "c", "d", "e"};
 
-void declare_options(Config& config) {
-  config.add_int("seed", 0, "seed of the data and of the initial weights");
-  config.add_int("alphabet", 5, "number of letters (a, b, ...; at most 5)");
-  config.add_int("train_size", 500, "training strings");
-  config.add_int("heldout_size", 100, "held-out strings of the training length");
-  config.add_int("long_size", 100, "strings of the longer test length");
-  config.add_int("train_length", 10, "length of the training and held-out strings");
-  config.add_int("long_length", 15, "length of the generalisation-test strings");
-  config.add_string("positions", "all", "position encoding(s) to train with",
-                    {"all", "learned", "sinusoidal", "rotary"});
-  config.add_int("max_len", 32, "longest position the model knows (must exceed long_length + 1)");
-  config.add_int("d_model", 64, "model width");
-  config.add_int("heads", 4, "attention heads");
-  config.add_int("encoder_layers", 2, "encoder layers");
-  config.add_int("decoder_layers", 2, "decoder layers");
-  config.add_int("ff_hidden", 256, "hidden size of the feed-forward sublayers (ReLU)");
-  config.add_float("dropout", 0.0, "dropout probability");
-  config.add_float("lr", 1e-3, "Adam learning rate (constant)");
-  config.add_int("batch_size", 32, "strings per step");
-  config.add_int("steps", 2000, "optimiser steps per encoding");
-  config.add_int("eval_every", 100, "steps between held-out evaluations (0: only at the end)");
-  config.add_int("log_every", 10, "steps between metrics.jsonl lines");
-  config.add_int("checkpoint_every", 500, "steps between checkpoints, so a killed run can --resume true (0: only at the end)");
-  config.add_int("heatmap_example", 0, "index of the held-out string drawn in cross_attention_*.svg");
-  config.add_string("run_dir", "runs/sequence_reversal", "where the run's files go");
-  config.add_bool("resume", false, "continue from the checkpoints in run_dir instead of starting afresh");
-  config.add_string("progress", "auto", "progress display", {"auto", "bar", "lines", "off"});
-}
+// The options: every key once, the defaults as initialisers (examples/configs/sequence_reversal.json).
+struct ReversalConfig {
+  std::int64_t seed = 0;
+  std::int64_t alphabet = 5;
+  std::int64_t train_size = 500;
+  std::int64_t heldout_size = 100;
+  std::int64_t long_size = 100;
+  std::int64_t train_length = 10;
+  std::int64_t long_length = 15;
+  std::string positions = "all";
+  std::int64_t max_len = 32;
+  std::int64_t d_model = 64;
+  std::int64_t heads = 4;
+  std::int64_t encoder_layers = 2;
+  std::int64_t decoder_layers = 2;
+  std::int64_t ff_hidden = 256;
+  double dropout = 0.0;
+  double lr = 1e-3;
+  std::int64_t batch_size = 32;
+  std::int64_t steps = 2000;
+  std::int64_t eval_every = 100;
+  std::int64_t log_every = 10;
+  std::int64_t checkpoint_every = 500;
+  std::int64_t heatmap_example = 0;
+  std::string run_dir = "runs/sequence_reversal";
+  bool resume = false;
+  std::string progress = "auto";
+
+  template <class F>
+  static void fields(F& f) {
+    using C = ReversalConfig;
+    f("seed", &C::seed, "seed of the data and of the initial weights");
+    f("alphabet", &C::alphabet, "number of letters (a, b, ...; at most 5)");
+    f("train_size", &C::train_size, "training strings");
+    f("heldout_size", &C::heldout_size, "held-out strings of the training length");
+    f("long_size", &C::long_size, "strings of the longer test length");
+    f("train_length", &C::train_length, "length of the training and held-out strings");
+    f("long_length", &C::long_length, "length of the generalisation-test strings");
+    f("positions", &C::positions, "position encoding(s) to train with", {"all", "learned", "sinusoidal", "rotary"});
+    f("max_len", &C::max_len, "longest position the model knows (must exceed long_length + 1)");
+    f("d_model", &C::d_model, "model width");
+    f("heads", &C::heads, "attention heads");
+    f("encoder_layers", &C::encoder_layers, "encoder layers");
+    f("decoder_layers", &C::decoder_layers, "decoder layers");
+    f("ff_hidden", &C::ff_hidden, "hidden size of the feed-forward sublayers (ReLU)");
+    f("dropout", &C::dropout, "dropout probability");
+    f("lr", &C::lr, "Adam learning rate (constant)");
+    f("batch_size", &C::batch_size, "strings per step");
+    f("steps", &C::steps, "optimiser steps per encoding");
+    f("eval_every", &C::eval_every, "steps between held-out evaluations (0: only at the end)");
+    f("log_every", &C::log_every, "steps between metrics.jsonl lines");
+    f("checkpoint_every", &C::checkpoint_every,
+      "steps between checkpoints, so a killed run can --resume true (0: only at the end)");
+    f("heatmap_example", &C::heatmap_example, "index of the held-out string drawn in cross_attention_*.svg");
+    f("run_dir", &C::run_dir, "where the run's files go");
+    f("resume", &C::resume, "continue from the checkpoints in run_dir instead of starting afresh");
+    f("progress", &C::progress, "progress display", train::progress_names());
+  }
+};
+using C = ReversalConfig;
 
 struct Strings {
   std::vector<std::vector<std::int64_t>> rows;  // token ids of the letters
@@ -166,13 +198,6 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target) {
   return nn::cross_entropy(logits.transpose(1, 2), target, options);  // logits (B, T, V) -> (B, V, T)
 }
 
-train::Progress progress_mode(const std::string& name) {
-  if (name == "bar") return train::Progress::Bar;
-  if (name == "lines") return train::Progress::Lines;
-  if (name == "off") return train::Progress::Off;
-  return train::Progress::Auto;
-}
-
 struct EncodingResult {
   Accuracy heldout, long_match;
   double seconds = 0, final_loss = 0;
@@ -216,47 +241,47 @@ std::vector<examples::HeatMap> cross_attention_panels(nn::EncoderDecoder& model,
   return panels;
 }
 
-EncodingResult train_one(const Config& config, const std::string& encoding, const data::Dataset& train_set,
+EncodingResult train_one(const ReversalConfig& config, const std::string& encoding, const data::Dataset& train_set,
                          const Tensors& heldout, const Tensors& long_set, const examples::RunDir& run) {
   nn::EncoderDecoderOptions options;
   options.src_vocab = options.tgt_vocab = static_cast<std::int64_t>(kTokenNames.size());
-  options.max_len = config.get_int("max_len");
-  options.encoder_layers = config.get_int("encoder_layers");
-  options.decoder_layers = config.get_int("decoder_layers");
+  options.max_len = config.max_len;
+  options.encoder_layers = config.encoder_layers;
+  options.decoder_layers = config.decoder_layers;
   options.positions = encoding == "learned"      ? nn::PositionEncoding::Learned
                       : encoding == "sinusoidal" ? nn::PositionEncoding::Sinusoidal
                                                  : nn::PositionEncoding::Rotary;
-  options.layer.d_model = config.get_int("d_model");
-  options.layer.num_heads = config.get_int("heads");
-  options.layer.ff_hidden = config.get_int("ff_hidden");
+  options.layer.d_model = config.d_model;
+  options.layer.num_heads = config.heads;
+  options.layer.ff_hidden = config.ff_hidden;
   options.layer.activation = nn::Activation::ReLU;
-  options.layer.dropout = config.get_float("dropout");
+  options.layer.dropout = config.dropout;
   options.layer.norm_first = true;
 
   // The same initial weights' seed for every encoding, so they differ in positions only.
-  Generator init(static_cast<std::uint64_t>(config.get_int("seed")) + 1);
+  Generator init(static_cast<std::uint64_t>(config.seed) + 1);
   nn::EncoderDecoder model(options, init);
   optim::AdamOptions adam;
-  adam.lr = config.get_float("lr");
+  adam.lr = config.lr;
   optim::Adam optimizer(model.parameters(), adam);
 
   data::DataLoaderOptions loader_options;
-  loader_options.batch_size = config.get_int("batch_size");
-  loader_options.seed = static_cast<std::uint64_t>(config.get_int("seed"));
+  loader_options.batch_size = config.batch_size;
+  loader_options.seed = static_cast<std::uint64_t>(config.seed);
   loader_options.pad_id = kPad;
   const data::DataLoader loader(train_set, loader_options);
 
   examples::RunDir dir(run.file(encoding));
-  if (!config.get_bool("resume")) dir.clear_previous_run();
+  if (!config.resume) dir.clear_previous_run();
   train::TrainerOptions trainer_options;
-  trainer_options.max_steps = config.get_int("steps");
+  trainer_options.max_steps = config.steps;
   trainer_options.steps_per_epoch = loader.batches_per_epoch();
-  trainer_options.log_every = config.get_int("log_every");
-  trainer_options.eval_every = config.get_int("eval_every");
-  trainer_options.checkpoint_every = config.get_int("checkpoint_every");
+  trainer_options.log_every = config.log_every;
+  trainer_options.eval_every = config.eval_every;
+  trainer_options.checkpoint_every = config.checkpoint_every;
   trainer_options.run_dir = dir.path();
-  trainer_options.resume = config.get_bool("resume");
-  trainer_options.progress = progress_mode(config.get_string("progress"));
+  trainer_options.resume = config.resume;
+  trainer_options.progress = train::parse_progress(config.progress);
   train::Trainer trainer(model, optimizer, trainer_options);
 
   EncodingResult result;
@@ -290,7 +315,7 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   result.long_match = greedy_accuracy(model, long_set);
   dir.write_loss_plot("sequence reversal, " + encoding + " positions");
 
-  const std::int64_t example = config.get_int("heatmap_example");
+  const std::int64_t example = config.heatmap_example;
   examples::write_svg(run.file("cross_attention_" + encoding + ".svg"),
                       examples::heat_map_svg(cross_attention_panels(model, heldout, example),
                                              "cross-attention, " + encoding + " positions, held-out string " +
@@ -298,52 +323,44 @@ EncodingResult train_one(const Config& config, const std::string& encoding, cons
   return result;
 }
 
-void validate(const Config& config) {
-  auto positive = [&](const char* key) {
-    if (config.get_int(key) <= 0)
-      throw ConfigError(std::string("sequence_reversal: --") + key + " must be positive, got " +
-                        std::to_string(config.get_int(key)));
-  };
-  for (const char* key : {"alphabet", "train_size", "heldout_size", "long_size", "train_length", "long_length",
-                          "max_len", "d_model", "heads", "encoder_layers", "decoder_layers", "ff_hidden",
-                          "batch_size", "steps", "log_every"})
-    positive(key);
-  if (config.get_int("alphabet") > 5)
-    throw ConfigError("sequence_reversal: --alphabet must be at most 5, got " + std::to_string(config.get_int("alphabet")));
-  const std::int64_t longest = std::max(config.get_int("train_length"), config.get_int("long_length"));
-  if (config.get_int("max_len") < longest + 2)
-    throw ConfigError("sequence_reversal: --max_len " + std::to_string(config.get_int("max_len")) +
-                      " must be at least the longest string + 2 = " + std::to_string(longest + 2));
-  if (config.get_int("heatmap_example") < 0 || config.get_int("heatmap_example") >= config.get_int("heldout_size"))
-    throw ConfigError("sequence_reversal: --heatmap_example must be in [0, heldout_size = " +
-                      std::to_string(config.get_int("heldout_size")) + "), got " +
-                      std::to_string(config.get_int("heatmap_example")));
-  for (const char* key : {"eval_every", "checkpoint_every"})
-    if (config.get_int(key) < 0)
-      throw ConfigError(std::string("sequence_reversal: --") + key + " must be >= 0, got " +
-                        std::to_string(config.get_int(key)));
-  const nlohmann::json lr = config.get_float("lr"), dropout = config.get_float("dropout");
-  if (config.get_float("lr") <= 0) throw ConfigError("sequence_reversal: --lr must be positive, got " + lr.dump());
-  if (config.get_float("dropout") < 0 || config.get_float("dropout") >= 1)
-    throw ConfigError("sequence_reversal: --dropout must be in [0, 1), got " + dropout.dump());
+void validate(const ReversalConfig& config) {
+  const std::string program = "sequence_reversal";
+  examples::require_positive(program, config, &C::alphabet, &C::train_size, &C::heldout_size, &C::long_size,
+                             &C::train_length, &C::long_length, &C::max_len, &C::d_model, &C::heads,
+                             &C::encoder_layers, &C::decoder_layers, &C::ff_hidden, &C::batch_size, &C::steps,
+                             &C::log_every);
+  examples::require(config.alphabet <= 5, program, "--alphabet must be at most 5" + examples::got(config, &C::alphabet));
+  const std::int64_t longest = std::max(config.train_length, config.long_length);
+  examples::require(config.max_len >= longest + 2, program,
+                    "--max_len " + std::to_string(config.max_len) + " must be at least the longest string + 2 = " +
+                        std::to_string(longest + 2));
+  examples::require(config.heatmap_example >= 0 && config.heatmap_example < config.heldout_size, program,
+                    "--heatmap_example must be in [0, heldout_size = " + std::to_string(config.heldout_size) +
+                        "), got " + std::to_string(config.heatmap_example));
+  examples::require_non_negative(program, config, &C::eval_every, &C::checkpoint_every);
+  examples::require(config.lr > 0, program, "--lr must be positive" + examples::got(config, &C::lr));
+  examples::require(config.dropout >= 0 && config.dropout < 1, program,
+                    "--dropout must be in [0, 1)" + examples::got(config, &C::dropout));
 }
 
-int run(Config& config) {
+int run(const Config& options) {
+  const ReversalConfig config = examples::read_config<ReversalConfig>(options);
   validate(config);
-  const std::int64_t alphabet = config.get_int("alphabet");
-  Generator gen(static_cast<std::uint64_t>(config.get_int("seed")));
+  const std::int64_t alphabet = config.alphabet;
+  Generator gen(static_cast<std::uint64_t>(config.seed));
   std::set<std::vector<std::int64_t>> seen;
-  const Strings train = random_strings(config.get_int("train_size"), config.get_int("train_length"), alphabet, gen, seen);
-  const Strings heldout = random_strings(config.get_int("heldout_size"), config.get_int("train_length"), alphabet, gen, seen);
-  const Strings longer = random_strings(config.get_int("long_size"), config.get_int("long_length"), alphabet, gen, seen);
+  const Strings train = random_strings(config.train_size, config.train_length, alphabet, gen, seen);
+  const Strings heldout = random_strings(config.heldout_size, config.train_length, alphabet, gen, seen);
+  const Strings longer = random_strings(config.long_size, config.long_length, alphabet, gen, seen);
   const data::Dataset train_set = to_dataset(train);
   const Tensors heldout_tensors = to_tensors(heldout);
   const Tensors long_tensors = to_tensors(longer);
 
-  examples::RunDir run(config.get_string("run_dir"));
+  examples::RunDir run(config.run_dir);
   const std::vector<std::string> all_encodings = {"learned", "sinusoidal", "rotary"};
-  if (config.get_bool("resume")) {
-    run.check_same_config(config, {"resume", "checkpoint_every", "progress"});
+  if (config.resume) {
+    run.check_same_config(options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every),
+                                   examples::key_of(&C::progress)});
   } else {
     // A fresh run: nothing of an earlier one (another --positions, say) may be left beside it.
     run.clear_previous_run();
@@ -353,9 +370,9 @@ int run(Config& config) {
       std::filesystem::remove(run.file("cross_attention_" + encoding + ".svg"), error);
     }
   }
-  run.write_config(config);
+  run.write_config(options);
   std::vector<std::string> encodings = all_encodings;
-  if (config.get_string("positions") != "all") encodings = {config.get_string("positions")};
+  if (config.positions != "all") encodings = {config.positions};
 
   nlohmann::json heldout_json, long_json, heldout_tokens_json, long_tokens_json, seconds_json, loss_json, perfect_json;
   examples::LinePlot plot;
@@ -377,7 +394,7 @@ int run(Config& config) {
     steps = r.steps;
     total_seconds += r.seconds;
     std::printf("%-10s  held-out exact match %.3f (tokens %.3f)  length-%lld exact match %.3f (tokens %.3f)  (%lld steps, %.1f s)\n",
-                encoding.c_str(), r.heldout.exact, r.heldout.tokens, static_cast<long long>(config.get_int("long_length")),
+                encoding.c_str(), r.heldout.exact, r.heldout.tokens, static_cast<long long>(config.long_length),
                 r.long_match.exact, r.long_match.tokens, static_cast<long long>(r.steps), r.seconds);
     std::fflush(stdout);
     examples::Series series{encoding, {}, {}};
@@ -399,8 +416,8 @@ int run(Config& config) {
       {"steps", steps},
       {"final_loss", loss_json},
       {"first_step_heldout_all_correct", perfect_json},
-      {"train_length", config.get_int("train_length")},
-      {"long_length", config.get_int("long_length")},
+      {"train_length", config.train_length},
+      {"long_length", config.long_length},
   };
   run.write_summary(summary);
   std::printf("summary written to %s\n", run.file("summary.json").c_str());
@@ -410,10 +427,10 @@ int run(Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Config config("sequence_reversal",
-                "an encoder-decoder transformer learns to reverse strings of a-e and is tested on longer ones, "
-                "with learned, sinusoidal and rotary positions");
-  declare_options(config);
+  Config config = examples::make_config<ReversalConfig>(
+      "sequence_reversal",
+      "an encoder-decoder transformer learns to reverse strings of a-e and is tested on longer ones, "
+      "with learned, sinusoidal and rotary positions");
   if (const int status = examples::parse_command_line(config, argc, argv, 1, nullptr); status >= 0) return status;
   try {
     return run(config);

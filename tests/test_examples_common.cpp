@@ -183,6 +183,60 @@ TEST_CASE("examples config: parse_command_line exit statuses") {
   }
 }
 
+namespace {
+
+// A typed config as the examples write theirs: the fields listed once.
+struct SampleOptions {
+  std::int64_t steps = 100;
+  double lr = 1e-3;
+  bool resume = false;
+  std::string positions = "learned";
+
+  template <class F>
+  static void fields(F& f) {
+    f("steps", &SampleOptions::steps, "optimiser steps");
+    f("lr", &SampleOptions::lr, "learning rate");
+    f("resume", &SampleOptions::resume, "continue a run");
+    f("positions", &SampleOptions::positions, "position encoding", {"learned", "rotary"});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("examples config: a struct's field list gives the options, their defaults, flags and messages") {
+  Config c = make_config<SampleOptions>("prog", "a test program");
+  CHECK(c.to_json() == nlohmann::json{{"steps", 100}, {"lr", 1e-3}, {"resume", false}, {"positions", "learned"}});
+  SampleOptions defaults = read_config<SampleOptions>(c);
+  CHECK(defaults.steps == 100);
+  CHECK(defaults.positions == "learned");
+
+  parse(c, {"--steps", "7", "--lr=0.5", "--resume", "--positions", "rotary"});
+  const SampleOptions o = read_config<SampleOptions>(c);
+  CHECK(o.steps == 7);
+  CHECK(o.lr == 0.5);
+  CHECK(o.resume);
+  CHECK(o.positions == "rotary");
+
+  Config bad = make_config<SampleOptions>("prog", "");
+  CHECK_THROWS_WITH_AS(parse(bad, {"--stpes", "1"}), "prog: unknown option --stpes (see --help)", ConfigError);
+  CHECK_THROWS_WITH_AS(parse(bad, {"--steps", "ten"}), "prog: option --steps expects an integer, got \"ten\"", ConfigError);
+  CHECK_THROWS_WITH_AS(parse(bad, {"--positions", "none"}),
+                       "prog: option --positions expects one of learned, rotary, got \"none\"", ConfigError);
+
+  CHECK(key_of(&SampleOptions::lr) == "lr");
+  CHECK(flag(&SampleOptions::positions) == "--positions");
+  CHECK(got(o, &SampleOptions::steps, &SampleOptions::lr, &SampleOptions::positions) ==
+        ", got --steps 7, --lr 0.5, --positions \"rotary\"");
+  SampleOptions negative = o;
+  negative.steps = -3;
+  CHECK_NOTHROW(require_positive("prog", o, &SampleOptions::steps, &SampleOptions::lr));
+  CHECK_THROWS_WITH_AS(require_positive("prog", negative, &SampleOptions::lr, &SampleOptions::steps),
+                       "prog: --steps must be positive, got -3", ConfigError);
+  CHECK_THROWS_WITH_AS(require_non_negative("prog", negative, &SampleOptions::steps), "prog: --steps must be >= 0, got -3",
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(require(false, "prog", "--lr is wrong"), "prog: --lr is wrong", ConfigError);
+}
+
 TEST_CASE("examples metrics: binary confusion, precision, recall, F1") {
   // tp = 2 (rows 0, 4), fp = 1 (row 1), fn = 1 (row 3), tn = 2 (rows 2, 5).
   const BinaryMetrics m = binary_metrics({1, 1, 0, 0, 1, 0}, {1, 0, 0, 1, 1, 0});

@@ -35,11 +35,7 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 // The value as the user would write it on the command line.
 std::string show(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
-  if (value.is_number_float()) {
-    std::ostringstream out;
-    out << value.get<double>();
-    return out.str();
-  }
+  if (value.is_number_float()) return format_number(value.get<double>());
   return value.dump();
 }
 

@@ -3,12 +3,23 @@
 // defaults and descriptions; values come from (lowest to highest precedence) the defaults, a
 // JSON file (--config FILE) and command-line flags (--key value or --key=value).
 //
-//   examples::Config config("sequence_reversal", "Learns to reverse strings with a transformer.");
-//   config.add_int("steps", 2000, "optimiser steps per training");
-//   config.add_float("lr", 1e-3, "Adam learning rate");
-//   config.add_string("positions", "all", "position encoding", {"learned", "sinusoidal", "rotary", "all"});
+// A program writes its options once, as a plain struct whose static `fields` lists each field with
+// its key and description (and, for a string, its choices); the defaults are the members' initialisers:
+//
+//   struct ReversalConfig {
+//     std::int64_t steps = 2000;
+//     double lr = 1e-3;
+//     std::string positions = "all";
+//     template <class F> static void fields(F& f) {
+//       f("steps", &ReversalConfig::steps, "optimiser steps per training");
+//       f("lr", &ReversalConfig::lr, "Adam learning rate");
+//       f("positions", &ReversalConfig::positions, "position encoding", {"learned", "sinusoidal", "rotary", "all"});
+//     }
+//   };
+//   examples::Config config = examples::make_config<ReversalConfig>("sequence_reversal", "Learns to reverse strings.");
 //   std::vector<std::string> rest = config.parse_args(argc, argv);   // throws ConfigError
-//   std::int64_t steps = config.get_int("steps");
+//   const ReversalConfig c = examples::read_config<ReversalConfig>(config);
+//   examples::flag(&ReversalConfig::steps)   // "--steps", for messages about the field
 //
 // Every mistake throws ConfigError naming the key and, for a bad value, the expected type:
 //   "option --steps expects an integer, got \"ten\""
@@ -21,11 +32,13 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 
 namespace tapegrad::examples {
 
@@ -114,5 +127,120 @@ class Config {
 int parse_command_line(Config& config, int argc, const char* const* argv, int first,
                        std::vector<std::string>* positional, const std::string& usage = "",
                        std::size_t max_positional = 0);
+
+// ---------------------------------------------------------------- typed configs (a struct's `fields`)
+
+namespace detail {
+
+// Declares each field of T in a Config, with the default taken from a default-constructed T.
+template <class T>
+struct DeclareFields {
+  Config& config;
+  const T defaults{};
+  void operator()(const std::string& key, std::int64_t T::*m, const std::string& description) {
+    config.add_int(key, defaults.*m, description);
+  }
+  void operator()(const std::string& key, double T::*m, const std::string& description) {
+    config.add_float(key, defaults.*m, description);
+  }
+  void operator()(const std::string& key, bool T::*m, const std::string& description) {
+    config.add_bool(key, defaults.*m, description);
+  }
+  void operator()(const std::string& key, std::string T::*m, const std::string& description,
+                  const std::vector<std::string>& choices = {}) {
+    config.add_string(key, defaults.*m, description, choices);
+  }
+};
+
+// Copies the Config's values into the fields of a T.
+template <class T>
+struct ReadFields {
+  const Config& config;
+  T& out;
+  void operator()(const std::string& key, std::int64_t T::*m, const std::string&) { out.*m = config.get_int(key); }
+  void operator()(const std::string& key, double T::*m, const std::string&) { out.*m = config.get_float(key); }
+  void operator()(const std::string& key, bool T::*m, const std::string&) { out.*m = config.get_bool(key); }
+  void operator()(const std::string& key, std::string T::*m, const std::string&, const std::vector<std::string>& = {}) {
+    out.*m = config.get_string(key);
+  }
+};
+
+// Finds the key of one field.
+template <class T, class M>
+struct FindKey {
+  M T::*target;
+  std::string key;
+  template <class N>
+  void operator()(const std::string& k, N T::*m, const std::string&, const std::vector<std::string>& = {}) {
+    if constexpr (std::is_same_v<M, N>)
+      if (m == target) key = k;
+  }
+};
+
+}  // namespace detail
+
+// A Config holding T's fields, with T's defaults.
+template <class T>
+Config make_config(std::string program, std::string summary) {
+  Config config(std::move(program), std::move(summary));
+  detail::DeclareFields<T> declare{config};
+  T::fields(declare);
+  return config;
+}
+
+// The Config's current values as a T (config made by make_config<T>).
+template <class T>
+T read_config(const Config& config) {
+  T out;
+  detail::ReadFields<T> read{config, out};
+  T::fields(read);
+  return out;
+}
+
+// The key of a field of T, as its `fields` names it ("steps" for &Config::steps).
+template <class T, class M>
+std::string key_of(M T::*member) {
+  detail::FindKey<T, M> find{member, {}};
+  T::fields(find);
+  if (find.key.empty()) throw ConfigError("key_of: the field is not listed in fields()");
+  return find.key;
+}
+
+// "--steps": the command-line flag of a field, for messages.
+template <class T, class M>
+std::string flag(M T::*member) {
+  return "--" + key_of(member);
+}
+
+// A value as messages show it: 3, 0.5, true, "text".
+inline std::string show_value(std::int64_t v) { return std::to_string(v); }
+inline std::string show_value(double v) { return format_number(v); }
+inline std::string show_value(bool v) { return v ? "true" : "false"; }
+inline std::string show_value(const std::string& v) { return nlohmann::json(v).dump(); }
+
+// ", got --a 1, --b 2": the values of the fields a message is about.
+template <class T, class... M>
+std::string got(const T& config, M T::*... members) {
+  std::string out;
+  ((out += (out.empty() ? ", got " : ", ") + flag(members) + " " + show_value(config.*members)), ...);
+  return out;
+}
+
+// ConfigError "<program>: <message>" unless ok.
+inline void require(bool ok, const std::string& program, const std::string& message) {
+  if (!ok) throw ConfigError(program + ": " + message);
+}
+
+// ConfigError "<program>: --steps must be positive, got -3" for the first listed field that is not > 0.
+template <class T, class... M>
+void require_positive(const std::string& program, const T& config, M T::*... members) {
+  ((require(config.*members > 0, program, flag(members) + " must be positive, got " + show_value(config.*members))), ...);
+}
+
+// The same for ">= 0".
+template <class T, class... M>
+void require_non_negative(const std::string& program, const T& config, M T::*... members) {
+  ((require(config.*members >= 0, program, flag(members) + " must be >= 0, got " + show_value(config.*members))), ...);
+}
 
 }  // namespace tapegrad::examples

@@ -1,0 +1,72 @@
+// The spam classifier's shared pieces: model options from the train config, batched prediction,
+// email tokens and ids. See spam_model.h.
+
+#include "examples/spam/spam_model.h"
+
+#include <algorithm>
+
+namespace tapegrad::examples::spam {
+
+SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size) {
+  SpamModelOptions o;
+  o.vocab_size = vocab_size;
+  o.max_length = config.max_length;
+  o.learned_positions = config.positions == "learned";
+  o.layers = config.layers;
+  o.layer.d_model = config.d_model;
+  o.layer.num_heads = config.heads;
+  o.layer.ff_hidden = config.ff_hidden;
+  o.layer.activation = nn::Activation::GELU;
+  o.layer.dropout = config.dropout;
+  o.layer.norm_first = true;
+  return o;
+}
+
+// Runs the model over `rows` of the loader's dataset in eval mode, without gradients.
+Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, const std::vector<std::size_t>& rows,
+                        std::int64_t batch_size) {
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  Prediction out;
+  double loss_sum = 0;
+  std::int64_t labelled = 0;
+  for (std::size_t start = 0; start < rows.size(); start += static_cast<std::size_t>(batch_size)) {
+    const std::vector<std::size_t> chunk(rows.begin() + static_cast<std::ptrdiff_t>(start),
+                                         rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), start + static_cast<std::size_t>(batch_size))));
+    const data::Batch batch = loader.collate(chunk);
+    const Tensor logits = model.forward(batch.input, batch.padding_mask);  // (B, 2)
+    const Tensor p = logits.softmax(-1);
+    for (std::int64_t i = 0; i < batch.size(); ++i) {
+      out.p_spam.push_back(p.at({i, 1}));
+      out.labels.push_back(p.at({i, 1}) > 0.5 ? 1 : 0);
+    }
+    if (batch.labels.defined()) {
+      nn::CrossEntropyOptions sum;
+      sum.reduction = nn::Reduction::Sum;
+      loss_sum += nn::cross_entropy(logits, batch.labels, sum).item();
+      labelled += batch.size();
+    }
+  }
+  out.loss = labelled ? loss_sum / static_cast<double>(labelled) : 0.0;
+  model.train(was_training);
+  return out;
+}
+
+std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vector<std::size_t>& rows) {
+  std::vector<std::int64_t> out;
+  for (const std::size_t r : rows) out.push_back(dataset[r].label);
+  return out;
+}
+
+std::vector<std::string> email_tokens(const Email& email) { return data::word_tokenize(email.text()); }
+
+std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,
+                                       std::int64_t max_length) {
+  std::vector<std::int64_t> ids = vocab.encode(
+      std::vector<std::string>(words.begin(), words.begin() + std::min<std::ptrdiff_t>(max_length, words.size())));
+  if (ids.empty()) ids.push_back(data::Vocab::kUnk);
+  return ids;
+}
+
+}  // namespace tapegrad::examples::spam

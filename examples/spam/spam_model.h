@@ -1,0 +1,160 @@
+#pragma once
+// What the spam classifier's train and predict modes share: the train configuration (which a run
+// saves and predict reads back), the transformer classifier, how an email becomes token ids, and
+// batched prediction. The modes themselves are toy.cpp, train.cpp and predict.cpp; main.cpp picks one.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/autograd.h"
+#include "tapegrad/data/data.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/train/progress.h"
+#include "examples/common/config.h"
+#include "examples/common/spam_corpus.h"
+
+namespace tapegrad::examples::spam {
+
+// spam_classifier train: every key once, the defaults as initialisers (examples/configs/spam_classifier.json).
+struct SpamTrainConfig {
+  std::string data_dir;
+  std::int64_t seed = 0;
+  double train_fraction = 0.8;
+  double validation_fraction = 0.1;
+  std::int64_t vocab_size = 20000;
+  std::int64_t min_freq = 2;
+  std::int64_t max_length = 256;
+  std::string positions = "learned";
+  std::int64_t d_model = 64;
+  std::int64_t heads = 4;
+  std::int64_t layers = 2;
+  std::int64_t ff_hidden = 256;
+  double dropout = 0.2;
+  std::int64_t batch_size = 32;
+  std::int64_t steps = 700;
+  double lr = 2e-3;
+  double weight_decay = 0.1;
+  std::int64_t warmup_steps = 50;
+  double min_lr_ratio = 0.05;
+  double clip_grad_norm = 1.0;
+  std::int64_t eval_every = 50;
+  std::int64_t log_every = 10;
+  std::int64_t eval_batch_size = 64;
+  double nb_alpha = 1.0;
+  std::string run_dir = "runs/spam_classifier";
+  bool resume = false;
+  std::int64_t stop_after = 0;
+  std::int64_t checkpoint_every = 100;
+  std::string progress = "auto";
+
+  template <class F>
+  static void fields(F& f) {
+    using C = SpamTrainConfig;
+    f("data_dir", &C::data_dir, "corpus folder (empty: $TAPEGRAD_DATA/spam-assassin or data/corpora/spam-assassin)");
+    f("seed", &C::seed, "seed of the split, the batches and the initial weights");
+    f("train_fraction", &C::train_fraction, "fraction of each class used for training");
+    f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
+    f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");
+    f("min_freq", &C::min_freq, "words seen fewer times in the training split are <unk>");
+    f("max_length", &C::max_length, "tokens kept from the start of each email (subject first)");
+    f("positions", &C::positions, "position encoding", {"learned", "sinusoidal"});
+    f("d_model", &C::d_model, "model width");
+    f("heads", &C::heads, "attention heads");
+    f("layers", &C::layers, "encoder layers");
+    f("ff_hidden", &C::ff_hidden, "hidden size of the feed-forward sublayers (GELU)");
+    f("dropout", &C::dropout, "dropout probability (embeddings, attention, sublayers)");
+    f("batch_size", &C::batch_size, "emails per step");
+    f("steps", &C::steps, "optimiser steps");
+    f("lr", &C::lr, "peak AdamW learning rate");
+    f("weight_decay", &C::weight_decay, "AdamW decoupled weight decay (not on biases, norms, positions)");
+    f("warmup_steps", &C::warmup_steps, "linear warm-up steps before the cosine decay");
+    f("min_lr_ratio", &C::min_lr_ratio, "final learning rate as a fraction of the peak");
+    f("clip_grad_norm", &C::clip_grad_norm, "global gradient-norm clip (0: off)");
+    f("eval_every", &C::eval_every, "steps between validation runs (best model kept)");
+    f("log_every", &C::log_every, "steps between metrics.jsonl lines");
+    f("eval_batch_size", &C::eval_batch_size, "emails per forward pass when evaluating");
+    f("nb_alpha", &C::nb_alpha, "Laplace smoothing of the Naive Bayes baseline");
+    f("run_dir", &C::run_dir, "where the run's files go");
+    f("resume", &C::resume, "continue the interrupted run in run_dir from its checkpoint (same config)");
+    f("stop_after", &C::stop_after, "stop after this many steps, checkpointed, for a later --resume true (0: run all)");
+    f("checkpoint_every", &C::checkpoint_every,
+      "steps between checkpoints, so a killed run can --resume true (0: only at the end; a multiple of "
+      "--eval_every)");
+    f("progress", &C::progress, "progress display", train::progress_names());
+  }
+};
+
+// Options of the model, read from a train configuration (also the one a run saved).
+struct SpamModelOptions {
+  std::int64_t vocab_size = 0;
+  std::int64_t max_length = 256;
+  bool learned_positions = true;
+  nn::TransformerLayerOptions layer;
+  std::int64_t layers = 2;
+};
+
+SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size);
+
+// Word embeddings + positions -> encoder -> masked mean pool -> Linear(d, 2).
+// Children: "tok_emb", "pos", "emb_dropout", "encoder", "head".
+class SpamTransformer : public nn::Module {
+ public:
+  SpamTransformer(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model) {
+    tok_emb_ = register_module("tok_emb", std::make_shared<nn::Embedding>(o.vocab_size, d_model_, gen, data::Vocab::kPad));
+    if (o.learned_positions)
+      pos_ = register_module("pos", std::make_shared<nn::LearnedPositionEmbedding>(o.max_length, d_model_, gen));
+    else
+      pos_ = register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(o.max_length, d_model_));
+    emb_dropout_ = register_module("emb_dropout", std::make_shared<nn::Dropout>(o.layer.dropout, gen.next_u64()));
+    encoder_ = register_module("encoder", std::make_shared<nn::TransformerEncoder>(o.layers, o.layer, gen));
+    head_ = register_module("head", std::make_shared<nn::Linear>(d_model_, 2, gen));
+  }
+
+  // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding -> logits (B, 2)
+  Tensor forward(const Tensor& tokens, const Tensor& padding_mask) {
+    const Tensor x = (*emb_dropout_)((*pos_)((*tok_emb_)(tokens)));  // (B, T, d)
+    const Tensor h = (*encoder_)(x, padding_mask);                     // (B, T, d)
+    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);  // (B, T, 1)
+    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);               // (B, 1)
+    return (*head_)((h * keep).sum({1}) / count);                              // (B, d) -> (B, 2)
+  }
+
+ private:
+  std::int64_t d_model_;
+  std::shared_ptr<nn::Embedding> tok_emb_;
+  std::shared_ptr<nn::UnaryModule> pos_;
+  std::shared_ptr<nn::Dropout> emb_dropout_;
+  std::shared_ptr<nn::TransformerEncoder> encoder_;
+  std::shared_ptr<nn::Linear> head_;
+};
+
+struct Prediction {
+  std::vector<std::int64_t> labels;
+  std::vector<double> p_spam;
+  double loss = 0;  // mean cross-entropy when the rows have labels
+};
+
+// Runs the model over `rows` of the loader's dataset in eval mode, without gradients.
+Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, const std::vector<std::size_t>& rows,
+                        std::int64_t batch_size);
+
+std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vector<std::size_t>& rows);
+
+// The words of an email the classifier reads: its subject and cleaned body.
+std::vector<std::string> email_tokens(const Email& email);
+
+// The ids the model reads: the first max_length words, <unk> alone for an empty email (it still has one position).
+std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,
+                                       std::int64_t max_length);
+
+// The three modes: each makes its Config (all its options, with their defaults) and runs with it;
+// `files` are the positional arguments (predict's email files, empty for the others).
+Config toy_config();
+int run_toy(const Config& config);
+Config train_config();
+int run_train(const Config& config);
+Config predict_config();
+int run_predict(const Config& config, const std::vector<std::string>& files);
+
+}  // namespace tapegrad::examples::spam
