@@ -20,10 +20,11 @@
 // the anti-diagonal: the decoder step that writes the i-th letter of the reversed string looks
 // at source position L-1-i.
 //
+// The pieces: reversal.h (options, data, measures), data.cpp, and this file (training and report).
+//
 // Usage: sequence_reversal [--config FILE] [--key value ...]   (--help lists the keys)
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -32,171 +33,20 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/autograd.h"
-#include "tapegrad/data/dataset.h"
-#include "examples/common/config.h"
-#include "examples/common/run_dir.h"
-#include "examples/common/svg.h"
-#include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
 #include "tapegrad/train/trainer.h"
+#include "examples/common/run_dir.h"
+#include "examples/common/svg.h"
+#include "examples/reversal/reversal.h"
 
 using namespace tapegrad;
+using namespace tapegrad::examples::reversal;
 using examples::Config;
 using examples::ConfigError;
 
 namespace {
 
-constexpr std::int64_t kPad = 0, kSos = 1, kEos = 2, kFirstLetter = 3;
-const std::vector<std::string> kTokenNames = {"<pad>", "<sos>", "<eos>", "a", "b", "c", "d", "e"};
-
-// The options: every key once, the defaults as initialisers (examples/configs/sequence_reversal.json).
-struct ReversalConfig {
-  std::int64_t seed = 0;
-  std::int64_t alphabet = 5;
-  std::int64_t train_size = 500;
-  std::int64_t heldout_size = 100;
-  std::int64_t long_size = 100;
-  std::int64_t train_length = 10;
-  std::int64_t long_length = 15;
-  std::string positions = "all";
-  std::int64_t max_len = 32;
-  std::int64_t d_model = 64;
-  std::int64_t heads = 4;
-  std::int64_t encoder_layers = 2;
-  std::int64_t decoder_layers = 2;
-  std::int64_t ff_hidden = 256;
-  double dropout = 0.0;
-  double lr = 1e-3;
-  std::int64_t batch_size = 32;
-  std::int64_t steps = 2000;
-  std::int64_t eval_every = 100;
-  std::int64_t log_every = 10;
-  std::int64_t checkpoint_every = 500;
-  std::int64_t heatmap_example = 0;
-  std::string run_dir = "runs/sequence_reversal";
-  bool resume = false;
-  std::string progress = "auto";
-
-  template <class F>
-  static void fields(F& f) {
-    using C = ReversalConfig;
-    f("seed", &C::seed, "seed of the data and of the initial weights");
-    f("alphabet", &C::alphabet, "number of letters (a, b, ...; at most 5)");
-    f("train_size", &C::train_size, "training strings");
-    f("heldout_size", &C::heldout_size, "held-out strings of the training length");
-    f("long_size", &C::long_size, "strings of the longer test length");
-    f("train_length", &C::train_length, "length of the training and held-out strings");
-    f("long_length", &C::long_length, "length of the generalisation-test strings");
-    f("positions", &C::positions, "position encoding(s) to train with", {"all", "learned", "sinusoidal", "rotary"});
-    f("max_len", &C::max_len, "longest position the model knows (must exceed long_length + 1)");
-    f("d_model", &C::d_model, "model width");
-    f("heads", &C::heads, "attention heads");
-    f("encoder_layers", &C::encoder_layers, "encoder layers");
-    f("decoder_layers", &C::decoder_layers, "decoder layers");
-    f("ff_hidden", &C::ff_hidden, "hidden size of the feed-forward sublayers (ReLU)");
-    f("dropout", &C::dropout, "dropout probability");
-    f("lr", &C::lr, "Adam learning rate (constant)");
-    f("batch_size", &C::batch_size, "strings per step");
-    f("steps", &C::steps, "optimiser steps per encoding");
-    f("eval_every", &C::eval_every, "steps between held-out evaluations (0: only at the end)");
-    f("log_every", &C::log_every, "steps between metrics.jsonl lines");
-    f("checkpoint_every", &C::checkpoint_every,
-      "steps between checkpoints, so a killed run can --resume true (0: only at the end)");
-    f("heatmap_example", &C::heatmap_example, "index of the held-out string drawn in cross_attention_*.svg");
-    f("run_dir", &C::run_dir, "where the run's files go");
-    f("resume", &C::resume, "continue from the checkpoints in run_dir instead of starting afresh");
-    f("progress", &C::progress, "progress display", train::progress_names());
-  }
-};
 using C = ReversalConfig;
-
-struct Strings {
-  std::vector<std::vector<std::int64_t>> rows;  // token ids of the letters
-};
-
-// `count` random strings of `length` letters not already in `seen` (which they are added to), so
-// the held-out strings never occur in training.
-Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alphabet, Generator& gen,
-                       std::set<std::vector<std::int64_t>>& seen) {
-  Strings out;
-  const double possible = std::pow(static_cast<double>(alphabet), static_cast<double>(length));
-  if (static_cast<double>(count) + static_cast<double>(seen.size()) > possible / 2)
-    throw ConfigError("sequence_reversal: cannot draw " + std::to_string(count) + " distinct strings of length " +
-                      std::to_string(length) + " over " + std::to_string(alphabet) + " letters");
-  while (static_cast<std::int64_t>(out.rows.size()) < count) {
-    std::vector<std::int64_t> row(static_cast<std::size_t>(length));
-    for (auto& token : row) token = kFirstLetter + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(alphabet)));
-    if (seen.insert(row).second) out.rows.push_back(std::move(row));
-  }
-  return out;
-}
-
-// Source, decoder input and target of a set of strings (all of one length).
-struct Tensors {
-  Tensor src;     // (N, L)
-  Tensor tgt_in;  // (N, L + 1): <sos> + reversed
-  Tensor tgt_out; // (N, L + 1): reversed + <eos>
-};
-
-Tensors to_tensors(const Strings& strings) {
-  const std::int64_t n = static_cast<std::int64_t>(strings.rows.size());
-  const std::int64_t length = static_cast<std::int64_t>(strings.rows.front().size());
-  std::vector<std::int64_t> src, tgt_in, tgt_out;
-  for (const auto& row : strings.rows) {
-    std::vector<std::int64_t> reversed(row.rbegin(), row.rend());
-    src.insert(src.end(), row.begin(), row.end());
-    tgt_in.push_back(kSos);
-    tgt_in.insert(tgt_in.end(), reversed.begin(), reversed.end());
-    tgt_out.insert(tgt_out.end(), reversed.begin(), reversed.end());
-    tgt_out.push_back(kEos);
-  }
-  return {from_vector(src, {n, length}), from_vector(tgt_in, {n, length + 1}), from_vector(tgt_out, {n, length + 1})};
-}
-
-// A DataLoader dataset: input = the string, target = <sos> + reversed + <eos> (one sequence, cut
-// into decoder input and target per batch).
-data::Dataset to_dataset(const Strings& strings) {
-  data::Dataset dataset;
-  for (const auto& row : strings.rows) {
-    data::Example example;
-    example.input = row;
-    example.target.push_back(kSos);
-    example.target.insert(example.target.end(), row.rbegin(), row.rend());
-    example.target.push_back(kEos);
-    dataset.push_back(std::move(example));
-  }
-  return dataset;
-}
-
-struct Accuracy {
-  double exact = 0;   // strings whose greedy decoding is the reversed string followed by <eos>
-  double tokens = 0;  // target positions (letters and <eos>) decoded correctly
-};
-
-Accuracy greedy_accuracy(nn::EncoderDecoder& model, const Tensors& set) {
-  const std::int64_t n = set.src.shape()[0], length = set.src.shape()[1];
-  const Tensor decoded = model.greedy_decode(set.src, kSos, kEos, length + 1);  // (N, 1 + up to L + 1)
-  const std::int64_t produced = decoded.shape()[1] - 1;
-  std::int64_t exact = 0, tokens = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    bool same = true;
-    for (std::int64_t t = 0; t <= length; ++t) {
-      const bool ok = t < produced && decoded.at({i, t + 1}) == set.tgt_out.at({i, t});
-      tokens += ok;
-      same = same && ok;
-    }
-    exact += same;
-  }
-  return {static_cast<double>(exact) / static_cast<double>(n),
-          static_cast<double>(tokens) / static_cast<double>(n * (length + 1))};
-}
-
-Tensor sequence_loss(const Tensor& logits, const Tensor& target) {
-  nn::CrossEntropyOptions options;
-  options.ignore_index = kPad;
-  return nn::cross_entropy(logits.transpose(1, 2), target, options);  // logits (B, T, V) -> (B, V, T)
-}
 
 struct EncodingResult {
   Accuracy heldout, long_match;
@@ -321,26 +171,6 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
                                              "cross-attention, " + encoding + " positions, held-out string " +
                                                  std::to_string(example)));
   return result;
-}
-
-void validate(const ReversalConfig& config) {
-  const std::string program = "sequence_reversal";
-  examples::require_positive(program, config, &C::alphabet, &C::train_size, &C::heldout_size, &C::long_size,
-                             &C::train_length, &C::long_length, &C::max_len, &C::d_model, &C::heads,
-                             &C::encoder_layers, &C::decoder_layers, &C::ff_hidden, &C::batch_size, &C::steps,
-                             &C::log_every);
-  examples::require(config.alphabet <= 5, program, "--alphabet must be at most 5" + examples::got(config, &C::alphabet));
-  const std::int64_t longest = std::max(config.train_length, config.long_length);
-  examples::require(config.max_len >= longest + 2, program,
-                    "--max_len " + std::to_string(config.max_len) + " must be at least the longest string + 2 = " +
-                        std::to_string(longest + 2));
-  examples::require(config.heatmap_example >= 0 && config.heatmap_example < config.heldout_size, program,
-                    "--heatmap_example must be in [0, heldout_size = " + std::to_string(config.heldout_size) +
-                        "), got " + std::to_string(config.heatmap_example));
-  examples::require_non_negative(program, config, &C::eval_every, &C::checkpoint_every);
-  examples::require(config.lr > 0, program, "--lr must be positive" + examples::got(config, &C::lr));
-  examples::require(config.dropout >= 0 && config.dropout < 1, program,
-                    "--dropout must be in [0, 1)" + examples::got(config, &C::dropout));
 }
 
 int run(const Config& options) {
