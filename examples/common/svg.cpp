@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/io/file.h"
 
 namespace tapegrad::examples {
@@ -36,18 +37,12 @@ std::string escape(const std::string& text) {
 }
 
 // Coordinates with two decimals: enough for a screen, short files.
-std::string num(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f", v);
-  return buffer;
-}
+std::string num(double v) { return format_fixed(v, 2); }
 
 // Tick labels: up to 4 significant digits, no trailing zeros, no "-0".
 std::string tick_label(double v) {
   if (std::abs(v) < 1e-12) return "0";
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.4g", v);
-  return buffer;
+  return format_significant(v, 4);
 }
 
 std::string text(double x, double y, const std::string& content, const char* anchor = "middle", int size = 12,
@@ -101,9 +96,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   std::vector<double> ticks;
   for (std::int64_t k = first; k <= last; ++k) {
     // k * step carries rounding noise (3 * 0.2 = 0.6000000000000001); 12 digits drop it.
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.12g", static_cast<double>(k) * step);
-    ticks.push_back(std::strtod(buffer, nullptr) + 0.0);
+    ticks.push_back(std::strtod(format_significant(static_cast<double>(k) * step, 12).c_str(), nullptr) + 0.0);
   }
   return ticks;
 }

@@ -1,25 +1,19 @@
 #include "tapegrad/nn/layers.h"
 
-#include <sstream>
 #include <string>
 #include <utility>
 
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/nn/linear.h"
 
 namespace tapegrad::nn {
 
 namespace {
 
-std::string format_double(double value) {
-  std::ostringstream out;
-  out << value;
-  return out.str();
-}
-
 void check_probability(double p, const char* module) {
   // Written as a negated range test so that NaN is rejected too.
   if (!(p >= 0.0 && p <= 1.0))
-    throw ValueError(std::string(module) + ": dropout probability p must be in [0, 1], got " + format_double(p));
+    throw ValueError(std::string(module) + ": dropout probability p must be in [0, 1], got " + format_number(p));
 }
 
 }  // namespace
@@ -57,7 +51,7 @@ LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise
   if (!positive)
     throw ValueError("LayerNorm: normalized_shape must be non-empty with positive sizes, got " +
                      normalized_shape.str());
-  if (!(eps >= 0.0)) throw ValueError("LayerNorm: eps must be >= 0, got " + format_double(eps));
+  if (!(eps >= 0.0)) throw ValueError("LayerNorm: eps must be >= 0, got " + format_number(eps));
   if (elementwise_affine) {
     weight_ = register_parameter("weight", ones(normalized_shape));
     bias_ = register_parameter("bias", zeros(normalized_shape));
@@ -70,7 +64,7 @@ Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_sha
 
 RMSNorm::RMSNorm(std::int64_t dim, double eps, bool elementwise_affine) : dim_(dim), eps_(eps) {
   if (dim <= 0) throw ValueError("RMSNorm: dim must be positive, got " + std::to_string(dim));
-  if (!(eps >= 0.0)) throw ValueError("RMSNorm: eps must be >= 0, got " + format_double(eps));
+  if (!(eps >= 0.0)) throw ValueError("RMSNorm: eps must be >= 0, got " + format_number(eps));
   if (elementwise_affine) weight_ = register_parameter("weight", ones({dim}));
 }
 

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 
 namespace tapegrad::optim {
 
@@ -21,17 +21,11 @@ Tensor contiguous_grad(const Tensor& p) {
   return g;
 }
 
-std::string num(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
 }  // namespace
 
 double clip_grad_norm(const TensorList& params, double max_norm, double norm_type) {
-  if (!(max_norm >= 0.0)) throw ValueError("clip_grad_norm: invalid max_norm " + num(max_norm));
-  if (!(norm_type > 0.0)) throw ValueError("clip_grad_norm: invalid norm_type " + num(norm_type));
+  if (!(max_norm >= 0.0)) throw ValueError("clip_grad_norm: invalid max_norm " + format_number(max_norm));
+  if (!(norm_type > 0.0)) throw ValueError("clip_grad_norm: invalid norm_type " + format_number(norm_type));
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
   TensorList grads;
@@ -69,7 +63,7 @@ double clip_grad_norm(const TensorList& params, double max_norm, double norm_typ
 }
 
 void clip_grad_value(const TensorList& params, double clip) {
-  if (!(clip >= 0.0)) throw ValueError("clip_grad_value: invalid clip value " + num(clip));
+  if (!(clip >= 0.0)) throw ValueError("clip_grad_value: invalid clip value " + format_number(clip));
   NoGradGuard no_grad;
   for (const Tensor& p : params) {
     Tensor g = contiguous_grad(p);

@@ -3,19 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
-#include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 
 namespace tapegrad::optim {
 
 namespace {
-
-std::string num(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
 
 Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1}); }
 
@@ -29,9 +23,9 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const char* name) : name_(n
   if (groups_.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    if (!(group.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + num(group.lr));
+    if (!(group.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(group.lr));
     if (!(group.weight_decay >= 0.0))
-      throw ValueError(std::string(name_) + ": invalid weight_decay " + num(group.weight_decay));
+      throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(group.weight_decay));
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       if (!p.defined())
@@ -49,7 +43,7 @@ void Optimizer::set_lr(std::size_t group, double lr) {
   if (group >= groups_.size())
     throw ValueError(std::string(name_) + ": set_lr group " + std::to_string(group) + " out of range (" +
                      std::to_string(groups_.size()) + " groups)");
-  if (!(lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + num(lr));
+  if (!(lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(lr));
   groups_[group].lr = lr;
 }
 
@@ -103,7 +97,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   auto read_count = [&](const std::string& entry, const Tensor& t) {
     if (!t.defined() || t.numel() != 1 || !t.is_floating_point()) fail(entry, "expected a scalar step count");
     const double v = t.contiguous().to_vector<double>()[0];
-    if (!(v >= 0.0) || v != std::floor(v)) fail(entry, "invalid step count " + num(v));
+    if (!(v >= 0.0) || v != std::floor(v)) fail(entry, "invalid step count " + format_number(v));
     return static_cast<std::int64_t>(v);
   };
   for (const auto& [entry, t] : state) {

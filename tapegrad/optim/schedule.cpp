@@ -2,18 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
+#include <string>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 
 namespace tapegrad::optim {
 
 namespace {
 
 [[noreturn]] void fail(const char* schedule, const char* what, double v) {
-  std::ostringstream out;
-  out << schedule << ": invalid " << what << " " << v;
-  throw ValueError(out.str());
+  throw ValueError(std::string(schedule) + ": invalid " + what + " " + format_number(v));
 }
 
 constexpr double kPi = 3.14159265358979323846;
