@@ -1,4 +1,4 @@
-// The spam example's corpus loader and email cleaning (examples/common/spam_corpus.h).
+// The spam example's corpus loader and email cleaning (examples/spam/spam_corpus.h).
 
 #include <doctest/doctest.h>
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "examples/common/spam_corpus.h"
+#include "examples/spam/spam_corpus.h"
 #include "tapegrad/autograd/error.h"
 #include "tests/testing.h"
 

@@ -7,7 +7,7 @@
 //
 // This file picks the mode, parses its options and turns errors into exit statuses: 2 for a rejected
 // command line or configuration, 1 for any other failure. The corpus is fetched by
-// scripts/fetch-spam-corpus.sh (see examples/common/spam_corpus.h for where it goes).
+// scripts/fetch-spam-corpus.sh (see examples/spam/spam_corpus.h for where it goes).
 
 #include <iostream>
 #include <string>

@@ -12,7 +12,7 @@
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/train/progress.h"
 #include "examples/common/config.h"
-#include "examples/common/spam_corpus.h"
+#include "examples/spam/spam_corpus.h"
 
 namespace tapegrad::examples::spam {
 

@@ -1,4 +1,4 @@
-#include "examples/common/spam_corpus.h"
+#include "examples/spam/spam_corpus.h"
 
 #include <algorithm>
 #include <cstdlib>
