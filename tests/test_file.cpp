@@ -69,7 +69,8 @@ TEST_CASE("io file: a write that fails midway keeps the old file byte for byte a
     const FileSizeCap cap(64);
     CHECK_THROWS_WITH_AS(io::write_file_atomic(path, std::string(1000, 'x')),
                          doctest::Contains(("cannot write " + path + ".tmp.").c_str()), IoError);
-    CHECK_THROWS_WITH_AS(io::write_file_atomic(path, std::string(1000, 'x')), doctest::Contains("File too large"), IoError);
+    CHECK_THROWS_WITH_AS(io::write_file_atomic(path, std::string(1000, 'x')), doctest::Contains("File too large"),
+                         IoError);
   }
   CHECK(testing::read_text(path) == "old contents");
   CHECK(dir.count_files() == 1);
@@ -91,9 +92,9 @@ TEST_CASE("io file: failures name the file and the system's reason") {
   CHECK_THROWS_WITH_AS(io::write_file_synced(missing, "x"), doctest::Contains(("cannot create " + missing).c_str()),
                        IoError);
   CHECK_THROWS_WITH_AS(io::sync_directory(missing), doctest::Contains(missing.c_str()), IoError);
-  CHECK_THROWS_WITH_AS(io::rename_path(missing, dir.file("b")),
-                       doctest::Contains(("cannot rename " + missing + " to " + dir.file("b") + ": No such file").c_str()),
-                       IoError);
+  CHECK_THROWS_WITH_AS(
+      io::rename_path(missing, dir.file("b")),
+      doctest::Contains(("cannot rename " + missing + " to " + dir.file("b") + ": No such file").c_str()), IoError);
   CHECK(io::parent_directory("a/b/c.txt") == "a/b");
   CHECK(io::parent_directory("c.txt") == ".");
   CHECK(io::parent_directory("/c.txt") == "/");

@@ -97,7 +97,8 @@ void write_file_synced(const std::string& path, std::string_view bytes) {
 void sync_directory(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0) throw IoError("cannot open the directory " + path + " to fsync it: " + errno_text());
-  if (::fsync(fd.get()) != 0 && errno != EINVAL) throw IoError("cannot fsync the directory " + path + ": " + errno_text());
+  if (::fsync(fd.get()) != 0 && errno != EINVAL)
+    throw IoError("cannot fsync the directory " + path + ": " + errno_text());
 }
 
 void rename_path(const std::string& from, const std::string& to) {

@@ -119,7 +119,8 @@ CheckpointState read_trainer_json(const std::string& file) {
   } catch (const json::parse_error& e) {
     throw IoError("Trainer: checkpoint file " + file + " is not valid JSON: " + e.what());
   }
-  if (!j.is_object()) throw IoError("Trainer: checkpoint file " + file + ": expected a JSON object, got " + std::string(j.type_name()));
+  if (!j.is_object())
+    throw IoError("Trainer: checkpoint file " + file + ": expected a JSON object, got " + std::string(j.type_name()));
   const json& format = field(j, file, "format");
   if (!format.is_string() || format.get<std::string>() != kFormat)
     bad_field(file, "format", "must be \"" + std::string(kFormat) + "\", got " + format.dump());
@@ -239,16 +240,17 @@ bool Trainer::load_checkpoint() {
   const io::SafetensorsFile model_state = io::load_safetensors(model_file);
   const io::SafetensorsFile optimizer_state = io::load_safetensors(optimizer_file);
   if (state.lrs.size() != optimizer_.param_groups().size())
-    bad_field(json_file, "lrs", "has " + std::to_string(state.lrs.size()) + " entries but the optimiser has " +
-                                    std::to_string(optimizer_.param_groups().size()) + " parameter groups");
-  if (scheduler_ && state.scheduler_step < 0)
-    bad_field(json_file, "scheduler_step", "is null but a scheduler is set");
+    bad_field(json_file, "lrs",
+              "has " + std::to_string(state.lrs.size()) + " entries but the optimiser has " +
+                  std::to_string(optimizer_.param_groups().size()) + " parameter groups");
+  if (scheduler_ && state.scheduler_step < 0) bad_field(json_file, "scheduler_step", "is null but a scheduler is set");
   std::vector<Generator> restored(generators_.size());
   for (std::size_t i = 0; i < generators_.size(); ++i) {
     const std::string& name = generators_[i].first;
     const auto it = std::find_if(state.generators.begin(), state.generators.end(),
                                  [&](const auto& entry) { return entry.first == name; });
-    if (it == state.generators.end()) bad_field(json_file, "generators." + name, "is missing (the generator is tracked)");
+    if (it == state.generators.end())
+      bad_field(json_file, "generators." + name, "is missing (the generator is tracked)");
     try {
       restored[i].set_state(it->second);
     } catch (const ValueError& e) {
@@ -256,8 +258,8 @@ bool Trainer::load_checkpoint() {
     }
   }
   for (const auto& [name, value] : state.generators) {
-    const bool tracked = std::any_of(generators_.begin(), generators_.end(),
-                                     [&](const auto& entry) { return entry.first == name; });
+    const bool tracked =
+        std::any_of(generators_.begin(), generators_.end(), [&](const auto& entry) { return entry.first == name; });
     if (!tracked) bad_field(json_file, "generators." + name, "names a generator that is not tracked");
   }
 

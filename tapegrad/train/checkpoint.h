@@ -21,7 +21,7 @@ namespace tapegrad::train {
 // What trainer.json holds.
 struct CheckpointState {
   std::int64_t step = 0;
-  std::int64_t scheduler_step = -1;  // -1: no scheduler (null in the file)
+  std::int64_t scheduler_step = -1;                             // -1: no scheduler (null in the file)
   std::vector<std::pair<std::string, std::string>> generators;  // name, Generator::state()
   std::vector<double> lrs;                                      // per parameter group
   double loss = 0.0;

@@ -41,8 +41,7 @@ const std::vector<std::string>& progress_names() {
 Progress parse_progress(const std::string& name) {
   const std::vector<std::string>& names = progress_names();
   const auto it = std::find(names.begin(), names.end(), name);
-  if (it == names.end())
-    throw ValueError("progress: expected one of auto, bar, lines, off, got \"" + name + "\"");
+  if (it == names.end()) throw ValueError("progress: expected one of auto, bar, lines, off, got \"" + name + "\"");
   return static_cast<Progress>(it - names.begin());
 }
 
@@ -84,8 +83,8 @@ void ProgressDisplay::update(std::int64_t step, double loss, double lr, double g
   const int filled = std::clamp(static_cast<int>(frac * kWidth), 0, kWidth);
   std::string percent = std::to_string(static_cast<int>(frac * 100));
   percent.insert(0, percent.size() < 3 ? 3 - percent.size() : 0, ' ');
-  last_bar_ = '\r' + steps + " [" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] " + percent + '%' +
-              epoch + " loss " + format_significant(loss, 4) + " lr " + format_scientific(lr, 2) + ' ' +
+  last_bar_ = '\r' + steps + " [" + std::string(filled, '#') + std::string(kWidth - filled, '.') + "] " + percent +
+              '%' + epoch + " loss " + format_significant(loss, 4) + " lr " + format_scientific(lr, 2) + ' ' +
               format_fixed(rate, 2) + " it/s ETA " + format_duration(eta) + "\033[K";
   *out_ << last_bar_ << std::flush;
   bar_open_ = true;
