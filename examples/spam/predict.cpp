@@ -49,7 +49,7 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
   Generator unused(0);
   SpamTransformer model(model_options(saved, vocab.size()), unused);
-  io::load_into(model, run.file("best_model.safetensors"));
+  model.load_state_dict(io::load_safetensors(run.file("best_model.safetensors")).tensors);
   model.eval();
   NoGradGuard no_grad;
   int failures = 0;

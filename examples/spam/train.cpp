@@ -279,7 +279,7 @@ int run_train(const Config& parsed) {
                  static_cast<long long>(result.steps), static_cast<long long>(config.steps));
     return 0;
   }
-  io::load_into(model, best.model_path);
+  model.load_state_dict(io::load_safetensors(best.model_path).tensors);
   const Prediction test = predict_rows(model, all_loader, split.test, config.eval_batch_size);
   const BinaryMetrics test_metrics = binary_metrics(test.labels, labels_of(dataset, split.test));
   std::printf("test (%zu emails, best validation F1 %.4f at step %lld):\n", split.test.size(), best.f1,

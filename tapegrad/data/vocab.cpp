@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
 
 namespace tapegrad::data {
 
@@ -103,22 +104,7 @@ void Vocab::save(const std::string& path) const {
   } catch (const nlohmann::json::exception& e) {
     throw ValueError("Vocab::save: '" + path + "': a token is not valid UTF-8 (" + e.what() + ")");
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError("Vocab::save: cannot open '" + tmp + "' for writing");
-    out << text << '\n';
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw IoError("Vocab::save: writing '" + tmp + "' failed");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw IoError("Vocab::save: cannot rename '" + tmp + "' to '" + path + "'");
-  }
+  io::write_file_atomic(path, text + "\n");
 }
 
 Vocab Vocab::load(const std::string& path) {

@@ -50,8 +50,8 @@ class Vocab {
   // token. An id outside the vocabulary is an IndexError.
   std::vector<std::string> decode(const std::vector<std::int64_t>& ids, bool skip_special = true) const;
 
-  // Writes the JSON file through a temporary file and a rename, so a crash never leaves a
-  // half-written vocabulary. A token that is not valid UTF-8 cannot be stored in JSON: ValueError.
+  // Writes the JSON file atomically and durably (io::write_file_atomic), so a crash never leaves
+  // a half-written vocabulary. A token that is not valid UTF-8 cannot be stored in JSON: ValueError.
   void save(const std::string& path) const;
   // IoError if the file cannot be read; ValueError naming the file and the field if it is not
   // JSON, lacks "tokens", has a non-string token, specials not at 0..3, or a repeated token.

@@ -252,12 +252,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return out;
 }
 
-Metadata load_into(nn::Module& module, const std::string& path, bool strict) {
-  SafetensorsFile file = load_safetensors(path);
-  module.load_state_dict(file.tensors, strict);
-  return file.metadata;
-}
-
 Metadata load_into(const NamedTensors& target, const std::string& path, bool strict) {
   SafetensorsFile file = load_safetensors(path);
   const std::string where = "load_into: " + path + ": ";

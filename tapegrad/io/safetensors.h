@@ -15,7 +15,7 @@
 #include <map>
 #include <string>
 
-#include "tapegrad/nn/module.h"
+#include "tapegrad/autograd/graph.h"
 
 namespace tapegrad::io {
 
@@ -36,11 +36,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 // of their data offsets (for files from save_safetensors: by decreasing element size, then as given).
 SafetensorsFile load_safetensors(const std::string& path);
 
-// Loads path and copies it into module via Module::load_state_dict (which checks names, shapes, dtypes).
-// Returns the file's metadata.
-Metadata load_into(nn::Module& module, const std::string& path, bool strict = true);
-
 // Loads path and copies each tensor into the same-named tensor of target (in place, no graph).
+// A module's state: io::load_into(model->state_dict(), path), since the state dict's tensors share
+// the module's storage.
 // Strict: every name must match both ways. Shapes and dtypes must always match. Returns the metadata.
 Metadata load_into(const NamedTensors& target, const std::string& path, bool strict = true);
 
