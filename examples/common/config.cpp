@@ -14,10 +14,14 @@ namespace tapegrad::examples {
 
 const char* type_name(ConfigType type) {
   switch (type) {
-    case ConfigType::Int: return "integer";
-    case ConfigType::Float: return "float";
-    case ConfigType::Bool: return "bool";
-    case ConfigType::String: return "string";
+    case ConfigType::Int:
+      return "integer";
+    case ConfigType::Float:
+      return "float";
+    case ConfigType::Bool:
+      return "bool";
+    case ConfigType::String:
+      return "string";
   }
   return "?";
 }
@@ -43,7 +47,7 @@ std::string show(const nlohmann::json& value) {
 
 Config::Config(std::string program, std::string summary) : program_(std::move(program)), summary_(std::move(summary)) {}
 
-void Config::declare(const std::string& key, ConfigType type, nlohmann::json default_value,
+void Config::declare(const std::string& key, ConfigType type, const nlohmann::json& default_value,
                      const std::string& description, std::vector<std::string> choices) {
   if (key.empty() || key == "config" || key == "help" || key == "print-config")
     throw ConfigError(program_ + ": option name " + json_quoted(key) + " is empty or reserved");
@@ -83,16 +87,19 @@ void Config::assign(const std::string& key, const nlohmann::json& value, const s
       ok = value.is_number() && std::isfinite(value.get<double>());
       if (ok) stored = value.get<double>();
       break;
-    case ConfigType::Bool: ok = value.is_boolean(); break;
-    case ConfigType::String: ok = value.is_string(); break;
+    case ConfigType::Bool:
+      ok = value.is_boolean();
+      break;
+    case ConfigType::String:
+      ok = value.is_string();
+      break;
   }
   if (!ok)
-    throw ConfigError(subject + " expects " + (option.type == ConfigType::Int ? "an " : "a ") +
-                      type_name(option.type) + ", got " + value.dump());
+    throw ConfigError(subject + " expects " + (option.type == ConfigType::Int ? "an " : "a ") + type_name(option.type) +
+                      ", got " + value.dump());
   if (!option.choices.empty() &&
       std::find(option.choices.begin(), option.choices.end(), stored.get<std::string>()) == option.choices.end())
-    throw ConfigError(subject + " expects one of " + join(option.choices, ", ") + ", got " +
-                      value.dump());
+    throw ConfigError(subject + " expects one of " + join(option.choices, ", ") + ", got " + value.dump());
   option.value = std::move(stored);
 }
 
@@ -156,7 +163,9 @@ void Config::set_from_string(const std::string& key, const std::string& text) {
       else throw reject();
       break;
     }
-    case ConfigType::String: value = text; break;
+    case ConfigType::String:
+      value = text;
+      break;
   }
   assign(key, value, where);
 }
@@ -229,7 +238,9 @@ const Config::Option& Config::find(const std::string& key, ConfigType type) cons
   return it->second;
 }
 
-std::int64_t Config::get_int(const std::string& key) const { return find(key, ConfigType::Int).value.get<std::int64_t>(); }
+std::int64_t Config::get_int(const std::string& key) const {
+  return find(key, ConfigType::Int).value.get<std::int64_t>();
+}
 double Config::get_float(const std::string& key) const { return find(key, ConfigType::Float).value.get<double>(); }
 bool Config::get_bool(const std::string& key) const { return find(key, ConfigType::Bool).value.get<bool>(); }
 const std::string& Config::get_string(const std::string& key) const {
@@ -254,7 +265,9 @@ std::string Config::help(const std::string& usage) const {
     const Option& option = options_.at(key);
     std::string type = type_name(option.type);
     if (!option.choices.empty()) type = join(option.choices, "|");
-    out << "  --" << key << " <" << type << ">  (default " << (option.default_value.is_string() ? json_quoted(show(option.default_value)) : show(option.default_value)) << ")\n";
+    out << "  --" << key << " <" << type << ">  (default "
+        << (option.default_value.is_string() ? json_quoted(show(option.default_value)) : show(option.default_value))
+        << ")\n";
     out << "      " << option.description << "\n";
   }
   return out.str();

@@ -104,8 +104,8 @@ class Config {
     nlohmann::json default_value;
     nlohmann::json value;
   };
-  void declare(const std::string& key, ConfigType type, nlohmann::json default_value, const std::string& description,
-               std::vector<std::string> choices = {});
+  void declare(const std::string& key, ConfigType type, const nlohmann::json& default_value,
+               const std::string& description, std::vector<std::string> choices = {});
   const Option& find(const std::string& key, ConfigType type) const;
   // Checks a JSON value against the declared option `key` and stores it; subject begins the
   // message ("file.json: key \"steps\"" or "program: option --steps").
@@ -234,7 +234,8 @@ inline void require(bool ok, const std::string& program, const std::string& mess
 // ConfigError "<program>: --steps must be positive, got -3" for the first listed field that is not > 0.
 template <class T, class... M>
 void require_positive(const std::string& program, const T& config, M T::*... members) {
-  ((require(config.*members > 0, program, flag(members) + " must be positive, got " + show_value(config.*members))), ...);
+  ((require(config.*members > 0, program, flag(members) + " must be positive, got " + show_value(config.*members))),
+   ...);
 }
 
 // The same for ">= 0".

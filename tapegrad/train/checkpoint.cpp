@@ -257,7 +257,8 @@ bool Trainer::load_checkpoint() {
       bad_field(json_file, "generators." + name, std::string("is not a generator state: ") + e.what());
     }
   }
-  for (const auto& [name, value] : state.generators) {
+  for (const auto& saved : state.generators) {
+    const std::string& name = saved.first;
     const bool tracked =
         std::any_of(generators_.begin(), generators_.end(), [&](const auto& entry) { return entry.first == name; });
     if (!tracked) bad_field(json_file, "generators." + name, "names a generator that is not tracked");
