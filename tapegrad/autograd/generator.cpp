@@ -53,4 +53,11 @@ void Generator::set_state(const std::string& state) {
   engine_ = engine;
 }
 
+Generator& default_generator() {
+  thread_local Generator gen;
+  return gen;
+}
+
+void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+
 }  // namespace tapegrad

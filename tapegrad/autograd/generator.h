@@ -1,7 +1,16 @@
 #pragma once
-// Generator: an explicit, seeded source of random numbers. Every random op (rand, randn,
-// uniform, dropout, initialisers) takes one, so a run is reproducible from its seed and the
-// generator's state can be saved and restored with a checkpoint.
+// Generator: a seeded source of random numbers. Every random op (rand, randn, uniform, dropout,
+// initialisers) takes one, so a run is reproducible from its seed and the generator's state can be
+// saved and restored with a checkpoint. Module constructors draw from default_generator() unless
+// their options name another (.generator(&gen)); manual_seed(n) reseeds the default, as
+// torch.manual_seed does:
+//
+//   tapegrad::manual_seed(0);
+//   nn::Linear a(4, 2);              // draws from default_generator()
+//   tapegrad::manual_seed(0);
+//   nn::Linear b(4, 2);              // the same weights as a
+//   Generator gen(7);
+//   nn::Linear c{nn::LinearOptions(4, 2).generator(&gen)};  // draws from gen only
 
 #include <cstdint>
 #include <random>
@@ -40,5 +49,11 @@ class Generator {
   bool has_spare_normal_ = false;
   double spare_normal_ = 0.0;
 };
+
+// The default generator of the calling thread. It is thread_local: each thread has its own,
+// starting at seed 0 (as Generator() does), so threads never share one without a lock and a
+// thread's draws do not depend on what other threads do. manual_seed seeds the calling thread's.
+Generator& default_generator();
+void manual_seed(std::uint64_t seed);
 
 }  // namespace tapegrad
