@@ -345,26 +345,25 @@ struct ReversalTraining {
   using D = bench::ReversalData;
   bench::ReversalData data = bench::reversal_data();
   Generator gen{0};
-  nn::EncoderDecoder model{options(), gen};
-  optim::Adam adam{model.parameters(), adam_options()};
+  nn::EncoderDecoder model{options(gen)};
+  optim::Adam adam{model->parameters(), adam_options()};
   std::vector<Tensor> src, in, out;  // per batch: (32, 10), (32, 11), (32 * 11)
   Tensor test_src, test_out;         // (100, 10), (100, 11)
 
-  static nn::EncoderDecoderOptions options() {
-    nn::EncoderDecoderOptions o;
-    o.src_vocab = D::kVocab;
-    o.tgt_vocab = D::kVocab;
-    o.max_len = D::kMaxLen;
-    o.encoder_layers = D::kLayers;
-    o.decoder_layers = D::kLayers;
-    o.positions = nn::PositionEncoding::Learned;
-    o.layer.d_model = D::kDModel;
-    o.layer.num_heads = D::kHeads;
-    o.layer.ff_hidden = D::kFfn;
-    o.layer.activation = nn::Activation::ReLU;
-    o.layer.dropout = 0.0;
-    o.layer.norm_first = true;
-    return o;
+  static nn::EncoderDecoderOptions options(Generator& gen) {
+    return nn::EncoderDecoderOptions()
+        .src_vocab(D::kVocab)
+        .tgt_vocab(D::kVocab)
+        .max_len(D::kMaxLen)
+        .encoder_layers(D::kLayers)
+        .decoder_layers(D::kLayers)
+        .positions(nn::PositionEncoding::Learned)
+        .layer(nn::TransformerLayerOptions(D::kDModel, D::kHeads)
+                   .dim_feedforward(D::kFfn)
+                   .activation(nn::Activation::ReLU)
+                   .dropout(0.0)
+                   .norm_first(true))
+        .generator(&gen);
   }
   static optim::AdamOptions adam_options() {
     optim::AdamOptions o;
@@ -389,7 +388,7 @@ struct ReversalTraining {
   double step(std::int64_t s) {
     const std::size_t j = static_cast<std::size_t>(s % D::batches_per_epoch());
     adam.zero_grad();
-    const Tensor logits = model.forward(src[j], in[j]);  // (B, T + 1, V)
+    const Tensor logits = model(src[j], in[j]);  // (B, T + 1, V)
     const Tensor loss = nn::cross_entropy(logits.reshape({-1, D::kVocab}), out[j]);
     loss.backward();
     adam.step();
@@ -398,7 +397,7 @@ struct ReversalTraining {
 
   // Fraction of held-out sequences whose greedy decoding (11 tokens) equals the target exactly.
   double exact_match() {
-    const Tensor decoded = model.greedy_decode(test_src, D::kSos, D::kEos, D::kLength + 1);  // (N, 1 + n)
+    const Tensor decoded = model->greedy_decode(test_src, D::kSos, D::kEos, D::kLength + 1);  // (N, 1 + n)
     if (decoded.shape()[1] != D::kLength + 2) return 0.0;  // every row stopped early: all wrong
     const std::vector<std::int64_t> got = decoded.slice(1, 1, D::kLength + 2).to_vector<std::int64_t>();
     const std::vector<std::int64_t> want = test_out.to_vector<std::int64_t>();
@@ -453,21 +452,19 @@ void run_w2conv(const Options& opt) {
 // ---------------------------------------------------------------- W3 causal LM
 void run_w3(const Options& opt) {
   using C = bench::LmConfig;
-  Generator gen(0);
-  nn::LanguageModelOptions o;
-  o.vocab_size = C::kVocab;
-  o.max_len = C::kLength;
-  o.num_layers = C::kLayers;
-  o.layer.d_model = C::kDModel;
-  o.layer.num_heads = C::kHeads;
-  o.layer.ff_hidden = C::kFfn;
-  o.layer.activation = nn::Activation::GELU;
-  o.layer.dropout = 0.0;
-  o.layer.norm_first = true;
-  nn::LanguageModel model(o, gen);
+  manual_seed(0);
+  nn::LanguageModel model{nn::LanguageModelOptions()
+                              .vocab_size(C::kVocab)
+                              .max_len(C::kLength)
+                              .num_layers(C::kLayers)
+                              .layer(nn::TransformerLayerOptions(C::kDModel, C::kHeads)
+                                         .dim_feedforward(C::kFfn)
+                                         .activation(nn::Activation::GELU)
+                                         .dropout(0.0)
+                                         .norm_first(true))};
   optim::AdamOptions ao = optim::AdamW::defaults();
   ao.lr = 3e-4;
-  optim::AdamW adamw(model.parameters(), ao);
+  optim::AdamW adamw(model->parameters(), ao);
   const Tensor tokens = from_vector(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
   const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();     // (B, T)
   const Tensor targets = tokens.slice(1, 1, C::kLength + 1).reshape({-1});  // (B T)
@@ -494,19 +491,18 @@ void run_w3(const Options& opt) {
 // ---------------------------------------------------------------- W4 MoE
 void run_w4(const Options& opt) {
   using C = bench::MoeConfig;
-  Generator gen(0);
-  nn::MoEOptions o;
-  o.num_experts = C::kExperts;
-  o.top_k = C::kTopK;
-  o.hidden = C::kHidden;
-  o.weighting = nn::RouterWeighting::SoftmaxTopK;
-  o.activation = nn::ExpertActivation::ReLU;
-  o.router_bias = false;
-  nn::MixtureOfExperts moe(C::kDim, o, gen);
+  manual_seed(0);
+  nn::MixtureOfExperts moe{nn::MoEOptions(C::kDim)
+                               .num_experts(C::kExperts)
+                               .top_k(C::kTopK)
+                               .hidden(C::kHidden)
+                               .weighting(nn::RouterWeighting::SoftmaxTopK)
+                               .activation(nn::Activation::ReLU)
+                               .router_bias(false)};
   const Tensor x = from_vector(bench::moe_input(), {C::kTokens, C::kDim});
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w4"), bench::steps_of(opt, "w4"), [&] {
-    moe.zero_grad(/*set_to_none=*/true);
+    moe->zero_grad(/*set_to_none=*/true);
     const nn::MoEOutput r = moe(x);
     const Tensor loss = (r.output * r.output).mean() + 0.01 * r.load_balancing_loss;
     loss.backward();

@@ -12,18 +12,17 @@
 using namespace tapegrad;
 
 int main(int argc, char** argv) {
-  Generator gen(0);
-  Tensor x = uniform({512, 1}, -3.0, 3.0, gen);  // 512 points in [-3, 3]
-  Tensor y = exp(neg(x * x));                    // the curve to fit: a bump
-  nn::Sequential model({std::make_shared<nn::Linear>(1, 64, gen), std::make_shared<nn::GELU>(),
-                        std::make_shared<nn::Linear>(64, 1, gen)});
-  optim::AdamW optimizer(model.parameters(), optim::AdamOptions{/*lr=*/1e-2});
+  manual_seed(0);                                                  // seeds the default generator
+  Tensor x = uniform({512, 1}, -3.0, 3.0, default_generator());    // 512 points in [-3, 3]
+  Tensor y = exp(neg(x * x));                                      // the curve to fit: a bump
+  nn::Sequential model(nn::Linear(1, 64), nn::GELU(), nn::Linear(64, 1));  // weights from the default generator
+  optim::AdamW optimizer(model->parameters(), optim::AdamOptions{/*lr=*/1e-2});
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(/*warmup=*/50, /*total=*/1500));
   train::TrainerOptions options;
   options.max_steps = 1500;
   options.log_every = 100;
   options.run_dir = argc > 1 ? argv[1] : "runs/readme";  // metrics.jsonl, checkpoint/ (resumed)
-  train::Trainer trainer(model, optimizer, options);
+  train::Trainer trainer(*model, optimizer, options);
   trainer.set_scheduler(&scheduler);
   train::TrainResult result = trainer.fit([&](std::int64_t /*step*/) {
     return train::StepOutput{nn::mse_loss(model(x), y), /*examples=*/512};

@@ -34,32 +34,32 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 
 // Rows [start, start + n) of a projection's weight and bias applied to x: (B, T, in) -> (B, T, n).
 Tensor project_rows(const nn::Linear& proj, const Tensor& x, std::int64_t start, std::int64_t n) {
-  Tensor y = matmul(x, proj.weight().narrow(0, start, n).mT());
-  return proj.bias().defined() ? y + proj.bias().narrow(0, start, n) : y;
+  Tensor y = matmul(x, proj->weight().narrow(0, start, n).mT());
+  return proj->bias().defined() ? y + proj->bias().narrow(0, start, n) : y;
 }
 
 // The seed's list-of-heads formulation: one head at a time, heads concatenated, then out_proj.
 // excluded: Bool (B, Tq, Tk), true = masked, or undefined. No fully masked rows.
 Tensor per_head_reference(const nn::MultiHeadAttention& m, const Tensor& xq, const Tensor& xkv,
                           const Tensor& excluded) {
-  const std::int64_t d = m.d_model(), dh = m.head_dim();
+  const std::int64_t d = m->d_model(), dh = m->head_dim();
   std::vector<Tensor> heads;
-  for (std::int64_t h = 0; h < m.num_heads(); ++h) {
+  for (std::int64_t h = 0; h < m->num_heads(); ++h) {
     Tensor q, k, v;  // (B, T, Dh)
-    if (m.is_cross_attention()) {
-      q = project_rows(*m.q_proj(), xq, h * dh, dh);
-      k = project_rows(*m.kv_proj(), xkv, h * dh, dh);
-      v = project_rows(*m.kv_proj(), xkv, d + h * dh, dh);
+    if (m->is_cross_attention()) {
+      q = project_rows(m->q_proj(), xq, h * dh, dh);
+      k = project_rows(m->kv_proj(), xkv, h * dh, dh);
+      v = project_rows(m->kv_proj(), xkv, d + h * dh, dh);
     } else {
-      q = project_rows(*m.qkv_proj(), xq, h * dh, dh);
-      k = project_rows(*m.qkv_proj(), xq, d + h * dh, dh);
-      v = project_rows(*m.qkv_proj(), xq, 2 * d + h * dh, dh);
+      q = project_rows(m->qkv_proj(), xq, h * dh, dh);
+      k = project_rows(m->qkv_proj(), xq, d + h * dh, dh);
+      v = project_rows(m->qkv_proj(), xq, 2 * d + h * dh, dh);
     }
     Tensor scores = matmul(q, k.mT()) / std::sqrt(static_cast<double>(dh));  // (B, Tq, Tk)
     if (excluded.defined()) scores = where(logical_not(excluded), scores, -kInf);
     heads.push_back(matmul(softmax(scores, -1), v));
   }
-  return (*m.out_proj())(concat(heads, -1));
+  return m->out_proj()(concat(heads, -1));
 }
 
 // Bool (Tq, Tk), true where key j is after query i.
@@ -70,11 +70,7 @@ Tensor future_keys(std::int64_t t) {
   return from_vector(data, {t, t});
 }
 
-nn::MultiHeadAttentionForwardOptions causal_options() {
-  nn::MultiHeadAttentionForwardOptions o;
-  o.is_causal = true;
-  return o;
-}
+nn::AttentionForwardOptions causal_options() { return nn::AttentionForwardOptions().is_causal(true); }
 
 }  // namespace
 
@@ -85,65 +81,59 @@ TEST_CASE("attention: scaled dot product on hand-worked numbers") {
   Tensor q = ones({1, 1, 1, 4}, kFloat64);
   Tensor k = from_vector(std::vector<double>{0, 0, 0, 0, l, l, l, l}, {1, 1, 2, 4});
   Tensor v = from_vector(std::vector<double>{2, 4, 6, 12}, {1, 1, 2, 2});
-  auto r = nn::scaled_dot_product_attention(q, k, v, {}, /*need_weights=*/true);
+  auto r = nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().need_weights(true));
   CHECK(r.output.shape() == Shape{1, 1, 1, 2});
   check_values(r.output, {5.0, 10.0}, 1e-12);
   check_values(r.weights, {0.25, 0.75}, 1e-12);
   CHECK_FALSE(nn::scaled_dot_product_attention(q, k, v).weights.defined());
 
   // Causal with Tq = 1 < Tk = 2: the one query is the last position and sees both keys.
-  nn::AttentionMasks causal;
-  causal.is_causal = true;
+  nn::AttentionForwardOptions causal;
+  causal.is_causal(true);
   check_values(nn::scaled_dot_product_attention(q, k, v, causal).output, {5.0, 10.0}, 1e-12);
   // Two queries, Tq = Tk: the first sees only key 0 (output v0), the second both.
   Tensor q2 = ones({1, 1, 2, 4}, kFloat64);
-  auto rc = nn::scaled_dot_product_attention(q2, k, v, causal, true);
+  auto rc = nn::scaled_dot_product_attention(q2, k, v, nn::AttentionForwardOptions(causal).need_weights(true));
   check_values(rc.output, {2.0, 4.0, 5.0, 10.0}, 1e-12);
   check_values(rc.weights, {1.0, 0.0, 0.25, 0.75}, 1e-12);
 
   // An additive mask of (0, -ln 3) makes the scores equal: weights (1/2, 1/2), output (4, 8).
-  nn::AttentionMasks additive;
-  additive.additive_mask = from_vector(std::vector<double>{0.0, -std::log(3.0)}, {1, 2});
+  nn::AttentionForwardOptions additive;
+  additive.additive_mask(from_vector(std::vector<double>{0.0, -std::log(3.0)}, {1, 2}));
   check_values(nn::scaled_dot_product_attention(q, k, v, additive).output, {4.0, 8.0}, 1e-12);
   // keep_mask (true = keep) excluding key 1: output v0.
-  nn::AttentionMasks keep;
-  keep.keep_mask = from_vector(std::vector<bool>{true, false}, {1, 2});
+  nn::AttentionForwardOptions keep;
+  keep.keep_mask(from_vector(std::vector<bool>{true, false}, {1, 2}));
   check_values(nn::scaled_dot_product_attention(q, k, v, keep).output, {2.0, 4.0}, 1e-12);
   // An additive -inf counts as masked in the same way.
-  nn::AttentionMasks minus_inf;
-  minus_inf.additive_mask = from_vector(std::vector<double>{0.0, -kInf}, {1, 2});
+  nn::AttentionForwardOptions minus_inf;
+  minus_inf.additive_mask(from_vector(std::vector<double>{0.0, -kInf}, {1, 2}));
   check_values(nn::scaled_dot_product_attention(q, k, v, minus_inf).output, {2.0, 4.0}, 1e-12);
 }
 
 TEST_CASE("attention: vectorised heads equal a per-head loop, self and cross") {
-  Generator gen(1);
+  manual_seed(1);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
   SUBCASE("self-attention, causal and padded") {
-    nn::MultiHeadAttention m(8, 2, gen);
-    m.to(kFloat64);
+    nn::MultiHeadAttention m(8, 2);
+    m->to(kFloat64);
     Tensor x = randn({2, 5, 8}, gen, kFloat64);
     Tensor pad = from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true},
                              {2, 5});
     auto opts = causal_options();
-    opts.key_padding_mask = pad;
+    opts.key_padding_mask(pad);
     Tensor got = m(x, Tensor(), opts).output;
     // excluded (B, Tq, Tk) = future key or padded key; no row is fully masked (key 0 is never padded).
     Tensor excluded = logical_or(future_keys(5).unsqueeze(0), pad.unsqueeze(1));
     CHECK(max_abs_diff(got, per_head_reference(m, x, Tensor(), excluded)) < 1e-12);
     CHECK(max_abs_diff(m(x).output, per_head_reference(m, x, Tensor(), Tensor())) < 1e-12);
   }
-  SUBCASE("cross-attention with Nq != Nv and kv_dim != d_model") {
-    nn::MultiHeadAttentionOptions o;
-    o.cross_attention = true;
-    o.kv_dim = 6;
-    nn::MultiHeadAttention m(8, 2, gen, o);
-    m.to(kFloat64);
+  SUBCASE("cross-attention with Nq != Nv and kdim != embed_dim") {
+    nn::MultiHeadAttention m{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).kdim(6)};
+    m->to(kFloat64);
     Tensor xq = randn({2, 3, 8}, gen, kFloat64);
     Tensor mem = randn({2, 5, 6}, gen, kFloat64);
-    auto r = m(xq, mem, [] {
-      nn::MultiHeadAttentionForwardOptions f;
-      f.need_weights = true;
-      return f;
-    }());
+    auto r = m(xq, mem, nn::AttentionForwardOptions().need_weights(true));
     CHECK(r.output.shape() == Shape{2, 3, 8});
     CHECK(r.weights.shape() == Shape{2, 2, 3, 5});
     check_values(r.weights.sum({-1}), std::vector<double>(12, 1.0), 1e-12);
@@ -152,26 +142,24 @@ TEST_CASE("attention: vectorised heads equal a per-head loop, self and cross") {
 }
 
 TEST_CASE("attention: parameter names of self- and cross-attention") {
-  Generator gen(0);
-  nn::MultiHeadAttention self(8, 2, gen);
+  manual_seed(0);
+  nn::MultiHeadAttention self(8, 2);
   std::vector<std::string> names;
-  for (const auto& p : self.named_parameters()) names.push_back(p.first);
+  for (const auto& p : self->named_parameters()) names.push_back(p.first);
   CHECK(names == std::vector<std::string>{"qkv_proj.weight", "qkv_proj.bias", "out_proj.weight", "out_proj.bias"});
-  CHECK(self.qkv_proj()->weight().shape() == Shape{24, 8});
-  nn::MultiHeadAttentionOptions o;
-  o.cross_attention = true;
-  o.bias = false;
-  nn::MultiHeadAttention cross(8, 2, gen, o);
+  CHECK(self->qkv_proj()->weight().shape() == Shape{24, 8});
+  nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).bias(false)};
   names.clear();
-  for (const auto& p : cross.named_parameters()) names.push_back(p.first);
+  for (const auto& p : cross->named_parameters()) names.push_back(p.first);
   CHECK(names == std::vector<std::string>{"q_proj.weight", "kv_proj.weight", "out_proj.weight"});
-  CHECK(cross.kv_proj()->weight().shape() == Shape{16, 8});
+  CHECK(cross->kv_proj()->weight().shape() == Shape{16, 8});
 }
 
 TEST_CASE("attention: causal outputs at positions <= t ignore later tokens") {
-  Generator gen(2);
-  nn::MultiHeadAttention m(8, 2, gen);
-  m.to(kFloat64);
+  manual_seed(2);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
+  nn::MultiHeadAttention m(8, 2);
+  m->to(kFloat64);
   Tensor x = randn({2, 5, 8}, gen, kFloat64);
   Tensor changed = x.clone();
   {
@@ -187,13 +175,14 @@ TEST_CASE("attention: causal outputs at positions <= t ignore later tokens") {
 }
 
 TEST_CASE("attention: padded keys get exactly zero weight and do not affect the output") {
-  Generator gen(3);
-  nn::MultiHeadAttention m(8, 2, gen);
-  m.to(kFloat64);
+  manual_seed(3);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
+  nn::MultiHeadAttention m(8, 2);
+  m->to(kFloat64);
   Tensor x = randn({2, 4, 8}, gen, kFloat64);
-  nn::MultiHeadAttentionForwardOptions o;
-  o.key_padding_mask = from_vector(std::vector<bool>{false, false, false, true, false, true, false, true}, {2, 4});
-  o.need_weights = true;
+  nn::AttentionForwardOptions o;
+  o.key_padding_mask(from_vector(std::vector<bool>{false, false, false, true, false, true, false, true}, {2, 4}));
+  o.need_weights(true);
   auto r = m(x, Tensor(), o);
   REQUIRE(r.weights.shape() == Shape{2, 2, 4, 4});
   for (std::int64_t h = 0; h < 2; ++h)
@@ -205,10 +194,8 @@ TEST_CASE("attention: padded keys get exactly zero weight and do not affect the 
     }
   check_values(r.weights.sum({-1}), std::vector<double>(16, 1.0), 1e-12);
   // In cross-attention the padded memory positions can hold anything.
-  nn::MultiHeadAttentionOptions co;
-  co.cross_attention = true;
-  nn::MultiHeadAttention cross(8, 2, gen, co);
-  cross.to(kFloat64);
+  nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true)};
+  cross->to(kFloat64);
   Tensor mem = randn({2, 4, 8}, gen, kFloat64);
   Tensor other = mem.clone();
   {
@@ -216,21 +203,22 @@ TEST_CASE("attention: padded keys get exactly zero weight and do not affect the 
     other.select(0, 0).select(0, 3).copy_(full({8}, 100.0, kFloat64));
     other.select(0, 1).select(0, 1).copy_(full({8}, -7.0, kFloat64));
   }
-  o.need_weights = false;
+  o.need_weights(false);
   CHECK(max_abs_diff(cross(x.narrow(1, 0, 3), mem, o).output, cross(x.narrow(1, 0, 3), other, o).output) < 1e-12);
 }
 
 TEST_CASE("attention: cached incremental decoding equals one causal pass") {
-  Generator gen(4);
-  nn::MultiHeadAttention m(8, 2, gen);
-  m.to(kFloat64);
+  manual_seed(4);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
+  nn::MultiHeadAttention m(8, 2);
+  m->to(kFloat64);
   Tensor x = randn({2, 5, 8}, gen, kFloat64);
   Tensor full = m(x, Tensor(), causal_options()).output;
 
   SUBCASE("token by token") {
     nn::KVCache cache;
     auto o = causal_options();
-    o.cache = &cache;
+    o.cache(&cache);
     std::vector<Tensor> steps;
     for (std::int64_t t = 0; t < 5; ++t) {
       steps.push_back(m(x.narrow(1, t, 1), Tensor(), o).output);
@@ -242,20 +230,18 @@ TEST_CASE("attention: cached incremental decoding equals one causal pass") {
   SUBCASE("a prompt of 3 then 2 tokens at once") {
     nn::KVCache cache;
     auto o = causal_options();
-    o.cache = &cache;
+    o.cache(&cache);
     Tensor first = m(x.narrow(1, 0, 3), Tensor(), o).output;
     Tensor rest = m(x.narrow(1, 3, 2), Tensor(), o).output;
     CHECK(max_abs_diff(concat({first, rest}, 1), full) < 1e-12);
   }
   SUBCASE("cross-attention reuses the cached memory projection") {
-    nn::MultiHeadAttentionOptions co;
-    co.cross_attention = true;
-    nn::MultiHeadAttention cross(8, 2, gen, co);
-    cross.to(kFloat64);
+    nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true)};
+    cross->to(kFloat64);
     Tensor mem = randn({2, 3, 8}, gen, kFloat64);
     nn::KVCache cache;
-    nn::MultiHeadAttentionForwardOptions o;
-    o.cache = &cache;
+    nn::AttentionForwardOptions o;
+    o.cache(&cache);
     Tensor a = cross(x.narrow(1, 0, 1), mem, o).output;
     CHECK(cache.length() == 3);
     Tensor b = cross(x.narrow(1, 1, 1), Tensor(), o).output;  // memory taken from the cache
@@ -264,14 +250,15 @@ TEST_CASE("attention: cached incremental decoding equals one causal pass") {
 }
 
 TEST_CASE("attention: a fully masked row gives zeros and no NaN, forward or backward") {
-  Generator gen(5);
+  manual_seed(5);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
   Tensor q = randn({1, 2, 3, 4}, gen, kFloat64).requires_grad_();
   Tensor k = randn({1, 2, 3, 4}, gen, kFloat64).requires_grad_();
   Tensor v = randn({1, 2, 3, 2}, gen, kFloat64).requires_grad_();
-  nn::AttentionMasks masks;
+  nn::AttentionForwardOptions masks;
   // Query row 1 may attend to nothing; rows 0 and 2 keep keys 0 and 1.
-  masks.keep_mask = from_vector(std::vector<bool>{true, true, false, false, false, false, true, true, false}, {3, 3});
-  auto r = nn::scaled_dot_product_attention(q, k, v, masks, true);
+  masks.keep_mask(from_vector(std::vector<bool>{true, true, false, false, false, false, true, true, false}, {3, 3}));
+  auto r = nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions(masks).need_weights(true));
   CHECK_FALSE(has_nan(r.output));
   CHECK_FALSE(has_nan(r.weights));
   check_values(r.output.narrow(2, 1, 1), {0, 0, 0, 0}, 1e-15);
@@ -285,10 +272,10 @@ TEST_CASE("attention: a fully masked row gives zeros and no NaN, forward or back
   check_gradients(
       [&](const TensorList& in) { return nn::scaled_dot_product_attention(in[0], in[1], in[2], masks).output; },
       {q.detach(), k.detach(), v.detach()});
-  nn::AttentionMasks additive;
-  additive.additive_mask =
-      from_vector(std::vector<double>{0.5, -1.0, -kInf, -kInf, -kInf, -kInf, 0.0, 0.0, 0.25}, {3, 3});
-  auto ra = nn::scaled_dot_product_attention(q, k, v, additive, true);
+  nn::AttentionForwardOptions additive;
+  additive.additive_mask(
+      from_vector(std::vector<double>{0.5, -1.0, -kInf, -kInf, -kInf, -kInf, 0.0, 0.0, 0.25}, {3, 3}));
+  auto ra = nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions(additive).need_weights(true));
   CHECK_FALSE(has_nan(ra.output));
   check_values(ra.weights.narrow(2, 1, 1), std::vector<double>(6, 0.0), 1e-15);
   check_gradients(
@@ -296,17 +283,17 @@ TEST_CASE("attention: a fully masked row gives zeros and no NaN, forward or back
       {q.detach(), k.detach(), v.detach()});
 
   // A batch element whose keys are all padding: the module's output there is out_proj's bias.
-  nn::MultiHeadAttention m(8, 2, gen);
-  m.to(kFloat64);
-  nn::MultiHeadAttentionForwardOptions o;
-  o.key_padding_mask = from_vector(std::vector<bool>{false, false, true, true, true, true}, {2, 3});
+  nn::MultiHeadAttention m(8, 2);
+  m->to(kFloat64);
+  nn::AttentionForwardOptions o;
+  o.key_padding_mask(from_vector(std::vector<bool>{false, false, true, true, true, true}, {2, 3}));
   Tensor x = randn({2, 3, 8}, gen, kFloat64).requires_grad_();
   Tensor y = m(x, Tensor(), o).output;
   CHECK_FALSE(has_nan(y));
-  CHECK(max_abs_diff(y.select(0, 1), m.out_proj()->bias().expand({3, 8})) == 0.0);
+  CHECK(max_abs_diff(y.select(0, 1), m->out_proj()->bias().expand({3, 8})) == 0.0);
   y.sum().backward();
   CHECK_FALSE(has_nan(x.grad()));
-  for (const Tensor& p : m.parameters()) CHECK_FALSE(has_nan(p.grad()));
+  for (const Tensor& p : m->parameters()) CHECK_FALSE(has_nan(p.grad()));
 }
 
 TEST_CASE("attention: float64 gradcheck of scaled dot product attention with masks, non-contiguous inputs") {
@@ -315,87 +302,82 @@ TEST_CASE("attention: float64 gradcheck of scaled dot product attention with mas
   Tensor kt = randn({2, 2, 4, 4}, gen, kFloat64);  // read as k = kt^T: (2, 2, 4, 4) non-contiguous
   Tensor v = randn({2, 2, 4, 3}, gen, kFloat64);
   Tensor bias = randn({3, 4}, gen, kFloat64);
-  nn::AttentionMasks masks;
-  masks.is_causal = true;
-  masks.key_padding_mask =
-      from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4});
+  nn::AttentionForwardOptions masks;
+  masks.is_causal(true);
+  masks.key_padding_mask(
+      from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4}));
   check_gradients(
       [&](const TensorList& in) {
-        nn::AttentionMasks m = masks;
-        m.additive_mask = in[3];  // a learned bias also receives its gradient
+        nn::AttentionForwardOptions m = masks;
+        m.additive_mask(in[3]);  // a learned bias also receives its gradient
         return nn::scaled_dot_product_attention(in[0], in[1].mT(), in[2], m).output;
       },
       {q, kt, v, bias});
 }
 
 TEST_CASE("attention: float64 gradcheck of the module with its parameters") {
-  Generator gen(7);
+  manual_seed(7);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
   SUBCASE("self-attention, causal with padding") {
-    nn::MultiHeadAttention m(8, 2, gen);
-    m.to(kFloat64);
+    nn::MultiHeadAttention m(8, 2);
+    m->to(kFloat64);
     Tensor x = randn({2, 4, 8}, gen, kFloat64);
     auto o = causal_options();
-    o.key_padding_mask = from_vector(std::vector<bool>{false, false, false, false, false, true, false, true}, {2, 4});
-    check_gradients([&](const TensorList& in) { return m(in[0], Tensor(), o).output; }, {x}, {}, m.parameters());
+    o.key_padding_mask(from_vector(std::vector<bool>{false, false, false, false, false, true, false, true}, {2, 4}));
+    check_gradients([&](const TensorList& in) { return m(in[0], Tensor(), o).output; }, {x}, {}, m->parameters());
   }
   SUBCASE("cross-attention with a keep mask, Nq != Nv") {
-    nn::MultiHeadAttentionOptions co;
-    co.cross_attention = true;
-    co.kv_dim = 6;
-    nn::MultiHeadAttention m(8, 2, gen, co);
-    m.to(kFloat64);
+    nn::MultiHeadAttention m{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).kdim(6)};
+    m->to(kFloat64);
     Tensor xq = randn({2, 3, 8}, gen, kFloat64);
     Tensor mem = randn({2, 5, 6}, gen, kFloat64);
-    nn::MultiHeadAttentionForwardOptions o;
-    o.keep_mask = from_vector(std::vector<bool>{true, true, true, false, true, true, true, true, true, false, true,
+    nn::AttentionForwardOptions o;
+    o.keep_mask(from_vector(std::vector<bool>{true, true, true, false, true, true, true, true, true, false, true,
                                                 true, true, true, true},
-                              {3, 5});
-    check_gradients([&](const TensorList& in) { return m(in[0], in[1], o).output; }, {xq, mem}, {}, m.parameters());
+                              {3, 5}));
+    check_gradients([&](const TensorList& in) { return m(in[0], in[1], o).output; }, {xq, mem}, {}, m->parameters());
   }
 }
 
 TEST_CASE("attention: dropout on the weights only in training mode") {
-  Generator gen(8);
-  nn::MultiHeadAttentionOptions o;
-  o.dropout = 0.5;
-  nn::MultiHeadAttention m(8, 2, gen, o);
+  manual_seed(8);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
+  nn::MultiHeadAttention m{nn::MultiHeadAttentionOptions(8, 2).dropout(0.5)};
   Tensor x = randn({2, 4, 8}, gen);
-  m.eval();
+  m->eval();
   Tensor a = m(x).output;
   CHECK(max_abs_diff(a, m(x).output) == 0.0);
-  m.train();
+  m->train();
   CHECK(max_abs_diff(a, m(x).output) > 1e-4);
 }
 
 TEST_CASE("attention: errors name the op and the shapes") {
-  Generator gen(9);
-  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(10, 3, gen),
+  manual_seed(9);
+  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(10, 3),
                        "MultiHeadAttention: d_model 10 is not divisible by num_heads 3", ValueError);
-  nn::MultiHeadAttention m(8, 2, gen);
+  nn::MultiHeadAttention m(8, 2);
   CHECK_THROWS_WITH_AS(m(ones({2, 3, 5})), "MultiHeadAttention: expected query of shape (B,Tq,8), got (2,3,5)",
                        ShapeError);
   CHECK_THROWS_AS(m(ones({2, 3, 8}), ones({2, 4, 8})), ValueError);
-  nn::MultiHeadAttentionForwardOptions bad_pad;
-  bad_pad.key_padding_mask = from_vector(std::vector<bool>{false, false, true}, {1, 3});
+  nn::AttentionForwardOptions bad_pad;
+  bad_pad.key_padding_mask(from_vector(std::vector<bool>{false, false, true}, {1, 3}));
   CHECK_THROWS_WITH_AS(m(ones({2, 3, 8}), Tensor(), bad_pad),
                        "scaled_dot_product_attention: key_padding_mask must have shape (B, Tk) = (2,3), got (1,3)",
                        ShapeError);
-  nn::MultiHeadAttentionForwardOptions bad_keep;
-  bad_keep.keep_mask = from_vector(std::vector<bool>(12, true), {3, 4});
+  nn::AttentionForwardOptions bad_keep;
+  bad_keep.keep_mask(from_vector(std::vector<bool>(12, true), {3, 4}));
   CHECK_THROWS_WITH_AS(m(ones({2, 3, 8}), Tensor(), bad_keep),
                        "scaled_dot_product_attention: keep_mask of shape (3,4) does not broadcast to the scores' "
                        "shape (2,2,3,3)",
                        ShapeError);
-  nn::MultiHeadAttentionForwardOptions float_keep;
-  float_keep.keep_mask = ones({3, 3});
+  nn::AttentionForwardOptions float_keep;
+  float_keep.keep_mask(ones({3, 3}));
   CHECK_THROWS_AS(m(ones({2, 3, 8}), Tensor(), float_keep), TypeError);
   CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(ones({1, 2, 3, 4}), ones({1, 2, 5, 3}), ones({1, 2, 5, 4})),
                        "scaled_dot_product_attention: q (1,2,3,4), k (1,2,5,3) and v (1,2,5,4) do not fit "
                        "(B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)",
                        ShapeError);
-  nn::MultiHeadAttentionOptions co;
-  co.cross_attention = true;
-  nn::MultiHeadAttention cross(8, 2, gen, co);
+  nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true)};
   CHECK_THROWS_AS(cross(ones({2, 3, 8})), ValueError);
   CHECK_THROWS_WITH_AS(cross(ones({2, 3, 8}), ones({2, 4, 6})),
                        "MultiHeadAttention: expected key_value of shape (2,Tk,8) for query (2,3,8), got (2,4,6)",

@@ -34,16 +34,16 @@ void check_same(const Tensor& a, const Tensor& b, double tol = 1e-12) {
 // ---------------------------------------------------------------- Embedding
 
 TEST_CASE("layers: Embedding looks up rows and zeroes the padding row") {
-  Generator gen(0);
-  nn::Embedding emb(4, 3, gen, /*padding_idx=*/1);
-  CHECK(names(emb.named_parameters()) == std::vector<std::string>{"weight"});
-  CHECK(emb.weight().shape() == Shape{4, 3});
-  check_values(emb.weight().select(0, 1), {0, 0, 0}, 1e-12);
+  manual_seed(0);
+  nn::Embedding emb{nn::EmbeddingOptions(4, 3).padding_idx(1)};
+  CHECK(names(emb->named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(emb->weight().shape() == Shape{4, 3});
+  check_values(emb->weight().select(0, 1), {0, 0, 0}, 1e-12);
   // The other rows are N(0, 1) draws, so not zero.
-  CHECK(emb.weight().select(0, 0).abs().sum().item() > 0.0);
+  CHECK(emb->weight().select(0, 0).abs().sum().item() > 0.0);
   {
     NoGradGuard no_grad;
-    emb.weight().copy_(from_vector(std::vector<double>{0, 1, 2, 0, 0, 0, 6, 7, 8, 9, 10, 11}, {4, 3}));
+    emb->weight().copy_(from_vector(std::vector<double>{0, 1, 2, 0, 0, 0, 6, 7, 8, 9, 10, 11}, {4, 3}));
   }
   Tensor ids = from_vector(std::vector<std::int64_t>{3, 0, 1, 2}, {2, 2});
   Tensor y = emb(ids);
@@ -51,61 +51,61 @@ TEST_CASE("layers: Embedding looks up rows and zeroes the padding row") {
   check_values(y, {9, 10, 11, 0, 1, 2, 0, 0, 0, 6, 7, 8});
   // Gradient: row counts scatter-added, nothing for the padding row.
   emb(from_vector(std::vector<std::int64_t>{2, 1, 2}, {3})).sum().backward();
-  check_values(emb.weight().grad(), {0, 0, 0, 0, 0, 0, 2, 2, 2, 0, 0, 0});
+  check_values(emb->weight().grad(), {0, 0, 0, 0, 0, 0, 2, 2, 2, 0, 0, 0});
 }
 
 TEST_CASE("layers: Embedding negative padding_idx counts from the end, errors") {
-  Generator gen(0);
-  nn::Embedding emb(5, 2, gen, -1);
-  REQUIRE(emb.padding_idx().has_value());
-  CHECK(*emb.padding_idx() == 4);
-  check_values(emb.weight().select(0, 4), {0, 0}, 1e-12);
-  nn::Embedding plain(5, 2, gen);
-  CHECK_FALSE(plain.padding_idx().has_value());
-  CHECK_THROWS_WITH_AS(nn::Embedding(5, 2, gen, 5), "Embedding: padding_idx 5 must be within [-5, 5)", ValueError);
-  CHECK_THROWS_WITH_AS(nn::Embedding(0, 2, gen), "Embedding: num_embeddings and dim must be positive, got 0 and 2",
+  manual_seed(0);
+  nn::Embedding emb{nn::EmbeddingOptions(5, 2).padding_idx(-1)};
+  REQUIRE(emb->padding_idx().has_value());
+  CHECK(*emb->padding_idx() == 4);
+  check_values(emb->weight().select(0, 4), {0, 0}, 1e-12);
+  nn::Embedding plain(5, 2);
+  CHECK_FALSE(plain->padding_idx().has_value());
+  CHECK_THROWS_WITH_AS(nn::Embedding(nn::EmbeddingOptions(5, 2).padding_idx(5)), "Embedding: padding_idx 5 must be within [-5, 5)", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Embedding(0, 2), "Embedding: num_embeddings and dim must be positive, got 0 and 2",
                        ValueError);
   CHECK_THROWS_AS(plain(from_vector(std::vector<std::int64_t>{0, 5}, {2})), IndexError);
 }
 
 TEST_CASE("layers: Embedding gradcheck of the weight") {
-  Generator gen(1);
-  nn::Embedding emb(5, 3, gen, 0);
-  emb.to(kFloat64);
+  manual_seed(1);
+  nn::Embedding emb{nn::EmbeddingOptions(5, 3).padding_idx(0)};
+  emb->to(kFloat64);
   Tensor ids = from_vector(std::vector<std::int64_t>{1, 0, 4, 1, 2, 0}, {2, 3});
-  check_gradients([&](const TensorList& in) { return emb(in[0]) * emb(in[0]); }, {ids}, {}, emb.parameters());
+  check_gradients([&](const TensorList& in) { return emb(in[0]) * emb(in[0]); }, {ids}, {}, emb->parameters());
 }
 
 // ---------------------------------------------------------------- LayerNorm
 
 TEST_CASE("layers: LayerNorm forward, parameters and gradcheck") {
   nn::LayerNorm norm(4);
-  CHECK(names(norm.named_parameters()) == std::vector<std::string>{"weight", "bias"});
-  check_values(norm.weight(), {1, 1, 1, 1}, 1e-12);
-  check_values(norm.bias(), {0, 0, 0, 0}, 1e-12);
+  CHECK(names(norm->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  check_values(norm->weight(), {1, 1, 1, 1}, 1e-12);
+  check_values(norm->bias(), {0, 0, 0, 0}, 1e-12);
   // mean 2.5, biased var 1.25: (x - 2.5) / sqrt(1.25 + 1e-5).
   check_values(norm(tensor({{1, 2, 3, 4}})), {-1.3416354200, -0.4472118067, 0.4472118067, 1.3416354200});
   // var 1.25 + eps 0.75 = 2: (x - 2.5) / sqrt(2).
-  nn::LayerNorm wide_eps(Shape{4}, 0.75, /*elementwise_affine=*/false);
-  CHECK(wide_eps.parameters().empty());
+  nn::LayerNorm wide_eps{nn::LayerNormOptions(Shape{4}).eps(0.75).elementwise_affine(false)};
+  CHECK(wide_eps->parameters().empty());
   check_values(wide_eps(tensor({1, 2, 3, 4})), {-1.5 / std::sqrt(2.0), -0.5 / std::sqrt(2.0), 0.5 / std::sqrt(2.0),
                                                 1.5 / std::sqrt(2.0)});
 
   Generator gen(2);
   nn::LayerNorm norm2d(Shape{2, 3});
-  norm2d.to(kFloat64);
+  norm2d->to(kFloat64);
   {
     NoGradGuard no_grad;
-    norm2d.weight().copy_(randn({2, 3}, gen, kFloat64));
-    norm2d.bias().copy_(randn({2, 3}, gen, kFloat64));
+    norm2d->weight().copy_(randn({2, 3}, gen, kFloat64));
+    norm2d->bias().copy_(randn({2, 3}, gen, kFloat64));
   }
   Tensor x = randn({3, 2, 3}, gen, kFloat64);
-  check_gradients([&](const TensorList& in) { return norm2d(in[0]); }, {x}, {}, norm2d.parameters());
+  check_gradients([&](const TensorList& in) { return norm2d(in[0]); }, {x}, {}, norm2d->parameters());
   // A non-contiguous input: (3, 2) transposed to (2, 3).
   nn::LayerNorm norm3(3);
-  norm3.to(kFloat64);
+  norm3->to(kFloat64);
   check_gradients([&](const TensorList& in) { return norm3(in[0].transpose(0, 1)); }, {randn({3, 2}, gen, kFloat64)},
-                  {}, norm3.parameters());
+                  {}, norm3->parameters());
   CHECK_THROWS_AS(norm2d(randn({3, 3, 2}, gen, kFloat64)), ShapeError);
   CHECK_THROWS_WITH_AS(nn::LayerNorm(Shape{}), "LayerNorm: normalized_shape must be non-empty with positive sizes, got ()",
                        ValueError);
@@ -115,23 +115,23 @@ TEST_CASE("layers: LayerNorm forward, parameters and gradcheck") {
 
 TEST_CASE("layers: RMSNorm forward values") {
   // mean(x^2) = 30 / 4 = 7.5; eps 0.5 makes it 8: y = x / sqrt(8).
-  nn::RMSNorm half(4, 0.5);
+  nn::RMSNorm half{nn::RMSNormOptions(4).eps(0.5)};
   check_values(half(tensor({1, 2, 3, 4})), {0.3535533906, 0.7071067812, 1.0606601718,
                                                                     1.4142135624});
   // Default eps 1e-6, weight (1, 0.5, 2, -1): x / sqrt(7.500001) * w (PyTorch 1.13 gives the same).
   nn::RMSNorm norm(4);
-  CHECK(norm.eps() == 1e-6);
-  CHECK(names(norm.named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(norm->eps() == 1e-6);
+  CHECK(names(norm->named_parameters()) == std::vector<std::string>{"weight"});
   {
     NoGradGuard no_grad;
-    norm.weight().copy_(tensor({1, 0.5, 2, -1}));
+    norm->weight().copy_(tensor({1, 0.5, 2, -1}));
   }
   check_values(norm(tensor({{1, 2, 3, 4}, {2, 4, 6, 8}})),
                {0.3651483473, 0.3651483473, 2.1908900840, -1.4605933893, 0.3651483473, 0.3651483473, 2.1908900840,
                 -1.4605933893},
                1e-6);
-  nn::RMSNorm bare(3, 1e-6, /*elementwise_affine=*/false);
-  CHECK(bare.parameters().empty());
+  nn::RMSNorm bare{nn::RMSNormOptions(3).eps(1e-6).elementwise_affine(false)};
+  CHECK(bare->parameters().empty());
   CHECK_THROWS_WITH_AS(norm(ones({2, 3})), "RMSNorm: expected input with last dimension 4, got shape (2,3)",
                        ShapeError);
   CHECK_THROWS_WITH_AS(nn::RMSNorm(0), "RMSNorm: dim must be positive, got 0", ValueError);
@@ -140,22 +140,23 @@ TEST_CASE("layers: RMSNorm forward values") {
 TEST_CASE("layers: RMSNorm gradcheck of input and weight, non-contiguous input") {
   Generator gen(3);
   nn::RMSNorm norm(4);
-  norm.to(kFloat64);
+  norm->to(kFloat64);
   {
     NoGradGuard no_grad;
-    norm.weight().copy_(randn({4}, gen, kFloat64));
+    norm->weight().copy_(randn({4}, gen, kFloat64));
   }
   check_gradients([&](const TensorList& in) { return norm(in[0]); }, {randn({2, 3, 4}, gen, kFloat64)}, {},
-                  norm.parameters());
+                  norm->parameters());
   check_gradients([&](const TensorList& in) { return norm(in[0].transpose(0, 1)); }, {randn({4, 3}, gen, kFloat64)},
-                  {}, norm.parameters());
+                  {}, norm->parameters());
 }
 
 // ---------------------------------------------------------------- Dropout
 
 TEST_CASE("layers: Dropout drops and scales in training, is the identity in eval") {
-  nn::Dropout drop(0.5, /*seed=*/7);
-  CHECK(drop.p() == 0.5);
+  Generator seed(7);
+  nn::Dropout drop{nn::DropoutOptions(0.5).generator(&seed)};  // its mask generator is seeded from `seed`
+  CHECK(drop->p() == 0.5);
   Tensor x = ones({200});
   const std::vector<double> y = drop(x).to_vector<double>();
   int zeros_seen = 0, kept = 0;
@@ -167,12 +168,13 @@ TEST_CASE("layers: Dropout drops and scales in training, is the identity in eval
   CHECK(zeros_seen > 60);  // Binomial(200, 0.5): far outside these bounds is a broken mask
   CHECK(kept > 60);
   // The same seed gives the same mask.
-  nn::Dropout same(0.5, 7);
+  Generator same_seed(7);
+  nn::Dropout same{nn::DropoutOptions(0.5).generator(&same_seed)};
   CHECK(same(x).to_vector<double>() == y);
 
-  drop.eval();
+  drop->eval();
   check_values(drop(tensor({1.5, -2, 3})), {1.5, -2, 3}, 1e-12);
-  drop.train();
+  drop->train();
   nn::Dropout none(0.0);
   check_values(none(tensor({1.5, -2, 3})), {1.5, -2, 3}, 1e-12);
   nn::Dropout all(1.0);
@@ -184,8 +186,8 @@ TEST_CASE("layers: Dropout drops and scales in training, is the identity in eval
 
 TEST_CASE("layers: Dropout in eval mode passes gradients unchanged") {
   Generator gen(4);
-  nn::Dropout drop(0.3, 1);
-  drop.eval();
+  nn::Dropout drop(0.3);
+  drop->eval();
   check_gradients([&](const TensorList& in) { return drop(in[0]) * in[0]; }, {randn({3, 2}, gen, kFloat64)});
 }
 
@@ -196,11 +198,11 @@ TEST_CASE("layers: ReLU, GELU and SiLU modules") {
   check_values(nn::ReLU()(x), {0, 0.5, 2}, 1e-12);
   // Values from PyTorch 1.13 (F.gelu, F.gelu(approximate='tanh'), F.silu).
   check_values(nn::GELU()(x), {-0.1586552539, 0.3457312306, 1.9544997361}, 1e-9);
-  check_values(nn::GELU(GeluApproximation::Tanh)(x), {-0.1588080094, 0.3457140098, 1.9545976941}, 1e-9);
+  check_values(nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(x), {-0.1588080094, 0.3457140098, 1.9545976941}, 1e-9);
   check_values(nn::SiLU()(x), {-0.2689414214, 0.3112296656, 1.7615941560}, 1e-9);
-  CHECK(nn::GELU().parameters().empty());
+  CHECK(nn::GELU()->parameters().empty());
   Generator gen(5);
-  check_gradients([](const TensorList& in) { return nn::GELU(GeluApproximation::Tanh)(in[0]); },
+  check_gradients([](const TensorList& in) { return nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(in[0]); },
                   {randn({2, 3}, gen, kFloat64)});
   check_gradients([](const TensorList& in) { return nn::SiLU()(in[0]); }, {randn({2, 3}, gen, kFloat64)});
   check_gradients([](const TensorList& in) { return nn::ReLU()(in[0]); }, {tensor({-1.2, 0.7, 2.1}, kFloat64)});
@@ -209,48 +211,53 @@ TEST_CASE("layers: ReLU, GELU and SiLU modules") {
 // ---------------------------------------------------------------- Sequential
 
 TEST_CASE("layers: Sequential names children 0, 1, ... and chains them") {
-  Generator gen(6);
-  auto first = std::make_shared<nn::Linear>(3, 4, gen);
-  auto act = std::make_shared<nn::ReLU>();
-  auto last = std::make_shared<nn::Linear>(4, 2, gen, /*bias=*/false);
-  nn::Sequential seq({first, act});
-  seq.push_back(last);
-  CHECK(seq.size() == 3);
-  CHECK(names(seq.named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight"});
-  CHECK(seq.at(2).get() == static_cast<nn::UnaryModule*>(last.get()));
+  manual_seed(6);
+  Generator& gen = default_generator();  // the modules and the input draw from it
+  nn::Linear first(3, 4);
+  nn::ReLU act;
+  nn::Linear last{nn::LinearOptions(4, 2).bias(false)};
+  nn::Sequential seq(first, act);
+  seq->push_back(last);
+  CHECK(seq->size() == 3);
+  CHECK(names(seq->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias", "2.weight"});
+  CHECK(seq->at(2).get() == static_cast<nn::UnaryModule*>(last.get()));
   Tensor x = randn({5, 3}, gen);
-  check_same(seq(x), (*last)((*first)(x).relu()), 1e-6);
+  check_same(seq(x), last(first(x).relu()), 1e-6);
   // eval reaches the children.
-  seq.eval();
+  seq->eval();
   CHECK_FALSE(first->is_training());
 
   nn::Sequential empty;
   check_same(empty(x), x, 1e-12);
-  CHECK_THROWS_WITH_AS(seq.at(3), "Sequential: index 3 is out of range for 3 modules", IndexError);
-  CHECK_THROWS_WITH_AS(seq.push_back(nullptr), "Sequential: cannot add a null module at index 3", ValueError);
+  CHECK_THROWS_WITH_AS(seq->at(3), "Sequential: index 3 is out of range for 3 modules", IndexError);
+  CHECK_THROWS_WITH_AS(seq->push_back(nullptr), "Sequential: cannot add a null module at index 3", ValueError);
+  CHECK_THROWS_WITH_AS(seq->push_back(nn::Linear(nullptr)), "Sequential: cannot add a null module at index 3",
+                       ValueError);
+  // Handles and shared_ptrs mix; the variadic constructor is what push_back does one by one.
+  nn::Sequential mixed(nn::Linear(3, 3), std::make_shared<nn::GELUImpl>(), seq);
+  CHECK(mixed->size() == 3);
+  CHECK(mixed->at(2).get() == static_cast<nn::UnaryModule*>(seq.get()));
 }
 
 TEST_CASE("layers: Sequential gradcheck with parameters") {
-  Generator gen(7);
-  nn::Sequential seq;
-  seq.push_back(std::make_shared<nn::Linear>(3, 4, gen));
-  seq.push_back(std::make_shared<nn::SiLU>());
-  seq.push_back(std::make_shared<nn::LayerNorm>(4));
-  seq.push_back(std::make_shared<nn::Linear>(4, 2, gen));
-  seq.to(kFloat64);
+  manual_seed(7);
+  Generator& gen = default_generator();
+  nn::Sequential seq(nn::Linear(3, 4), nn::SiLU(), nn::LayerNorm(4), nn::Linear(4, 2));
+  seq->to(kFloat64);
   check_gradients([&](const TensorList& in) { return seq(in[0]); }, {randn({2, 3}, gen, kFloat64)}, {},
-                  seq.parameters());
+                  seq->parameters());
 }
 
 // ---------------------------------------------------------------- FeedForward
 
 TEST_CASE("layers: FeedForward is fc2(act(fc1(x))) with named children") {
-  Generator gen(8);
-  nn::FeedForward ff(4, 6, nn::Activation::GELU, 0.0, gen);
-  CHECK(names(ff.named_parameters()) ==
+  manual_seed(8);
+  Generator& gen = default_generator();
+  nn::FeedForward ff{nn::FeedForwardOptions(4, 6).activation(nn::Activation::GELU)};
+  CHECK(names(ff->named_parameters()) ==
         std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
-  CHECK(ff.num_parameters() == 4 * 6 + 6 + 6 * 4 + 4);
-  const auto params = ff.named_parameters();
+  CHECK(ff->num_parameters() == 4 * 6 + 6 + 6 * 4 + 4);
+  const auto params = ff->named_parameters();
   CHECK(params[0].second.shape() == Shape{6, 4});
   CHECK(params[2].second.shape() == Shape{4, 6});
   Tensor x = randn({2, 3, 4}, gen);
@@ -258,21 +265,22 @@ TEST_CASE("layers: FeedForward is fc2(act(fc1(x))) with named children") {
   Tensor h = gelu(matmul(x, params[0].second.mT()) + params[1].second);
   check_same(ff(x), matmul(h, params[2].second.mT()) + params[3].second, 1e-6);
 
-  CHECK_THROWS_WITH_AS(nn::FeedForward(4, 0, nn::Activation::ReLU, 0.0, gen),
+  CHECK_THROWS_WITH_AS(nn::FeedForward(nn::FeedForwardOptions(4, 0)),
                        "FeedForward: d_model and hidden must be positive, got 4 and 0", ValueError);
-  CHECK_THROWS_WITH_AS(nn::FeedForward(4, 8, nn::Activation::ReLU, 2.0, gen),
+  CHECK_THROWS_WITH_AS(nn::FeedForward(nn::FeedForwardOptions(4, 8).dropout(2.0)),
                        "FeedForward: dropout probability p must be in [0, 1], got 2", ValueError);
   CHECK_THROWS_AS(ff(ones({2, 5})), ShapeError);
 }
 
 TEST_CASE("layers: FeedForward dropout follows train and eval") {
-  Generator gen(9);
-  nn::FeedForward ff(4, 8, nn::Activation::ReLU, 0.5, gen);
+  manual_seed(9);
+  Generator& gen = default_generator();
+  nn::FeedForward ff{nn::FeedForwardOptions(4, 8).dropout(0.5)};
   Tensor x = randn({6, 4}, gen);
-  ff.eval();
+  ff->eval();
   Tensor a = ff(x);
   check_same(ff(x), a, 1e-12);  // eval: deterministic
-  ff.train();
+  ff->train();
   Tensor b = ff(x);
   double difference = (b - a).abs().sum().item();
   CHECK(difference > 1e-3);  // training: hidden units dropped
@@ -281,11 +289,12 @@ TEST_CASE("layers: FeedForward dropout follows train and eval") {
 TEST_CASE("layers: FeedForward gradcheck for each activation") {
   for (nn::Activation act : {nn::Activation::ReLU, nn::Activation::GELU, nn::Activation::SiLU}) {
     CAPTURE(static_cast<int>(act));
-    Generator gen(10);
-    nn::FeedForward ff(3, 5, act, 0.25, gen);
-    ff.eval();  // a fixed function, as gradcheck needs
-    ff.to(kFloat64);
+    manual_seed(10);
+    Generator& gen = default_generator();
+    nn::FeedForward ff{nn::FeedForwardOptions(3, 5).activation(act).dropout(0.25)};
+    ff->eval();  // a fixed function, as gradcheck needs
+    ff->to(kFloat64);
     check_gradients([&](const TensorList& in) { return ff(in[0]); }, {randn({2, 3}, gen, kFloat64)}, {},
-                    ff.parameters());
+                    ff->parameters());
   }
 }

@@ -17,13 +17,13 @@ namespace {
 // A 4-expert layer whose router is c * identity, so token e_i (one-hot) scores c for expert i
 // and 0 for the others: softmax gives a = e^c / (e^c + 3) to expert i and b = 1 / (e^c + 3)
 // to each other expert.
-std::shared_ptr<nn::MixtureOfExperts> constructed_router(double c, std::int64_t top_k) {
-  Generator gen(0);
-  nn::MoEOptions options;
-  options.num_experts = 4;
-  options.top_k = top_k;
-  options.hidden = 3;
-  auto moe = std::make_shared<nn::MixtureOfExperts>(4, options, gen);
+nn::MixtureOfExperts constructed_router(double c, std::int64_t top_k) {
+  manual_seed(0);
+  nn::MoEOptions options(4);
+  options.num_experts(4);
+  options.top_k(top_k);
+  options.hidden(3);
+  nn::MixtureOfExperts moe(options);
   NoGradGuard guard;
   moe->router()->weight().zero_();
   for (std::int64_t i = 0; i < 4; ++i) moe->router()->weight().set({i, i}, c);
@@ -37,21 +37,22 @@ Tensor one_hot_tokens(const std::vector<std::int64_t>& experts) {
 }  // namespace
 
 TEST_CASE("moe: grouped dispatch equals the per-token loop of the reference") {
-  Generator gen(1);
+  manual_seed(1);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
   for (auto weighting : {nn::RouterWeighting::SoftmaxTopK, nn::RouterWeighting::SoftmaxThenTopK}) {
-    nn::MoEOptions options;
-    options.num_experts = 5;
-    options.top_k = 2;
-    options.hidden = 7;
-    options.weighting = weighting;
-    nn::MixtureOfExperts moe(6, options, gen);
+    nn::MoEOptions options(6);
+    options.num_experts(5);
+    options.top_k(2);
+    options.hidden(7);
+    options.weighting(weighting);
+    nn::MixtureOfExperts moe(options);
     const Tensor x = randn({2, 9, 6}, gen);  // (B, N, D)
     const nn::MoEOutput result = moe(x);
     CHECK(result.output.shape() == x.shape());
 
     // The seed's loop: token by token, expert by expert.
     const Tensor tokens = x.reshape({18, 6});
-    const Tensor logits = matmul(tokens, moe.router()->weight().mT());
+    const Tensor logits = matmul(tokens, moe->router()->weight().mT());
     const Tensor probs = softmax(logits, -1);
     for (std::int64_t t = 0; t < 18; ++t) {
       auto [scores, ids] = topk(logits.select(0, t), 2);
@@ -63,7 +64,7 @@ TEST_CASE("moe: grouped dispatch equals the per-token loop of the reference") {
       Tensor expected = zeros({6});
       for (std::int64_t j = 0; j < 2; ++j) {
         const std::int64_t e = static_cast<std::int64_t>(ids.at({j}));
-        expected = expected + (*moe.expert(e))(tokens.select(0, t).unsqueeze(0)).squeeze(0) * w.at({j});
+        expected = expected + (*moe->expert(e))(tokens.select(0, t).unsqueeze(0)).squeeze(0) * w.at({j});
       }
       const Tensor got = result.output.reshape({18, 6}).select(0, t);
       CHECK((got - expected).abs().max().item() < 1e-5);
@@ -79,8 +80,7 @@ TEST_CASE("moe: grouped dispatch equals the per-token loop of the reference") {
 
 TEST_CASE("moe: load-balancing loss on constructed routings") {
   const double c = std::log(3.0);  // a = 3/6 = 0.5, b = 1/6
-  auto router = constructed_router(c, 1);
-  nn::MixtureOfExperts& moe = *router;
+  nn::MixtureOfExperts moe = constructed_router(c, 1);
   // Perfectly balanced: every expert is some token's top-1 (f_i = 1/4) and P_i = (a + 3b)/4 = 1/4.
   nn::MoEOutput balanced = moe(one_hot_tokens({0, 1, 2, 3}));
   CHECK(balanced.load_balancing_loss.item() == doctest::Approx(1.0).epsilon(1e-6));
@@ -94,40 +94,41 @@ TEST_CASE("moe: load-balancing loss on constructed routings") {
   // z-loss: logsumexp(c, 0, 0, 0) = log(3 + 3) for every token.
   CHECK(collapsed.router_z_loss.item() == doctest::Approx(std::log(6.0) * std::log(6.0)).epsilon(1e-6));
   // A router that scores all experts the same: P_i = 1/4 whatever the top-1 ties resolve to.
-  auto flat_router = constructed_router(0.0, 2);
-  nn::MixtureOfExperts& flat = *flat_router;
+  nn::MixtureOfExperts flat = constructed_router(0.0, 2);
   CHECK(flat(one_hot_tokens({0, 1, 2})).load_balancing_loss.item() == doctest::Approx(1.0).epsilon(1e-6));
 }
 
 TEST_CASE("moe: the router receives gradients from the output and the auxiliary loss") {
-  Generator gen(2);
-  nn::MoEOptions options;
-  options.num_experts = 4;
-  options.hidden = 8;
-  nn::MixtureOfExperts moe(6, options, gen);
+  manual_seed(2);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
+  nn::MoEOptions options(6);
+  options.num_experts(4);
+  options.hidden(8);
+  nn::MixtureOfExperts moe(options);
   const Tensor x = randn({10, 6}, gen);
   nn::MoEOutput result = moe(x);
   (result.output.pow(2.0).mean() + 0.01 * result.load_balancing_loss).backward();
-  CHECK(moe.router()->weight().grad().abs().sum().item() > 0.0);
+  CHECK(moe->router()->weight().grad().abs().sum().item() > 0.0);
   // Through the balance loss alone the router still learns (gradient via P).
-  moe.zero_grad();
+  moe->zero_grad();
   moe(x).load_balancing_loss.backward();
-  CHECK(moe.router()->weight().grad().abs().sum().item() > 0.0);
-  CHECK(moe.named_parameters()[0].first == "router.weight");
-  CHECK(moe.named_parameters()[1].first == "experts.0.fc1.weight");
+  CHECK(moe->router()->weight().grad().abs().sum().item() > 0.0);
+  CHECK(moe->named_parameters()[0].first == "router.weight");
+  CHECK(moe->named_parameters()[1].first == "experts.0.fc1.weight");
 }
 
 TEST_CASE("moe: float64 gradcheck of the layer and its auxiliary losses") {
-  Generator gen(3);
+  manual_seed(3);
+  Generator& gen = default_generator();  // the modules and the inputs draw from it
   for (auto weighting : {nn::RouterWeighting::SoftmaxTopK, nn::RouterWeighting::SoftmaxThenTopK}) {
-    nn::MoEOptions options;
-    options.num_experts = 3;
-    options.top_k = 2;
-    options.hidden = 4;
-    options.weighting = weighting;
-    options.activation = nn::ExpertActivation::GELU;
-    nn::MixtureOfExperts moe(4, options, gen);
-    moe.to(kFloat64);
+    nn::MoEOptions options(4);
+    options.num_experts(3);
+    options.top_k(2);
+    options.hidden(4);
+    options.weighting(weighting);
+    options.activation(nn::Activation::GELU);
+    nn::MixtureOfExperts moe(options);
+    moe->to(kFloat64);
     const Tensor x = randn({5, 4}, gen, kFloat64);
     check_gradients(
         [&](const TensorList& in) {
@@ -136,20 +137,20 @@ TEST_CASE("moe: float64 gradcheck of the layer and its auxiliary losses") {
                          r.router_z_loss.reshape({1})},
                         0);
         },
-        {x}, {}, moe.parameters());
+        {x}, {}, moe->parameters());
   }
 }
 
 TEST_CASE("moe: errors") {
-  Generator gen(0);
-  nn::MoEOptions options;
-  options.num_experts = 2;
-  options.top_k = 3;
-  CHECK_THROWS_WITH_AS(nn::MixtureOfExperts(4, options, gen),
+  manual_seed(0);
+  nn::MoEOptions options(4);
+  options.num_experts(2);
+  options.top_k(3);
+  CHECK_THROWS_WITH_AS(nn::MixtureOfExperts{options},
                        "MixtureOfExperts: need 0 < top_k <= num_experts, got top_k 3 and num_experts 2", ValueError);
-  options.top_k = 1;
-  options.hidden = 3;
-  nn::MixtureOfExperts moe(4, options, gen);
+  options.top_k(1);
+  options.hidden(3);
+  nn::MixtureOfExperts moe(options);
   CHECK_THROWS_WITH_AS(moe(zeros({2, 5})), "MixtureOfExperts: expected input with last dimension 4, got shape (2,5)",
                        ShapeError);
 }

@@ -287,12 +287,12 @@ TEST_CASE("parallel: a transformer training step is repeatable on three threads 
   // (as with any threaded BLAS); two runs on the same thread count must still agree bit for bit.
   auto train = [] {
     Generator gen(4);
-    nn::TransformerEncoderLayer layer(testing::layer_options(64, 4, 256), gen);
+    nn::TransformerEncoderLayer layer(testing::layer_options(64, 4, 256).generator(&gen));
     optim::AdamOptions ao;
     ao.lr = 1e-3;
     ao.weight_decay = 0.1;
     ao.amsgrad = true;
-    optim::AdamW adam(layer.parameters(), ao);
+    optim::AdamW adam(layer->parameters(), ao);
     const Tensor x = randn({8, 100, 64}, gen);  // 51,200 activations per tensor
     for (int step = 0; step < 2; ++step) {
       adam.zero_grad();
@@ -300,7 +300,7 @@ TEST_CASE("parallel: a transformer training step is repeatable on three threads 
       adam.step();
     }
     TensorList out;
-    for (const Tensor& p : layer.parameters()) out.push_back(p.detach().clone());
+    for (const Tensor& p : layer->parameters()) out.push_back(p.detach().clone());
     return out;
   };
   TensorList one, three, again;

@@ -32,19 +32,19 @@ Tensor row_dots(const Tensor& a, const Tensor& b) { return (a * b).sum({-1}); }
 
 TEST_CASE("positions: sinusoidal table values") {
   nn::SinusoidalPositionalEncoding pe(3, 4);
-  CHECK(pe.parameters().empty());
-  CHECK(names(pe.named_buffers()) == std::vector<std::string>{"pe"});
-  CHECK(pe.table().shape() == Shape{3, 4});
+  CHECK(pe->parameters().empty());
+  CHECK(names(pe->named_buffers()) == std::vector<std::string>{"pe"});
+  CHECK(pe->table().shape() == Shape{3, 4});
   // pos 0: sin 0, cos 0 in every pair.
-  check_values(pe.table().select(0, 0), {0, 1, 0, 1}, 1e-12);
+  check_values(pe->table().select(0, 0), {0, 1, 0, 1}, 1e-12);
   // pos 1, D = 4: pair 1 has frequency 10000^(-2/4) = 0.01 -> [sin 1, cos 1, sin 0.01, cos 0.01].
-  check_values(pe.table().select(0, 1), {std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)});
-  check_values(pe.table().select(0, 1), {0.8414709848, 0.5403023059, 0.0099998333, 0.9999500004});
-  check_values(pe.table().select(0, 2), {0.9092974268, -0.4161468365, 0.0199986667, 0.9998000067});
+  check_values(pe->table().select(0, 1), {std::sin(1.0), std::cos(1.0), std::sin(0.01), std::cos(0.01)});
+  check_values(pe->table().select(0, 1), {0.8414709848, 0.5403023059, 0.0099998333, 0.9999500004});
+  check_values(pe->table().select(0, 2), {0.9092974268, -0.4161468365, 0.0199986667, 0.9998000067});
 
   // Odd D = 3: columns sin(pos), cos(pos), sin(pos / 10000^(2/3)); the last sine has no partner.
   nn::SinusoidalPositionalEncoding odd(2, 3);
-  check_values(odd.table().select(0, 1), {std::sin(1.0), std::cos(1.0), std::sin(std::pow(10000.0, -2.0 / 3.0))});
+  check_values(odd->table().select(0, 1), {std::sin(1.0), std::cos(1.0), std::sin(std::pow(10000.0, -2.0 / 3.0))});
 }
 
 TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes, errors") {
@@ -56,7 +56,7 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
   check_values(y.select(0, 1).select(0, 1), {1 + std::sin(1.0), 1 + std::cos(1.0), 1 + std::sin(0.01),
                                              1 + std::cos(0.01)});
   // An offset of 2 for a single step: position 2.
-  check_values(pe.forward(zeros({1, 1, 4}), 2), {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)});
+  check_values(pe(zeros({1, 1, 4}), 2), {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)});
   // A float64 input gets a float64 result.
   CHECK(pe(ones({1, 2, 4}, kFloat64)).dtype() == kFloat64);
   // Gradient of x passes through unchanged.
@@ -66,7 +66,7 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
   CHECK_THROWS_WITH_AS(pe(ones({1, 6, 4})),
                        "SinusoidalPositionalEncoding: positions 0..5 (offset 0, length 6) exceed max_len 5",
                        ValueError);
-  CHECK_THROWS_WITH_AS(pe.forward(ones({1, 2, 4}), 4),
+  CHECK_THROWS_WITH_AS(pe(ones({1, 2, 4}), 4),
                        "SinusoidalPositionalEncoding: positions 4..5 (offset 4, length 2) exceed max_len 5",
                        ValueError);
   CHECK_THROWS_WITH_AS(pe(ones({1, 3, 6})),
@@ -79,22 +79,22 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
 
 TEST_CASE("positions: learned position embedding adds rows and trains them") {
   Generator gen(1);
-  nn::LearnedPositionEmbedding pos(4, 3, gen);
-  CHECK(names(pos.named_parameters()) == std::vector<std::string>{"weight"});
+  nn::LearnedPositionEmbedding pos(4, 3);
+  CHECK(names(pos->named_parameters()) == std::vector<std::string>{"weight"});
   {
     NoGradGuard no_grad;
-    pos.weight().copy_(from_vector(std::vector<double>{0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32}, {4, 3}));
+    pos->weight().copy_(from_vector(std::vector<double>{0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32}, {4, 3}));
   }
   Tensor x = ones({2, 2, 3});
   check_values(pos(x), {1, 2, 3, 11, 12, 13, 1, 2, 3, 11, 12, 13});
-  check_values(pos.forward(zeros({1, 1, 3}), 3), {30, 31, 32});
+  check_values(pos(zeros({1, 1, 3}), 3), {30, 31, 32});
   // Each used row receives the batch count (2); unused rows none.
   pos(x).sum().backward();
-  check_values(pos.weight().grad(), {2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0});
+  check_values(pos->weight().grad(), {2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0});
 
-  pos.to(kFloat64);
+  pos->to(kFloat64);
   check_gradients([&](const TensorList& in) { return pos(in[0]) * pos(in[0]); }, {randn({2, 3, 3}, gen, kFloat64)},
-                  {}, pos.parameters());
+                  {}, pos->parameters());
   CHECK_THROWS_WITH_AS(pos(ones({1, 5, 3}, kFloat64)),
                        "LearnedPositionEmbedding: positions 0..4 (offset 0, length 5) exceed max_len 4", ValueError);
   CHECK_THROWS_AS(pos(ones({1, 2, 2}, kFloat64)), ShapeError);
@@ -104,21 +104,21 @@ TEST_CASE("positions: learned position embedding adds rows and trains them") {
 
 TEST_CASE("positions: rotary rotates each pair by pos * base^(-2i/Dh)") {
   nn::RotaryEmbedding rope(4, 8);
-  CHECK(rope.parameters().empty());
-  CHECK(rope.state_dict().empty());
+  CHECK(rope->parameters().empty());
+  CHECK(rope->state_dict().empty());
   // x = (1, 0, 0, 1) at positions 0 and 1 (B = H = 1, T = 2).
   Tensor x = from_vector(std::vector<double>{1, 0, 0, 1, 1, 0, 0, 1}, {1, 1, 2, 4});
-  Tensor y = rope.apply(x);
+  Tensor y = rope(x);
   CHECK(y.shape() == Shape{1, 1, 2, 4});
   // Position 0: no rotation. Position 1: pair 0 by 1 rad -> (cos 1, sin 1); pair 1 by 0.01 rad ->
   // (0, 1) becomes (-sin 0.01, cos 0.01).
   check_values(y, {1, 0, 0, 1, std::cos(1.0), std::sin(1.0), -std::sin(0.01), std::cos(0.01)}, 1e-12);
   // x = (1, 2, 3, 4) at position 2: pair 0 by 2 rad, pair 1 by 0.02 rad.
   Tensor x2 = from_vector(std::vector<double>{1, 2, 3, 4}, {1, 1, 1, 4});
-  check_values(rope.apply(x2, 2), {-2.2347416902, 0.0770037537, 2.9194053532, 4.0591960267}, 1e-9);
+  check_values(rope(x2, 2), {-2.2347416902, 0.0770037537, 2.9194053532, 4.0591960267}, 1e-9);
   // base 100: pair 1 turns by 1 / 100^(2/4) = 0.1 rad at position 1; float32 input.
-  nn::RotaryEmbedding rope100(4, 2, 100.0);
-  Tensor y100 = rope100.apply(from_vector(std::vector<float>{1, 2, 3, 4}, {1, 1, 1, 4}), 1);
+  nn::RotaryEmbedding rope100{nn::RotaryEmbeddingOptions(4, 2).base(100.0)};
+  Tensor y100 = rope100(from_vector(std::vector<float>{1, 2, 3, 4}, {1, 1, 1, 4}), 1);
   CHECK(y100.dtype() == kFloat32);
   check_values(y100, {-1.1426396637, 1.9220755965, 2.5856788292, 4.2795169111}, 1e-6);
 }
@@ -127,7 +127,7 @@ TEST_CASE("positions: rotary keeps norms and q.k depends only on the relative po
   Generator gen(2);
   nn::RotaryEmbedding rope(6, 16);
   Tensor x = randn({2, 3, 5, 6}, gen, kFloat64);  // (B, H, T, Dh)
-  Tensor y = rope.apply(x);
+  Tensor y = rope(x);
   check_values(row_dots(y, y), row_dots(x, x).to_vector<double>(), 1e-12);
 
   // One query vector q and key vector k placed at positions (m, n): the rotated dot product
@@ -135,7 +135,7 @@ TEST_CASE("positions: rotary keeps norms and q.k depends only on the relative po
   Tensor q = randn({1, 1, 1, 6}, gen, kFloat64);
   Tensor k = randn({1, 1, 1, 6}, gen, kFloat64);
   auto score = [&](std::int64_t m, std::int64_t n) {
-    return row_dots(rope.apply(q, m), rope.apply(k, n)).item();
+    return row_dots(rope(q, m), rope(k, n)).item();
   };
   const double s_3_1 = score(3, 1);
   CHECK(score(5, 3) == doctest::Approx(s_3_1).epsilon(1e-12));
@@ -151,25 +151,25 @@ TEST_CASE("positions: rotary with an offset equals the matching rows of a full p
   Generator gen(3);
   nn::RotaryEmbedding rope(4, 6);
   Tensor x = randn({1, 2, 5, 4}, gen, kFloat64);
-  Tensor full = rope.apply(x);
-  Tensor tail = rope.apply(x.narrow(2, 3, 2), 3);
+  Tensor full = rope(x);
+  Tensor tail = rope(x.narrow(2, 3, 2), 3);
   check_values(tail, full.narrow(2, 3, 2).to_vector<double>(), 1e-12);
 }
 
 TEST_CASE("positions: rotary gradcheck, non-contiguous input, errors") {
   Generator gen(4);
   nn::RotaryEmbedding rope(4, 8);
-  check_gradients([&](const TensorList& in) { return rope.apply(in[0], 1); }, {randn({1, 2, 3, 4}, gen, kFloat64)});
+  check_gradients([&](const TensorList& in) { return rope(in[0], 1); }, {randn({1, 2, 3, 4}, gen, kFloat64)});
   // (B, T, H, Dh) transposed to (B, H, T, Dh), as attention produces it.
-  check_gradients([&](const TensorList& in) { return rope.apply(in[0].transpose(1, 2)); },
+  check_gradients([&](const TensorList& in) { return rope(in[0].transpose(1, 2)); },
                   {randn({1, 3, 2, 4}, gen, kFloat64)});
   CHECK_THROWS_WITH_AS(nn::RotaryEmbedding(5, 8), "RotaryEmbedding: head_dim must be even (pairs are rotated), got 5",
                        ValueError);
-  CHECK_THROWS_WITH_AS(rope.apply(ones({1, 1, 9, 4})),
+  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 9, 4})),
                        "RotaryEmbedding: positions 0..8 (offset 0, length 9) exceed max_len 8", ValueError);
-  CHECK_THROWS_WITH_AS(rope.apply(ones({1, 1, 2, 4}), -1),
+  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 4}), -1),
                        "RotaryEmbedding: offset must be >= 0, got -1", ValueError);
-  CHECK_THROWS_WITH_AS(rope.apply(ones({1, 1, 2, 6})), "RotaryEmbedding: expected input (..., T, 4), got shape (1,1,2,6)",
+  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 6})), "RotaryEmbedding: expected input (..., T, 4), got shape (1,1,2,6)",
                        ShapeError);
-  CHECK_THROWS_AS(rope.apply(from_vector(std::vector<std::int64_t>{1, 2, 3, 4}, {1, 4})), TypeError);
+  CHECK_THROWS_AS(rope(from_vector(std::vector<std::int64_t>{1, 2, 3, 4}, {1, 4})), TypeError);
 }

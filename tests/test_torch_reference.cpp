@@ -156,16 +156,14 @@ nn::Activation activation_of(const std::string& name) {
   throw ValueError("torch_reference.json: unknown activation \"" + name + "\"");
 }
 
-nn::TransformerLayerOptions layer_options(const json& config) {
-  nn::TransformerLayerOptions options;
-  options.d_model = config.at("d_model").get<std::int64_t>();
-  options.num_heads = config.at("num_heads").get<std::int64_t>();
-  options.ff_hidden = config.at("ff_hidden").get<std::int64_t>();
-  options.activation = activation_of(config.at("activation").get<std::string>());
-  options.norm_first = config.at("norm_first").get<bool>();
-  options.eps = config.at("eps").get<double>();
-  options.dropout = 0.0;
-  return options;
+nn::TransformerLayerOptions layer_options(const json& config, Generator& gen) {
+  return nn::TransformerLayerOptions(config.at("d_model").get<std::int64_t>(), config.at("num_heads").get<std::int64_t>())
+      .dim_feedforward(config.at("ff_hidden").get<std::int64_t>())
+      .activation(activation_of(config.at("activation").get<std::string>()))
+      .norm_first(config.at("norm_first").get<bool>())
+      .layer_norm_eps(config.at("eps").get<double>())
+      .dropout(0.0)
+      .generator(&gen);
 }
 
 // The tapegrad module a case describes, with the forward that maps its fixture inputs to outputs.
@@ -173,68 +171,71 @@ nn::TransformerLayerOptions layer_options(const json& config) {
 BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
   BuiltModule built;
   if (kind == "MultiHeadAttention") {
-    nn::MultiHeadAttentionOptions options;
-    options.cross_attention = config.at("cross_attention").get<bool>();
-    options.kv_dim = config.at("kv_dim").get<std::int64_t>();
-    auto attn = std::make_shared<nn::MultiHeadAttention>(config.at("d_model").get<std::int64_t>(),
-                                                         config.at("num_heads").get<std::int64_t>(), gen, options);
+    nn::MultiHeadAttention attn{
+        nn::MultiHeadAttentionOptions(config.at("d_model").get<std::int64_t>(), config.at("num_heads").get<std::int64_t>())
+            .cross_attention(config.at("cross_attention").get<bool>())
+            .kdim(config.at("kv_dim").get<std::int64_t>())
+            .generator(&gen)};
     const bool is_causal = config.at("is_causal").get<bool>();
     const bool need_weights = config.at("need_weights").get<bool>();
-    built.module = attn;
+    built.module = attn.ptr();
     built.forward = [attn, is_causal, need_weights](const TensorMap& in) {
-      nn::MultiHeadAttentionForwardOptions forward;
-      forward.is_causal = is_causal;
-      forward.need_weights = need_weights;
-      forward.key_padding_mask = optional_input(in, "key_padding_mask");  // Bool (B, Tk), true = padding
+      const auto forward = nn::AttentionForwardOptions()
+                               .is_causal(is_causal)
+                               .need_weights(need_weights)
+                               .key_padding_mask(optional_input(in, "key_padding_mask"));  // Bool (B, Tk), true = padding
       // query: (B, Tq, d), key_value: (B, Tk, kv_dim) or undefined -> output (B, Tq, d), weights (B, H, Tq, Tk)
-      nn::AttentionResult r = (*attn)(in.at("query"), optional_input(in, "key_value"), forward);
+      nn::AttentionResult r = attn(in.at("query"), optional_input(in, "key_value"), forward);
       TensorMap out{{"output", r.output}};
       if (need_weights) out["weights"] = r.weights;
       return out;
     };
   } else if (kind == "TransformerEncoderLayer") {
-    auto layer = std::make_shared<nn::TransformerEncoderLayer>(layer_options(config), gen);
-    built.module = layer;
+    nn::TransformerEncoderLayer layer(layer_options(config, gen));
+    built.module = layer.ptr();
     built.forward = [layer](const TensorMap& in) {
       // x: (B, T, d), key_padding_mask: Bool (B, T) or undefined -> (B, T, d)
-      return TensorMap{{"output", layer->forward(in.at("x"), optional_input(in, "key_padding_mask"))}};
+      const auto self = nn::AttentionForwardOptions().key_padding_mask(optional_input(in, "key_padding_mask"));
+      return TensorMap{{"output", layer(in.at("x"), self)}};
     };
   } else if (kind == "TransformerDecoderLayer") {
-    auto layer = std::make_shared<nn::TransformerDecoderLayer>(layer_options(config), gen);
-    built.module = layer;
+    nn::TransformerDecoderLayer layer(layer_options(config, gen));
+    built.module = layer.ptr();
     built.forward = [layer](const TensorMap& in) {
-      nn::DecoderLayerInputs inputs;
-      inputs.memory_key_padding_mask = optional_input(in, "memory_key_padding_mask");  // Bool (B, S)
+      const auto cross =
+          nn::AttentionForwardOptions().key_padding_mask(optional_input(in, "memory_key_padding_mask"));  // Bool (B, S)
       // x: (B, T, d) (causal self-attention), memory: (B, S, d) -> (B, T, d)
-      return TensorMap{{"output", layer->forward(in.at("x"), in.at("memory"), inputs)}};
+      return TensorMap{{"output", layer(in.at("x"), in.at("memory"), nn::AttentionForwardOptions(), cross).output}};
     };
   } else if (kind == "LayerNorm") {
-    auto norm = std::make_shared<nn::LayerNorm>(config.at("dim").get<std::int64_t>(), config.at("eps").get<double>());
-    built.module = norm;
-    built.forward = [norm](const TensorMap& in) { return TensorMap{{"output", (*norm)(in.at("x"))}}; };
+    nn::LayerNorm norm{nn::LayerNormOptions(config.at("dim").get<std::int64_t>()).eps(config.at("eps").get<double>())};
+    built.module = norm.ptr();
+    built.forward = [norm](const TensorMap& in) { return TensorMap{{"output", norm(in.at("x"))}}; };
   } else if (kind == "FeedForward") {
-    auto ff = std::make_shared<nn::FeedForward>(config.at("d_model").get<std::int64_t>(),
-                                                config.at("hidden").get<std::int64_t>(),
-                                                activation_of(config.at("activation").get<std::string>()), 0.0, gen);
-    built.module = ff;
-    built.forward = [ff](const TensorMap& in) { return TensorMap{{"output", (*ff)(in.at("x"))}}; };
+    nn::FeedForward ff{nn::FeedForwardOptions(config.at("d_model").get<std::int64_t>(), config.at("hidden").get<std::int64_t>())
+                           .activation(activation_of(config.at("activation").get<std::string>()))
+                           .dropout(0.0)
+                           .generator(&gen)};
+    built.module = ff.ptr();
+    built.forward = [ff](const TensorMap& in) { return TensorMap{{"output", ff(in.at("x"))}}; };
   } else if (kind == "MixtureOfExperts") {
-    nn::MoEOptions options;
-    options.num_experts = config.at("num_experts").get<std::int64_t>();
-    options.top_k = config.at("top_k").get<std::int64_t>();
-    options.hidden = config.at("hidden").get<std::int64_t>();
     const std::string weighting = config.at("weighting").get<std::string>();
     REQUIRE((weighting == "softmax_topk" || weighting == "softmax_then_topk"));
-    options.weighting =
-        weighting == "softmax_topk" ? nn::RouterWeighting::SoftmaxTopK : nn::RouterWeighting::SoftmaxThenTopK;
     const std::string activation = config.at("activation").get<std::string>();
     REQUIRE((activation == "relu" || activation == "gelu"));
-    options.activation = activation == "relu" ? nn::ExpertActivation::ReLU : nn::ExpertActivation::GELU;
-    options.router_bias = config.at("router_bias").get<bool>();
-    auto moe = std::make_shared<nn::MixtureOfExperts>(config.at("dim").get<std::int64_t>(), options, gen);
-    built.module = moe;
+    nn::MixtureOfExperts moe{
+        nn::MoEOptions(config.at("dim").get<std::int64_t>())
+            .num_experts(config.at("num_experts").get<std::int64_t>())
+            .top_k(config.at("top_k").get<std::int64_t>())
+            .hidden(config.at("hidden").get<std::int64_t>())
+            .weighting(weighting == "softmax_topk" ? nn::RouterWeighting::SoftmaxTopK
+                                                   : nn::RouterWeighting::SoftmaxThenTopK)
+            .activation(activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU)
+            .router_bias(config.at("router_bias").get<bool>())
+            .generator(&gen)};
+    built.module = moe.ptr();
     built.forward = [moe](const TensorMap& in) {
-      nn::MoEOutput r = (*moe)(in.at("x"));  // x: (B, T, D) -> output (B, T, D), losses (), expert ids (N, k)
+      nn::MoEOutput r = moe(in.at("x"));  // x: (B, T, D) -> output (B, T, D), losses (), expert ids (N, k)
       return TensorMap{{"output", r.output},
                        {"load_balancing_loss", r.load_balancing_loss},
                        {"importance_loss", r.importance_loss},

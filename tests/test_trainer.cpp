@@ -50,21 +50,23 @@ struct TempDir {
   std::string str() const { return path.string(); }
 };
 
+// The model of a run, built from its own generator (not the default one), so that two runs with
+// the same seed start from the same weights and dropout seed.
 class Mlp : public nn::UnaryModule {
  public:
   Mlp(std::uint64_t seed, std::int64_t hidden = 16)
       : gen_(seed),
-        fc1_(register_module("fc1", std::make_shared<nn::Linear>(4, hidden, gen_))),
-        drop_(register_module("drop", std::make_shared<nn::Dropout>(0.25, seed + 1))),
-        fc2_(register_module("fc2", std::make_shared<nn::Linear>(hidden, 1, gen_))) {}
-  Tensor forward(const Tensor& x) override { return (*fc2_)((*drop_)((*fc1_)(x).relu())); }
+        fc1_(register_module("fc1", nn::Linear(nn::LinearOptions(4, hidden).generator(&gen_)))),
+        drop_(register_module("drop", nn::Dropout(nn::DropoutOptions(0.25).generator(&gen_)))),
+        fc2_(register_module("fc2", nn::Linear(nn::LinearOptions(hidden, 1).generator(&gen_)))) {}
+  Tensor forward(const Tensor& x) override { return fc2_(drop_(fc1_(x).relu())); }
   Generator& dropout_generator() { return drop_->generator(); }
 
  private:
   Generator gen_;
-  std::shared_ptr<nn::Linear> fc1_;
-  std::shared_ptr<nn::Dropout> drop_;
-  std::shared_ptr<nn::Linear> fc2_;
+  nn::Linear fc1_;
+  nn::Dropout drop_;
+  nn::Linear fc2_;
 };
 
 // The batch of a step: x (8, 4) and y = x w (8, 1) for a fixed w.
@@ -300,16 +302,16 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
 class Encoder : public nn::Module {
  public:
   explicit Encoder(std::uint64_t seed) : gen_(seed) {
-    layer_ = register_module("layer", std::make_shared<nn::TransformerEncoderLayer>(
-                                          testing::layer_options(8, 2, 16, /*dropout=*/0.3), gen_));
-    head_ = register_module("head", std::make_shared<nn::Linear>(8, 1, gen_));
+    layer_ = register_module("layer",
+                             nn::TransformerEncoderLayer(testing::layer_options(8, 2, 16, /*dropout=*/0.3).generator(&gen_)));
+    head_ = register_module("head", nn::Linear(nn::LinearOptions(8, 1).generator(&gen_)));
   }
-  Tensor forward(const Tensor& x) { return (*head_)((*layer_)(x).mean({1})); }
+  Tensor forward(const Tensor& x) { return head_(layer_(x).mean({1})); }
 
  private:
   Generator gen_;
-  std::shared_ptr<nn::TransformerEncoderLayer> layer_;
-  std::shared_ptr<nn::Linear> head_;
+  nn::TransformerEncoderLayer layer_{nullptr};
+  nn::Linear head_{nullptr};
 };
 
 struct EncoderRun {

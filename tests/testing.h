@@ -37,15 +37,16 @@ struct TempDir {
   }
 };
 
-// Transformer layer options of the given sizes, the other fields at their defaults.
+// Transformer layer options of the given sizes: pre-norm, ReLU, eps 1e-5, no dropout unless given
+// (the configuration the tests were written for; PyTorch's defaults are post-norm with dropout 0.1).
 inline nn::TransformerLayerOptions layer_options(std::int64_t d_model, std::int64_t num_heads, std::int64_t ff_hidden,
                                                  double dropout = 0.0) {
-  nn::TransformerLayerOptions o;
-  o.d_model = d_model;
-  o.num_heads = num_heads;
-  o.ff_hidden = ff_hidden;
-  o.dropout = dropout;
-  return o;
+  return nn::TransformerLayerOptions(d_model, num_heads)
+      .dim_feedforward(ff_hidden)
+      .dropout(dropout)
+      .activation(nn::Activation::ReLU)
+      .norm_first(true)
+      .layer_norm_eps(1e-5);
 }
 
 // Writes bytes to path, replacing the file.

@@ -70,9 +70,9 @@ data::Dataset to_dataset(const Strings& strings) {
   return dataset;
 }
 
-Accuracy greedy_accuracy(nn::EncoderDecoder& model, const Tensors& set) {
+Accuracy greedy_accuracy(const nn::EncoderDecoder& model, const Tensors& set) {
   const std::int64_t n = set.src.shape()[0], length = set.src.shape()[1];
-  const Tensor decoded = model.greedy_decode(set.src, kSos, kEos, length + 1);  // (N, 1 + up to L + 1)
+  const Tensor decoded = model->greedy_decode(set.src, kSos, kEos, length + 1);  // (N, 1 + up to L + 1)
   const std::int64_t produced = decoded.shape()[1] - 1;
   std::int64_t exact = 0, tokens = 0;
   for (std::int64_t i = 0; i < n; ++i) {

@@ -56,15 +56,15 @@ struct EncodingResult {
 };
 
 // One panel per decoder layer: (T_tgt, S) weights averaged over heads.
-std::vector<examples::HeatMap> cross_attention_panels(nn::EncoderDecoder& model, const Tensors& set,
+std::vector<examples::HeatMap> cross_attention_panels(const nn::EncoderDecoder& model, const Tensors& set,
                                                       std::int64_t index) {
   NoGradGuard no_grad;
-  model.eval();
+  model->eval();
   const Tensor src = set.src.narrow(0, index, 1).contiguous();        // (1, L)
   const Tensor tgt_in = set.tgt_in.narrow(0, index, 1).contiguous();  // (1, L + 1)
-  std::vector<Tensor> weights;
-  model.decode(tgt_in, model.encode(src), Tensor(), Tensor(), nullptr, &weights);
-  model.train();
+  const std::vector<Tensor> weights =
+      model->decode(tgt_in, model->encode(src), {}, nn::AttentionForwardOptions().need_weights(true)).cross_weights;
+  model->train();
   std::vector<std::string> cols, rows;
   for (std::int64_t s = 0; s < src.shape()[1]; ++s)
     cols.push_back(kTokenNames[static_cast<std::size_t>(src.at({0, s}))] + std::to_string(s));
@@ -93,27 +93,27 @@ std::vector<examples::HeatMap> cross_attention_panels(nn::EncoderDecoder& model,
 
 EncodingResult train_one(const ReversalConfig& config, const std::string& encoding, const data::Dataset& train_set,
                          const Tensors& heldout, const Tensors& long_set, const examples::RunDir& run) {
-  nn::EncoderDecoderOptions options;
-  options.src_vocab = options.tgt_vocab = static_cast<std::int64_t>(kTokenNames.size());
-  options.max_len = config.max_len;
-  options.encoder_layers = config.encoder_layers;
-  options.decoder_layers = config.decoder_layers;
-  options.positions = encoding == "learned"      ? nn::PositionEncoding::Learned
-                      : encoding == "sinusoidal" ? nn::PositionEncoding::Sinusoidal
-                                                 : nn::PositionEncoding::Rotary;
-  options.layer.d_model = config.d_model;
-  options.layer.num_heads = config.heads;
-  options.layer.ff_hidden = config.ff_hidden;
-  options.layer.activation = nn::Activation::ReLU;
-  options.layer.dropout = config.dropout;
-  options.layer.norm_first = true;
-
+  const std::int64_t vocab = static_cast<std::int64_t>(kTokenNames.size());
   // The same initial weights' seed for every encoding, so they differ in positions only.
   Generator init(static_cast<std::uint64_t>(config.seed) + 1);
-  nn::EncoderDecoder model(options, init);
+  nn::EncoderDecoder model{nn::EncoderDecoderOptions()
+                               .src_vocab(vocab)
+                               .tgt_vocab(vocab)
+                               .max_len(config.max_len)
+                               .encoder_layers(config.encoder_layers)
+                               .decoder_layers(config.decoder_layers)
+                               .positions(encoding == "learned"      ? nn::PositionEncoding::Learned
+                                          : encoding == "sinusoidal" ? nn::PositionEncoding::Sinusoidal
+                                                                     : nn::PositionEncoding::Rotary)
+                               .layer(nn::TransformerLayerOptions(config.d_model, config.heads)
+                                          .dim_feedforward(config.ff_hidden)
+                                          .activation(nn::Activation::ReLU)
+                                          .dropout(config.dropout)
+                                          .norm_first(true))
+                               .generator(&init)};
   optim::AdamOptions adam;
   adam.lr = config.lr;
-  optim::Adam optimizer(model.parameters(), adam);
+  optim::Adam optimizer(model->parameters(), adam);
 
   data::DataLoaderOptions loader_options;
   loader_options.batch_size = config.batch_size;
@@ -132,7 +132,7 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.resume;
   trainer_options.progress = train::parse_progress(config.progress);
-  train::Trainer trainer(model, optimizer, trainer_options);
+  train::Trainer trainer(*model, optimizer, trainer_options);
 
   EncodingResult result;
   const auto step_fn = [&](std::int64_t step) {
@@ -140,16 +140,16 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
     const std::int64_t t = batch.target.shape()[1];
     const Tensor tgt_in = batch.target.narrow(1, 0, t - 1).contiguous();   // (B, L + 1)
     const Tensor tgt_out = batch.target.narrow(1, 1, t - 1).contiguous();  // (B, L + 1)
-    const Tensor logits = model.forward(batch.input, tgt_in);              // (B, L + 1, V)
+    const Tensor logits = model(batch.input, tgt_in);                      // (B, L + 1, V)
     return train::StepOutput{sequence_loss(logits, tgt_out), batch.size(), batch.tokens + batch.target_tokens};
   };
   const auto eval_fn = [&](std::int64_t /*step*/) {
     const double match = greedy_accuracy(model, heldout).exact;
-    const Tensor logits = model.forward(heldout.src, heldout.tgt_in);
+    const Tensor logits = model(heldout.src, heldout.tgt_in);
     return std::map<std::string, double>{{"val_loss", sequence_loss(logits, heldout.tgt_out).item()},
                                          {"heldout_exact_match", match}};
   };
-  std::cerr << "sequence_reversal: training with " << encoding << " positions (" << model.num_parameters()
+  std::cerr << "sequence_reversal: training with " << encoding << " positions (" << model->num_parameters()
             << " parameters)\n";
   const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
   result.steps = trained.steps;

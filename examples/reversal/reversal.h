@@ -109,7 +109,7 @@ struct Accuracy {
   double tokens = 0;  // target positions (letters and <eos>) decoded correctly
 };
 
-Accuracy greedy_accuracy(nn::EncoderDecoder& model, const Tensors& set);
+Accuracy greedy_accuracy(const nn::EncoderDecoder& model, const Tensors& set);
 
 // Cross-entropy over every target position, <pad> ignored. logits (B, T, V), target (B, T).
 Tensor sequence_loss(const Tensor& logits, const Tensor& target);

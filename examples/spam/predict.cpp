@@ -47,7 +47,7 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   saved_options.merge_json(read_json_file(run.file("config.json")), run.file("config.json"));
   const SpamTrainConfig saved = read_config<SpamTrainConfig>(saved_options);
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
-  Generator unused(0);
+  Generator unused(0);  // the weights are loaded below
   SpamTransformer model(model_options(saved, vocab.size()), unused);
   model.load_state_dict(io::load_safetensors(run.file("best_model.safetensors")).tensors);
   model.eval();

@@ -13,12 +13,11 @@ SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab
   o.max_length = config.max_length;
   o.learned_positions = config.positions == "learned";
   o.layers = config.layers;
-  o.layer.d_model = config.d_model;
-  o.layer.num_heads = config.heads;
-  o.layer.ff_hidden = config.ff_hidden;
-  o.layer.activation = nn::Activation::GELU;
-  o.layer.dropout = config.dropout;
-  o.layer.norm_first = true;
+  o.layer = nn::TransformerLayerOptions(config.d_model, config.heads)
+                .dim_feedforward(config.ff_hidden)
+                .activation(nn::Activation::GELU)
+                .dropout(config.dropout)
+                .norm_first(true);
   return o;
 }
 

@@ -100,33 +100,41 @@ SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab
 // Children: "tok_emb", "pos", "emb_dropout", "encoder", "head".
 class SpamTransformer : public nn::Module {
  public:
-  SpamTransformer(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model) {
-    tok_emb_ = register_module("tok_emb", std::make_shared<nn::Embedding>(o.vocab_size, d_model_, gen, data::Vocab::kPad));
+  // Weights and dropout seeds drawn from gen (not the default generator), so a run is reproducible from
+  // its config's seed.
+  SpamTransformer(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model()) {
+    tok_emb_ = register_module(
+        "tok_emb",
+        nn::Embedding(nn::EmbeddingOptions(o.vocab_size, d_model_).padding_idx(data::Vocab::kPad).generator(&gen)));
     if (o.learned_positions)
-      pos_ = register_module("pos", std::make_shared<nn::LearnedPositionEmbedding>(o.max_length, d_model_, gen));
+      learned_pos_ = register_module("pos", nn::LearnedPositionEmbedding(
+                                                nn::LearnedPositionEmbeddingOptions(o.max_length, d_model_).generator(&gen)));
     else
-      pos_ = register_module("pos", std::make_shared<nn::SinusoidalPositionalEncoding>(o.max_length, d_model_));
-    emb_dropout_ = register_module("emb_dropout", std::make_shared<nn::Dropout>(o.layer.dropout, gen.next_u64()));
-    encoder_ = register_module("encoder", std::make_shared<nn::TransformerEncoder>(o.layers, o.layer, gen));
-    head_ = register_module("head", std::make_shared<nn::Linear>(d_model_, 2, gen));
+      sinusoidal_pos_ = register_module("pos", nn::SinusoidalPositionalEncoding(o.max_length, d_model_));
+    emb_dropout_ = register_module("emb_dropout", nn::Dropout(nn::DropoutOptions(o.layer.dropout()).generator(&gen)));
+    encoder_ = register_module("encoder",
+                               nn::TransformerEncoder(nn::TransformerLayerOptions(o.layer).generator(&gen), o.layers));
+    head_ = register_module("head", nn::Linear(nn::LinearOptions(d_model_, 2).generator(&gen)));
   }
 
   // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding -> logits (B, 2)
   Tensor forward(const Tensor& tokens, const Tensor& padding_mask) {
-    const Tensor x = (*emb_dropout_)((*pos_)((*tok_emb_)(tokens)));  // (B, T, d)
-    const Tensor h = (*encoder_)(x, padding_mask);                     // (B, T, d)
-    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);  // (B, T, 1)
-    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);               // (B, 1)
-    return (*head_)((h * keep).sum({1}) / count);                              // (B, d) -> (B, 2)
+    const Tensor e = tok_emb_(tokens);                                                   // (B, T, d)
+    const Tensor x = emb_dropout_(learned_pos_ ? learned_pos_(e) : sinusoidal_pos_(e));  // (B, T, d)
+    const Tensor h = encoder_(x, nn::AttentionForwardOptions().key_padding_mask(padding_mask));  // (B, T, d)
+    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);                 // (B, T, 1)
+    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);                              // (B, 1)
+    return head_((h * keep).sum({1}) / count);  // (B, d) -> (B, 2)
   }
 
  private:
   std::int64_t d_model_;
-  std::shared_ptr<nn::Embedding> tok_emb_;
-  std::shared_ptr<nn::UnaryModule> pos_;
-  std::shared_ptr<nn::Dropout> emb_dropout_;
-  std::shared_ptr<nn::TransformerEncoder> encoder_;
-  std::shared_ptr<nn::Linear> head_;
+  nn::Embedding tok_emb_{nullptr};
+  nn::LearnedPositionEmbedding learned_pos_{nullptr};  // one of the two positions is set
+  nn::SinusoidalPositionalEncoding sinusoidal_pos_{nullptr};
+  nn::Dropout emb_dropout_{nullptr};
+  nn::TransformerEncoder encoder_{nullptr};
+  nn::Linear head_{nullptr};
 };
 
 struct Prediction {

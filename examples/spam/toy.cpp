@@ -51,30 +51,31 @@ struct ToyConfig {
 // attention is the plain dot product softmax(q k^T) v; scale_scores divides by sqrt(dim).
 class ToyAttentionClassifier : public nn::Module {
  public:
-  ToyAttentionClassifier(std::int64_t vocab, std::int64_t dim, bool scale_scores, Generator& gen)
+  // Weights from the default generator (seeded by the caller).
+  ToyAttentionClassifier(std::int64_t vocab, std::int64_t dim, bool scale_scores)
       : dim_(dim),
         scale_scores_(scale_scores),
-        embedding_(register_module("embedding", std::make_shared<nn::Embedding>(vocab, dim, gen))),
-        q_(register_module("q", std::make_shared<nn::Linear>(dim, dim, gen, /*bias=*/false))),
-        k_(register_module("k", std::make_shared<nn::Linear>(dim, dim, gen, /*bias=*/false))),
-        v_(register_module("v", std::make_shared<nn::Linear>(dim, dim, gen, /*bias=*/false))),
-        out_(register_module("out", std::make_shared<nn::Linear>(dim, 2, gen))) {}
+        embedding_(register_module("embedding", nn::Embedding(vocab, dim))),
+        q_(register_module("q", nn::Linear(nn::LinearOptions(dim, dim).bias(false)))),
+        k_(register_module("k", nn::Linear(nn::LinearOptions(dim, dim).bias(false)))),
+        v_(register_module("v", nn::Linear(nn::LinearOptions(dim, dim).bias(false)))),
+        out_(register_module("out", nn::Linear(dim, 2))) {}
 
   // tokens: Int64 (T) -> logits (1, 2)
   Tensor forward(const Tensor& tokens) {
-    const Tensor x = (*embedding_)(tokens);                                      // (T, d)
-    const Tensor q = (*q_)(x), k = (*k_)(x), v = (*v_)(x);                       // (T, d) each
-    Tensor scores = q.matmul(k.mT());  // (T, T)
+    const Tensor x = embedding_(tokens);           // (T, d)
+    const Tensor q = q_(x), k = k_(x), v = v_(x);  // (T, d) each
+    Tensor scores = q.matmul(k.mT());              // (T, T)
     if (scale_scores_) scores = scores / std::sqrt(static_cast<double>(dim_));
-    const Tensor attended = scores.softmax(-1).matmul(v);                        // (T, d)
-    return (*out_)(attended.mean({0})).unsqueeze(0);                             // (d) -> (1, 2)
+    const Tensor attended = scores.softmax(-1).matmul(v);  // (T, d)
+    return out_(attended.mean({0})).unsqueeze(0);          // (d) -> (1, 2)
   }
 
  private:
   std::int64_t dim_;
   bool scale_scores_;
-  std::shared_ptr<nn::Embedding> embedding_;
-  std::shared_ptr<nn::Linear> q_, k_, v_, out_;
+  nn::Embedding embedding_;
+  nn::Linear q_, k_, v_, out_;
 };
 
 }  // namespace
@@ -98,9 +99,8 @@ int run_toy(const Config& parsed) {
     for (const std::string& word : data::word_tokenize(sentence)) ids.push_back(vocab.emplace(word, vocab.size()).first->second);
     inputs.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
   }
-  Generator gen(static_cast<std::uint64_t>(config.seed));
-  ToyAttentionClassifier model(static_cast<std::int64_t>(vocab.size()), config.embedding_dim,
-                               config.scale_scores, gen);
+  manual_seed(static_cast<std::uint64_t>(config.seed));
+  ToyAttentionClassifier model(static_cast<std::int64_t>(vocab.size()), config.embedding_dim, config.scale_scores);
   optim::SGDOptions sgd;
   sgd.lr = config.lr;
   optim::SGD optimizer(model.parameters(), sgd);

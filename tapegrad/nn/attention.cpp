@@ -41,19 +41,19 @@ void check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
 // The Bool mask, true = the key is excluded, in the smallest shape that broadcasts to the
 // scores (B, H, Tq, Tk): (Tq, Tk) for causal, (B, 1, 1, Tk) for padding, and so on. Undefined
 // when nothing is masked.
-Tensor excluded_keys(const AttentionMasks& masks, std::int64_t b, std::int64_t h, std::int64_t tq, std::int64_t tk,
-                     DType dtype) {
+Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::int64_t h, std::int64_t tq,
+                     std::int64_t tk, DType dtype) {
   const Shape scores{b, h, tq, tk};
   Tensor excluded;
-  if (masks.is_causal) {
+  if (masks.is_causal()) {
     // Query i sits at absolute position i + (Tk - Tq): the cached keys precede it.
     const double offset = static_cast<double>(tk - tq);
     Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});          // (1, Tk)
     Tensor query_pos = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});  // (Tq, 1)
     excluded = gt(key_pos, query_pos);  // (Tq, Tk)
   }
-  if (masks.key_padding_mask.defined()) {
-    const Tensor& pad = masks.key_padding_mask;
+  if (masks.key_padding_mask().defined()) {
+    const Tensor& pad = masks.key_padding_mask();
     if (pad.dtype() != kBool)
       throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
                       dtype_name(pad.dtype()));
@@ -62,8 +62,8 @@ Tensor excluded_keys(const AttentionMasks& masks, std::int64_t b, std::int64_t h
                        ", got " + pad.shape().str());
     excluded = or_masks(excluded, pad.reshape({b, 1, 1, tk}));
   }
-  if (masks.keep_mask.defined()) {
-    const Tensor& keep = masks.keep_mask;
+  if (masks.keep_mask().defined()) {
+    const Tensor& keep = masks.keep_mask();
     if (keep.dtype() != kBool)
       throw TypeError(std::string(kSdpa) + ": keep_mask must be Bool (true = keep), got " + dtype_name(keep.dtype()));
     if (!broadcasts_to(keep.shape(), scores))
@@ -71,8 +71,8 @@ Tensor excluded_keys(const AttentionMasks& masks, std::int64_t b, std::int64_t h
                        " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
     excluded = or_masks(excluded, logical_not(keep));
   }
-  if (masks.additive_mask.defined()) {
-    const Tensor& add = masks.additive_mask;
+  if (masks.additive_mask().defined()) {
+    const Tensor& add = masks.additive_mask();
     if (add.dtype() != dtype)
       throw TypeError(std::string(kSdpa) + ": additive_mask must have q's dtype " + dtype_name(dtype) + ", got " +
                       dtype_name(add.dtype()));
@@ -88,7 +88,7 @@ Tensor excluded_keys(const AttentionMasks& masks, std::int64_t b, std::int64_t h
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionMasks& masks, bool need_weights, double dropout_p,
+                                             const AttentionForwardOptions& masks, double dropout_p,
                                              Generator* gen) {
   check_sdpa_shapes(q, k, v);
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
@@ -99,18 +99,18 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
   // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): the fused
   // causal_softmax needs no mask tensor and no check for fully masked rows.
-  const bool causal_only = masks.is_causal && tk >= tq && !masks.key_padding_mask.defined() &&
-                           !masks.keep_mask.defined() && !masks.additive_mask.defined();
+  const bool causal_only = masks.is_causal() && tk >= tq && !masks.key_padding_mask().defined() &&
+                           !masks.keep_mask().defined() && !masks.additive_mask().defined();
   // Broadcasts to (B, H, Tq, Tk); undefined when nothing is masked or the mask is causal only.
   const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, b, h, tq, tk, q.dtype());
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
   // scores: (B, H, Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
   Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(d))), k.mT());
-  if (masks.additive_mask.defined()) {
+  if (masks.additive_mask().defined()) {
     // -inf entries are already in `excluded`; adding them would turn a fully masked row's
     // scores into -inf and its softmax into NaN, so they are added as 0.
-    const Tensor& add = masks.additive_mask;
+    const Tensor& add = masks.additive_mask();
     scores = scores + (excluded.defined() ? masked_fill(add, eq(add.detach(), kMinusInf), 0.0) : add);
   }
 
@@ -140,44 +140,50 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const Tensor mixed = dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, *gen) : weights;
   AttentionResult result;
   result.output = matmul(mixed, v);  // (B, H, Tq, Dv)
-  if (need_weights) result.weights = weights;
+  if (masks.need_weights()) result.weights = weights;
   return result;
 }
 
-MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t num_heads, Generator& gen,
-                                       const MultiHeadAttentionOptions& options)
-    : d_model_(d_model), num_heads_(num_heads), head_dim_(0), options_(options) {
+MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
+    : d_model_(options.embed_dim()), num_heads_(options.num_heads()), head_dim_(0), options_(options) {
+  const std::int64_t d_model = d_model_, num_heads = num_heads_;
+  options_.generator(nullptr);  // not kept: it need not outlive the construction
   if (d_model <= 0 || num_heads <= 0)
     throw ValueError("MultiHeadAttention: d_model and num_heads must be positive, got " + std::to_string(d_model) +
                      " and " + std::to_string(num_heads));
   if (d_model % num_heads != 0)
     throw ValueError("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by num_heads " +
                      std::to_string(num_heads));
-  if (!(options.dropout >= 0.0 && options.dropout < 1.0))
-    throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout));
-  if (options.kv_dim < 0 || (options.kv_dim != 0 && !options.cross_attention))
-    throw ValueError("MultiHeadAttention: kv_dim " + std::to_string(options.kv_dim) +
+  if (!(options.dropout() >= 0.0 && options.dropout() < 1.0))
+    throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout()));
+  if (options.kdim() < 0 || (options.kdim() != 0 && !options.cross_attention()))
+    throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) +
                      " is only for cross-attention and must be positive");
   head_dim_ = d_model / num_heads;
-  if (options.rotary_max_len < 0 || (options.rotary_max_len > 0 && options.cross_attention))
-    throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len) +
+  if (options.rotary_max_len() < 0 || (options.rotary_max_len() > 0 && options.cross_attention()))
+    throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len()) +
                      " is only for self-attention and must not be negative");
-  if (options.cross_attention) {
-    const std::int64_t kv_dim = options.kv_dim > 0 ? options.kv_dim : d_model;
-    options_.kv_dim = kv_dim;
-    q_proj_ = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, gen, options.bias));
-    kv_proj_ = register_module("kv_proj", std::make_shared<Linear>(kv_dim, 2 * d_model, gen, options.bias));
+  Generator& gen = generator_or_default(options.generator());
+  auto linear = [&](std::int64_t in, std::int64_t out) {
+    return Linear(LinearOptions(in, out).bias(options.bias()).generator(&gen));
+  };
+  if (options.cross_attention()) {
+    const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
+    options_.kdim(kdim);
+    q_proj_ = register_module("q_proj", linear(d_model, d_model));
+    kv_proj_ = register_module("kv_proj", linear(kdim, 2 * d_model));
   } else {
-    qkv_proj_ = register_module("qkv_proj", std::make_shared<Linear>(d_model, 3 * d_model, gen, options.bias));
+    qkv_proj_ = register_module("qkv_proj", linear(d_model, 3 * d_model));
   }
-  out_proj_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, gen, options.bias));
-  if (options.rotary_max_len > 0)
-    rotary_ = register_module("rotary", std::make_shared<RotaryEmbedding>(head_dim_, options.rotary_max_len));
+  out_proj_ = register_module("out_proj", linear(d_model, d_model));
+  if (options.rotary_max_len() > 0)
+    rotary_ = register_module("rotary", RotaryEmbedding(head_dim_, options.rotary_max_len()));
   dropout_gen_.manual_seed(gen.next_u64());
   register_generator("dropout_generator", dropout_gen_);
 }
 
-std::vector<Tensor> MultiHeadAttention::project_heads(const Linear& proj, const Tensor& x, std::int64_t n) const {
+std::vector<Tensor> MultiHeadAttentionImpl::project_heads(const LinearImpl& proj, const Tensor& x,
+                                                          std::int64_t n) const {
   const std::int64_t b = x.shape()[0], t = x.shape()[1];
   // proj's weight (n * d, in) holds n projections as row blocks (PyTorch's in_proj layout). Each is
   // its own product over a view of those rows, so each output is contiguous and its gradient
@@ -192,14 +198,14 @@ std::vector<Tensor> MultiHeadAttention::project_heads(const Linear& proj, const 
   return out;
 }
 
-AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& key_value,
-                                            const MultiHeadAttentionForwardOptions& options) {
-  const bool cross = options_.cross_attention;
+AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key_value,
+                                                const AttentionForwardOptions& options) {
+  const bool cross = options_.cross_attention();
   if (query.dim() != 3 || query.shape()[2] != d_model_)
     throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
                      query.shape().str());
   const std::int64_t b = query.shape()[0], tq = query.shape()[1];
-  KVCache* cache = options.cache;
+  KVCache* cache = options.cache();
 
   Tensor q, k, v;  // (B, H, T, Dh)
   if (!cross) {
@@ -213,8 +219,8 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     if (rotary_) {
       // Positions of the new tokens start after the cached ones.
       const std::int64_t offset = cache != nullptr ? cache->length() : 0;
-      q = rotary_->apply(q, offset);
-      k = rotary_->apply(k, offset);
+      q = rotary_(q, offset);
+      k = rotary_(k, offset);
     }
     if (cache != nullptr) {
       if (cache->k.defined()) {
@@ -240,9 +246,9 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     } else {
       if (!key_value.defined())
         throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
-      if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kv_dim)
+      if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kdim())
         throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
-                         std::to_string(options_.kv_dim) + ") for query " + query.shape().str() + ", got " +
+                         std::to_string(options_.kdim()) + ") for query " + query.shape().str() + ", got " +
                          key_value.shape().str());
       std::vector<Tensor> kv = project_heads(*kv_proj_, key_value, 2);
       k = kv[0];
@@ -254,17 +260,12 @@ AttentionResult MultiHeadAttention::forward(const Tensor& query, const Tensor& k
     }
   }
 
-  AttentionMasks masks;
-  masks.is_causal = options.is_causal;
-  masks.key_padding_mask = options.key_padding_mask;
-  masks.keep_mask = options.keep_mask;
-  masks.additive_mask = options.additive_mask;
-  const double p = is_training() ? options_.dropout : 0.0;
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, masks, options.need_weights, p, &dropout_gen_);
+  const double p = is_training() ? options_.dropout() : 0.0;
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, options, p, &dropout_gen_);
 
   // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, d) (one copy).
   AttentionResult result;
-  result.output = (*out_proj_)(heads.output.transpose(1, 2).reshape({b, tq, d_model_}));
+  result.output = out_proj_(heads.output.transpose(1, 2).reshape({b, tq, d_model_}));
   result.weights = heads.weights;
   return result;
 }

@@ -19,14 +19,10 @@
 // with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are
 // set to -inf before the softmax, so they get exactly 0 weight.
 //
-//   Generator gen(0);
-//   nn::MultiHeadAttention attn(/*d_model=*/256, /*num_heads=*/8, gen);
-//   nn::MultiHeadAttentionForwardOptions causal;
-//   causal.is_causal = true;
-//   Tensor y = attn(x, Tensor(), causal).output;  // x: (B, T, 256) -> y: (B, T, 256)
-//   nn::KVCache cache;                            // incremental decoding, one step x_t: (B, 1, 256)
-//   causal.cache = &cache;
-//   Tensor y_t = attn(x_t, Tensor(), causal).output;
+//   nn::MultiHeadAttention attn(/*embed_dim=*/256, /*num_heads=*/8);
+//   Tensor y = attn(x, Tensor(), nn::AttentionForwardOptions().is_causal(true)).output;  // (B, T, 256)
+//   nn::KVCache cache;                  // incremental decoding, one step x_t: (B, 1, 256)
+//   Tensor y_t = attn(x_t, Tensor(), nn::AttentionForwardOptions().is_causal(true).cache(&cache)).output;
 
 #include <cstdint>
 #include <memory>
@@ -38,24 +34,10 @@
 
 namespace tapegrad::nn {
 
-struct AttentionMasks {
-  bool is_causal = false;
-  Tensor key_padding_mask;  // Bool (B, Tk), true = padding (ignored key)
-  Tensor keep_mask;         // Bool, broadcast to (B, H, Tq, Tk), true = may attend
-  Tensor additive_mask;     // q's dtype, broadcast to (B, H, Tq, Tk), added to the scores
-};
-
 struct AttentionResult {
   Tensor output;   // (B, H, Tq, Dv) from scaled_dot_product_attention; (B, Tq, d_model) from the module
   Tensor weights;  // (B, H, Tq, Tk) per head, before dropout; undefined unless asked for
 };
-
-// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> output (B, H, Tq, Dv) and, when
-// need_weights, the weights (B, H, Tq, Tk). dropout_p > 0 drops attention weights (scaling the
-// rest by 1 / (1 - p)) and needs gen. Throws ShapeError / TypeError / ValueError naming the shapes.
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionMasks& masks = {}, bool need_weights = false,
-                                             double dropout_p = 0.0, Generator* gen = nullptr);
 
 // Projected keys and values of every position seen so far, k, v: (B, H, T_cached, head_dim).
 // Self-attention appends the new positions on each call; cross-attention fills it on the first
@@ -67,28 +49,51 @@ struct KVCache {
   std::int64_t length() const { return k.defined() ? k.shape()[2] : 0; }
 };
 
-struct MultiHeadAttentionOptions {
-  bool bias = true;      // biases in every projection
-  double dropout = 0.0;  // on the attention weights, in training mode only
-  // false: self-attention, one fused projection qkv_proj = Linear(d, 3d).
-  // true: cross-attention, q_proj = Linear(d, d) for the queries and a fused
-  //       kv_proj = Linear(kv_dim, 2d) for the key/value sequence.
-  bool cross_attention = false;
-  // Feature size of the key/value sequence (cross-attention only); 0 means d_model. Keys and
-  // values come from one sequence, so PyTorch's kdim and vdim are one number here.
-  std::int64_t kv_dim = 0;
-  // > 0: self-attention rotates q and k by rotary position embeddings (RoPE) for positions up
-  // to this length; with a KV cache, the new positions continue from the cached length.
-  std::int64_t rotary_max_len = 0;
+// What attention takes besides its inputs: the masks, whether to return the weights, and the KV
+// cache. One struct for scaled_dot_product_attention, MultiHeadAttention and the transformer
+// layers and stacks (a decoder takes one for its self-attention and one for its cross-attention).
+//   nn::AttentionForwardOptions().is_causal(true).key_padding_mask(pad)
+struct AttentionForwardOptions {
+  TAPEGRAD_ARG(bool, is_causal) = false;
+  TAPEGRAD_ARG(Tensor, key_padding_mask);  // Bool (B, Tk), true = padding; Tk counts cached positions too
+  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to (B, H, Tq, Tk), true = may attend
+  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to (B, H, Tq, Tk), added to the scores
+  TAPEGRAD_ARG(bool, need_weights) = false;
+  // Incremental decoding (see KVCache): read by MultiHeadAttention and a single layer; a stack
+  // takes a DecoderCache (or, for a language model, one KVCache per block) instead.
+  TAPEGRAD_ARG(KVCache*, cache) = nullptr;
 };
 
-struct MultiHeadAttentionForwardOptions {
-  bool is_causal = false;
-  Tensor key_padding_mask;  // Bool (B, Tk), true = padding; Tk counts cached positions too
-  Tensor keep_mask;         // Bool, broadcast to (B, H, Tq, Tk), true = may attend
-  Tensor additive_mask;     // float, broadcast to (B, H, Tq, Tk), added to the scores
-  bool need_weights = false;
-  KVCache* cache = nullptr;  // incremental decoding (see KVCache)
+// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> output (B, H, Tq, Dv) and, when
+// options.need_weights, the weights (B, H, Tq, Tk). dropout_p > 0 drops attention weights (scaling
+// the rest by 1 / (1 - p)) and needs gen. options.cache is not read here (the module keeps caches).
+// Throws ShapeError / TypeError / ValueError naming the shapes.
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionForwardOptions& options = {}, double dropout_p = 0.0,
+                                             Generator* gen = nullptr);
+
+// Defaults are torch.nn.MultiheadAttention's (dropout 0, bias true).
+//   nn::MultiHeadAttentionOptions(64, 4).dropout(0.1)
+//   nn::MultiHeadAttentionOptions(64, 4).cross_attention(true).kdim(32)
+struct MultiHeadAttentionOptions {
+  MultiHeadAttentionOptions(std::int64_t embed_dim, std::int64_t num_heads)
+      : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  TAPEGRAD_ARG(std::int64_t, embed_dim);
+  TAPEGRAD_ARG(std::int64_t, num_heads);
+  TAPEGRAD_ARG(double, dropout) = 0.0;  // on the attention weights, in training mode only
+  TAPEGRAD_ARG(bool, bias) = true;      // biases in every projection
+  // false: self-attention, one fused projection qkv_proj = Linear(d, 3d).
+  // true: cross-attention, q_proj = Linear(d, d) for the queries and a fused
+  //       kv_proj = Linear(kdim, 2d) for the key/value sequence.
+  TAPEGRAD_ARG(bool, cross_attention) = false;
+  // Feature size of the key/value sequence (cross-attention only); 0 means embed_dim. Keys and
+  // values come from one sequence, so PyTorch's kdim and vdim are one number here.
+  TAPEGRAD_ARG(std::int64_t, kdim) = 0;
+  // > 0: self-attention rotates q and k by rotary position embeddings (RoPE) for positions up
+  // to this length; with a KV cache, the new positions continue from the cached length.
+  TAPEGRAD_ARG(std::int64_t, rotary_max_len) = 0;
+  // Draws the initial weights and the dropout generator's seed from *generator (default generator if null).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
 // Multi-head attention: heads of size head_dim = d_model / num_heads, computed together in the
@@ -97,41 +102,40 @@ struct MultiHeadAttentionForwardOptions {
 //   cross: query (B, Tq, d), key_value (B, Tk, kv_dim) -> output (B, Tq, d)
 // Children: "qkv_proj" (self) or "q_proj" and "kv_proj" (cross), then "out_proj" = Linear(d, d).
 // The returned weights are per head, (B, H, Tq, Tk), before dropout (for pictures).
-class MultiHeadAttention : public Module {
+class MultiHeadAttentionImpl : public Module {
  public:
-  MultiHeadAttention(std::int64_t d_model, std::int64_t num_heads, Generator& gen,
-                     const MultiHeadAttentionOptions& options = {});
+  MultiHeadAttentionImpl(std::int64_t embed_dim, std::int64_t num_heads)
+      : MultiHeadAttentionImpl(MultiHeadAttentionOptions(embed_dim, num_heads)) {}
+  explicit MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options);
 
   AttentionResult forward(const Tensor& query, const Tensor& key_value = Tensor(),
-                          const MultiHeadAttentionForwardOptions& options = {});
-  AttentionResult operator()(const Tensor& query, const Tensor& key_value = Tensor(),
-                             const MultiHeadAttentionForwardOptions& options = {}) {
-    return forward(query, key_value, options);
-  }
+                          const AttentionForwardOptions& options = {});
 
   std::int64_t d_model() const { return d_model_; }
   std::int64_t num_heads() const { return num_heads_; }
   std::int64_t head_dim() const { return head_dim_; }
-  bool is_cross_attention() const { return options_.cross_attention; }
-  const std::shared_ptr<Linear>& qkv_proj() const { return qkv_proj_; }  // null for cross-attention
-  const std::shared_ptr<Linear>& q_proj() const { return q_proj_; }      // null for self-attention
-  const std::shared_ptr<Linear>& kv_proj() const { return kv_proj_; }    // null for self-attention
-  const std::shared_ptr<Linear>& out_proj() const { return out_proj_; }
+  bool is_cross_attention() const { return options_.cross_attention(); }
+  const Linear& qkv_proj() const { return qkv_proj_; }  // empty for cross-attention
+  const Linear& q_proj() const { return q_proj_; }      // empty for self-attention
+  const Linear& kv_proj() const { return kv_proj_; }    // empty for self-attention
+  const Linear& out_proj() const { return out_proj_; }
+  const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
   // x (B, T, in) through the n row blocks of proj's weight: n tensors (B, H, T, head_dim).
-  std::vector<Tensor> project_heads(const Linear& proj, const Tensor& x, std::int64_t n) const;
+  std::vector<Tensor> project_heads(const LinearImpl& proj, const Tensor& x, std::int64_t n) const;
 
   std::int64_t d_model_;
   std::int64_t num_heads_;
   std::int64_t head_dim_;
   MultiHeadAttentionOptions options_;
-  std::shared_ptr<Linear> qkv_proj_;
-  std::shared_ptr<Linear> q_proj_;
-  std::shared_ptr<Linear> kv_proj_;
-  std::shared_ptr<Linear> out_proj_;
-  std::shared_ptr<RotaryEmbedding> rotary_;  // null unless options.rotary_max_len > 0
-  Generator dropout_gen_;  // seeded from the constructor's generator, so a run is reproducible
+  Linear qkv_proj_{nullptr};
+  Linear q_proj_{nullptr};
+  Linear kv_proj_{nullptr};
+  Linear out_proj_{nullptr};
+  RotaryEmbedding rotary_{nullptr};  // empty unless options.rotary_max_len > 0
+  Generator dropout_gen_;  // seeded from the construction generator, so a run is reproducible
 };
+TAPEGRAD_MODULE(MultiHeadAttention);
 
 }  // namespace tapegrad::nn

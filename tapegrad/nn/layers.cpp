@@ -20,9 +20,10 @@ void check_probability(double p, const char* module) {
 
 // ---------------------------------------------------------------- Embedding
 
-Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen,
-                     std::optional<std::int64_t> padding_idx)
-    : num_embeddings_(num_embeddings), dim_(dim) {
+EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
+    : num_embeddings_(options.num_embeddings()), dim_(options.embedding_dim()) {
+  const std::int64_t num_embeddings = num_embeddings_, dim = dim_;
+  const std::optional<std::int64_t> padding_idx = options.padding_idx();
   if (num_embeddings <= 0 || dim <= 0)
     throw ValueError("Embedding: num_embeddings and dim must be positive, got " + std::to_string(num_embeddings) +
                      " and " + std::to_string(dim));
@@ -33,65 +34,72 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& g
                        std::to_string(-num_embeddings) + ", " + std::to_string(num_embeddings) + ")");
     padding_idx_ = p < 0 ? p + num_embeddings : p;
   }
-  Tensor w = randn({num_embeddings, dim}, gen);  // w: (V, D)
+  Tensor w = randn({num_embeddings, dim}, generator_or_default(options.generator()));  // w: (V, D)
   // The padding row starts at zero and, since it never receives gradient, stays there.
   // (copy_ rather than fill_: Tensor::fill_ currently ignores a view's storage offset.)
   if (padding_idx_) w.select(0, *padding_idx_).copy_(zeros({dim}));
   weight_ = register_parameter("weight", w);
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight_, indices, padding_idx_); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight_, indices, padding_idx_); }
 
 // ---------------------------------------------------------------- LayerNorm
 
-LayerNorm::LayerNorm(const Shape& normalized_shape, double eps, bool elementwise_affine)
-    : normalized_shape_(normalized_shape), eps_(eps) {
+LayerNormImpl::LayerNormImpl(const LayerNormOptions& options) : options_(options) {
+  const Shape& normalized_shape = options.normalized_shape();
+  const double eps = options.eps();
   bool positive = !normalized_shape.empty();
   for (std::int64_t n : normalized_shape) positive = positive && n > 0;
   if (!positive)
     throw ValueError("LayerNorm: normalized_shape must be non-empty with positive sizes, got " +
                      normalized_shape.str());
   if (!(eps >= 0.0)) throw ValueError("LayerNorm: eps must be >= 0, got " + format_number(eps));
-  if (elementwise_affine) {
+  if (options.elementwise_affine()) {
     weight_ = register_parameter("weight", ones(normalized_shape));
     bias_ = register_parameter("bias", zeros(normalized_shape));
   }
 }
 
-Tensor LayerNorm::forward(const Tensor& x) { return layer_norm(x, normalized_shape_, weight_, bias_, eps_); }
+Tensor LayerNormImpl::forward(const Tensor& x) {
+  return layer_norm(x, options_.normalized_shape(), weight_, bias_, options_.eps());
+}
 
 // ---------------------------------------------------------------- RMSNorm
 
-RMSNorm::RMSNorm(std::int64_t dim, double eps, bool elementwise_affine) : dim_(dim), eps_(eps) {
+RMSNormImpl::RMSNormImpl(const RMSNormOptions& options) : options_(options) {
+  const std::int64_t dim = options.dim();
+  const double eps = options.eps();
   if (dim <= 0) throw ValueError("RMSNorm: dim must be positive, got " + std::to_string(dim));
   if (!(eps >= 0.0)) throw ValueError("RMSNorm: eps must be >= 0, got " + format_number(eps));
-  if (elementwise_affine) weight_ = register_parameter("weight", ones({dim}));
+  if (options.elementwise_affine()) weight_ = register_parameter("weight", ones({dim}));
 }
 
-Tensor RMSNorm::forward(const Tensor& x) {
-  if (x.dim() == 0 || x.shape().back() != dim_)
-    throw ShapeError("RMSNorm: expected input with last dimension " + std::to_string(dim_) + ", got shape " +
+Tensor RMSNormImpl::forward(const Tensor& x) {
+  const std::int64_t dim = options_.dim();
+  if (x.dim() == 0 || x.shape().back() != dim)
+    throw ShapeError("RMSNorm: expected input with last dimension " + std::to_string(dim) + ", got shape " +
                      x.shape().str());
   // x: (..., D); rms: (..., 1). Composed from ops, so the gradient comes from the tape.
-  const Tensor rms = sqrt(mean(x * x, {-1}, /*keepdim=*/true) + eps_);
+  const Tensor rms = sqrt(mean(x * x, {-1}, /*keepdim=*/true) + options_.eps());
   const Tensor y = x / rms;
   return weight_.defined() ? y * weight_ : y;
 }
 
 // ---------------------------------------------------------------- Dropout and activations
 
-Dropout::Dropout(double p, std::uint64_t seed) : p_(p), gen_(seed) {
-  check_probability(p, "Dropout");
+DropoutImpl::DropoutImpl(const DropoutOptions& options) : p_(options.p()) {
+  check_probability(p_, "Dropout");
+  gen_.manual_seed(generator_or_default(options.generator()).next_u64());
   register_generator("generator", gen_);
 }
 
-Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
+Tensor DropoutImpl::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
 
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 
-Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
+Tensor GELUImpl::forward(const Tensor& x) { return gelu(x, approximate_); }
 
-Tensor SiLU::forward(const Tensor& x) { return silu(x); }
+Tensor SiLUImpl::forward(const Tensor& x) { return silu(x); }
 
 Tensor activate(const Tensor& x, Activation activation) {
   switch (activation) {
@@ -107,23 +115,19 @@ Tensor activate(const Tensor& x, Activation activation) {
 
 // ---------------------------------------------------------------- Sequential
 
-Sequential::Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules) {
-  for (const auto& module : modules) push_back(module);
-}
-
-void Sequential::push_back(std::shared_ptr<UnaryModule> module) {
+void SequentialImpl::push_back(std::shared_ptr<UnaryModule> module) {
   if (!module) throw ValueError("Sequential: cannot add a null module at index " + std::to_string(modules_.size()));
   modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
 }
 
-const std::shared_ptr<UnaryModule>& Sequential::at(std::size_t index) const {
+const std::shared_ptr<UnaryModule>& SequentialImpl::at(std::size_t index) const {
   if (index >= modules_.size())
     throw IndexError("Sequential: index " + std::to_string(index) + " is out of range for " +
                      std::to_string(modules_.size()) + " modules");
   return modules_[index];
 }
 
-Tensor Sequential::forward(const Tensor& x) {
+Tensor SequentialImpl::forward(const Tensor& x) {
   Tensor h = x;
   for (const auto& module : modules_) h = module->forward(h);
   return h;
@@ -131,23 +135,24 @@ Tensor Sequential::forward(const Tensor& x) {
 
 // ---------------------------------------------------------------- FeedForward
 
-FeedForward::FeedForward(std::int64_t d_model, std::int64_t hidden, Activation activation, double dropout,
-                         Generator& gen)
-    : activation_(activation) {
+FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) : activation_(options.activation()) {
+  const std::int64_t d_model = options.d_model(), hidden = options.hidden();
+  const double dropout = options.dropout();
+  Generator& gen = generator_or_default(options.generator());
   if (d_model <= 0 || hidden <= 0)
     throw ValueError("FeedForward: d_model and hidden must be positive, got " + std::to_string(d_model) + " and " +
                      std::to_string(hidden));
   check_probability(dropout, "FeedForward");
-  fc1_ = register_module("fc1", std::make_shared<Linear>(d_model, hidden, gen));
+  fc1_ = register_module("fc1", Linear(LinearOptions(d_model, hidden).generator(&gen)));
   // The dropout mask stream is seeded from gen, so one seed reproduces the whole model.
-  dropout_ = register_module("dropout", std::make_shared<Dropout>(dropout, gen.next_u64()));
-  fc2_ = register_module("fc2", std::make_shared<Linear>(hidden, d_model, gen));
+  dropout_ = register_module("dropout", Dropout(DropoutOptions(dropout).generator(&gen)));
+  fc2_ = register_module("fc2", Linear(LinearOptions(hidden, d_model).generator(&gen)));
 }
 
-Tensor FeedForward::forward(const Tensor& x) {
+Tensor FeedForwardImpl::forward(const Tensor& x) {
   // x: (..., d_model) -> h: (..., hidden) -> (..., d_model)
-  const Tensor h = activate(fc1_->forward(x), activation_);
-  return fc2_->forward(dropout_->forward(h));
+  const Tensor h = activate(fc1_(x), activation_);
+  return fc2_(dropout_(h));
 }
 
 }  // namespace tapegrad::nn

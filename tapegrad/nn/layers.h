@@ -1,31 +1,48 @@
 #pragma once
-// Layers with PyTorch's names and semantics: Embedding, LayerNorm, RMSNorm, Dropout, the
-// activations ReLU / GELU / SiLU, Sequential and the position-wise FeedForward network.
+// Layers with PyTorch's names, semantics and option defaults: Embedding, LayerNorm, RMSNorm,
+// Dropout, the activations ReLU / GELU / SiLU, Sequential and the position-wise FeedForward network.
 //
-//   Generator gen(0);
-//   nn::Embedding tok(/*num_embeddings=*/100, /*dim=*/16, gen, /*padding_idx=*/0);
-//   nn::LayerNorm norm(Shape{16});
-//   nn::FeedForward ff(/*d_model=*/16, /*hidden=*/64, nn::Activation::GELU, /*dropout=*/0.1, gen);
+//   tapegrad::manual_seed(0);
+//   nn::Embedding tok{nn::EmbeddingOptions(/*num_embeddings=*/100, /*embedding_dim=*/16).padding_idx(0)};
+//   nn::LayerNorm norm(16);
+//   nn::FeedForward ff{nn::FeedForwardOptions(/*d_model=*/16, /*hidden=*/64).activation(nn::Activation::GELU)};
 //   Tensor h = tok(ids);          // ids: (B, T) Int64 -> h: (B, T, 16)
 //   Tensor y = h + ff(norm(h));   // (B, T, 16)
+//   nn::Sequential mlp(nn::Linear(16, 64), nn::GELU(), nn::Linear(64, 16));
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "tapegrad/nn/linear.h"
 #include "tapegrad/nn/module.h"
 
 namespace tapegrad::nn {
 
+// ---------------------------------------------------------------- Embedding
+
+struct EmbeddingOptions {
+  EmbeddingOptions(std::int64_t num_embeddings, std::int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TAPEGRAD_ARG(std::int64_t, num_embeddings);
+  TAPEGRAD_ARG(std::int64_t, embedding_dim);
+  // A row that is zeroed at construction and never receives gradient; negative values count from
+  // the end, as in PyTorch.
+  TAPEGRAD_ARG(std::optional<std::int64_t>, padding_idx) = std::nullopt;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // the initial weights' source (default generator if null)
+};
+
 // Embedding: a lookup table weight (num_embeddings, dim), initialised N(0, 1) like
-// torch.nn.Embedding. forward(indices: Int64 (...)) -> (..., dim). padding_idx (negative values
-// count from the end, as in PyTorch) names a row that is zeroed at construction and never
-// receives gradient. Out-of-range indices throw IndexError (from the embedding op).
-class Embedding : public UnaryModule {
+// torch.nn.Embedding. forward(indices: Int64 (...)) -> (..., dim). Out-of-range indices throw
+// IndexError (from the embedding op).
+class EmbeddingImpl : public UnaryModule {
  public:
-  Embedding(std::int64_t num_embeddings, std::int64_t dim, Generator& gen,
-            std::optional<std::int64_t> padding_idx = std::nullopt);
+  EmbeddingImpl(std::int64_t num_embeddings, std::int64_t embedding_dim)
+      : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
+  explicit EmbeddingImpl(const EmbeddingOptions& options);
   Tensor forward(const Tensor& indices) override;
 
   const Tensor& weight() const { return weight_; }
@@ -39,52 +56,81 @@ class Embedding : public UnaryModule {
   std::optional<std::int64_t> padding_idx_;
   Tensor weight_;
 };
+TAPEGRAD_MODULE(Embedding);
+
+// ---------------------------------------------------------------- norms
+
+struct LayerNormOptions {
+  LayerNormOptions(Shape normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
+  LayerNormOptions(std::int64_t dim) : normalized_shape_(Shape{dim}) {}                         // NOLINT
+  TAPEGRAD_ARG(Shape, normalized_shape);
+  TAPEGRAD_ARG(double, eps) = 1e-5;
+  TAPEGRAD_ARG(bool, elementwise_affine) = true;
+};
 
 // LayerNorm over the trailing axes normalized_shape (fused layer_norm op):
 //   y = (x - mean) / sqrt(var + eps) * weight + bias,  var biased,  x: (..., *normalized_shape)
 // weight starts at ones and bias at zeros; elementwise_affine = false registers neither.
-class LayerNorm : public UnaryModule {
+class LayerNormImpl : public UnaryModule {
  public:
-  explicit LayerNorm(const Shape& normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
-  explicit LayerNorm(std::int64_t dim, double eps = 1e-5, bool elementwise_affine = true)
-      : LayerNorm(Shape{dim}, eps, elementwise_affine) {}
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  explicit LayerNormImpl(std::int64_t dim) : LayerNormImpl(LayerNormOptions(dim)) {}
   Tensor forward(const Tensor& x) override;
 
   const Tensor& weight() const { return weight_; }  // undefined without affine
   const Tensor& bias() const { return bias_; }
-  const Shape& normalized_shape() const { return normalized_shape_; }
-  double eps() const { return eps_; }
+  const Shape& normalized_shape() const { return options_.normalized_shape(); }
+  double eps() const { return options_.eps(); }
 
  private:
-  Shape normalized_shape_;
-  double eps_;
+  LayerNormOptions options_;
   Tensor weight_;
   Tensor bias_;
+};
+TAPEGRAD_MODULE(LayerNorm);
+
+struct RMSNormOptions {
+  RMSNormOptions(std::int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(std::int64_t, dim);
+  // 1e-6, the LLaMA value (torch 1.13 has no RMSNorm; later torch.nn.RMSNorm uses the dtype's epsilon).
+  TAPEGRAD_ARG(double, eps) = 1e-6;
+  TAPEGRAD_ARG(bool, elementwise_affine) = true;
 };
 
 // RMSNorm over the last axis (Zhang & Sennrich 2019), composed from differentiable ops:
 //   y = x / sqrt(mean(x^2, last axis) + eps) * weight,  x: (..., dim), weight: (dim), ones at start.
-// eps defaults to 1e-6 (the LLaMA value); torch.nn.RMSNorm's default is the dtype's machine epsilon.
-class RMSNorm : public UnaryModule {
+class RMSNormImpl : public UnaryModule {
  public:
-  explicit RMSNorm(std::int64_t dim, double eps = 1e-6, bool elementwise_affine = true);
+  explicit RMSNormImpl(const RMSNormOptions& options);
+  explicit RMSNormImpl(std::int64_t dim) : RMSNormImpl(RMSNormOptions(dim)) {}
   Tensor forward(const Tensor& x) override;
 
   const Tensor& weight() const { return weight_; }  // undefined without affine
-  double eps() const { return eps_; }
+  double eps() const { return options_.eps(); }
 
  private:
-  std::int64_t dim_;
-  double eps_;
+  RMSNormOptions options_;
   Tensor weight_;
+};
+TAPEGRAD_MODULE(RMSNorm);
+
+// ---------------------------------------------------------------- Dropout and activations
+
+struct DropoutOptions {
+  DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(double, p);
+  // Seeds the module's own mask generator with one draw from *generator (default generator if null).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
 // Dropout: in training mode zeroes each element with probability p and scales the survivors by
-// 1 / (1 - p); in eval mode the identity. The module owns its Generator, seeded at
-// construction, so masks are reproducible from the seed and no outside generator must outlive it.
-class Dropout : public UnaryModule {
+// 1 / (1 - p); in eval mode the identity. The module owns its mask Generator (registered as
+// "generator", so a checkpoint keeps it), seeded at construction from the construction generator,
+// so masks are reproducible from the seed and no outside generator must outlive the module.
+class DropoutImpl : public UnaryModule {
  public:
-  explicit Dropout(double p = 0.5, std::uint64_t seed = 0);
+  explicit DropoutImpl(const DropoutOptions& options = {});
+  explicit DropoutImpl(double p) : DropoutImpl(DropoutOptions(p)) {}
   Tensor forward(const Tensor& x) override;
 
   double p() const { return p_; }
@@ -94,35 +140,57 @@ class Dropout : public UnaryModule {
   double p_;
   Generator gen_;
 };
+TAPEGRAD_MODULE(Dropout);
 
-class ReLU : public UnaryModule {
+class ReLUImpl : public UnaryModule {
  public:
   Tensor forward(const Tensor& x) override;
 };
+TAPEGRAD_MODULE(ReLU);
+
+struct GELUOptions {
+  TAPEGRAD_ARG(GeluApproximation, approximate) = GeluApproximation::None;
+};
 
 // GELU: x * Phi(x) (approximate None, with erf) or the tanh approximation.
-class GELU : public UnaryModule {
+class GELUImpl : public UnaryModule {
  public:
-  explicit GELU(GeluApproximation approximate = GeluApproximation::None) : approximate_(approximate) {}
+  explicit GELUImpl(const GELUOptions& options = {}) : approximate_(options.approximate()) {}
   Tensor forward(const Tensor& x) override;
 
  private:
   GeluApproximation approximate_;
 };
+TAPEGRAD_MODULE(GELU);
 
 // SiLU (swish): x * sigmoid(x).
-class SiLU : public UnaryModule {
+class SiLUImpl : public UnaryModule {
  public:
   Tensor forward(const Tensor& x) override;
 };
+TAPEGRAD_MODULE(SiLU);
+
+// ---------------------------------------------------------------- Sequential
 
 // Sequential: runs its modules in order; they are children named "0", "1", ... so parameter names
 // read "0.weight", "2.bias" as in PyTorch. An empty Sequential is the identity.
-class Sequential : public UnaryModule {
+//   nn::Sequential seq(nn::Linear(1, 64), nn::GELU(), nn::Linear(64, 1));
+//   seq->push_back(nn::ReLU());
+class SequentialImpl : public UnaryModule {
  public:
-  Sequential() = default;
-  explicit Sequential(const std::vector<std::shared_ptr<UnaryModule>>& modules);
-  // Appends module as child std::to_string(size()); ValueError on a null pointer.
+  SequentialImpl() = default;
+  // Each argument is a handle (nn::Linear ...) or a shared_ptr of a one-tensor module.
+  template <class First, class... Rest,
+            std::enable_if_t<!std::is_same_v<std::decay_t<First>, SequentialImpl>, int> = 0>
+  explicit SequentialImpl(First&& first, Rest&&... rest) {
+    push_back(std::forward<First>(first));
+    (push_back(std::forward<Rest>(rest)), ...);
+  }
+  // Appends module as child std::to_string(size()); ValueError on an empty handle or null pointer.
+  template <class Holder, std::enable_if_t<is_module_holder_v<Holder>, int> = 0>
+  void push_back(const Holder& module) {
+    push_back(std::shared_ptr<UnaryModule>(module.is_empty() ? nullptr : module.ptr()));
+  }
   void push_back(std::shared_ptr<UnaryModule> module);
   Tensor forward(const Tensor& x) override;
 
@@ -133,26 +201,40 @@ class Sequential : public UnaryModule {
  private:
   std::vector<std::shared_ptr<UnaryModule>> modules_;
 };
+TAPEGRAD_MODULE(Sequential);
 
+// ---------------------------------------------------------------- FeedForward
+
+// The activation of a feed-forward network, a transformer layer or an expert. GELU is exact (erf).
 enum class Activation { ReLU, GELU, SiLU };
-// The activation function named by `activation` (GELU exact, with erf).
+// The activation function named by `activation`.
 Tensor activate(const Tensor& x, Activation activation);
+
+struct FeedForwardOptions {
+  FeedForwardOptions(std::int64_t d_model, std::int64_t hidden) : d_model_(d_model), hidden_(hidden) {}
+  TAPEGRAD_ARG(std::int64_t, d_model);
+  TAPEGRAD_ARG(std::int64_t, hidden);
+  TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;  // as torch.nn.TransformerEncoderLayer's
+  TAPEGRAD_ARG(double, dropout) = 0.0;                      // after the activation
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;            // initial weights (default generator if null)
+};
 
 // Position-wise feed-forward network:
 //   y = fc2(dropout(act(fc1(x)))),  x: (..., d_model), fc1: d_model -> hidden, fc2: hidden -> d_model
-// Children "fc1", "fc2" (Linear) and "dropout" (a Dropout seeded from gen).
-class FeedForward : public UnaryModule {
+// Children "fc1", "fc2" (Linear) and "dropout" (a Dropout seeded from the construction generator).
+class FeedForwardImpl : public UnaryModule {
  public:
-  FeedForward(std::int64_t d_model, std::int64_t hidden, Activation activation, double dropout, Generator& gen);
+  explicit FeedForwardImpl(const FeedForwardOptions& options);
   Tensor forward(const Tensor& x) override;
 
   Activation activation() const { return activation_; }
 
  private:
   Activation activation_;
-  std::shared_ptr<UnaryModule> fc1_;
-  std::shared_ptr<Dropout> dropout_;
-  std::shared_ptr<UnaryModule> fc2_;
+  Linear fc1_{nullptr};
+  Dropout dropout_{nullptr};
+  Linear fc2_{nullptr};
 };
+TAPEGRAD_MODULE(FeedForward);
 
 }  // namespace tapegrad::nn

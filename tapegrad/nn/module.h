@@ -3,15 +3,23 @@
 // name into ordered lists, and hierarchical names come out of the tree:
 // "decoder.layers.1.cross_attn.q_proj.weight".
 //
-//   class Mlp : public nn::UnaryModule {
+// A module is written as XImpl deriving from Module, and TAPEGRAD_MODULE(X) declares the handle X
+// users hold (holder.h): copying a handle shares the module, calling it runs forward.
+//
+//   class MlpImpl : public nn::Module {
 //    public:
-//     Mlp(int64_t d, Generator& gen)
-//         : fc1_(register_module("fc1", std::make_shared<nn::Linear>(d, 4 * d, gen))),
-//           fc2_(register_module("fc2", std::make_shared<nn::Linear>(4 * d, d, gen))) {}
-//     Tensor forward(const Tensor& x) override { return (*fc2_)((*fc1_)(x).relu()); }
+//     explicit MlpImpl(std::int64_t d)
+//         : fc1_(register_module("fc1", nn::Linear(d, 4 * d))),
+//           fc2_(register_module("fc2", nn::Linear(4 * d, d))) {}
+//     Tensor forward(const Tensor& x) { return fc2_(fc1_(x).relu()); }
 //    private:
-//     std::shared_ptr<nn::Linear> fc1_, fc2_;
+//     nn::Linear fc1_, fc2_;
 //   };
+//   TAPEGRAD_MODULE(Mlp);
+//
+//   tapegrad::manual_seed(0);   // the default generator the Linear layers draw their weights from
+//   Mlp mlp(16);
+//   Tensor y = mlp(x);          // x: (B, 16) -> y: (B, 16)
 //
 // Training mode (train()/eval(), read by dropout) is separate from grad mode (NoGradGuard).
 
@@ -22,11 +30,16 @@
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/holder.h"
 
 namespace tapegrad::nn {
 
 // Named generators in registration order (a module's random state, e.g. dropout masks).
 using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
+
+// The generator a module's options name (their .generator(&gen)), or the calling thread's default
+// generator when they name none. Module constructors draw their initial values from it.
+inline Generator& generator_or_default(Generator* gen) { return gen != nullptr ? *gen : default_generator(); }
 
 class Module {
  public:
@@ -78,9 +91,15 @@ class Module {
   // Registers a generator the module draws from (not owned: it is normally a member of the module, so
   // it lives exactly as long as the registration).
   Generator& register_generator(const std::string& name, Generator& gen);
+  // Registers a child module and returns what it was given: a handle (nn::Linear) or a shared_ptr.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
+    return module;
+  }
+  template <class Holder, std::enable_if_t<is_module_holder_v<Holder>, int> = 0>
+  Holder register_module(const std::string& name, Holder module) {
+    add_child(name, module.is_empty() ? nullptr : module.ptr());
     return module;
   }
 
@@ -97,11 +116,12 @@ class Module {
   bool training_ = true;
 };
 
-// An indexed list of child modules named "0", "1", ... (a stack's "layers").
-class ModuleList : public Module {
+// An indexed list of child modules named "0", "1", ... (a stack's "layers"). push_back takes a
+// handle or a shared_ptr and returns it.
+class ModuleListImpl : public Module {
  public:
   template <class M>
-  std::shared_ptr<M> push_back(std::shared_ptr<M> module) {
+  M push_back(M module) {
     return register_module(std::to_string(size_++), std::move(module));
   }
   std::size_t size() const { return size_; }
@@ -109,6 +129,7 @@ class ModuleList : public Module {
  private:
   std::size_t size_ = 0;
 };
+TAPEGRAD_MODULE(ModuleList);
 
 // A module whose forward maps one tensor to one tensor; Sequential composes these.
 class UnaryModule : public Module {

@@ -4,50 +4,49 @@
 
 namespace tapegrad::nn {
 
-Expert::Expert(std::int64_t dim, std::int64_t hidden, ExpertActivation activation, Generator& gen)
-    : activation_(activation),
-      fc1_(register_module("fc1", std::make_shared<Linear>(dim, hidden, gen))),
-      fc2_(register_module("fc2", std::make_shared<Linear>(hidden, dim, gen))) {}
-
-Tensor Expert::forward(const Tensor& x) {
-  Tensor h = (*fc1_)(x);  // h: (n, hidden)
-  switch (activation_) {
-    case ExpertActivation::ReLU: h = relu(h); break;
-    case ExpertActivation::GELU: h = gelu(h); break;
-    case ExpertActivation::SiLU: h = silu(h); break;
-  }
-  return (*fc2_)(h);
+ExpertImpl::ExpertImpl(const ExpertOptions& options) : activation_(options.activation()) {
+  Generator& gen = generator_or_default(options.generator());
+  fc1_ = register_module("fc1", Linear(LinearOptions(options.dim(), options.hidden()).generator(&gen)));
+  fc2_ = register_module("fc2", Linear(LinearOptions(options.hidden(), options.dim()).generator(&gen)));
 }
 
-MixtureOfExperts::MixtureOfExperts(std::int64_t dim, const MoEOptions& options, Generator& gen)
-    : dim_(dim), options_(options) {
-  if (options.num_experts <= 0 || options.top_k <= 0 || options.top_k > options.num_experts)
-    throw ValueError("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k " + std::to_string(options.top_k) +
-                     " and num_experts " + std::to_string(options.num_experts));
-  if (dim <= 0 || options.hidden <= 0)
+Tensor ExpertImpl::forward(const Tensor& x) {
+  return fc2_(activate(fc1_(x), activation_));  // fc1: (n, D) -> (n, hidden)
+}
+
+MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_(options) {
+  const std::int64_t dim = options.dim();
+  if (options.num_experts() <= 0 || options.top_k() <= 0 || options.top_k() > options.num_experts())
+    throw ValueError("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k " + std::to_string(options.top_k()) +
+                     " and num_experts " + std::to_string(options.num_experts()));
+  if (dim <= 0 || options.hidden() <= 0)
     throw ValueError("MixtureOfExperts: dim and hidden must be positive, got " + std::to_string(dim) + " and " +
-                     std::to_string(options.hidden));
-  router_ = register_module("router", std::make_shared<Linear>(dim, options.num_experts, gen, options.router_bias));
-  auto list = register_module("experts", std::make_shared<ModuleList>());  // "experts.0.fc1.weight" ...
-  for (std::int64_t e = 0; e < options.num_experts; ++e)
-    experts_.push_back(list->push_back(std::make_shared<Expert>(dim, options.hidden, options.activation, gen)));
+                     std::to_string(options.hidden()));
+  Generator& gen = generator_or_default(options.generator());
+  options_.generator(nullptr);  // not kept: it need not outlive the construction
+  router_ = register_module(
+      "router", Linear(LinearOptions(dim, options.num_experts()).bias(options.router_bias()).generator(&gen)));
+  auto list = register_module("experts", ModuleList());  // "experts.0.fc1.weight" ...
+  const ExpertOptions expert = ExpertOptions(dim, options.hidden()).activation(options.activation()).generator(&gen);
+  for (std::int64_t e = 0; e < options.num_experts(); ++e) experts_.push_back(list->push_back(Expert(expert)));
 }
 
-MoEOutput MixtureOfExperts::forward(const Tensor& x) {
-  if (x.dim() == 0 || x.shape().back() != dim_)
-    throw ShapeError("MixtureOfExperts: expected input with last dimension " + std::to_string(dim_) + ", got shape " +
+MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
+  const std::int64_t dim = options_.dim();
+  if (x.dim() == 0 || x.shape().back() != dim)
+    throw ShapeError("MixtureOfExperts: expected input with last dimension " + std::to_string(dim) + ", got shape " +
                      x.shape().str());
-  const std::int64_t num_experts = options_.num_experts;
-  const std::int64_t k = options_.top_k;
-  const Tensor tokens = x.reshape({-1, dim_});  // tokens: (N, D)
+  const std::int64_t num_experts = options_.num_experts();
+  const std::int64_t k = options_.top_k();
+  const Tensor tokens = x.reshape({-1, dim});  // tokens: (N, D)
   const std::int64_t n = tokens.shape()[0];
 
   MoEOutput result;
-  const Tensor logits = (*router_)(tokens);  // logits: (N, E)
+  const Tensor logits = router_(tokens);  // logits: (N, E)
   const Tensor probs = softmax(logits, -1);  // probs: (N, E)
   auto [top_scores, top_ids] = topk(logits, k, -1);  // (N, k) each
   Tensor weights;                                    // weights: (N, k)
-  if (options_.weighting == RouterWeighting::SoftmaxTopK) {
+  if (options_.weighting() == RouterWeighting::SoftmaxTopK) {
     weights = softmax(top_scores, -1);
   } else {
     const Tensor picked = gather(probs, 1, top_ids);
@@ -71,7 +70,7 @@ MoEOutput MixtureOfExperts::forward(const Tensor& x) {
   }
 
   // Each expert runs once over its tokens; its weighted outputs are scatter-added back.
-  Tensor out = zeros({n, dim_}, x.dtype());  // out: (N, D)
+  Tensor out = zeros({n, dim}, x.dtype());  // out: (N, D)
   const Tensor flat_weights = weights.reshape({n * k});
   for (std::int64_t e = 0; e < num_experts; ++e) {
     const auto& rows = token_rows[static_cast<std::size_t>(e)];
@@ -79,10 +78,10 @@ MoEOutput MixtureOfExperts::forward(const Tensor& x) {
     const std::int64_t m = static_cast<std::int64_t>(rows.size());
     const Tensor row_index = from_vector(rows, {m});
     const Tensor expert_in = index_select(tokens, 0, row_index);  // (m, D)
-    const Tensor expert_out = (*experts_[static_cast<std::size_t>(e)])(expert_in);  // (m, D)
+    const Tensor expert_out = experts_[static_cast<std::size_t>(e)](expert_in);  // (m, D)
     const Tensor w = index_select(flat_weights, 0, from_vector(weight_slots[static_cast<std::size_t>(e)], {m}));
     const Tensor contribution = expert_out * w.unsqueeze(1);  // (m, D)
-    out = scatter_add(out, 0, row_index.unsqueeze(1).expand({m, dim_}), contribution);
+    out = scatter_add(out, 0, row_index.unsqueeze(1).expand({m, dim}), contribution);
   }
   result.output = out.reshape(x.shape());
 

@@ -21,21 +21,25 @@
 #include <memory>
 #include <vector>
 
+#include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linear.h"
 #include "tapegrad/nn/module.h"
 
 namespace tapegrad::nn {
 
 enum class RouterWeighting { SoftmaxTopK, SoftmaxThenTopK };
-enum class ExpertActivation { ReLU, GELU, SiLU };
 
+//   nn::MixtureOfExperts moe{nn::MoEOptions(/*dim=*/64).num_experts(4).top_k(1).hidden(128)};
 struct MoEOptions {
-  std::int64_t num_experts = 8;
-  std::int64_t top_k = 2;
-  std::int64_t hidden = 1024;  // each expert: Linear(D, hidden) -> activation -> Linear(hidden, D)
-  RouterWeighting weighting = RouterWeighting::SoftmaxTopK;
-  ExpertActivation activation = ExpertActivation::ReLU;
-  bool router_bias = false;
+  MoEOptions(std::int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(std::int64_t, dim);  // D, the token size
+  TAPEGRAD_ARG(std::int64_t, num_experts) = 8;
+  TAPEGRAD_ARG(std::int64_t, top_k) = 2;
+  TAPEGRAD_ARG(std::int64_t, hidden) = 1024;  // each expert: Linear(D, hidden) -> activation -> Linear(hidden, D)
+  TAPEGRAD_ARG(RouterWeighting, weighting) = RouterWeighting::SoftmaxTopK;
+  TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;
+  TAPEGRAD_ARG(bool, router_bias) = false;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights (default generator if null)
 };
 
 struct MoEOutput {
@@ -50,36 +54,44 @@ struct MoEOutput {
   std::vector<std::int64_t> top1_per_expert;    // top-1 assignments per expert (sums to N)
 };
 
-// One expert: Linear(D, hidden) -> activation -> Linear(hidden, D); children "fc1", "fc2".
-class Expert : public UnaryModule {
- public:
-  Expert(std::int64_t dim, std::int64_t hidden, ExpertActivation activation, Generator& gen);
-  Tensor forward(const Tensor& x) override;
-  const std::shared_ptr<Linear>& fc1() const { return fc1_; }
-  const std::shared_ptr<Linear>& fc2() const { return fc2_; }
-
- private:
-  ExpertActivation activation_;
-  std::shared_ptr<Linear> fc1_;
-  std::shared_ptr<Linear> fc2_;
+struct ExpertOptions {
+  ExpertOptions(std::int64_t dim, std::int64_t hidden) : dim_(dim), hidden_(hidden) {}
+  TAPEGRAD_ARG(std::int64_t, dim);
+  TAPEGRAD_ARG(std::int64_t, hidden);
+  TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights (default generator if null)
 };
 
-class MixtureOfExperts : public Module {
+// One expert: Linear(D, hidden) -> activation -> Linear(hidden, D); children "fc1", "fc2".
+class ExpertImpl : public UnaryModule {
+ public:
+  explicit ExpertImpl(const ExpertOptions& options);
+  Tensor forward(const Tensor& x) override;
+  const Linear& fc1() const { return fc1_; }
+  const Linear& fc2() const { return fc2_; }
+
+ private:
+  Activation activation_;
+  Linear fc1_{nullptr};
+  Linear fc2_{nullptr};
+};
+TAPEGRAD_MODULE(Expert);
+
+class MixtureOfExpertsImpl : public Module {
  public:
   // Children: "router", "experts.0" ... "experts.{E-1}".
-  MixtureOfExperts(std::int64_t dim, const MoEOptions& options, Generator& gen);
+  explicit MixtureOfExpertsImpl(const MoEOptions& options);
   MoEOutput forward(const Tensor& x);
-  MoEOutput operator()(const Tensor& x) { return forward(x); }
 
-  const std::shared_ptr<Linear>& router() const { return router_; }
-  const std::shared_ptr<Expert>& expert(std::int64_t i) const { return experts_.at(static_cast<std::size_t>(i)); }
+  const Linear& router() const { return router_; }
+  const Expert& expert(std::int64_t i) const { return experts_.at(static_cast<std::size_t>(i)); }
   const MoEOptions& options() const { return options_; }
 
  private:
-  std::int64_t dim_;
   MoEOptions options_;
-  std::shared_ptr<Linear> router_;
-  std::vector<std::shared_ptr<Expert>> experts_;
+  Linear router_{nullptr};
+  std::vector<Expert> experts_;
 };
+TAPEGRAD_MODULE(MixtureOfExperts);
 
 }  // namespace tapegrad::nn

@@ -42,7 +42,7 @@ double angle(std::int64_t pos, std::int64_t pair, std::int64_t dim, double base)
 
 // ---------------------------------------------------------------- sinusoidal
 
-SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t max_len, std::int64_t dim)
+SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(std::int64_t max_len, std::int64_t dim)
     : max_len_(max_len), dim_(dim) {
   check_sizes("SinusoidalPositionalEncoding", max_len, dim);
   std::vector<double> values(static_cast<std::size_t>(max_len * dim));  // table: (max_len, dim)
@@ -54,7 +54,7 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(std::int64_t max_len,
   table_ = register_buffer("pe", from_vector(values, {max_len, dim}).to(kFloat32));
 }
 
-Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t offset) {
+Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t offset) {
   const std::int64_t length = check_positions("SinusoidalPositionalEncoding", x, dim_, max_len_, offset);
   Tensor rows = table_.narrow(0, offset, length);  // rows: (T, D), broadcast over the leading axes
   if (rows.dtype() != x.dtype()) rows = rows.to(x.dtype());
@@ -63,13 +63,13 @@ Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, std::int64_t offse
 
 // ---------------------------------------------------------------- learned
 
-LearnedPositionEmbedding::LearnedPositionEmbedding(std::int64_t max_len, std::int64_t dim, Generator& gen)
-    : max_len_(max_len), dim_(dim) {
-  check_sizes("LearnedPositionEmbedding", max_len, dim);
-  weight_ = register_parameter("weight", randn({max_len, dim}, gen));
+LearnedPositionEmbeddingImpl::LearnedPositionEmbeddingImpl(const LearnedPositionEmbeddingOptions& options)
+    : max_len_(options.max_len()), dim_(options.dim()) {
+  check_sizes("LearnedPositionEmbedding", max_len_, dim_);
+  weight_ = register_parameter("weight", randn({max_len_, dim_}, generator_or_default(options.generator())));
 }
 
-Tensor LearnedPositionEmbedding::forward(const Tensor& x, std::int64_t offset) {
+Tensor LearnedPositionEmbeddingImpl::forward(const Tensor& x, std::int64_t offset) {
   const std::int64_t length = check_positions("LearnedPositionEmbedding", x, dim_, max_len_, offset);
   // weight rows: (T, D); narrow is a differentiable view, so only these rows get gradient.
   return x + weight_.narrow(0, offset, length);
@@ -77,8 +77,10 @@ Tensor LearnedPositionEmbedding::forward(const Tensor& x, std::int64_t offset) {
 
 // ---------------------------------------------------------------- rotary
 
-RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base)
-    : head_dim_(head_dim), max_len_(max_len), base_(base) {
+RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
+    : head_dim_(options.head_dim()), max_len_(options.max_len()), base_(options.base()) {
+  const std::int64_t head_dim = head_dim_, max_len = max_len_;
+  const double base = base_;
   check_sizes("RotaryEmbedding", max_len, head_dim);
   if (head_dim % 2 != 0)
     throw ValueError("RotaryEmbedding: head_dim must be even (pairs are rotated), got " + std::to_string(head_dim));
@@ -103,7 +105,7 @@ RotaryEmbedding::RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, do
   sin32_ = sin64_.to(kFloat32);
 }
 
-Tensor RotaryEmbedding::apply(const Tensor& x, std::int64_t offset) const {
+Tensor RotaryEmbeddingImpl::forward(const Tensor& x, std::int64_t offset) const {
   const std::int64_t length = check_positions("RotaryEmbedding", x, head_dim_, max_len_, offset);
   const bool f64 = x.dtype() == kFloat64;
   const Tensor cos = (f64 ? cos64_ : cos32_).narrow(0, offset, length);  // cos, sin: (T, Dh/2)

@@ -2,12 +2,11 @@
 // Position information for transformers: fixed sinusoidal encodings, learned position
 // embeddings and rotary embeddings (RoPE).
 //
-//   Generator gen(0);
 //   nn::SinusoidalPositionalEncoding pe(/*max_len=*/512, /*dim=*/64);
 //   Tensor h = pe(x);                       // x: (B, T, 64) -> x + PE[:T]
 //   nn::RotaryEmbedding rope(/*head_dim=*/16, /*max_len=*/512);
-//   Tensor q_rot = rope.apply(q);           // q: (B, H, T, 16), positions 0..T-1
-//   Tensor k_t = rope.apply(k_new, past);   // cached decoding: positions past..past+T-1
+//   Tensor q_rot = rope(q);                 // q: (B, H, T, 16), positions 0..T-1
+//   Tensor k_t = rope(k_new, past);         // cached decoding: positions past..past+T-1
 
 #include <cstdint>
 
@@ -21,9 +20,9 @@ namespace tapegrad::nn {
 // An odd dim is allowed: the last column is then a sine (it has no cosine partner).
 // forward(x: (..., T, dim), offset) = x + PE[offset : offset + T]; offset serves cached decoding.
 // The table is cast to x's dtype when they differ (it is not trained).
-class SinusoidalPositionalEncoding : public UnaryModule {
+class SinusoidalPositionalEncodingImpl : public UnaryModule {
  public:
-  SinusoidalPositionalEncoding(std::int64_t max_len, std::int64_t dim);
+  SinusoidalPositionalEncodingImpl(std::int64_t max_len, std::int64_t dim);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
 
@@ -36,12 +35,22 @@ class SinusoidalPositionalEncoding : public UnaryModule {
   std::int64_t dim_;
   Tensor table_;
 };
+TAPEGRAD_MODULE(SinusoidalPositionalEncoding);
+
+struct LearnedPositionEmbeddingOptions {
+  LearnedPositionEmbeddingOptions(std::int64_t max_len, std::int64_t dim) : max_len_(max_len), dim_(dim) {}
+  TAPEGRAD_ARG(std::int64_t, max_len);
+  TAPEGRAD_ARG(std::int64_t, dim);
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights (default generator if null)
+};
 
 // Learned absolute positions: a parameter "weight": (max_len, dim), initialised N(0, 1) like
 // torch.nn.Embedding. forward(x: (..., T, dim), offset) = x + weight[offset : offset + T].
-class LearnedPositionEmbedding : public UnaryModule {
+class LearnedPositionEmbeddingImpl : public UnaryModule {
  public:
-  LearnedPositionEmbedding(std::int64_t max_len, std::int64_t dim, Generator& gen);
+  LearnedPositionEmbeddingImpl(std::int64_t max_len, std::int64_t dim)
+      : LearnedPositionEmbeddingImpl(LearnedPositionEmbeddingOptions(max_len, dim)) {}
+  explicit LearnedPositionEmbeddingImpl(const LearnedPositionEmbeddingOptions& options);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
 
@@ -54,22 +63,31 @@ class LearnedPositionEmbedding : public UnaryModule {
   std::int64_t dim_;
   Tensor weight_;
 };
+TAPEGRAD_MODULE(LearnedPositionEmbedding);
+
+struct RotaryEmbeddingOptions {
+  RotaryEmbeddingOptions(std::int64_t head_dim, std::int64_t max_len) : head_dim_(head_dim), max_len_(max_len) {}
+  TAPEGRAD_ARG(std::int64_t, head_dim);
+  TAPEGRAD_ARG(std::int64_t, max_len);
+  TAPEGRAD_ARG(double, base) = 10000.0;
+};
 
 // Rotary position embedding (Su et al. 2021), interleaved-pair convention: for position t and
 // pair i = 0 .. Dh/2 - 1, with angle a = t * base^(-2i / Dh),
 //   y[2i]   = x[2i] cos a - x[2i+1] sin a
 //   y[2i+1] = x[2i] sin a + x[2i+1] cos a
 // i.e. each pair is rotated by a. A rotation keeps norms, and q_t . k_s after rotation depends
-// only on t - s. apply(x: (..., T, Dh), offset) uses positions offset .. offset + T - 1 (offset =
+// only on t - s. forward(x: (..., T, Dh), offset) uses positions offset .. offset + T - 1 (offset =
 // number of cached positions when decoding). Composed from ops (strided slices, mul, sub/add,
 // stack, reshape), so gradients flow to x. Dh must be even. No parameters; the cos/sin tables
 // (max_len, Dh/2) are kept in float32 and float64, not in the state dict (they follow from
 // head_dim, max_len and base).
-class RotaryEmbedding : public Module {
+class RotaryEmbeddingImpl : public Module {
  public:
-  RotaryEmbedding(std::int64_t head_dim, std::int64_t max_len, double base = 10000.0);
-  Tensor apply(const Tensor& x, std::int64_t offset = 0) const;
-  Tensor operator()(const Tensor& x, std::int64_t offset = 0) const { return apply(x, offset); }
+  RotaryEmbeddingImpl(std::int64_t head_dim, std::int64_t max_len)
+      : RotaryEmbeddingImpl(RotaryEmbeddingOptions(head_dim, max_len)) {}
+  explicit RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options);
+  Tensor forward(const Tensor& x, std::int64_t offset = 0) const;
 
   std::int64_t head_dim() const { return head_dim_; }
   std::int64_t max_len() const { return max_len_; }
@@ -82,5 +100,6 @@ class RotaryEmbedding : public Module {
   Tensor cos64_, sin64_;  // (max_len, Dh/2), float64
   Tensor cos32_, sin32_;  // the same in float32
 };
+TAPEGRAD_MODULE(RotaryEmbedding);
 
 }  // namespace tapegrad::nn

@@ -1,9 +1,9 @@
 #pragma once
 // Transformer blocks, stacks and a decoder-only language model.
 //
-// Pre-norm (norm_first = true) normalises each sublayer's input:
+// Pre-norm (norm_first(true)) normalises each sublayer's input:
 //   x = x + dropout(attn(norm1(x)));  x = x + dropout(ff(norm2(x)))
-// Post-norm (norm_first = false, the original transformer) normalises after the residual:
+// Post-norm (norm_first(false), the original transformer and PyTorch's default) normalises after the residual:
 //   x = norm1(x + dropout(attn(x)));  x = norm2(x + dropout(ff(x)))
 // A decoder layer has three sublayers: causal self-attention, cross-attention to the encoder
 // output ("memory"), feed-forward. Pre-norm stacks end with a final LayerNorm ("norm").
@@ -20,74 +20,82 @@
 
 namespace tapegrad::nn {
 
-// Example: {.d_model = 64, .num_heads = 4, .ff_hidden = 256} with ReLU, no dropout, pre-norm.
+// The options of an encoder or decoder layer, with torch.nn.TransformerEncoderLayer's defaults
+// (and, without arguments, torch.nn.Transformer's d_model 512 and nhead 8):
+//   nn::TransformerLayerOptions(/*d_model=*/64, /*nhead=*/4).dim_feedforward(256).dropout(0.0).norm_first(true)
 struct TransformerLayerOptions {
-  std::int64_t d_model = 64;
-  std::int64_t num_heads = 4;
-  std::int64_t ff_hidden = 256;
-  Activation activation = Activation::ReLU;
-  double dropout = 0.0;
-  bool norm_first = true;
-  double eps = 1e-5;
-  std::int64_t rotary_max_len = 0;  // > 0: RoPE in every self-attention (see MultiHeadAttentionOptions)
+  TransformerLayerOptions() : TransformerLayerOptions(512, 8) {}
+  TransformerLayerOptions(std::int64_t d_model, std::int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  TAPEGRAD_ARG(std::int64_t, d_model);
+  TAPEGRAD_ARG(std::int64_t, nhead);
+  TAPEGRAD_ARG(std::int64_t, dim_feedforward) = 2048;
+  TAPEGRAD_ARG(double, dropout) = 0.1;  // after attention, in the feed-forward network, on the residual branches
+  TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;
+  TAPEGRAD_ARG(bool, norm_first) = false;  // false: post-norm (the original transformer)
+  TAPEGRAD_ARG(double, layer_norm_eps) = 1e-5;
+  TAPEGRAD_ARG(std::int64_t, rotary_max_len) = 0;  // > 0: RoPE in every self-attention (see MultiHeadAttentionOptions)
+  // Draws the initial weights and the dropout generators' seeds from *generator (default generator if null).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
-class TransformerEncoderLayer : public Module {
+class TransformerEncoderLayerImpl : public Module {
  public:
   // Children: "self_attn", "ff", "norm1", "norm2", "dropout1", "dropout2".
-  TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen);
-  // x: (B, T, d); key_padding_mask: Bool (B, T), true = padding. is_causal makes it the block of
-  // a decoder-only model; with a cache, x holds only the new positions.
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), bool is_causal = false,
-                 KVCache* cache = nullptr);
-  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
+  explicit TransformerEncoderLayerImpl(const TransformerLayerOptions& options);
+  // x: (B, T, d) -> (B, T, d). options: the self-attention's masks (key_padding_mask: Bool (B, T),
+  // true = padding); is_causal makes it the block of a decoder-only model; with a cache, x holds
+  // only the new positions. need_weights is refused (ValueError): a layer returns one tensor.
+  Tensor forward(const Tensor& x, const AttentionForwardOptions& options = {});
 
  private:
   TransformerLayerOptions options_;
-  std::shared_ptr<MultiHeadAttention> self_attn_;
-  std::shared_ptr<FeedForward> ff_;
-  std::shared_ptr<LayerNorm> norm1_, norm2_;
-  std::shared_ptr<Dropout> dropout1_, dropout2_;
+  MultiHeadAttention self_attn_{nullptr};
+  FeedForward ff_{nullptr};
+  LayerNorm norm1_{nullptr}, norm2_{nullptr};
+  Dropout dropout1_{nullptr}, dropout2_{nullptr};
+};
+TAPEGRAD_MODULE(TransformerEncoderLayer);
+
+struct DecoderLayerResult {
+  Tensor output;         // (B, T, d)
+  Tensor cross_weights;  // (B, H, T, S) when cross.need_weights, else undefined
 };
 
-// What a decoder layer needs besides its input. The caches are for incremental decoding.
-struct DecoderLayerInputs {
-  Tensor tgt_key_padding_mask;     // Bool (B, T_tgt), true = padding
-  Tensor memory_key_padding_mask;  // Bool (B, T_src), true = padding
-  KVCache* self_cache = nullptr;   // grows by the new positions on each call
-  KVCache* cross_cache = nullptr;  // the memory's projected keys/values, filled on first use
-  bool need_cross_weights = false;
-};
-
-class TransformerDecoderLayer : public Module {
+class TransformerDecoderLayerImpl : public Module {
  public:
   // Children: "self_attn", "cross_attn", "ff", "norm1".."norm3", "dropout1".."dropout3".
-  TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen);
-  // x: (B, T, d) (causally masked, offset by the cache), memory: (B, S, d) -> (B, T, d).
-  // When inputs.need_cross_weights, *cross_weights receives (B, H, T, S).
-  Tensor forward(const Tensor& x, const Tensor& memory, const DecoderLayerInputs& inputs = {},
-                 Tensor* cross_weights = nullptr);
+  explicit TransformerDecoderLayerImpl(const TransformerLayerOptions& options);
+  // x: (B, T, d), memory: (B, S, d) -> output (B, T, d). self: the self-attention's masks and cache
+  // (it is causal whatever self.is_causal says, offset by the cache); cross: the cross-attention's
+  // (memory_key_padding_mask as cross.key_padding_mask, its cache holds the memory's projections,
+  // cross.need_weights returns the weights).
+  DecoderLayerResult forward(const Tensor& x, const Tensor& memory, const AttentionForwardOptions& self = {},
+                             const AttentionForwardOptions& cross = {});
 
  private:
   TransformerLayerOptions options_;
-  std::shared_ptr<MultiHeadAttention> self_attn_, cross_attn_;
-  std::shared_ptr<FeedForward> ff_;
-  std::shared_ptr<LayerNorm> norm1_, norm2_, norm3_;
-  std::shared_ptr<Dropout> dropout1_, dropout2_, dropout3_;
+  MultiHeadAttention self_attn_{nullptr}, cross_attn_{nullptr};
+  FeedForward ff_{nullptr};
+  LayerNorm norm1_{nullptr}, norm2_{nullptr}, norm3_{nullptr};
+  Dropout dropout1_{nullptr}, dropout2_{nullptr}, dropout3_{nullptr};
 };
+TAPEGRAD_MODULE(TransformerDecoderLayer);
 
 // A stack of encoder layers ("layers.0" ...) and, for pre-norm, a final "norm".
-class TransformerEncoder : public Module {
+//   nn::TransformerEncoder encoder(nn::TransformerLayerOptions(64, 4).norm_first(true), /*num_layers=*/2);
+//   Tensor h = encoder(x, nn::AttentionForwardOptions().key_padding_mask(pad));
+class TransformerEncoderImpl : public Module {
  public:
-  TransformerEncoder(std::int64_t num_layers, const TransformerLayerOptions& options, Generator& gen);
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
-  Tensor operator()(const Tensor& x, const Tensor& key_padding_mask = Tensor()) { return forward(x, key_padding_mask); }
+  TransformerEncoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers);
+  // x: (B, T, d) -> (B, T, d); options as for one layer, without a cache (ValueError).
+  Tensor forward(const Tensor& x, const AttentionForwardOptions& options = {});
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
 
  private:
-  std::vector<std::shared_ptr<TransformerEncoderLayer>> layers_;
-  std::shared_ptr<LayerNorm> norm_;  // null for post-norm
+  std::vector<TransformerEncoderLayer> layers_;
+  LayerNorm norm_{nullptr};  // empty for post-norm
 };
+TAPEGRAD_MODULE(TransformerEncoder);
 
 // Per-layer caches of a decoder stack.
 struct DecoderCache {
@@ -96,28 +104,36 @@ struct DecoderCache {
   std::int64_t length() const { return self.empty() ? 0 : self.front().length(); }
 };
 
-class TransformerDecoder : public Module {
+struct DecoderResult {
+  Tensor output;                      // (B, T, d) from the stack; logits (B, T, V) from EncoderDecoder::decode
+  std::vector<Tensor> cross_weights;  // each layer's (B, H, T, S) when cross.need_weights, else empty
+};
+
+class TransformerDecoderImpl : public Module {
  public:
-  TransformerDecoder(std::int64_t num_layers, const TransformerLayerOptions& options, Generator& gen);
-  // x: (B, T, d), memory: (B, S, d). With a cache, x holds only the new positions. When
-  // cross_weights is given it receives each layer's (B, H, T, S) cross-attention weights.
-  Tensor forward(const Tensor& x, const Tensor& memory, const Tensor& tgt_key_padding_mask = Tensor(),
-                 const Tensor& memory_key_padding_mask = Tensor(), DecoderCache* cache = nullptr,
-                 std::vector<Tensor>* cross_weights = nullptr);
+  TransformerDecoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers);
+  // x: (B, T, d), memory: (B, S, d); self and cross as for one layer but without caches (ValueError):
+  // the stack's caches are per layer, in `cache`. With a cache, x holds only the new positions.
+  DecoderResult forward(const Tensor& x, const Tensor& memory, const AttentionForwardOptions& self = {},
+                        const AttentionForwardOptions& cross = {}, DecoderCache* cache = nullptr);
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
 
  private:
-  std::vector<std::shared_ptr<TransformerDecoderLayer>> layers_;
-  std::shared_ptr<LayerNorm> norm_;  // null for post-norm
+  std::vector<TransformerDecoderLayer> layers_;
+  LayerNorm norm_{nullptr};  // empty for post-norm
 };
+TAPEGRAD_MODULE(TransformerDecoder);
 
 // Decoder-only language model: token embedding + learned positions -> causal self-attention
 // blocks (encoder layers run with is_causal) -> final norm -> Linear to the vocabulary.
+//   nn::LanguageModel lm{nn::LanguageModelOptions().vocab_size(256).layer(nn::TransformerLayerOptions(64, 4))};
 struct LanguageModelOptions {
-  std::int64_t vocab_size = 256;
-  std::int64_t max_len = 128;
-  std::int64_t num_layers = 4;
-  TransformerLayerOptions layer;
+  TAPEGRAD_ARG(std::int64_t, vocab_size) = 256;
+  TAPEGRAD_ARG(std::int64_t, max_len) = 128;
+  TAPEGRAD_ARG(std::int64_t, num_layers) = 4;
+  TAPEGRAD_ARG(TransformerLayerOptions, layer);
+  // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
 struct GenerationOptions {
@@ -127,14 +143,13 @@ struct GenerationOptions {
   std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
 };
 
-class LanguageModel : public Module {
+class LanguageModelImpl : public Module {
  public:
   // Children: "tok_emb", "pos_emb", "blocks.0" ..., "norm", "head".
-  LanguageModel(const LanguageModelOptions& options, Generator& gen);
+  explicit LanguageModelImpl(const LanguageModelOptions& options);
   // tokens: Int64 (B, T) -> logits (B, T, vocab). With caches (one per block), tokens are the
   // new positions only and positions continue from the cached length.
   Tensor forward(const Tensor& tokens, std::vector<KVCache>* caches = nullptr);
-  Tensor operator()(const Tensor& tokens) { return forward(tokens); }
   // Continues prompt (Int64 (B, T0)) token by token with the KV cache, under no-grad; returns
   // (B, T0 + new). Greedy when temperature is 0, else samples from softmax(logits / temperature)
   // restricted to the top_k most likely tokens when top_k > 0.
@@ -143,12 +158,13 @@ class LanguageModel : public Module {
 
  private:
   LanguageModelOptions options_;
-  std::shared_ptr<Embedding> tok_emb_;
-  std::shared_ptr<LearnedPositionEmbedding> pos_emb_;
-  std::vector<std::shared_ptr<TransformerEncoderLayer>> blocks_;  // run with is_causal
-  std::shared_ptr<LayerNorm> norm_;
-  std::shared_ptr<Linear> head_;
+  Embedding tok_emb_{nullptr};
+  LearnedPositionEmbedding pos_emb_{nullptr};
+  std::vector<TransformerEncoderLayer> blocks_;  // run with is_causal
+  LayerNorm norm_{nullptr};
+  Linear head_{nullptr};
 };
+TAPEGRAD_MODULE(LanguageModel);
 
 // Encoder-decoder transformer for sequence-to-sequence tasks: source and target token
 // embeddings plus positions, an encoder stack, a decoder stack with
@@ -156,32 +172,36 @@ class LanguageModel : public Module {
 // Rotary: no positions are added to the embeddings; self-attention rotates q and k instead.
 enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
+//   nn::EncoderDecoderOptions().src_vocab(12).tgt_vocab(12).layer(nn::TransformerLayerOptions(64, 4))
 struct EncoderDecoderOptions {
-  std::int64_t src_vocab = 8;
-  std::int64_t tgt_vocab = 8;
-  std::int64_t max_len = 16;
-  std::int64_t encoder_layers = 2;
-  std::int64_t decoder_layers = 2;
-  PositionEncoding positions = PositionEncoding::Learned;
+  TAPEGRAD_ARG(std::int64_t, src_vocab) = 8;
+  TAPEGRAD_ARG(std::int64_t, tgt_vocab) = 8;
+  TAPEGRAD_ARG(std::int64_t, max_len) = 16;
+  TAPEGRAD_ARG(std::int64_t, encoder_layers) = 2;
+  TAPEGRAD_ARG(std::int64_t, decoder_layers) = 2;
+  TAPEGRAD_ARG(PositionEncoding, positions) = PositionEncoding::Learned;
   // Multiply token embeddings by sqrt(d_model) before adding positions (Vaswani et al., whose
   // embeddings start with variance 1/d). Off by default: Embedding starts at N(0, 1) as in
   // PyTorch, the scale of the learned or sinusoidal positions, and scaling it would make the
   // tokens drown the positions (the reversal task then needs 8x the steps).
-  bool scale_embeddings = false;
-  TransformerLayerOptions layer;
+  TAPEGRAD_ARG(bool, scale_embeddings) = false;
+  TAPEGRAD_ARG(TransformerLayerOptions, layer);
+  // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
-class EncoderDecoder : public Module {
+class EncoderDecoderImpl : public Module {
  public:
   // Children: "src_emb", "tgt_emb", "src_pos", "tgt_pos", "encoder", "decoder", "head".
-  EncoderDecoder(const EncoderDecoderOptions& options, Generator& gen);
+  explicit EncoderDecoderImpl(const EncoderDecoderOptions& options);
   // src: Int64 (B, S) -> memory (B, S, d).
   Tensor encode(const Tensor& src, const Tensor& src_key_padding_mask = Tensor());
-  // tgt_in: Int64 (B, T) -> logits (B, T, tgt_vocab). With a cache, tgt_in holds only the new
-  // positions, which continue from the cached length.
-  Tensor decode(const Tensor& tgt_in, const Tensor& memory, const Tensor& tgt_key_padding_mask = Tensor(),
-                const Tensor& memory_key_padding_mask = Tensor(), DecoderCache* cache = nullptr,
-                std::vector<Tensor>* cross_weights = nullptr);
+  // tgt_in: Int64 (B, T) -> output: logits (B, T, tgt_vocab), and the cross-attention weights when
+  // cross.need_weights. self and cross as for TransformerDecoder (cross.key_padding_mask is the
+  // source's padding). With a cache, tgt_in holds only the new positions, which continue from the
+  // cached length.
+  DecoderResult decode(const Tensor& tgt_in, const Tensor& memory, const AttentionForwardOptions& self = {},
+                       const AttentionForwardOptions& cross = {}, DecoderCache* cache = nullptr);
   Tensor forward(const Tensor& src, const Tensor& tgt_in, const Tensor& src_key_padding_mask = Tensor(),
                  const Tensor& tgt_key_padding_mask = Tensor());
   // Greedy decoding with the KV cache, under no-grad: starts every row with sos and appends the
@@ -192,15 +212,20 @@ class EncoderDecoder : public Module {
   const EncoderDecoderOptions& options() const { return options_; }
 
  private:
-  Tensor embed(const std::shared_ptr<Embedding>& table, const std::shared_ptr<UnaryModule>& learned_or_sinusoidal,
-               const Tensor& tokens, std::int64_t offset);
+  // One side's token embedding and positions (at most one of learned and sinusoidal is set).
+  struct Side {
+    Embedding tokens{nullptr};
+    LearnedPositionEmbedding learned{nullptr};
+    SinusoidalPositionalEncoding sinusoidal{nullptr};
+  };
+  Tensor embed(Side& side, const Tensor& tokens, std::int64_t offset);
 
   EncoderDecoderOptions options_;
-  std::shared_ptr<Embedding> src_emb_, tgt_emb_;
-  std::shared_ptr<UnaryModule> src_pos_, tgt_pos_;
-  std::shared_ptr<TransformerEncoder> encoder_;
-  std::shared_ptr<TransformerDecoder> decoder_;
-  std::shared_ptr<Linear> head_;
+  Side src_, tgt_;
+  TransformerEncoder encoder_{nullptr};
+  TransformerDecoder decoder_{nullptr};
+  Linear head_{nullptr};
 };
+TAPEGRAD_MODULE(EncoderDecoder);
 
 }  // namespace tapegrad::nn

@@ -1,9 +1,10 @@
-// Uses the installed tapegrad: one small backward with a gradient known in closed form.
-// Exits 0 when the gradient is right.
+// Uses the installed tapegrad: one small backward with a gradient known in closed form, and a
+// module used through its handle (nn::Linear with chainable options). Exits 0 when both are right.
 #include <cmath>
 #include <cstdio>
 
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/nn/linear.h"
 
 using namespace tapegrad;
 
@@ -22,5 +23,16 @@ int main() {
   if (std::abs(y.item() - 31.75) > 1e-5) ++wrong;
   std::printf("consumer: y = %g, dy/dx = [[%g, %g], [%g, %g]]: %s\n", y.item(), x.grad().at({0, 0}),
               x.grad().at({0, 1}), x.grad().at({1, 0}), x.grad().at({1, 1}), wrong == 0 ? "ok" : "WRONG");
-  return wrong == 0 ? 0 : 1;
+
+  // A Linear without bias whose weight is set to (1, 2): fc([[3, 4]]) = 3 + 8 = 11.
+  manual_seed(0);
+  nn::Linear fc{nn::LinearOptions(2, 1).bias(false)};
+  {
+    NoGradGuard no_grad;
+    fc->weight().copy_(tensor({{1, 2}}));
+  }
+  const double out = fc(tensor({{3, 4}})).item();
+  const bool module_ok = std::abs(out - 11.0) < 1e-6 && !fc->bias().defined();
+  std::printf("consumer: nn::Linear handle gives %g: %s\n", out, module_ok ? "ok" : "WRONG");
+  return wrong == 0 && module_ok ? 0 : 1;
 }

@@ -1,0 +1,116 @@
+#pragma once
+// Module handles and chainable options, the idiom of PyTorch's C++ API (TORCH_MODULE, TORCH_ARG).
+//
+// ModuleHolder<Impl> holds a std::shared_ptr<Impl>: copying a handle shares the module, and
+// calling it forwards to impl->forward(...). TAPEGRAD_MODULE(Linear) declares the handle class
+// Linear over LinearImpl, so users write values, never std::make_shared or (*ptr)(x):
+//
+//   nn::Linear fc(64, 10);                                   // LinearImpl(64, 10)
+//   nn::Linear fc2{nn::LinearOptions(64, 10).bias(false)};   // LinearImpl(options)
+//   Tensor y = fc(x);                                        // fc->forward(x)
+//   nn::Linear empty{nullptr};                               // no module yet (assign one later)
+//
+// TAPEGRAD_ARG(type, name) declares an option: a member name_, a chainable setter name(value)
+// returning *this, and a getter name():
+//
+//   struct LinearOptions {
+//     LinearOptions(std::int64_t in, std::int64_t out) : in_features_(in), out_features_(out) {}
+//     TAPEGRAD_ARG(std::int64_t, in_features);
+//     TAPEGRAD_ARG(bool, bias) = true;
+//   };
+
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "tapegrad/autograd/error.h"
+
+#define TAPEGRAD_ARG(T, name)                                 \
+ public:                                                      \
+  auto name(std::add_const_t<T>& new_##name)->decltype(*this) { \
+    this->name##_ = new_##name;                               \
+    return *this;                                             \
+  }                                                           \
+  auto name(T&& new_##name)->decltype(*this) {                \
+    this->name##_ = std::move(new_##name);                    \
+    return *this;                                             \
+  }                                                           \
+  std::add_const_t<T>& name() const noexcept { return this->name##_; } \
+  T& name() noexcept { return this->name##_; }                \
+                                                              \
+ private:                                                     \
+  T name##_ /* NOLINT */
+
+namespace tapegrad::nn {
+
+template <class Impl>
+class ModuleHolder;
+
+namespace detail {
+
+template <class Impl>
+std::true_type holder_test(const ModuleHolder<Impl>*);
+std::false_type holder_test(...);
+
+}  // namespace detail
+
+// True for ModuleHolder<Impl> and the classes TAPEGRAD_MODULE derives from it.
+template <class T>
+constexpr bool is_module_holder_v = decltype(detail::holder_test(std::declval<std::decay_t<T>*>()))::value;
+
+template <class Impl>
+class ModuleHolder {
+ public:
+  using ImplType = Impl;
+
+  // Default-constructs the module when Impl has a default constructor (as nn::Sequential does);
+  // otherwise a handle must be given arguments or nullptr.
+  template <class I = Impl, std::enable_if_t<std::is_default_constructible_v<I>, int> = 0>
+  ModuleHolder() : impl_(std::make_shared<I>()) {}
+  // An empty handle, to be assigned later (e.g. a member set in the owner's constructor body).
+  ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
+  // Wraps a module that already exists (shares it).
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT(google-explicit-constructor)
+  // Constructs Impl from the arguments: nn::Linear(64, 10) is std::make_shared<LinearImpl>(64, 10).
+  template <class Head, class... Tail,
+            std::enable_if_t<!(sizeof...(Tail) == 0 &&
+                               (is_module_holder_v<Head> || std::is_same_v<std::decay_t<Head>, std::nullptr_t> ||
+                                std::is_convertible_v<Head, std::shared_ptr<Impl>>)),
+                             int> = 0>
+  explicit ModuleHolder(Head&& head, Tail&&... tail)
+      : impl_(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
+
+  // Calls the module's forward with the arguments: one pointer dereference. Like operator->, it is
+  // const: a const handle is a handle that cannot be re-seated, not a const module.
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) const {
+    return checked()->forward(std::forward<Args>(args)...);
+  }
+
+  Impl* operator->() const { return checked(); }
+  Impl& operator*() const { return *checked(); }
+  Impl* get() const { return checked(); }
+  const std::shared_ptr<Impl>& ptr() const {
+    checked();
+    return impl_;
+  }
+  bool is_empty() const noexcept { return impl_ == nullptr; }
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+ private:
+  Impl* checked() const {
+    if (!impl_) throw ValueError("ModuleHolder: the module handle is empty (nullptr); assign a module first");
+    return impl_.get();
+  }
+
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace tapegrad::nn
+
+// Declares the handle class Name over NameImpl (which must be declared before).
+#define TAPEGRAD_MODULE(Name)                                       \
+  class Name : public ::tapegrad::nn::ModuleHolder<Name##Impl> {    \
+   public:                                                          \
+    using ::tapegrad::nn::ModuleHolder<Name##Impl>::ModuleHolder;   \
+  }
