@@ -304,8 +304,7 @@ TEST_CASE("attention: float64 gradcheck of scaled dot product attention with mas
   Tensor bias = randn({3, 4}, gen, kFloat64);
   nn::AttentionForwardOptions masks;
   masks.is_causal(true);
-  masks.key_padding_mask(
-      from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4}));
+  masks.key_padding_mask(from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4}));
   check_gradients(
       [&](const TensorList& in) {
         nn::AttentionForwardOptions m = masks;
@@ -332,9 +331,9 @@ TEST_CASE("attention: float64 gradcheck of the module with its parameters") {
     Tensor xq = randn({2, 3, 8}, gen, kFloat64);
     Tensor mem = randn({2, 5, 6}, gen, kFloat64);
     nn::AttentionForwardOptions o;
-    o.keep_mask(from_vector(std::vector<bool>{true, true, true, false, true, true, true, true, true, false, true,
-                                                true, true, true, true},
-                              {3, 5}));
+    o.keep_mask(from_vector(
+        std::vector<bool>{true, true, true, false, true, true, true, true, true, false, true, true, true, true, true},
+        {3, 5}));
     check_gradients([&](const TensorList& in) { return m(in[0], in[1], o).output; }, {xq, mem}, {}, m->parameters());
   }
 }
@@ -353,8 +352,8 @@ TEST_CASE("attention: dropout on the weights only in training mode") {
 
 TEST_CASE("attention: errors name the op and the shapes") {
   manual_seed(9);
-  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(10, 3),
-                       "MultiHeadAttention: d_model 10 is not divisible by num_heads 3", ValueError);
+  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(10, 3), "MultiHeadAttention: d_model 10 is not divisible by num_heads 3",
+                       ValueError);
   nn::MultiHeadAttention m(8, 2);
   CHECK_THROWS_WITH_AS(m(ones({2, 3, 5})), "MultiHeadAttention: expected query of shape (B,Tq,8), got (2,3,5)",
                        ShapeError);

@@ -62,7 +62,8 @@ TEST_CASE("layers: Embedding negative padding_idx counts from the end, errors") 
   check_values(emb->weight().select(0, 4), {0, 0}, 1e-12);
   nn::Embedding plain(5, 2);
   CHECK_FALSE(plain->padding_idx().has_value());
-  CHECK_THROWS_WITH_AS(nn::Embedding(nn::EmbeddingOptions(5, 2).padding_idx(5)), "Embedding: padding_idx 5 must be within [-5, 5)", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Embedding(nn::EmbeddingOptions(5, 2).padding_idx(5)),
+                       "Embedding: padding_idx 5 must be within [-5, 5)", ValueError);
   CHECK_THROWS_WITH_AS(nn::Embedding(0, 2), "Embedding: num_embeddings and dim must be positive, got 0 and 2",
                        ValueError);
   CHECK_THROWS_AS(plain(from_vector(std::vector<std::int64_t>{0, 5}, {2})), IndexError);
@@ -147,8 +148,8 @@ TEST_CASE("layers: RMSNorm gradcheck of input and weight, non-contiguous input")
   }
   check_gradients([&](const TensorList& in) { return norm(in[0]); }, {randn({2, 3, 4}, gen, kFloat64)}, {},
                   norm->parameters());
-  check_gradients([&](const TensorList& in) { return norm(in[0].transpose(0, 1)); }, {randn({4, 3}, gen, kFloat64)},
-                  {}, norm->parameters());
+  check_gradients([&](const TensorList& in) { return norm(in[0].transpose(0, 1)); }, {randn({4, 3}, gen, kFloat64)}, {},
+                  norm->parameters());
 }
 
 // ---------------------------------------------------------------- Dropout
@@ -198,12 +199,14 @@ TEST_CASE("layers: ReLU, GELU and SiLU modules") {
   check_values(nn::ReLU()(x), {0, 0.5, 2}, 1e-12);
   // Values from PyTorch 1.13 (F.gelu, F.gelu(approximate='tanh'), F.silu).
   check_values(nn::GELU()(x), {-0.1586552539, 0.3457312306, 1.9544997361}, 1e-9);
-  check_values(nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(x), {-0.1588080094, 0.3457140098, 1.9545976941}, 1e-9);
+  check_values(nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(x),
+               {-0.1588080094, 0.3457140098, 1.9545976941}, 1e-9);
   check_values(nn::SiLU()(x), {-0.2689414214, 0.3112296656, 1.7615941560}, 1e-9);
   CHECK(nn::GELU()->parameters().empty());
   Generator gen(5);
-  check_gradients([](const TensorList& in) { return nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(in[0]); },
-                  {randn({2, 3}, gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) { return nn::GELU(nn::GELUOptions().approximate(GeluApproximation::Tanh))(in[0]); },
+      {randn({2, 3}, gen, kFloat64)});
   check_gradients([](const TensorList& in) { return nn::SiLU()(in[0]); }, {randn({2, 3}, gen, kFloat64)});
   check_gradients([](const TensorList& in) { return nn::ReLU()(in[0]); }, {tensor({-1.2, 0.7, 2.1}, kFloat64)});
 }
@@ -254,8 +257,7 @@ TEST_CASE("layers: FeedForward is fc2(act(fc1(x))) with named children") {
   manual_seed(8);
   Generator& gen = default_generator();
   nn::FeedForward ff{nn::FeedForwardOptions(4, 6).activation(nn::Activation::GELU)};
-  CHECK(names(ff->named_parameters()) ==
-        std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
+  CHECK(names(ff->named_parameters()) == std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
   CHECK(ff->num_parameters() == 4 * 6 + 6 + 6 * 4 + 4);
   const auto params = ff->named_parameters();
   CHECK(params[0].second.shape() == Shape{6, 4});

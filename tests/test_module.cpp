@@ -54,8 +54,8 @@ TEST_CASE("module: hierarchical names, own entries before children's, as in PyTo
   CHECK(names(net->named_parameters()) ==
         std::vector<std::string>{"first.scale", "first.proj.weight", "first.proj.bias", "head.weight"});
   CHECK(names(net->named_buffers()) == std::vector<std::string>{"first.steps"});
-  CHECK(names(net->state_dict()) == std::vector<std::string>{"first.scale", "first.proj.weight", "first.proj.bias",
-                                                             "head.weight", "first.steps"});
+  CHECK(names(net->state_dict()) ==
+        std::vector<std::string>{"first.scale", "first.proj.weight", "first.proj.bias", "head.weight", "first.steps"});
   CHECK(net->num_parameters() == 6 + 2 + 2 + 2);
   CHECK(net->parameters(/*recurse=*/false).empty());
   auto modules = net->named_modules();

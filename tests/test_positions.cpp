@@ -93,8 +93,8 @@ TEST_CASE("positions: learned position embedding adds rows and trains them") {
   check_values(pos->weight().grad(), {2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0});
 
   pos->to(kFloat64);
-  check_gradients([&](const TensorList& in) { return pos(in[0]) * pos(in[0]); }, {randn({2, 3, 3}, gen, kFloat64)},
-                  {}, pos->parameters());
+  check_gradients([&](const TensorList& in) { return pos(in[0]) * pos(in[0]); }, {randn({2, 3, 3}, gen, kFloat64)}, {},
+                  pos->parameters());
   CHECK_THROWS_WITH_AS(pos(ones({1, 5, 3}, kFloat64)),
                        "LearnedPositionEmbedding: positions 0..4 (offset 0, length 5) exceed max_len 4", ValueError);
   CHECK_THROWS_AS(pos(ones({1, 2, 2}, kFloat64)), ShapeError);
@@ -134,9 +134,7 @@ TEST_CASE("positions: rotary keeps norms and q.k depends only on the relative po
   // equals that at (m + s, n + s) for any shift s.
   Tensor q = randn({1, 1, 1, 6}, gen, kFloat64);
   Tensor k = randn({1, 1, 1, 6}, gen, kFloat64);
-  auto score = [&](std::int64_t m, std::int64_t n) {
-    return row_dots(rope(q, m), rope(k, n)).item();
-  };
+  auto score = [&](std::int64_t m, std::int64_t n) { return row_dots(rope(q, m), rope(k, n)).item(); };
   const double s_3_1 = score(3, 1);
   CHECK(score(5, 3) == doctest::Approx(s_3_1).epsilon(1e-12));
   CHECK(score(12, 10) == doctest::Approx(s_3_1).epsilon(1e-12));
@@ -167,8 +165,7 @@ TEST_CASE("positions: rotary gradcheck, non-contiguous input, errors") {
                        ValueError);
   CHECK_THROWS_WITH_AS(rope(ones({1, 1, 9, 4})),
                        "RotaryEmbedding: positions 0..8 (offset 0, length 9) exceed max_len 8", ValueError);
-  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 4}), -1),
-                       "RotaryEmbedding: offset must be >= 0, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 4}), -1), "RotaryEmbedding: offset must be >= 0, got -1", ValueError);
   CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 6})), "RotaryEmbedding: expected input (..., T, 4), got shape (1,1,2,6)",
                        ShapeError);
   CHECK_THROWS_AS(rope(from_vector(std::vector<std::int64_t>{1, 2, 3, 4}, {1, 4})), TypeError);

@@ -157,7 +157,8 @@ nn::Activation activation_of(const std::string& name) {
 }
 
 nn::TransformerLayerOptions layer_options(const json& config, Generator& gen) {
-  return nn::TransformerLayerOptions(config.at("d_model").get<std::int64_t>(), config.at("num_heads").get<std::int64_t>())
+  return nn::TransformerLayerOptions(config.at("d_model").get<std::int64_t>(),
+                                     config.at("num_heads").get<std::int64_t>())
       .dim_feedforward(config.at("ff_hidden").get<std::int64_t>())
       .activation(activation_of(config.at("activation").get<std::string>()))
       .norm_first(config.at("norm_first").get<bool>())
@@ -171,19 +172,20 @@ nn::TransformerLayerOptions layer_options(const json& config, Generator& gen) {
 BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
   BuiltModule built;
   if (kind == "MultiHeadAttention") {
-    nn::MultiHeadAttention attn{
-        nn::MultiHeadAttentionOptions(config.at("d_model").get<std::int64_t>(), config.at("num_heads").get<std::int64_t>())
-            .cross_attention(config.at("cross_attention").get<bool>())
-            .kdim(config.at("kv_dim").get<std::int64_t>())
-            .generator(&gen)};
+    nn::MultiHeadAttention attn{nn::MultiHeadAttentionOptions(config.at("d_model").get<std::int64_t>(),
+                                                              config.at("num_heads").get<std::int64_t>())
+                                    .cross_attention(config.at("cross_attention").get<bool>())
+                                    .kdim(config.at("kv_dim").get<std::int64_t>())
+                                    .generator(&gen)};
     const bool is_causal = config.at("is_causal").get<bool>();
     const bool need_weights = config.at("need_weights").get<bool>();
     built.module = attn.ptr();
     built.forward = [attn, is_causal, need_weights](const TensorMap& in) {
-      const auto forward = nn::AttentionForwardOptions()
-                               .is_causal(is_causal)
-                               .need_weights(need_weights)
-                               .key_padding_mask(optional_input(in, "key_padding_mask"));  // Bool (B, Tk), true = padding
+      const auto forward =
+          nn::AttentionForwardOptions()
+              .is_causal(is_causal)
+              .need_weights(need_weights)
+              .key_padding_mask(optional_input(in, "key_padding_mask"));  // Bool (B, Tk), true = padding
       // query: (B, Tq, d), key_value: (B, Tk, kv_dim) or undefined -> output (B, Tq, d), weights (B, H, Tq, Tk)
       nn::AttentionResult r = attn(in.at("query"), optional_input(in, "key_value"), forward);
       TensorMap out{{"output", r.output}};
@@ -212,10 +214,11 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     built.module = norm.ptr();
     built.forward = [norm](const TensorMap& in) { return TensorMap{{"output", norm(in.at("x"))}}; };
   } else if (kind == "FeedForward") {
-    nn::FeedForward ff{nn::FeedForwardOptions(config.at("d_model").get<std::int64_t>(), config.at("hidden").get<std::int64_t>())
-                           .activation(activation_of(config.at("activation").get<std::string>()))
-                           .dropout(0.0)
-                           .generator(&gen)};
+    nn::FeedForward ff{
+        nn::FeedForwardOptions(config.at("d_model").get<std::int64_t>(), config.at("hidden").get<std::int64_t>())
+            .activation(activation_of(config.at("activation").get<std::string>()))
+            .dropout(0.0)
+            .generator(&gen)};
     built.module = ff.ptr();
     built.forward = [ff](const TensorMap& in) { return TensorMap{{"output", ff(in.at("x"))}}; };
   } else if (kind == "MixtureOfExperts") {
@@ -223,16 +226,15 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     REQUIRE((weighting == "softmax_topk" || weighting == "softmax_then_topk"));
     const std::string activation = config.at("activation").get<std::string>();
     REQUIRE((activation == "relu" || activation == "gelu"));
-    nn::MixtureOfExperts moe{
-        nn::MoEOptions(config.at("dim").get<std::int64_t>())
-            .num_experts(config.at("num_experts").get<std::int64_t>())
-            .top_k(config.at("top_k").get<std::int64_t>())
-            .hidden(config.at("hidden").get<std::int64_t>())
-            .weighting(weighting == "softmax_topk" ? nn::RouterWeighting::SoftmaxTopK
-                                                   : nn::RouterWeighting::SoftmaxThenTopK)
-            .activation(activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU)
-            .router_bias(config.at("router_bias").get<bool>())
-            .generator(&gen)};
+    nn::MixtureOfExperts moe{nn::MoEOptions(config.at("dim").get<std::int64_t>())
+                                 .num_experts(config.at("num_experts").get<std::int64_t>())
+                                 .top_k(config.at("top_k").get<std::int64_t>())
+                                 .hidden(config.at("hidden").get<std::int64_t>())
+                                 .weighting(weighting == "softmax_topk" ? nn::RouterWeighting::SoftmaxTopK
+                                                                        : nn::RouterWeighting::SoftmaxThenTopK)
+                                 .activation(activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU)
+                                 .router_bias(config.at("router_bias").get<bool>())
+                                 .generator(&gen)};
     built.module = moe.ptr();
     built.forward = [moe](const TensorMap& in) {
       nn::MoEOutput r = moe(in.at("x"));  // x: (B, T, D) -> output (B, T, D), losses (), expert ids (N, k)

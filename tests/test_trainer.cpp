@@ -302,8 +302,8 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
 class Encoder : public nn::Module {
  public:
   explicit Encoder(std::uint64_t seed) : gen_(seed) {
-    layer_ = register_module("layer",
-                             nn::TransformerEncoderLayer(testing::layer_options(8, 2, 16, /*dropout=*/0.3).generator(&gen_)));
+    layer_ = register_module(
+        "layer", nn::TransformerEncoderLayer(testing::layer_options(8, 2, 16, /*dropout=*/0.3).generator(&gen_)));
     head_ = register_module("head", nn::Linear(nn::LinearOptions(8, 1).generator(&gen_)));
   }
   Tensor forward(const Tensor& x) { return head_(layer_(x).mean({1})); }

@@ -116,18 +116,19 @@ TEST_CASE("transformer: the encoder stack takes the padding mask through its cal
   CHECK(max_diff(encoder(x).select(0, 0).narrow(0, 0, 2), encoder(changed).select(0, 0).narrow(0, 0, 2)) > 1e-3);
 
   nn::KVCache cache;
-  CHECK_THROWS_WITH_AS(encoder(x, nn::AttentionForwardOptions().cache(&cache)),
-                       "TransformerEncoder: options.cache must be null; a stack keeps one cache per layer (DecoderCache)",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      encoder(x, nn::AttentionForwardOptions().cache(&cache)),
+      "TransformerEncoder: options.cache must be null; a stack keeps one cache per layer (DecoderCache)", ValueError);
   nn::TransformerDecoder decoder(tiny(true), /*num_layers=*/1);
   CHECK_THROWS_WITH_AS(decoder(x, y, nn::AttentionForwardOptions(), nn::AttentionForwardOptions().cache(&cache)),
                        "TransformerDecoder: cross.cache must be null; a stack keeps one cache per layer (DecoderCache)",
                        ValueError);
   nn::TransformerEncoderLayer layer(tiny(true));
-  CHECK_THROWS_WITH_AS(layer(x, nn::AttentionForwardOptions().need_weights(true)),
-                       "TransformerEncoderLayer: need_weights is not supported (the layer returns one tensor); call its "
-                       "self-attention for the weights",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      layer(x, nn::AttentionForwardOptions().need_weights(true)),
+      "TransformerEncoderLayer: need_weights is not supported (the layer returns one tensor); call its "
+      "self-attention for the weights",
+      ValueError);
   // A decoder layer returns the cross-attention weights when asked, (B, H, T, S).
   nn::TransformerDecoderLayer decoder_layer(tiny(true));
   const nn::DecoderLayerResult r =
@@ -320,9 +321,9 @@ TEST_CASE("transformer: rotary self-attention with a cache equals the full pass,
   Generator same_seed(7);
   nn::MultiHeadAttention plain{nn::MultiHeadAttentionOptions(8, 2).generator(&same_seed)};
   CHECK(max_diff(plain(x, Tensor(), causal).output, full_pass) > 1e-4);
-  CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).rotary_max_len(4)),
-                       "MultiHeadAttention: rotary_max_len 4 is only for self-attention and must not be negative",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      nn::MultiHeadAttention(nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).rotary_max_len(4)),
+      "MultiHeadAttention: rotary_max_len 4 is only for self-attention and must not be negative", ValueError);
   attn->to(kFloat64);
   check_gradients([&](const TensorList& in) { return attn(in[0], Tensor(), causal).output; },
                   {randn({1, 3, 8}, gen, kFloat64)}, {}, attn->parameters());

@@ -88,8 +88,7 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionForwardOptions& masks, double dropout_p,
-                                             Generator* gen) {
+                                             const AttentionForwardOptions& masks, double dropout_p, Generator* gen) {
   check_sdpa_shapes(q, k, v);
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
     throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));

@@ -134,7 +134,7 @@ class MultiHeadAttentionImpl : public Module {
   Linear kv_proj_{nullptr};
   Linear out_proj_{nullptr};
   RotaryEmbedding rotary_{nullptr};  // empty unless options.rotary_max_len > 0
-  Generator dropout_gen_;  // seeded from the construction generator, so a run is reproducible
+  Generator dropout_gen_;            // seeded from the construction generator, so a run is reproducible
 };
 TAPEGRAD_MODULE(MultiHeadAttention);
 

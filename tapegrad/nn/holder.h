@@ -25,20 +25,20 @@
 
 #include "tapegrad/autograd/error.h"
 
-#define TAPEGRAD_ARG(T, name)                                 \
- public:                                                      \
-  auto name(std::add_const_t<T>& new_##name)->decltype(*this) { \
-    this->name##_ = new_##name;                               \
-    return *this;                                             \
-  }                                                           \
-  auto name(T&& new_##name)->decltype(*this) {                \
-    this->name##_ = std::move(new_##name);                    \
-    return *this;                                             \
-  }                                                           \
+#define TAPEGRAD_ARG(T, name)                                          \
+ public:                                                               \
+  auto name(std::add_const_t<T>& new_##name)->decltype(*this) {        \
+    this->name##_ = new_##name;                                        \
+    return *this;                                                      \
+  }                                                                    \
+  auto name(T&& new_##name)->decltype(*this) {                         \
+    this->name##_ = std::move(new_##name);                             \
+    return *this;                                                      \
+  }                                                                    \
   std::add_const_t<T>& name() const noexcept { return this->name##_; } \
-  T& name() noexcept { return this->name##_; }                \
-                                                              \
- private:                                                     \
+  T& name() noexcept { return this->name##_; }                         \
+                                                                       \
+ private:                                                              \
   T name##_ /* NOLINT */
 
 namespace tapegrad::nn {
@@ -109,8 +109,8 @@ class ModuleHolder {
 }  // namespace tapegrad::nn
 
 // Declares the handle class Name over NameImpl (which must be declared before).
-#define TAPEGRAD_MODULE(Name)                                       \
-  class Name : public ::tapegrad::nn::ModuleHolder<Name##Impl> {    \
-   public:                                                          \
-    using ::tapegrad::nn::ModuleHolder<Name##Impl>::ModuleHolder;   \
+#define TAPEGRAD_MODULE(Name)                                     \
+  class Name : public ::tapegrad::nn::ModuleHolder<Name##Impl> {  \
+   public:                                                        \
+    using ::tapegrad::nn::ModuleHolder<Name##Impl>::ModuleHolder; \
   }

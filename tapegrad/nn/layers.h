@@ -180,8 +180,7 @@ class SequentialImpl : public UnaryModule {
  public:
   SequentialImpl() = default;
   // Each argument is a handle (nn::Linear ...) or a shared_ptr of a one-tensor module.
-  template <class First, class... Rest,
-            std::enable_if_t<!std::is_same_v<std::decay_t<First>, SequentialImpl>, int> = 0>
+  template <class First, class... Rest, std::enable_if_t<!std::is_same_v<std::decay_t<First>, SequentialImpl>, int> = 0>
   explicit SequentialImpl(First&& first, Rest&&... rest) {
     push_back(std::forward<First>(first));
     (push_back(std::forward<Rest>(rest)), ...);

@@ -42,7 +42,7 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   const std::int64_t n = tokens.shape()[0];
 
   MoEOutput result;
-  const Tensor logits = router_(tokens);  // logits: (N, E)
+  const Tensor logits = router_(tokens);     // logits: (N, E)
   const Tensor probs = softmax(logits, -1);  // probs: (N, E)
   auto [top_scores, top_ids] = topk(logits, k, -1);  // (N, k) each
   Tensor weights;                                    // weights: (N, k)

@@ -32,7 +32,7 @@ enum class RouterWeighting { SoftmaxTopK, SoftmaxThenTopK };
 //   nn::MixtureOfExperts moe{nn::MoEOptions(/*dim=*/64).num_experts(4).top_k(1).hidden(128)};
 struct MoEOptions {
   MoEOptions(std::int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
-  TAPEGRAD_ARG(std::int64_t, dim);  // D, the token size
+  TAPEGRAD_ARG(std::int64_t, dim);             // D, the token size
   TAPEGRAD_ARG(std::int64_t, num_experts) = 8;
   TAPEGRAD_ARG(std::int64_t, top_k) = 2;
   TAPEGRAD_ARG(std::int64_t, hidden) = 1024;  // each expert: Linear(D, hidden) -> activation -> Linear(hidden, D)

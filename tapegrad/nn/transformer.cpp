@@ -52,8 +52,9 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerLayerO
 Tensor TransformerEncoderLayerImpl::forward(const Tensor& x, const AttentionForwardOptions& options) {
   check_model_input(x, options_.d_model(), "TransformerEncoderLayer");
   if (options.need_weights())
-    throw ValueError("TransformerEncoderLayer: need_weights is not supported (the layer returns one tensor); "
-                     "call its self-attention for the weights");
+    throw ValueError(
+        "TransformerEncoderLayer: need_weights is not supported (the layer returns one tensor); "
+        "call its self-attention for the weights");
   auto self_attention = [&](const Tensor& h) { return self_attn_(h, Tensor(), options).output; };
   Tensor h = x;  // h: (B, T, d)
   if (options_.norm_first()) {
@@ -153,8 +154,8 @@ TransformerDecoderImpl::TransformerDecoderImpl(const TransformerLayerOptions& la
 }
 
 DecoderResult TransformerDecoderImpl::forward(const Tensor& x, const Tensor& memory,
-                                              const AttentionForwardOptions& self,
-                                              const AttentionForwardOptions& cross, DecoderCache* cache) {
+                                              const AttentionForwardOptions& self, const AttentionForwardOptions& cross,
+                                              DecoderCache* cache) {
   check_no_cache(self, "TransformerDecoder", "self");
   check_no_cache(cross, "TransformerDecoder", "cross");
   if (cache) {
