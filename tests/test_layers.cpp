@@ -240,6 +240,10 @@ TEST_CASE("layers: Sequential names children 0, 1, ... and chains them") {
   nn::Sequential mixed(nn::Linear(3, 3), std::make_shared<nn::GELUImpl>(), seq);
   CHECK(mixed->size() == 3);
   CHECK(mixed->at(2).get() == static_cast<nn::UnaryModule*>(seq.get()));
+  nn::Sequential one(nn::Linear(3, 3));  // a single module is an argument, not a copy of a handle
+  CHECK(one->size() == 1);
+  nn::Sequential shared = seq;  // copying a Sequential handle shares it
+  CHECK(shared.get() == seq.get());
 }
 
 TEST_CASE("layers: Sequential gradcheck with parameters") {

@@ -72,10 +72,14 @@ class ModuleHolder {
   // Wraps a module that already exists (shares it).
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT(google-explicit-constructor)
   // Constructs Impl from the arguments: nn::Linear(64, 10) is std::make_shared<LinearImpl>(64, 10).
+  // A single argument that is already a handle of this Impl, nullptr or a shared_ptr picks the
+  // constructors above (a copy shares); handles of other modules are arguments (nn::Sequential(fc)).
+  // The arguments are forwarded, so a braced default ({}) has to be spelled out (e.g.
+  // nn::AttentionForwardOptions()), in a call through the handle as well.
   template <class Head, class... Tail,
-            std::enable_if_t<!(sizeof...(Tail) == 0 &&
-                               (is_module_holder_v<Head> || std::is_same_v<std::decay_t<Head>, std::nullptr_t> ||
-                                std::is_convertible_v<Head, std::shared_ptr<Impl>>)),
+            std::enable_if_t<!(sizeof...(Tail) == 0 && (std::is_base_of_v<ModuleHolder<Impl>, std::decay_t<Head>> ||
+                                                        std::is_same_v<std::decay_t<Head>, std::nullptr_t> ||
+                                                        std::is_convertible_v<Head, std::shared_ptr<Impl>>)),
                              int> = 0>
   explicit ModuleHolder(Head&& head, Tail&&... tail)
       : impl_(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
