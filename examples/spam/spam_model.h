@@ -106,11 +106,13 @@ class SpamTransformer : public nn::Module {
     tok_emb_ = register_module(
         "tok_emb",
         nn::Embedding(nn::EmbeddingOptions(o.vocab_size, d_model_).padding_idx(data::Vocab::kPad).generator(&gen)));
-    if (o.learned_positions)
-      learned_pos_ = register_module("pos", nn::LearnedPositionEmbedding(
-                                                nn::LearnedPositionEmbeddingOptions(o.max_length, d_model_).generator(&gen)));
-    else
+    if (o.learned_positions) {
+      learned_pos_ = register_module(
+          "pos",
+          nn::LearnedPositionEmbedding(nn::LearnedPositionEmbeddingOptions(o.max_length, d_model_).generator(&gen)));
+    } else {
       sinusoidal_pos_ = register_module("pos", nn::SinusoidalPositionalEncoding(o.max_length, d_model_));
+    }
     emb_dropout_ = register_module("emb_dropout", nn::Dropout(nn::DropoutOptions(o.layer.dropout()).generator(&gen)));
     encoder_ = register_module("encoder",
                                nn::TransformerEncoder(nn::TransformerLayerOptions(o.layer).generator(&gen), o.layers));
@@ -119,12 +121,12 @@ class SpamTransformer : public nn::Module {
 
   // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding -> logits (B, 2)
   Tensor forward(const Tensor& tokens, const Tensor& padding_mask) {
-    const Tensor e = tok_emb_(tokens);                                                   // (B, T, d)
-    const Tensor x = emb_dropout_(learned_pos_ ? learned_pos_(e) : sinusoidal_pos_(e));  // (B, T, d)
+    const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)
+    const Tensor x = emb_dropout_(learned_pos_ ? learned_pos_(e) : sinusoidal_pos_(e));          // (B, T, d)
     const Tensor h = encoder_(x, nn::AttentionForwardOptions().key_padding_mask(padding_mask));  // (B, T, d)
-    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);                 // (B, T, 1)
-    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);                              // (B, 1)
-    return head_((h * keep).sum({1}) / count);  // (B, d) -> (B, 2)
+    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);                   // (B, T, 1)
+    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);                                // (B, 1)
+    return head_((h * keep).sum({1}) / count);                                                   // (B, d) -> (B, 2)
   }
 
  private:
