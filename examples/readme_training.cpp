@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   options.max_steps = 1500;
   options.log_every = 100;
   options.run_dir = argc > 1 ? argv[1] : "runs/readme";  // metrics.jsonl, checkpoint/ (resumed)
-  train::Trainer trainer(*model, optimizer, options);
+  train::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);
   train::TrainResult result = trainer.fit([&](std::int64_t /*step*/) {
     return train::StepOutput{nn::mse_loss(model(x), y), /*examples=*/512};

@@ -739,3 +739,24 @@ TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one
     }
   CHECK(std::sqrt(moved) == doctest::Approx(0.1 * 1e-3).epsilon(1e-3));
 }
+
+TEST_CASE("trainer: a module handle trains the module it holds") {
+  TempDir dir("handle");
+  Generator gen(3);
+  nn::Sequential model(nn::Linear(nn::LinearOptions(4, 8).generator(&gen)), nn::ReLU(),
+                       nn::Linear(nn::LinearOptions(8, 1).generator(&gen)));
+  const std::vector<std::vector<float>> before = values(*model);
+  optim::SGD sgd(model->parameters(), optim::SGDOptions{0.05});
+  train::TrainerOptions options;
+  options.max_steps = 5;
+  options.run_dir = dir.str();
+  options.progress = train::Progress::Off;
+  train::Trainer trainer(model, sgd, options);  // the handle, not *model
+  const train::TrainResult result = trainer.fit([&](std::int64_t step) {
+    auto [x, y] = batch_at(step);
+    return train::StepOutput{nn::mse_loss(model(x), y), 8};
+  });
+  CHECK(result.steps == 5);
+  CHECK(values(*model) != before);
+  CHECK(model->parameters()[0].grad().defined());
+}

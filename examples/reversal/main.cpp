@@ -132,7 +132,7 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.resume;
   trainer_options.progress = train::parse_progress(config.progress);
-  train::Trainer trainer(*model, optimizer, trainer_options);
+  train::Trainer trainer(model, optimizer, trainer_options);
 
   EncodingResult result;
   const auto step_fn = [&](std::int64_t step) {

@@ -120,6 +120,10 @@ class Trainer {
  public:
   // Keeps references to model and optimizer; they must outlive the trainer. ValueError on bad options.
   Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions options);
+  // A module handle (nn::Sequential, any TAPEGRAD_MODULE): trains the module it holds.
+  template <class Impl>
+  Trainer(const nn::ModuleHolder<Impl>& model, optim::Optimizer& optimizer, TrainerOptions options)
+      : Trainer(*model, optimizer, std::move(options)) {}
 
   // Stepped after every optimiser step; its step is checkpointed. nullptr: none.
   void set_scheduler(optim::Scheduler* scheduler);
