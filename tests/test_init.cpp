@@ -60,3 +60,22 @@ TEST_CASE("init: errors name the shape") {
   CHECK_THROWS_WITH_AS(nn::init::kaiming_normal_(empty({3, 0}), gen),
                        "init: kaiming initialisation of a tensor with zero fan, shape (3,0)", ValueError);
 }
+
+TEST_CASE("init: random tensors and initialisers without a generator draw from the default one") {
+  // manual_seed(n) makes the default generator draw what Generator(n) draws.
+  manual_seed(21);
+  const std::vector<float> from_default = randn({6}).to_vector<float>();
+  const std::vector<double> uniform_default = uniform({4}, -2.0, 3.0, kFloat64).to_vector<double>();
+  Tensor w = empty({5, 4});
+  nn::init::kaiming_uniform_(w);
+  const std::vector<std::int64_t> ints = randint(0, 10, {8}).to_vector<std::int64_t>();
+
+  Generator gen(21);
+  CHECK(from_default == randn({6}, gen).to_vector<float>());
+  CHECK(uniform_default == uniform({4}, -2.0, 3.0, gen, kFloat64).to_vector<double>());
+  Tensor v = empty({5, 4});
+  nn::init::kaiming_uniform_(v, gen);
+  CHECK(w.to_vector<float>() == v.to_vector<float>());
+  CHECK(ints == randint(0, 10, {8}, gen).to_vector<std::int64_t>());
+  for (double u : uniform_default) CHECK((u >= -2.0 && u < 3.0));
+}

@@ -192,6 +192,18 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DTyp
 Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype = kFloat32);
 // Integers uniform in [low, high).
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype = kInt64);
+// The same, drawn from the calling thread's default generator (manual_seed(n) seeds it), as torch's.
+inline Tensor rand(const Shape& shape, DType dtype = kFloat32) { return rand(shape, default_generator(), dtype); }
+inline Tensor randn(const Shape& shape, DType dtype = kFloat32) { return randn(shape, default_generator(), dtype); }
+inline Tensor uniform(const Shape& shape, double low, double high, DType dtype = kFloat32) {
+  return uniform(shape, low, high, default_generator(), dtype);
+}
+inline Tensor normal(const Shape& shape, double mean, double std, DType dtype = kFloat32) {
+  return normal(shape, mean, std, default_generator(), dtype);
+}
+inline Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, DType dtype = kInt64) {
+  return randint(low, high, shape, default_generator(), dtype);
+}
 
 // --- internal helpers shared by ops ---
 namespace detail {

@@ -1,5 +1,6 @@
 #pragma once
-// Seeded initialisers, writing in place (not recorded on the tape). For a weight of shape
+// Seeded initialisers, writing in place (not recorded on the tape), from a given generator or the
+// default one. For a weight of shape
 // (out, in, ...): fan_in = in * receptive, fan_out = out * receptive.
 //   xavier_uniform_:  U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))
 //   xavier_normal_:   N(0, gain^2 * 2 / (fan_in + fan_out))
@@ -20,6 +21,18 @@ void xavier_uniform_(const Tensor& t, Generator& gen, double gain = 1.0);
 void xavier_normal_(const Tensor& t, Generator& gen, double gain = 1.0);
 void kaiming_uniform_(const Tensor& t, Generator& gen, double a = 0.0, FanMode mode = FanMode::FanIn);
 void kaiming_normal_(const Tensor& t, Generator& gen, double a = 0.0, FanMode mode = FanMode::FanIn);
+
+// The same, drawn from the calling thread's default generator (manual_seed(n) seeds it).
+inline void uniform_(const Tensor& t, double low, double high) { uniform_(t, low, high, default_generator()); }
+inline void normal_(const Tensor& t, double mean, double std) { normal_(t, mean, std, default_generator()); }
+inline void xavier_uniform_(const Tensor& t, double gain = 1.0) { xavier_uniform_(t, default_generator(), gain); }
+inline void xavier_normal_(const Tensor& t, double gain = 1.0) { xavier_normal_(t, default_generator(), gain); }
+inline void kaiming_uniform_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::FanIn) {
+  kaiming_uniform_(t, default_generator(), a, mode);
+}
+inline void kaiming_normal_(const Tensor& t, double a = 0.0, FanMode mode = FanMode::FanIn) {
+  kaiming_normal_(t, default_generator(), a, mode);
+}
 
 // (fan_in, fan_out) of a weight with at least two axes.
 std::pair<std::int64_t, std::int64_t> fans(const Tensor& t);
