@@ -9,17 +9,18 @@
 // A transposed view is therefore passed as a flag and a leading dimension, never copied.
 // When beta is 0, C is written without being read (it may hold garbage or NaN).
 //
-// This header does not include <cblas.h>: blas.cpp is the only translation unit that does
-// (OpenBLAS's cblas.h clashes with xtensor-blas, see shared/notes/xtensor-and-blas.md).
+// This header does not include <cblas.h>: blas.cpp is the only translation unit that does, so
+// OpenBLAS's declarations and macros reach no other file of the library nor its users.
 
 #include <cstdint>
 #include <string>
 
 namespace tapegrad::kernels {
 
-// Picks the triple loop for small products and BLAS otherwise (see kLoopGemmMaxWork in
-// blas.cpp for the measured crossover); large products are split over the thread pool
-// (autograd/parallel.h) in blocks of C's rows or columns, each block one single-threaded BLAS call.
+// Picks gemm_loop for small products and BLAS otherwise (see kLoopGemmMaxWork in blas.cpp for
+// the measured crossover). Products of at least 2^20 multiply-adds, called outside the thread
+// pool with more than one thread, are split over the pool (autograd/parallel.h) in blocks of
+// C's rows or columns, each block one single-threaded BLAS call.
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
@@ -33,7 +34,9 @@ void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
                const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
                std::int64_t ldc);
 
-// Always the plain triple loop (what gemm uses below the crossover).
+// Always the loop gemm uses below the crossover: four rows of C at a time held in vector
+// registers over the whole k loop (a transposed B is first repacked on the stack when k n <=
+// 4096); one dot product per entry of C when n < 4 or the repack would not fit.
 void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                std::int64_t ldc);
