@@ -1,0 +1,273 @@
+#pragma once
+// Reduction kernels over any set of axes (sum, max, min, logsumexp, each into a new tensor of
+// the keepdim shape) and along one axis (argmax, argmin). The ops, with their argument checks
+// and backward, are in ops/reduce.cpp.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "tapegrad/autograd/kernels/rows.h"
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/parallel.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::kernels {
+
+// Which axes a reduction covers, and the shapes that follow (ops/reduce.cpp's resolve_axes
+// builds it from an op's axes argument).
+struct ReducedAxes {
+  bool reduced[kMaxRank] = {};
+  Shape kept_shape;  // the output shape with keepdim (reduced axes have size 1)
+  Shape out_shape;   // the output shape without keepdim
+  std::int64_t count = 1;  // elements folded into each output element
+};
+
+// Strides of a keepdim-shaped contiguous output seen from the input's shape (0 on reduced axes).
+inline Dims reduced_strides(const ReducedAxes& r) {
+  Dims strides = contiguous_strides(r.kept_shape);
+  for (int d = 0; d < strides.size(); ++d)
+    if (r.reduced[d]) strides[d] = 0;
+  return strides;
+}
+
+
+// Where the reduced axes of x lie, ignoring size-1 axes: all before the kept ones (x seen as
+// (count, rest), summed over its rows: a bias gradient), all after them ((rest, count), summed
+// along each row), or interleaved.
+enum class ReducedBlock { kLeading, kTrailing, kMixed };
+
+inline ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& r) {
+  bool seen_kept = false, seen_reduced = false, leading = true, trailing = true;
+  for (int d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (r.reduced[d]) {
+      if (seen_kept) leading = false;
+      seen_reduced = true;
+    } else {
+      if (seen_reduced) trailing = false;
+      seen_kept = true;
+    }
+  }
+  if (leading) return ReducedBlock::kLeading;
+  if (trailing) return ReducedBlock::kTrailing;
+  return ReducedBlock::kMixed;
+}
+
+// Sum over the reduced axes into a new tensor of the keepdim shape.
+template <class T>
+Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
+  Tensor out = zeros(r.kept_shape, x.dtype());
+  T* po = out.data_ptr<T>();
+  const T* px = x.data_ptr<T>();
+  // One run of the layout below adds n elements into one output (st[0] == 0) or n inputs into n
+  // outputs; the runs come in the input's order.
+  auto add_run = [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+    T* o = po + off[0];
+    const T* a = px + off[1];
+    if (st[0] == 0) {
+      // Eight partial sums: vectorisable, and more accurate than one.
+      T partial[8] = {};
+      std::int64_t i = 0;
+      if (st[1] == 1)
+        for (; i + 8 <= n; i += 8)
+          for (int k = 0; k < 8; ++k) partial[k] += a[i + k];
+      T total = 0;
+      for (; i < n; ++i) total += a[i * st[1]];
+      for (int k = 0; k < 8; ++k) total += partial[k];
+      *o += total;
+    } else if (st[0] == 1 && st[1] == 1) {
+      for (std::int64_t i = 0; i < n; ++i) o[i] += a[i];
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] += a[i * st[1]];
+    }
+  };
+  const RunLayout<2> layout = run_layout<2>(x.shape(), {reduced_strides(r), x.strides()});
+  const std::int64_t total = layout.numel();
+  const std::int64_t count = r.count, outputs = count == 0 ? 0 : total / count;
+  // The two common shapes of a large sum go over the pool with the summation order unchanged, so
+  // the bits do not depend on the thread count: a contiguous (count, outputs) block split into
+  // column blocks, each column summed down the rows; or (outputs, count) split into whole rows.
+  if (x.is_contiguous() && total >= 2 * kElementwiseGrain && outputs > 1) {
+    const ReducedBlock block = reduced_block(x.shape(), r);
+    if (block == ReducedBlock::kLeading) {
+      parallel_for(0, outputs, row_grain(count), [&](std::int64_t c0, std::int64_t c1) {
+        for (std::int64_t row = 0; row < count; ++row) {
+          const T* a = px + row * outputs;  // a: (outputs)
+          for (std::int64_t i = c0; i < c1; ++i) po[i] += a[i];
+        }
+      });
+      return out;
+    }
+    if (block == ReducedBlock::kTrailing) {
+      parallel_for(0, outputs, row_grain(count), [&](std::int64_t first, std::int64_t last) {
+        for_runs(layout, first * count, last * count, add_run);
+      });
+      return out;
+    }
+  }
+  for_runs(layout, 0, total, add_run);
+  return out;
+}
+
+// The mean over the reduced axes: the sum scaled by 1 / count.
+template <class T>
+Tensor mean_reduced(const Tensor& x, const ReducedAxes& r) {
+  Tensor s = sum_reduced<T>(x, r);
+  const T scale = T(1) / static_cast<T>(r.count);
+  T* p = s.data_ptr<T>();
+  for (std::int64_t i = 0; i < s.numel(); ++i) p[i] *= scale;
+  return s;
+}
+
+// max (kMax) or min of a[0..n), NaN if any entry is NaN; n >= 1.
+template <class T, bool kMax>
+T row_extremum(const T* a, std::int64_t n) {
+  std::int64_t i = 0;
+  T best = a[0];
+  bool saw_nan = std::isnan(best);
+  if (n >= kLanes<T>) {
+    // xsimd's max/min do not propagate NaN, so NaNs are tracked on the side.
+    Batch<T> acc = Batch<T>::load_unaligned(a);
+    auto nan = xsimd::isnan(acc);
+    for (i = kLanes<T>; i + kLanes<T> <= n; i += kLanes<T>) {
+      const Batch<T> v = Batch<T>::load_unaligned(a + i);
+      acc = kMax ? xsimd::max(acc, v) : xsimd::min(acc, v);
+      nan = nan | xsimd::isnan(v);
+    }
+    saw_nan = saw_nan || xsimd::any(nan);
+    T lanes[kLanes<T>];
+    acc.store_unaligned(lanes);
+    for (T v : lanes) best = (kMax ? v > best : v < best) ? v : best;
+  }
+  for (; i < n; ++i) {
+    best = (kMax ? a[i] > best : a[i] < best) ? a[i] : best;
+    saw_nan = saw_nan || std::isnan(a[i]);
+  }
+  return saw_nan ? std::numeric_limits<T>::quiet_NaN() : best;
+}
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  else return false;
+}
+
+// Whether v replaces the current best. A NaN wins and then stays, so NaN propagates as in
+// PyTorch; strict comparison keeps the first of tied values (argmax's first occurrence).
+template <bool kMax, class T>
+bool better(T v, T best) {
+  if (is_nan(best)) return false;
+  return (kMax ? v > best : v < best) || is_nan(v);
+}
+
+// Largest (kMax) or smallest value over the reduced axes, in the keepdim shape.
+template <class T, bool kMax>
+Tensor extremum_reduced(const Tensor& x, const ReducedAxes& r) {
+  Tensor out = empty(r.kept_shape, x.dtype());
+  T* po = out.data_ptr<T>();
+  const T start = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  const T first = std::numeric_limits<T>::has_infinity ? (kMax ? -std::numeric_limits<T>::infinity()
+                                                               : std::numeric_limits<T>::infinity())
+                                                        : start;
+  for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = first;
+  const T* px = x.data_ptr<T>();
+  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()},
+                           [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+                             T* o = po + off[0];
+                             const T* a = px + off[1];
+                             if (st[0] == 0) {
+                               T best = *o;
+                               if constexpr (std::is_floating_point_v<T>) {
+                                 if (st[1] == 1) {  // a contiguous run reduced to one value
+                                   const T run = row_extremum<T, kMax>(a, n);
+                                   if (better<kMax>(run, best)) best = run;
+                                   *o = best;
+                                   return;
+                                 }
+                               }
+                               for (std::int64_t i = 0; i < n; ++i)
+                                 if (better<kMax>(a[i * st[1]], best)) best = a[i * st[1]];
+                               *o = best;
+                             } else {
+                               for (std::int64_t i = 0; i < n; ++i)
+                                 if (better<kMax>(a[i * st[1]], o[i * st[0]])) o[i * st[0]] = a[i * st[1]];
+                             }
+                           });
+  return out;
+}
+
+// The index of the largest (kMax) or smallest value along the axis of x seen as (outer, n, inner);
+// the first one on ties, a NaN's when there is one.
+template <class T, bool kMax>
+void arg_extremum(const T* x, std::int64_t* out, const AxisSplit& s) {
+  // x: (outer, n, inner) contiguous; out: (outer, inner)
+  if (s.inner == 1) {
+    for (std::int64_t o = 0; o < s.outer; ++o) {
+      const T* row = x + o * s.n;
+      std::int64_t best = 0;
+      for (std::int64_t k = 1; k < s.n; ++k)
+        if (better<kMax>(row[k], row[best])) best = k;
+      out[o] = best;
+    }
+    return;
+  }
+  // The axis is strided: sweep it row by row so each pass reads inner contiguous values.
+  std::vector<T> best_value(static_cast<std::size_t>(s.inner));
+  for (std::int64_t o = 0; o < s.outer; ++o) {
+    const T* block = x + o * s.n * s.inner;
+    std::int64_t* idx = out + o * s.inner;
+    for (std::int64_t j = 0; j < s.inner; ++j) {
+      best_value[j] = block[j];
+      idx[j] = 0;
+    }
+    for (std::int64_t k = 1; k < s.n; ++k) {
+      const T* row = block + k * s.inner;
+      for (std::int64_t j = 0; j < s.inner; ++j)
+        if (better<kMax>(row[j], best_value[j])) {
+          best_value[j] = row[j];
+          idx[j] = k;
+        }
+    }
+  }
+}
+
+// log(sum(exp(x))) over the reduced axes, in the keepdim shape.
+template <class T>
+Tensor logsumexp_reduced(const Tensor& x, const ReducedAxes& r) {
+  Tensor shift = extremum_reduced<T, true>(x, r);  // (kept)
+  T* pm = shift.data_ptr<T>();
+  // Subtracting the max keeps exp from overflowing. An infinite max shifts by 0 instead: a
+  // row of -inf then sums exp(-inf) = 0 and gives log(0) = -inf rather than -inf - -inf = NaN,
+  // and a +inf entry gives +inf.
+  for (std::int64_t i = 0; i < shift.numel(); ++i)
+    if (std::isinf(pm[i])) pm[i] = 0;
+  Tensor out = zeros(r.kept_shape, x.dtype());  // (kept), the sums of exp first
+  T* po = out.data_ptr<T>();
+  const T* px = x.data_ptr<T>();
+  // out and shift are both contiguous in the kept shape, so one offset serves both.
+  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()},
+                           [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+                             T* o = po + off[0];
+                             const T* m = pm + off[0];
+                             const T* a = px + off[1];
+                             if (st[0] == 0 && st[1] == 1) {
+                               *o += exp_shifted_sum<T>(a, *m, nullptr, n);
+                             } else if (st[0] == 0) {
+                               T total = 0;
+                               for (std::int64_t i = 0; i < n; ++i) total += std::exp(a[i * st[1]] - *m);
+                               *o += total;
+                             } else {
+                               for (std::int64_t i = 0; i < n; ++i)
+                                 o[i * st[0]] += std::exp(a[i * st[1]] - m[i * st[0]]);
+                             }
+                           });
+  for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = std::log(po[i]) + pm[i];
+  return out;
+}
+
+}  // namespace tapegrad::kernels
