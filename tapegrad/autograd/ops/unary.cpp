@@ -1,0 +1,164 @@
+// Unary math and activations: neg, pow, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu, silu
+// and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's maps
+// and vectorised kernels.
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "tapegrad/autograd/kernels/elementwise.h"
+#include "tapegrad/autograd/ops.h"
+
+namespace tapegrad {
+
+namespace {
+
+using kernels::backward_map;
+using kernels::floating_map;
+using kernels::VectorMath;
+
+}  // namespace
+
+// ---------------------------------------------------------------- unary math
+Tensor neg(const Tensor& x) {
+  Tensor out = floating_map(x, "neg", [](auto v) { return -v; });
+  if (any_requires_grad({&x})) record("neg", out, {x}, [](const Tensor& g) -> TensorList { return {neg(g)}; });
+  return out;
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor out = floating_map(x, "pow", [exponent](auto v) {
+    using T = decltype(v);
+    if (exponent == 2.0) return v * v;
+    return static_cast<T>(std::pow(v, static_cast<T>(exponent)));
+  });
+  if (any_requires_grad({&x}))
+    record("pow", out, {x}, [x = x.detach(), exponent](const Tensor& g) -> TensorList {
+      return {backward_map(g, x, [exponent](auto gv, auto xv) {
+        using T = decltype(xv);
+        if (exponent == 0.0) return T(0);
+        return static_cast<T>(gv * static_cast<T>(exponent) * std::pow(xv, static_cast<T>(exponent - 1.0)));
+      })};
+    });
+  return out;
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "exp", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kExp);
+  });
+  if (any_requires_grad({&x}))
+    record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList { return {g * y}; });
+  return out;
+}
+
+Tensor log(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "log", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kLog);
+  });
+  if (any_requires_grad({&x}))
+    record("log", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList { return {g / x}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "sqrt", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSqrt);
+  });
+  if (any_requires_grad({&x}))
+    record("sqrt", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, y, [](auto gv, auto yv) { return gv / (yv + yv); })};
+    });
+  return out;
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor out = floating_map(x, "abs", [](auto v) { return std::abs(v); });
+  if (any_requires_grad({&x}))
+    record("abs", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, x, [](auto gv, auto xv) {
+        using T = decltype(xv);
+        return xv > T(0) ? gv : (xv < T(0) ? -gv : T(0));
+      })};
+    });
+  return out;
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "tanh", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kTanh);
+  });
+  if (any_requires_grad({&x}))
+    record("tanh", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, y, [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
+    });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "sigmoid", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSigmoid);
+  });
+  if (any_requires_grad({&x}))
+    record("sigmoid", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, y, [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
+    });
+  return out;
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
+  if (any_requires_grad({&x}))
+    record("relu", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, y, [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); })};
+    });
+  return out;
+}
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  const bool use_tanh = approximate == GeluApproximation::Tanh;
+  Tensor out = dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
+    return kernels::gelu_forward<decltype(tag)>(x, use_tanh);
+  });
+  if (any_requires_grad({&x}))
+    record("gelu", out, {x}, [x = x.detach(), use_tanh](const Tensor& g) -> TensorList {
+      return {kernels::gelu_backward(g, x, use_tanh)};
+    });
+  return out;
+}
+
+Tensor silu(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "silu", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSilu);
+  });
+  if (any_requires_grad({&x}))
+    record("silu", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList {
+      return {backward_map(g, x, [](auto gv, auto xv) {
+        using T = decltype(xv);
+        const T s = T(1) / (T(1) + std::exp(-xv));
+        return gv * s * (1 + xv * (1 - s));
+      })};
+    });
+  return out;
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  const double lo = min.value_or(-INFINITY);
+  const double hi = max.value_or(INFINITY);
+  if (std::isnan(lo) || std::isnan(hi)) throw ValueError("clamp: bounds must not be NaN");
+  if (lo > hi)
+    throw ValueError("clamp: min must not exceed max, got min " + std::to_string(lo) + ", max " + std::to_string(hi));
+  Tensor out = floating_map(x, "clamp", [lo, hi](auto v) {
+    using T = decltype(v);
+    return v < T(lo) ? T(lo) : (v > T(hi) ? T(hi) : v);
+  });
+  if (any_requires_grad({&x}))
+    record("clamp", out, {x}, [x = x.detach(), lo, hi](const Tensor& g) -> TensorList {
+      return {backward_map(g, x, [lo, hi](auto gv, auto xv) {
+        using T = decltype(xv);
+        return xv >= T(lo) && xv <= T(hi) ? gv : T(0);
+      })};
+    });
+  return out;
+}
+
+}  // namespace tapegrad
