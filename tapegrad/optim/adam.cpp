@@ -1,15 +1,10 @@
 #include "tapegrad/optim/adam.h"
 
-#include <algorithm>
 #include <cmath>
 #include <sstream>
-#include <tuple>
-
-#include <xsimd/xsimd.hpp>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/kernels/strided.h"
-#include "tapegrad/autograd/parallel.h"
+#include "tapegrad/autograd/kernels/optim.h"
 
 namespace tapegrad::optim {
 
@@ -63,63 +58,20 @@ void Adam::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Par
   const double bias1 = 1.0 - std::pow(options_.beta1, t);
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(options_.beta2, t));
   const double step_size = group.lr / bias1;
-  const bool amsgrad = options_.amsgrad;
+  kernels::AdamStep step;
+  step.step_size = step_size;
+  step.bias2_sqrt = bias2_sqrt;
+  step.beta1 = options_.beta1;
+  step.beta2 = options_.beta2;
+  step.eps = options_.eps;
+  step.weight_decay = group.weight_decay;
+  step.decoupled = decoupled_;
+  step.decay = 1.0 - group.lr * group.weight_decay;
   dispatch_floating(p.dtype(), name_, [&](auto tag) {
     using T = decltype(tag);
-    const std::int64_t n = p.numel();
-    T* param = p.data_ptr<T>();                                 // p: (n,)
-    const T* grad = g.data_ptr<T>();                            // g: (n,)
-    T* m = state.buffers["exp_avg"].data_ptr<T>();              // m: (n,)
-    T* v = state.buffers["exp_avg_sq"].data_ptr<T>();           // v: (n,)
-    T* vmax = amsgrad ? state.buffers["max_exp_avg_sq"].data_ptr<T>() : nullptr;  // vmax: (n,)
-    const T b1 = static_cast<T>(options_.beta1), b2 = static_cast<T>(options_.beta2);
-    const T eps = static_cast<T>(options_.eps), wd = static_cast<T>(group.weight_decay);
-    const T decay = static_cast<T>(1.0 - group.lr * group.weight_decay);
-    const T bc2 = static_cast<T>(bias2_sqrt), lr_t = static_cast<T>(step_size);
-    const T one_b1 = T(1) - b1, one_b2 = T(1) - b2;
-    // One element's update, written once for xsimd batches and for scalars so the vector body
-    // and the scalar tail apply the same operations in the same order.
-    auto apply = [&](auto pk, auto gk, auto mk, auto vk, auto* vmaxk) {
-      using V = decltype(pk);
-      auto d = gk;
-      if (decoupled_) {
-        pk = pk * V(decay);
-      } else if (wd != T(0)) {
-        d = d + V(wd) * pk;
-      }
-      mk = V(b1) * mk + V(one_b1) * d;
-      vk = V(b2) * vk + V(one_b2) * d * d;
-      auto second = vk;
-      if (vmaxk != nullptr) {
-        *vmaxk = xsimd::max(*vmaxk, vk);
-        second = *vmaxk;
-      }
-      pk = pk - V(lr_t) * mk / (xsimd::sqrt(second) / V(bc2) + V(eps));
-      return std::make_tuple(pk, mk, vk);
-    };
-    using B = xsimd::batch<T>;
-    constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
-    // Whole batches go over the thread pool, the tail stays here: which elements take the vector
-    // body does not depend on the thread count, so neither do the bits.
-    const std::int64_t batches = n / lanes;
-    parallel_for(0, batches, kernels::kElementwiseGrain / lanes, [&](std::int64_t first, std::int64_t last) {
-      for (std::int64_t k = first * lanes; k < last * lanes; k += lanes) {
-        B vm = amsgrad ? B::load_unaligned(vmax + k) : B(T(0));
-        auto [pk, mk, vk] = apply(B::load_unaligned(param + k), B::load_unaligned(grad + k),
-                                  B::load_unaligned(m + k), B::load_unaligned(v + k),
-                                  amsgrad ? &vm : static_cast<B*>(nullptr));
-        pk.store_unaligned(param + k);
-        mk.store_unaligned(m + k);
-        vk.store_unaligned(v + k);
-        if (amsgrad) vm.store_unaligned(vmax + k);
-      }
-    });
-    for (std::int64_t k = batches * lanes; k < n; ++k) {
-      auto [pk, mk, vk] = apply(param[k], grad[k], m[k], v[k], amsgrad ? vmax + k : nullptr);
-      param[k] = pk;
-      m[k] = mk;
-      v[k] = vk;
-    }
+    T* vmax = options_.amsgrad ? state.buffers["max_exp_avg_sq"].data_ptr<T>() : nullptr;
+    kernels::adam_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), state.buffers["exp_avg"].data_ptr<T>(),
+                            state.buffers["exp_avg_sq"].data_ptr<T>(), vmax, p.numel(), step);
   });
 }
 

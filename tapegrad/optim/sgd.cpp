@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/kernels/optim.h"
 
 namespace tapegrad::optim {
 
@@ -43,27 +43,17 @@ void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Para
   const bool use_momentum = options_.momentum != 0.0;
   const bool first = use_momentum && state.buffers.count("momentum_buffer") == 0;
   if (first) state.buffers["momentum_buffer"] = zeros_like(p);
+  kernels::SgdStep step;
+  step.lr = group.lr;
+  step.weight_decay = group.weight_decay;
+  step.momentum = options_.momentum;
+  step.dampening = options_.dampening;
+  step.nesterov = options_.nesterov;
+  step.first = first;
   dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
     using T = decltype(tag);
-    const std::int64_t n = p.numel();
-    T* param = p.data_ptr<T>();       // p: (n,)
-    const T* grad = g.data_ptr<T>();  // g: (n,)
-    T* buf = use_momentum ? state.buffers["momentum_buffer"].data_ptr<T>() : nullptr;  // buf: (n,)
-    const T lr = static_cast<T>(group.lr), wd = static_cast<T>(group.weight_decay);
-    const T momentum = static_cast<T>(options_.momentum), keep = static_cast<T>(1.0 - options_.dampening);
-    const bool nesterov = options_.nesterov;
-    kernels::parallel_for_blocks(n, kernels::kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t k = lo; k < hi; ++k) {
-        T d = grad[k];
-        if (wd != T(0)) d += wd * param[k];
-        if (use_momentum) {
-          // torch initialises the buffer with the gradient itself (no dampening on the first step).
-          buf[k] = first ? d : momentum * buf[k] + keep * d;
-          d = nesterov ? d + momentum * buf[k] : buf[k];
-        }
-        param[k] -= lr * d;
-      }
-    });
+    T* buf = use_momentum ? state.buffers["momentum_buffer"].data_ptr<T>() : nullptr;
+    kernels::sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), buf, p.numel(), step);
   });
 }
 

@@ -1,0 +1,91 @@
+// The optimisers' update loops (optim.h): one element's update written once, for xsimd batches
+// and for scalars, so the vector body and the scalar tail apply the same operations in order.
+
+#include "tapegrad/autograd/kernels/optim.h"
+
+#include <tuple>
+
+#include <xsimd/xsimd.hpp>
+
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/parallel.h"
+
+namespace tapegrad::kernels {
+
+template <class T>
+void sgd_update(T* param, const T* grad, T* buf, std::int64_t n, const SgdStep& step) {
+  // param, grad, buf: (n)
+  const T lr = static_cast<T>(step.lr), wd = static_cast<T>(step.weight_decay);
+  const T momentum = static_cast<T>(step.momentum), keep = static_cast<T>(1.0 - step.dampening);
+  const bool nesterov = step.nesterov, first = step.first, use_momentum = buf != nullptr;
+  parallel_for_blocks(n, kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t k = lo; k < hi; ++k) {
+      T d = grad[k];
+      if (wd != T(0)) d += wd * param[k];
+      if (use_momentum) {
+        buf[k] = first ? d : momentum * buf[k] + keep * d;
+        d = nesterov ? d + momentum * buf[k] : buf[k];
+      }
+      param[k] -= lr * d;
+    }
+  });
+}
+
+template void sgd_update<float>(float*, const float*, float*, std::int64_t, const SgdStep&);
+template void sgd_update<double>(double*, const double*, double*, std::int64_t, const SgdStep&);
+
+template <class T>
+void adam_update(T* param, const T* grad, T* m, T* v, T* vmax, std::int64_t n, const AdamStep& step) {
+  // param, grad, m, v, vmax: (n)
+  const bool amsgrad = vmax != nullptr, decoupled = step.decoupled;
+  const T b1 = static_cast<T>(step.beta1), b2 = static_cast<T>(step.beta2);
+  const T eps = static_cast<T>(step.eps), wd = static_cast<T>(step.weight_decay);
+  const T decay = static_cast<T>(step.decay);
+  const T bc2 = static_cast<T>(step.bias2_sqrt), lr_t = static_cast<T>(step.step_size);
+  const T one_b1 = T(1) - b1, one_b2 = T(1) - b2;
+  auto apply = [&](auto pk, auto gk, auto mk, auto vk, auto* vmaxk) {
+    using V = decltype(pk);
+    auto d = gk;
+    if (decoupled) {
+      pk = pk * V(decay);
+    } else if (wd != T(0)) {
+      d = d + V(wd) * pk;
+    }
+    mk = V(b1) * mk + V(one_b1) * d;
+    vk = V(b2) * vk + V(one_b2) * d * d;
+    auto second = vk;
+    if (vmaxk != nullptr) {
+      *vmaxk = xsimd::max(*vmaxk, vk);
+      second = *vmaxk;
+    }
+    pk = pk - V(lr_t) * mk / (xsimd::sqrt(second) / V(bc2) + V(eps));
+    return std::make_tuple(pk, mk, vk);
+  };
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  // Whole batches go over the thread pool, the tail stays here: which elements take the vector
+  // body does not depend on the thread count, so neither do the bits.
+  const std::int64_t batches = n / lanes;
+  parallel_for(0, batches, kElementwiseGrain / lanes, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t k = first * lanes; k < last * lanes; k += lanes) {
+      B vm = amsgrad ? B::load_unaligned(vmax + k) : B(T(0));
+      auto [pk, mk, vk] = apply(B::load_unaligned(param + k), B::load_unaligned(grad + k), B::load_unaligned(m + k),
+                                B::load_unaligned(v + k), amsgrad ? &vm : static_cast<B*>(nullptr));
+      pk.store_unaligned(param + k);
+      mk.store_unaligned(m + k);
+      vk.store_unaligned(v + k);
+      if (amsgrad) vm.store_unaligned(vmax + k);
+    }
+  });
+  for (std::int64_t k = batches * lanes; k < n; ++k) {
+    auto [pk, mk, vk] = apply(param[k], grad[k], m[k], v[k], amsgrad ? vmax + k : nullptr);
+    param[k] = pk;
+    m[k] = mk;
+    v[k] = vk;
+  }
+}
+
+template void adam_update<float>(float*, const float*, float*, float*, float*, std::int64_t, const AdamStep&);
+template void adam_update<double>(double*, const double*, double*, double*, double*, std::int64_t, const AdamStep&);
+
+}  // namespace tapegrad::kernels

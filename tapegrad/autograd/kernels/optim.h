@@ -1,0 +1,45 @@
+#pragma once
+// The optimisers' update loops over one parameter's contiguous buffer, with its gradient and
+// state buffers of the same length: SGD (momentum, Nesterov) and Adam / AdamW (AMSGrad). The
+// optimisers (tapegrad/optim) keep the options, the state and the bias corrections; these loops
+// apply one step, vectorised and split over the thread pool so that the bits do not depend on
+// the thread count. Defined for float and double.
+
+#include <cstdint>
+
+namespace tapegrad::kernels {
+
+// One SGD step's constants.
+struct SgdStep {
+  double lr = 0.0;
+  double weight_decay = 0.0;  // L2: d = g + weight_decay * p
+  double momentum = 0.0;      // used only when the momentum buffer is given
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool first = false;  // the buffer's first step: it starts as d itself, undamped (as in torch)
+};
+
+// p -= lr * d with d = g (+ weight_decay p), through the momentum buffer buf when it is not
+// null: buf = momentum buf + (1 - dampening) d, d = nesterov ? d + momentum buf : buf.
+template <class T>
+void sgd_update(T* param, const T* grad, T* buf, std::int64_t n, const SgdStep& step);
+
+// One Adam or AdamW step's constants; step t's bias corrections come computed (in double).
+struct AdamStep {
+  double step_size = 0.0;   // lr / (1 - beta1^t)
+  double bias2_sqrt = 1.0;  // sqrt(1 - beta2^t)
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool decoupled = false;  // AdamW: p *= decay before the step instead of adding weight_decay p to g
+  double decay = 1.0;      // 1 - lr weight_decay, used when decoupled
+};
+
+// m = beta1 m + (1 - beta1) d, v = beta2 v + (1 - beta2) d^2 (d = g, + weight_decay p unless
+// decoupled), vmax = max(vmax, v) when vmax is not null (AMSGrad, which then uses vmax for v),
+// p -= step_size m / (sqrt(v) / bias2_sqrt + eps).
+template <class T>
+void adam_update(T* param, const T* grad, T* m, T* v, T* vmax, std::int64_t n, const AdamStep& step);
+
+}  // namespace tapegrad::kernels
