@@ -1,0 +1,149 @@
+// Creating tensors: empty (the one allocation path), full and its shorthands, arange, from
+// vectors and initializer lists, and random tensors drawn from a Generator.
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/block_pool.h"
+#include "tapegrad/autograd/generator.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad {
+
+Tensor empty(const Shape& shape, DType dtype) {
+  // The element count and byte size must fit in 63 bits: check before multiplying.
+  const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
+  std::int64_t numel = 1;
+  for (std::int64_t d : shape) {
+    if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.str());
+    if (d > 0 && numel > limit / d) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
+    numel *= d;
+  }
+  auto storage = std::allocate_shared<Storage>(detail::BlockAllocator<Storage>(),
+                                              static_cast<std::size_t>(shape.numel()) * element_size(dtype));
+  return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  t.fill_(value);
+  return t;
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
+    throw ValueError("arange: start, end and step must be finite and step non-zero, got start " +
+                     std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step));
+  const double count = std::ceil((end - start) / step);
+  if (count > 0x1p53)
+    throw ValueError("arange: " + std::to_string(count) + " elements are too many (start " + std::to_string(start) +
+                     ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+  const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+
+namespace {
+
+template <class T, class V>
+Tensor from_values(const V& data, const Shape& shape) {
+  if (static_cast<std::int64_t>(data.size()) != shape.numel())
+    throw ShapeError("from_vector: " + std::to_string(data.size()) + " values cannot fill shape " + shape.str() +
+                     " (" + std::to_string(shape.numel()) + " elements)");
+  Tensor t = empty(shape, dtype_of<T>());
+  T* p = t.data_ptr<T>();
+  std::size_t i = 0;
+  for (auto v : data) p[i++] = static_cast<T>(v);
+  return t;
+}
+
+}  // namespace
+
+Tensor from_vector(const std::vector<float>& data, const Shape& shape) { return from_values<float>(data, shape); }
+Tensor from_vector(const std::vector<double>& data, const Shape& shape) { return from_values<double>(data, shape); }
+Tensor from_vector(const std::vector<std::int64_t>& data, const Shape& shape) {
+  return from_values<std::int64_t>(data, shape);
+}
+Tensor from_vector(const std::vector<bool>& data, const Shape& shape) { return from_values<bool>(data, shape); }
+
+Tensor tensor(std::initializer_list<Number> values, DType dtype) {
+  std::vector<double> flat;
+  for (const Number& v : values) flat.push_back(v.value);
+  return from_values<double>(flat, {static_cast<std::int64_t>(values.size())}).to(dtype);
+}
+
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType dtype) {
+  std::vector<double> flat;
+  const std::int64_t cols = rows.size() ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
+  for (const auto& row : rows) {
+    if (static_cast<std::int64_t>(row.size()) != cols)
+      throw ShapeError("tensor: rows have different lengths (" + std::to_string(cols) + " and " +
+                       std::to_string(row.size()) + ")");
+    flat.insert(flat.end(), row.begin(), row.end());
+  }
+  return from_values<double>(flat, {static_cast<std::int64_t>(rows.size()), cols}).to(dtype);
+}
+
+namespace {
+
+template <class Draw>
+Tensor random_tensor(const Shape& shape, DType dtype, const char* op, Draw&& draw) {
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, op, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(draw());
+  });
+  return t;
+}
+
+}  // namespace
+
+Tensor rand(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "rand", [&] { return gen.uniform(); });
+}
+Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
+  return random_tensor(shape, dtype, "randn", [&] { return gen.normal(); });
+}
+Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
+  if (!(low <= high))
+    throw ValueError("uniform: low must not exceed high, got low " + std::to_string(low) + ", high " +
+                     std::to_string(high));
+  return random_tensor(shape, dtype, "uniform", [&] { return gen.uniform(low, high); });
+}
+Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
+  if (!(std >= 0.0)) throw ValueError("normal: std must be non-negative, got " + std::to_string(std));
+  return random_tensor(shape, dtype, "normal", [&] { return mean + std * gen.normal(); });
+}
+Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype) {
+  if (high <= low)
+    throw ValueError("randint: high must exceed low, got low " + std::to_string(low) + ", high " +
+                     std::to_string(high));
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      p[i] = static_cast<T>(low + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(high - low))));
+  });
+  return t;
+}
+
+}  // namespace tapegrad
