@@ -2,9 +2,12 @@
 // Every differentiable op of tapegrad, as free functions; the common ones are also Tensor
 // methods. Binary elementwise ops broadcast their operands with NumPy's rules; both operands
 // must have the same dtype (a scalar takes the tensor's). Axis arguments may be negative.
-// Each op's backward lives right below its forward, in the file of its family:
-//   ops/elementwise.cpp  arithmetic, unary math, activations, comparisons, where, copies
-//   ops/reduce.cpp       sum, mean, max, min, var, argmax, logsumexp, softmax, log_softmax
+// Each op's backward lives right below its forward, in the file of its family (the loops over
+// raw buffers are in kernels/):
+//   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
+//   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
+//   ops/reduce.cpp       sum, mean, max, min, var, argmax, argmin, logsumexp
+//   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
