@@ -3,8 +3,8 @@
 // map, map2 and map3 take a scalar functor f, inlined into the inner loop; unit-stride and
 // broadcast-scalar runs get their own loops so the compiler can vectorise them. Large outputs
 // are cut into chunks over the thread pool (parallel_for_each_run); each element is computed the
-// same way whatever the cut. The transcendental maps (vector_map) and GELU are vectorised with
-// xsimd in elementwise.cpp.
+// same way whatever the cut. The transcendental maps and GELU, vectorised with xsimd, are in
+// unary.h.
 
 #include <cstdint>
 
@@ -84,9 +84,10 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_
   return out;
 }
 
-// out = f(x) for floating x (dtype checked under op's name), f returning x's type.
+// out = f(x) for floating x (dtype checked under op's name), f returning x's type. This and
+// backward_map are static, compiled in each ops file that uses them (see rows.h).
 template <class F>
-Tensor floating_map(const Tensor& x, const char* op, F f) {
+static Tensor floating_map(const Tensor& x, const char* op, F f) {
   return dispatch_floating(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return map<T, T>(x, [f](T v) { return static_cast<T>(f(v)); });
@@ -95,29 +96,11 @@ Tensor floating_map(const Tensor& x, const char* op, F f) {
 
 // grad_in = f(g, saved) where g and saved have the same shape (unary backward formulas).
 template <class F>
-Tensor backward_map(const Tensor& g, const Tensor& saved, F f) {
+static Tensor backward_map(const Tensor& g, const Tensor& saved, F f) {
   return dispatch_floating(g.dtype(), "backward", [&](auto tag) {
     using T = decltype(tag);
     return map2<T, T>(g, saved, g.shape(), [f](T gv, T s) { return static_cast<T>(f(gv, s)); });
   });
 }
-
-// The functions vector_map computes: exp, log, sqrt, tanh, sigmoid = 1 / (1 + exp(-x)) and
-// silu = x / (1 + exp(-x)).
-enum class VectorMath { kExp, kLog, kSqrt, kTanh, kSigmoid, kSilu };
-
-// out = f(x) for x of dtype T (float or double), on a contiguous copy of x with xtensor's
-// xsimd-vectorised math, in chunks over the thread pool cut on vector-block boundaries.
-template <class T>
-Tensor vector_map(const Tensor& x, VectorMath f);
-
-// gelu(x) for x of dtype T (float or double):
-//   exact: 0.5 x (1 + erf(x / sqrt(2)));  tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-template <class T>
-Tensor gelu_forward(const Tensor& x, bool use_tanh);
-
-// g * gelu'(x): vectorised when g and x are contiguous and of one dtype, through backward_map
-// otherwise.
-Tensor gelu_backward(const Tensor& g, const Tensor& x, bool use_tanh);
 
 }  // namespace tapegrad::kernels

@@ -1,6 +1,7 @@
 #pragma once
 // layer_norm's kernels: forward and backward over rows of contiguous values, one pass per row
-// each, vectorised with xsimd and split over the thread pool. The op is in ops/nn.cpp.
+// each, vectorised with xsimd and split over the thread pool. The op is in ops/nn.cpp. Static,
+// see rows.h.
 //
 // x: (..., *normalized_shape) is seen as M rows of D = prod(normalized_shape) contiguous values.
 // Forward, per row:  mean = sum(x) / D,  var = sum((x - mean)^2) / D (two passes: no
@@ -24,7 +25,7 @@ namespace tapegrad::kernels {
 
 // sum((x[i] - mean)^2).
 template <class T>
-T row_squared_deviation(const T* x, T mean, std::int64_t n) {
+static T row_squared_deviation(const T* x, T mean, std::int64_t n) {
   const Batch<T> mb(mean);
   Batch<T> acc(T(0));
   std::int64_t i = 0;
@@ -40,8 +41,8 @@ T row_squared_deviation(const T* x, T mean, std::int64_t n) {
 // The two row sums of the backward: sum(gxhat) and sum(gxhat * xhat), with gxhat = g * w
 // (w null: gxhat = g) and xhat = (x - mean) * rstd.
 template <class T>
-void row_backward_sums(const T* x, const T* g, const T* w, T mean, T rstd, std::int64_t n, T& sum_gxhat,
-                       T& sum_gxhat_xhat) {
+static void row_backward_sums(const T* x, const T* g, const T* w, T mean, T rstd, std::int64_t n, T& sum_gxhat,
+                              T& sum_gxhat_xhat) {
   const Batch<T> mb(mean);
   const Batch<T> rb(rstd);
   Batch<T> acc_g(T(0));
@@ -65,8 +66,8 @@ void row_backward_sums(const T* x, const T* g, const T* w, T mean, T rstd, std::
 
 // y, mean and rstd of each row; w and b may be null (no scale, no shift).
 template <class T>
-void layer_norm_forward(const T* x, const T* w, const T* b, T eps, std::int64_t rows, std::int64_t d, T* y, T* mean,
-                        T* rstd) {
+static void layer_norm_forward(const T* x, const T* w, const T* b, T eps, std::int64_t rows, std::int64_t d, T* y,
+                               T* mean, T* rstd) {
   // x, y: (rows, d); w, b: (d) or null; mean, rstd: (rows)
   const T inv_d = T(1) / static_cast<T>(d);
   parallel_for(0, rows, row_grain(d), [&](std::int64_t first, std::int64_t last) {
@@ -93,8 +94,8 @@ void layer_norm_forward(const T* x, const T* w, const T* b, T eps, std::int64_t 
 // dx of each row, and dw, db summed over the rows (added into zeroed buffers); any of the three
 // may be null (not needed).
 template <class T>
-void layer_norm_backward(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::int64_t rows,
-                         std::int64_t d, T* dx, T* dw, T* db) {
+static void layer_norm_backward(const T* g, const T* x, const T* w, const T* mean, const T* rstd, std::int64_t rows,
+                                std::int64_t d, T* dx, T* dw, T* db) {
   // g, x, dx: (rows, d); w: (d) or null; mean, rstd: (rows); dw, db: (d), zeroed, or null
   const T inv_d = T(1) / static_cast<T>(d);
   if (dx)

@@ -1,7 +1,7 @@
 #pragma once
 // Reduction kernels over any set of axes (sum, max, min, logsumexp, each into a new tensor of
 // the keepdim shape) and along one axis (argmax, argmin). The ops, with their argument checks
-// and backward, are in ops/reduce.cpp.
+// and backward, are in ops/reduce.cpp. Static, see rows.h.
 
 #include <cmath>
 #include <cstdint>
@@ -28,7 +28,7 @@ struct ReducedAxes {
 };
 
 // Strides of a keepdim-shaped contiguous output seen from the input's shape (0 on reduced axes).
-inline Dims reduced_strides(const ReducedAxes& r) {
+static inline Dims reduced_strides(const ReducedAxes& r) {
   Dims strides = contiguous_strides(r.kept_shape);
   for (int d = 0; d < strides.size(); ++d)
     if (r.reduced[d]) strides[d] = 0;
@@ -41,7 +41,7 @@ inline Dims reduced_strides(const ReducedAxes& r) {
 // along each row), or interleaved.
 enum class ReducedBlock { kLeading, kTrailing, kMixed };
 
-inline ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& r) {
+static inline ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& r) {
   bool seen_kept = false, seen_reduced = false, leading = true, trailing = true;
   for (int d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
@@ -60,7 +60,7 @@ inline ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& r) {
 
 // Sum over the reduced axes into a new tensor of the keepdim shape.
 template <class T>
-Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
+static Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
   Tensor out = zeros(r.kept_shape, x.dtype());
   T* po = out.data_ptr<T>();
   const T* px = x.data_ptr<T>();
@@ -116,7 +116,7 @@ Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
 
 // The mean over the reduced axes: the sum scaled by 1 / count.
 template <class T>
-Tensor mean_reduced(const Tensor& x, const ReducedAxes& r) {
+static Tensor mean_reduced(const Tensor& x, const ReducedAxes& r) {
   Tensor s = sum_reduced<T>(x, r);
   const T scale = T(1) / static_cast<T>(r.count);
   T* p = s.data_ptr<T>();
@@ -126,7 +126,7 @@ Tensor mean_reduced(const Tensor& x, const ReducedAxes& r) {
 
 // max (kMax) or min of a[0..n), NaN if any entry is NaN; n >= 1.
 template <class T, bool kMax>
-T row_extremum(const T* a, std::int64_t n) {
+static T row_extremum(const T* a, std::int64_t n) {
   std::int64_t i = 0;
   T best = a[0];
   bool saw_nan = std::isnan(best);
@@ -152,7 +152,7 @@ T row_extremum(const T* a, std::int64_t n) {
 }
 
 template <class T>
-bool is_nan(T v) {
+static bool is_nan(T v) {
   if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
   else return false;
 }
@@ -160,14 +160,14 @@ bool is_nan(T v) {
 // Whether v replaces the current best. A NaN wins and then stays, so NaN propagates as in
 // PyTorch; strict comparison keeps the first of tied values (argmax's first occurrence).
 template <bool kMax, class T>
-bool better(T v, T best) {
+static bool better(T v, T best) {
   if (is_nan(best)) return false;
   return (kMax ? v > best : v < best) || is_nan(v);
 }
 
 // Largest (kMax) or smallest value over the reduced axes, in the keepdim shape.
 template <class T, bool kMax>
-Tensor extremum_reduced(const Tensor& x, const ReducedAxes& r) {
+static Tensor extremum_reduced(const Tensor& x, const ReducedAxes& r) {
   Tensor out = empty(r.kept_shape, x.dtype());
   T* po = out.data_ptr<T>();
   const T start = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
@@ -204,7 +204,7 @@ Tensor extremum_reduced(const Tensor& x, const ReducedAxes& r) {
 // The index of the largest (kMax) or smallest value along the axis of x seen as (outer, n, inner);
 // the first one on ties, a NaN's when there is one.
 template <class T, bool kMax>
-void arg_extremum(const T* x, std::int64_t* out, const AxisSplit& s) {
+static void arg_extremum(const T* x, std::int64_t* out, const AxisSplit& s) {
   // x: (outer, n, inner) contiguous; out: (outer, inner)
   if (s.inner == 1) {
     for (std::int64_t o = 0; o < s.outer; ++o) {
@@ -238,7 +238,7 @@ void arg_extremum(const T* x, std::int64_t* out, const AxisSplit& s) {
 
 // log(sum(exp(x))) over the reduced axes, in the keepdim shape.
 template <class T>
-Tensor logsumexp_reduced(const Tensor& x, const ReducedAxes& r) {
+static Tensor logsumexp_reduced(const Tensor& x, const ReducedAxes& r) {
   Tensor shift = extremum_reduced<T, true>(x, r);  // (kept)
   T* pm = shift.data_ptr<T>();
   // Subtracting the max keeps exp from overflowing. An infinite max shifts by 0 instead: a

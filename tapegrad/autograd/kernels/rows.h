@@ -3,6 +3,12 @@
 // vectorised loops over one row shared by the row kernels (softmax.h, norm.h, reduce.h): xsimd
 // batches for the body, a scalar loop for the tail (the compiler does not vectorise float
 // reductions or std::exp by itself).
+//
+// The row and op kernels of this directory's headers (rows, softmax, reduce, norm, dropout,
+// unary) are static: each op's translation unit compiles its own copy, which GCC inlines and
+// schedules in the op as it did when these loops lived in the ops files. As external templates
+// (one shared copy) they were compiled differently: argmax's row loop, for one, took three times
+// as long.
 
 #include <cmath>
 #include <cstdint>
@@ -28,7 +34,7 @@ struct AxisSplit {
   std::int64_t inner = 1;
 };
 
-inline AxisSplit split_at(const Shape& shape, int axis) {
+static inline AxisSplit split_at(const Shape& shape, int axis) {
   AxisSplit s;
   if (shape.size() == 0) return s;  // a scalar is one row of length 1
   for (int d = 0; d < axis; ++d) s.outer *= shape[d];
@@ -39,7 +45,7 @@ inline AxisSplit split_at(const Shape& shape, int axis) {
 
 // sum(x[0 .. n)).
 template <class T>
-T row_sum(const T* a, std::int64_t n) {
+static T row_sum(const T* a, std::int64_t n) {
   Batch<T> acc(T(0));
   std::int64_t i = 0;
   for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i);
@@ -50,7 +56,7 @@ T row_sum(const T* a, std::int64_t n) {
 
 // max(x[0..n)); -inf for an empty row.
 template <class T>
-T row_max(const T* x, std::int64_t n) {
+static T row_max(const T* x, std::int64_t n) {
   T best = -std::numeric_limits<T>::infinity();
   std::int64_t i = 0;
   if (n >= kLanes<T>) {
@@ -66,7 +72,7 @@ T row_max(const T* x, std::int64_t n) {
 
 // out[i] = exp(x[i] - shift); returns the sum of the out[i]. out may be null (sum only).
 template <class T>
-T exp_shifted_sum(const T* x, T shift, T* out, std::int64_t n) {
+static T exp_shifted_sum(const T* x, T shift, T* out, std::int64_t n) {
   const Batch<T> s(shift);
   Batch<T> acc(T(0));
   std::int64_t i = 0;

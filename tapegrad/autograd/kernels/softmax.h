@@ -1,7 +1,7 @@
 #pragma once
 // The softmax family's kernels on contiguous buffers seen as (outer, n, inner) around the axis
 // (rows.h's AxisSplit): softmax and log_softmax forward and backward, and causal_softmax's
-// forward (its backward is softmax's). The ops are in ops/softmax.cpp.
+// forward (its backward is softmax's). The ops are in ops/softmax.cpp. Static, see rows.h.
 //
 // The usual case, the last axis (attention rows, vocabulary logits), has inner == 1: each row
 // is contiguous and takes three tight passes (max; exp and its sum; scale) vectorised with
@@ -29,7 +29,7 @@ namespace tapegrad::kernels {
 
 // out[j] = exp(x[j] - shift[j]).
 template <class T>
-void exp_shifted(const T* x, const T* shift, T* out, std::int64_t n) {
+static void exp_shifted(const T* x, const T* shift, T* out, std::int64_t n) {
   std::int64_t j = 0;
   for (; j + kLanes<T> <= n; j += kLanes<T>)
     xsimd::exp(Batch<T>::load_unaligned(x + j) - Batch<T>::load_unaligned(shift + j)).store_unaligned(out + j);
@@ -38,7 +38,7 @@ void exp_shifted(const T* x, const T* shift, T* out, std::int64_t n) {
 
 // sum(a[i] * b[i]).
 template <class T>
-T row_dot(const T* a, const T* b, std::int64_t n) {
+static T row_dot(const T* a, const T* b, std::int64_t n) {
   Batch<T> acc(T(0));
   std::int64_t i = 0;
   for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i) * Batch<T>::load_unaligned(b + i);
@@ -49,7 +49,7 @@ T row_dot(const T* a, const T* b, std::int64_t n) {
 
 // out[i] = g[i] - exp(y[i]) * s (log_softmax's backward on one row).
 template <class T>
-void minus_exp_scaled(const T* g, const T* y, T s, T* out, std::int64_t n) {
+static void minus_exp_scaled(const T* g, const T* y, T s, T* out, std::int64_t n) {
   const Batch<T> sb(s);
   std::int64_t i = 0;
   for (; i + kLanes<T> <= n; i += kLanes<T>)
@@ -59,7 +59,7 @@ void minus_exp_scaled(const T* g, const T* y, T s, T* out, std::int64_t n) {
 
 // out[j] = g[j] - exp(y[j]) * s[j] (the same with one sum per column).
 template <class T>
-void minus_exp_scaled(const T* g, const T* y, const T* s, T* out, std::int64_t n) {
+static void minus_exp_scaled(const T* g, const T* y, const T* s, T* out, std::int64_t n) {
   std::int64_t j = 0;
   for (; j + kLanes<T> <= n; j += kLanes<T>)
     (Batch<T>::load_unaligned(g + j) - xsimd::exp(Batch<T>::load_unaligned(y + j)) * Batch<T>::load_unaligned(s + j))
@@ -69,7 +69,7 @@ void minus_exp_scaled(const T* g, const T* y, const T* s, T* out, std::int64_t n
 
 // y = softmax(x) (kLog: log_softmax(x)) along the axis.
 template <class T, bool kLog>
-void softmax_forward(const T* x, T* y, const AxisSplit& s) {
+static void softmax_forward(const T* x, T* y, const AxisSplit& s) {
   // x, y: (outer, n, inner) contiguous
   if (s.inner == 1) {
     parallel_for(0, s.outer, row_grain(s.n), [&](std::int64_t first, std::int64_t last) {
@@ -127,7 +127,7 @@ void softmax_forward(const T* x, T* y, const AxisSplit& s) {
 
 // softmax: gx = y * (g - sum(g * y));  log_softmax: gx = g - exp(y) * sum(g), sums along the axis.
 template <class T, bool kLog>
-void softmax_backward(const T* g, const T* y, T* gx, const AxisSplit& s) {
+static void softmax_backward(const T* g, const T* y, T* gx, const AxisSplit& s) {
   // g, y, gx: (outer, n, inner) contiguous
   if (s.inner == 1) {
     parallel_for(0, s.outer, row_grain(s.n), [&](std::int64_t first, std::int64_t last) {
@@ -175,8 +175,8 @@ void softmax_backward(const T* g, const T* y, T* gx, const AxisSplit& s) {
 // causal_softmax on rows of Tk values, row r being query r % Tq of its (Tq, Tk) matrix: its first
 // min(Tk, r % Tq + offset + 1) entries are softmaxed, the rest written as 0.
 template <class T>
-void causal_softmax_forward(const T* x, T* y, std::int64_t rows, std::int64_t tq, std::int64_t tk,
-                            std::int64_t offset) {
+static void causal_softmax_forward(const T* x, T* y, std::int64_t rows, std::int64_t tq, std::int64_t tk,
+                                   std::int64_t offset) {
   // x, y: (rows, Tk) contiguous, rows = ... * Tq
   parallel_for(0, rows, row_grain(tk), [&](std::int64_t first, std::int64_t last) {
     for (std::int64_t r = first; r < last; ++r) {

@@ -1,8 +1,9 @@
 #pragma once
 // Iteration over strided N-d layouts, and the in-place kernels built on it (copy, fill, scale,
-// scaled add). Every elementwise kernel, copy and reduction goes through for_each_run: it merges axes that are contiguous for all operands (so a contiguous
-// tensor is one run of numel elements), drops size-1 axes, and calls the body once per
-// innermost run with each operand's offset and inner stride. The body's inner loop is where
+// scaled add). Every elementwise kernel, copy and reduction goes through for_each_run: it merges
+// axes that are contiguous for all operands (so a contiguous tensor is one run of numel
+// elements), drops size-1 axes, and calls the body once per innermost run with each operand's
+// offset and inner stride. The body's inner loop is where
 // the work happens; with unit or zero strides the compiler vectorises it.
 
 #include <algorithm>
@@ -167,9 +168,12 @@ void copy_strided(const T* src, const Dims& src_strides, T* dst, const Dims& dst
   });
 }
 
+// The in-place kernels below are static, like the row kernels (see rows.h): each is compiled in
+// the file of the Tensor method that calls it.
+
 // dst[i] = v over a shape, any strides.
 template <class T>
-void fill_strided(T* dst, const Dims& strides, const Shape& shape, T v) {
+static void fill_strided(T* dst, const Dims& strides, const Shape& shape, T v) {
   parallel_for_each_run<1>(shape, {strides}, [&](Offsets<1> off, std::int64_t n, Offsets<1> st) {
     T* p = dst + off[0];
     for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
@@ -178,7 +182,7 @@ void fill_strided(T* dst, const Dims& strides, const Shape& shape, T v) {
 
 // dst[i] *= f over a shape, any strides.
 template <class T>
-void scale_strided(T* dst, const Dims& strides, const Shape& shape, T f) {
+static void scale_strided(T* dst, const Dims& strides, const Shape& shape, T f) {
   parallel_for_each_run<1>(shape, {strides}, [&](Offsets<1> off, std::int64_t n, Offsets<1> st) {
     T* p = dst + off[0];
     for (std::int64_t i = 0; i < n; ++i) p[i * st[0]] *= f;
@@ -187,7 +191,7 @@ void scale_strided(T* dst, const Dims& strides, const Shape& shape, T f) {
 
 // dst[i] += a * src[i] over n contiguous elements: gradient accumulation, optimiser steps.
 template <class T>
-void add_scaled(T* dst, const T* src, T a, std::int64_t n) {
+static void add_scaled(T* dst, const T* src, T a, std::int64_t n) {
   parallel_for(0, n, kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t i = lo; i < hi; ++i) dst[i] += a * src[i];
   });
@@ -196,8 +200,8 @@ void add_scaled(T* dst, const T* src, T a, std::int64_t n) {
 // dst[i] += a * src[i] over a shape, any strides (src's may be broadcast_strides, 0 on
 // broadcast axes).
 template <class T>
-void add_scaled_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& src_strides, const Shape& shape,
-                        T a) {
+static void add_scaled_strided(T* dst, const Dims& dst_strides, const T* src, const Dims& src_strides,
+                               const Shape& shape, T a) {
   parallel_for_each_run<2>(shape, {dst_strides, src_strides}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
     T* d = dst + off[0];
     const T* s = src + off[1];

@@ -53,7 +53,8 @@ Tensor expand_grad(const Tensor& g, const ReducedAxes& r, const Shape& input_sha
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
   const ReducedAxes r = resolve_axes(x.shape(), axes, "sum");
-  Tensor kept = dispatch_floating(x.dtype(), "sum", [&](auto tag) { return kernels::sum_reduced<decltype(tag)>(x, r); });
+  Tensor kept =
+      dispatch_floating(x.dtype(), "sum", [&](auto tag) { return kernels::sum_reduced<decltype(tag)>(x, r); });
   Tensor out = finish_shape(kept, r, keepdim);
   if (any_requires_grad({&x}))
     record("sum", out, {x}, [r, in = x.shape()](const Tensor& g) -> TensorList { return {expand_grad(g, r, in)}; });

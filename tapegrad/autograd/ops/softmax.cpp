@@ -29,7 +29,8 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
         using T = decltype(tag);
         Tensor gx = empty(y.shape(), y.dtype());
         if (gx.numel() > 0)
-          kernels::softmax_backward<T, kLog>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(), split);
+          kernels::softmax_backward<T, kLog>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(),
+                                             split);
         return gx;
       })};
     });
@@ -66,7 +67,8 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
         using T = decltype(tag);
         Tensor gx = empty(y.shape(), y.dtype());
         if (gx.numel() > 0)
-          kernels::softmax_backward<T, false>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(), split);
+          kernels::softmax_backward<T, false>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(),
+                                              split);
         return gx;
       })};
     });

@@ -1,12 +1,13 @@
 // Unary math and activations: neg, pow, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu, silu
 // and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's maps
-// and vectorised kernels.
+// and kernels/unary.h's vectorised kernels.
 
 #include <cmath>
 #include <optional>
 #include <string>
 
 #include "tapegrad/autograd/kernels/elementwise.h"
+#include "tapegrad/autograd/kernels/unary.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad {
@@ -15,7 +16,6 @@ namespace {
 
 using kernels::backward_map;
 using kernels::floating_map;
-using kernels::VectorMath;
 
 }  // namespace
 
@@ -45,7 +45,7 @@ Tensor pow(const Tensor& x, double exponent) {
 
 Tensor exp(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "exp", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kExp);
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::exp(e); });
   });
   if (any_requires_grad({&x}))
     record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList { return {g * y}; });
@@ -54,7 +54,7 @@ Tensor exp(const Tensor& x) {
 
 Tensor log(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "log", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kLog);
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::log(e); });
   });
   if (any_requires_grad({&x}))
     record("log", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList { return {g / x}; });
@@ -63,7 +63,7 @@ Tensor log(const Tensor& x) {
 
 Tensor sqrt(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "sqrt", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSqrt);
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sqrt(e); });
   });
   if (any_requires_grad({&x}))
     record("sqrt", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
@@ -86,7 +86,7 @@ Tensor abs(const Tensor& x) {
 
 Tensor tanh(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "tanh", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kTanh);
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::tanh(e); });
   });
   if (any_requires_grad({&x}))
     record("tanh", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
@@ -97,7 +97,8 @@ Tensor tanh(const Tensor& x) {
 
 Tensor sigmoid(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "sigmoid", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSigmoid);
+    using T = decltype(tag);
+    return kernels::vector_map<T>(x, [](const auto& e) { return T(1) / (T(1) + xt::exp(-e)); });
   });
   if (any_requires_grad({&x}))
     record("sigmoid", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
@@ -128,7 +129,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
 
 Tensor silu(const Tensor& x) {
   Tensor out = dispatch_floating(x.dtype(), "silu", [&](auto tag) {
-    return kernels::vector_map<decltype(tag)>(x, VectorMath::kSilu);
+    using T = decltype(tag);
+    return kernels::vector_map<T>(x, [](const auto& e) { return e / (T(1) + xt::exp(-e)); });
   });
   if (any_requires_grad({&x}))
     record("silu", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList {
