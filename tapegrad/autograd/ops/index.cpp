@@ -1,8 +1,9 @@
 // Indexing ops: index_select, gather, scatter_add, embedding, topk, one_hot.
 //
 // index_select, gather and the backward of index_select, gather and topk all go through two
-// strided kernels, gather_kernel and scatter_add_kernel, which walk the index's shape with
-// for_each_run and replace the coordinate along `axis` by the index value. index_select is a
+// strided kernels, kernels::gather and kernels::scatter_add (kernels/index.h, with the other
+// loops of this file), which walk the index's shape with for_each_run and replace the
+// coordinate along `axis` by the index value. index_select is a
 // gather whose index is a broadcast view (stride 0 off the axis), so each innermost run reads one
 // index and copies a strided row. embedding has its own row-memcpy forward and row-add backward:
 // it runs on every training step and is the one place a per-element loop would show.
@@ -10,23 +11,17 @@
 // Indices are Int64 and must lie in [0, size): negative indices are an IndexError (as in
 // PyTorch's gather and embedding), never wrapped.
 
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <numeric>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "tapegrad/autograd/kernels/elementwise.h"
+#include "tapegrad/autograd/kernels/index.h"
 #include "tapegrad/autograd/kernels/strided.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad {
 
 namespace {
-
-using kernels::for_each_run;
-using kernels::Offsets;
 
 std::string str(std::int64_t v) { return std::to_string(v); }
 
@@ -38,19 +33,6 @@ void check_index_dtype(const Tensor& index, const char* op, const char* what = "
 void check_has_axes(const Tensor& x, const char* op) {
   if (x.dim() == 0) throw ShapeError(std::string(op) + ": expected a tensor with at least one dimension, got a scalar");
 }
-
-// Kept out of line so the bounds check in the kernels' inner loops stays a compare and a branch.
-[[noreturn]] __attribute__((noinline)) void throw_out_of_range(const char* op, std::int64_t value, int axis,
-                                                               std::int64_t size) {
-  throw IndexError(std::string(op) + ": index " + str(value) + " is out of range for axis " + str(axis) + " of size " +
-                   str(size));
-}
-
-Dims zero_axis(Dims strides, int axis) {
-  strides[axis] = 0;
-  return strides;
-}
-
 
 // An index tensor saved for backward, with its storage version at save time: an in-place write
 // between forward and backward would silently send the gradient to the wrong rows.
@@ -68,72 +50,6 @@ struct SavedIndex {
     return index;
   }
 };
-
-// out[p] = x[p with its axis coordinate replaced by index[p]], for every position p of index.
-// index: any shape of x's rank with index.size(d) <= x.size(d) off the axis; out: index's shape,
-// any strides; x: any strides.
-template <class T>
-void gather_kernel(const Tensor& x, int axis, const Tensor& index, const Tensor& out, const char* op) {
-  const T* px = x.data_ptr<T>();
-  const std::int64_t* pi = index.data_ptr<std::int64_t>();
-  T* po = out.data_ptr<T>();
-  const std::int64_t size = x.shape()[axis];
-  const std::int64_t axis_stride = x.strides()[axis];
-  for_each_run<3>(index.shape(), {out.strides(), index.strides(), zero_axis(x.strides(), axis)},
-                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
-                    T* o = po + off[0];
-                    const std::int64_t* ix = pi + off[1];
-                    const T* xb = px + off[2];
-                    if (st[1] == 0) {  // one index for the whole run: a strided row copy
-                      const std::int64_t v = *ix;
-                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
-                      const T* src = xb + v * axis_stride;
-                      if (st[0] == 1 && st[2] == 1)
-                        std::copy(src, src + n, o);
-                      else
-                        for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = src[i * st[2]];
-                      return;
-                    }
-                    for (std::int64_t i = 0; i < n; ++i) {
-                      const std::int64_t v = ix[i * st[1]];
-                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
-                      o[i * st[0]] = xb[i * st[2] + v * axis_stride];
-                    }
-                  });
-}
-
-// out[p with its axis coordinate replaced by index[p]] += src[p], for every position p of index,
-// in order, so repeated indices accumulate. index.size(d) <= src.size(d) everywhere and
-// <= out.size(d) off the axis; out and src: any strides, distinct buffers.
-template <class T>
-void scatter_add_kernel(const Tensor& out, int axis, const Tensor& index, const Tensor& src, const char* op) {
-  T* po = out.data_ptr<T>();
-  const std::int64_t* pi = index.data_ptr<std::int64_t>();
-  const T* ps = src.data_ptr<T>();
-  const std::int64_t size = out.shape()[axis];
-  const std::int64_t axis_stride = out.strides()[axis];
-  for_each_run<3>(index.shape(), {zero_axis(out.strides(), axis), index.strides(), src.strides()},
-                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
-                    T* ob = po + off[0];
-                    const std::int64_t* ix = pi + off[1];
-                    const T* s = ps + off[2];
-                    if (st[1] == 0) {  // one index for the whole run: a strided row add
-                      const std::int64_t v = *ix;
-                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
-                      T* dst = ob + v * axis_stride;
-                      if (st[0] == 1 && st[2] == 1)
-                        for (std::int64_t i = 0; i < n; ++i) dst[i] += s[i];
-                      else
-                        for (std::int64_t i = 0; i < n; ++i) dst[i * st[0]] += s[i * st[2]];
-                      return;
-                    }
-                    for (std::int64_t i = 0; i < n; ++i) {
-                      const std::int64_t v = ix[i * st[1]];
-                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
-                      ob[i * st[0] + v * axis_stride] += s[i * st[2]];
-                    }
-                  });
-}
 
 // A 1-D index (n) seen as a tensor of out_shape (x's shape with n along axis) that varies only
 // along axis, so index_select and its backward are a gather and a scatter_add.
@@ -166,14 +82,15 @@ Tensor index_select(const Tensor& x, std::int64_t axis_arg, const Tensor& index)
   out_shape[axis] = index.numel();
   const Tensor index_view = index_along_axis(index, out_shape, axis);  // (out_shape), stride 0 off the axis
   Tensor out = empty(out_shape, x.dtype());
-  dispatch_all(x.dtype(), [&](auto tag) { gather_kernel<decltype(tag)>(x, axis, index_view, out, "index_select"); });
+  dispatch_all(x.dtype(), [&](auto tag) { kernels::gather<decltype(tag)>(x, axis, index_view, out, "index_select"); });
   if (any_requires_grad({&x}))
     record("index_select", out, {x},
            [axis, saved = SavedIndex(index_view), in = x.shape()](const Tensor& g) -> TensorList {
              const Tensor& idx = saved.get("index_select");
              Tensor gx = zeros(in, g.dtype());
-             dispatch_floating(g.dtype(), "index_select",
-                               [&](auto tag) { scatter_add_kernel<decltype(tag)>(gx, axis, idx, g, "index_select"); });
+             dispatch_floating(g.dtype(), "index_select", [&](auto tag) {
+               kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "index_select");
+             });
              return {gx};
            });
   return out;
@@ -186,13 +103,13 @@ Tensor gather(const Tensor& x, std::int64_t axis_arg, const Tensor& index) {
   const int axis = normalize_axis(axis_arg, x.dim(), "gather");
   check_index_fits(x, axis, index, "gather");
   Tensor out = empty(index.shape(), x.dtype());
-  dispatch_all(x.dtype(), [&](auto tag) { gather_kernel<decltype(tag)>(x, axis, index, out, "gather"); });
+  dispatch_all(x.dtype(), [&](auto tag) { kernels::gather<decltype(tag)>(x, axis, index, out, "gather"); });
   if (any_requires_grad({&x}))
     record("gather", out, {x}, [axis, saved = SavedIndex(index), in = x.shape()](const Tensor& g) -> TensorList {
       const Tensor& idx = saved.get("gather");
       Tensor gx = zeros(in, g.dtype());
       dispatch_floating(g.dtype(), "gather",
-                        [&](auto tag) { scatter_add_kernel<decltype(tag)>(gx, axis, idx, g, "gather"); });
+                        [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "gather"); });
       return {gx};
     });
   return out;
@@ -220,7 +137,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
   dispatch_numeric(x.dtype(), "scatter_add", [&](auto tag) {
     using T = decltype(tag);
     kernels::copy_strided(x.data_ptr<T>(), x.strides(), out.data_ptr<T>(), out.strides(), x.shape());
-    scatter_add_kernel<T>(out, axis, index, src, "scatter_add");
+    kernels::scatter_add<T>(out, axis, index, src, "scatter_add");
   });
   if (any_requires_grad({&x, &src}))
     record("scatter_add", out, {x, src},
@@ -233,8 +150,9 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
                gsrc = zeros(src_shape, g.dtype());
                // The index-shaped corner of gsrc; the rest of src was never used.
                const Tensor corner = detail::make_view(gsrc, idx.shape(), gsrc.strides(), gsrc.offset());
-               dispatch_floating(g.dtype(), "scatter_add",
-                                 [&](auto tag) { gather_kernel<decltype(tag)>(g, axis, idx, corner, "scatter_add"); });
+               dispatch_floating(g.dtype(), "scatter_add", [&](auto tag) {
+                 kernels::gather<decltype(tag)>(g, axis, idx, corner, "scatter_add");
+               });
              }
              return {x_needs ? g : Tensor(), gsrc};
            });
@@ -263,18 +181,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
   const Tensor w = kernels::dense(weight);        // w: (V, D)
   const Tensor ids = kernels::dense(indices);     // ids: (N) flattened, N = indices.numel()
   Tensor out = empty(out_shape, weight.dtype());  // out: (N, D) flattened
-  const std::int64_t n = ids.numel();
-  const std::int64_t* pid = ids.data_ptr<std::int64_t>();
   dispatch_floating(weight.dtype(), "embedding", [&](auto tag) {
     using T = decltype(tag);
-    const T* pw = w.data_ptr<T>();
-    T* po = out.data_ptr<T>();
-    for (std::int64_t t = 0; t < n; ++t) {
-      const std::int64_t id = pid[t];
-      if (id < 0 || id >= num_embeddings)
-        throw IndexError("embedding: index " + str(id) + " is out of range for " + str(num_embeddings) + " embeddings");
-      std::memcpy(po + t * dim, pw + id * dim, static_cast<std::size_t>(dim) * sizeof(T));
-    }
+    kernels::embedding_forward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(), ids.numel(), num_embeddings, dim,
+                                  out.data_ptr<T>());
   });
   if (any_requires_grad({&weight}))
     record("embedding", out, {weight},
@@ -282,17 +192,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
              const Tensor& idx = saved.get("embedding");
              const Tensor gd = kernels::dense(g);                  // gd: (N, D) flattened
              Tensor gw = zeros({num_embeddings, dim}, g.dtype());  // gw: (V, D)
-             const std::int64_t* p = idx.data_ptr<std::int64_t>();
              dispatch_floating(g.dtype(), "embedding", [&](auto tag) {
                using T = decltype(tag);
-               const T* pg = gd.data_ptr<T>();
-               T* pgw = gw.data_ptr<T>();
-               for (std::int64_t t = 0; t < idx.numel(); ++t) {
-                 if (pad && p[t] == *pad) continue;  // the padding row is a constant, not a parameter
-                 T* row = pgw + p[t] * dim;
-                 const T* grow = pg + t * dim;
-                 for (std::int64_t j = 0; j < dim; ++j) row[j] += grow[j];
-               }
+               kernels::embedding_backward<T>(gd.data_ptr<T>(), idx.data_ptr<std::int64_t>(), idx.numel(), dim, pad,
+                                              gw.data_ptr<T>());
              });
              return {gw};
            });
@@ -323,40 +226,15 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axi
     std::int64_t outer = 1, inner = 1;
     for (int d = 0; d < axis; ++d) outer *= x.shape()[d];
     for (int d = axis + 1; d < x.dim(); ++d) inner *= x.shape()[d];
-    const T* px = xd.data_ptr<T>();
-    T* pv = values.data_ptr<T>();                         // (outer, k, inner)
-    std::int64_t* pi = indices.data_ptr<std::int64_t>();  // (outer, k, inner)
-    std::vector<std::int64_t> order(static_cast<std::size_t>(size));
-    for (std::int64_t o = 0; o < outer; ++o) {
-      for (std::int64_t in = 0; in < inner; ++in) {
-        const T* line = px + o * size * inner + in;  // element j at line[j * inner]
-        // A strict weak order: NaN above every number, then by value, then lower index first.
-        auto before = [&](std::int64_t a, std::int64_t b) {
-          const T va = line[a * inner];
-          const T vb = line[b * inner];
-          const bool nan_a = std::isnan(va);
-          const bool nan_b = std::isnan(vb);
-          if (nan_a != nan_b) return largest ? nan_a : nan_b;
-          if (!nan_a && va != vb) return largest ? va > vb : va < vb;
-          return a < b;
-        };
-        std::iota(order.begin(), order.end(), std::int64_t{0});
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-        T* vout = pv + o * k * inner + in;
-        std::int64_t* iout = pi + o * k * inner + in;
-        for (std::int64_t j = 0; j < k; ++j) {
-          vout[j * inner] = line[order[j] * inner];
-          iout[j * inner] = order[j];
-        }
-      }
-    }
+    kernels::topk<T>(xd.data_ptr<T>(), outer, size, inner, k, largest, values.data_ptr<T>(),
+                     indices.data_ptr<std::int64_t>());
   });
   if (any_requires_grad({&x}))
     record("topk", values, {x}, [axis, saved = SavedIndex(indices), in = x.shape()](const Tensor& g) -> TensorList {
       const Tensor& idx = saved.get("topk");
       Tensor gx = zeros(in, g.dtype());
       dispatch_floating(g.dtype(), "topk",
-                        [&](auto tag) { scatter_add_kernel<decltype(tag)>(gx, axis, idx, g, "topk"); });
+                        [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "topk"); });
       return {gx};
     });
   return {values, indices};
@@ -370,15 +248,9 @@ Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {
   out_shape.push_back(num_classes);
   Tensor out = zeros(out_shape, dtype);        // out: (N, C) flattened
   const Tensor ids = kernels::dense(indices);  // ids: (N) flattened
-  const std::int64_t* p = ids.data_ptr<std::int64_t>();
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* po = out.data_ptr<T>();
-    for (std::int64_t t = 0; t < ids.numel(); ++t) {
-      if (p[t] < 0 || p[t] >= num_classes)
-        throw IndexError("one_hot: index " + str(p[t]) + " is out of range for " + str(num_classes) + " classes");
-      po[t * num_classes + p[t]] = T(1);
-    }
+    kernels::one_hot<T>(ids.data_ptr<std::int64_t>(), ids.numel(), num_classes, out.data_ptr<T>());
   });
   return out;
 }

@@ -1,0 +1,172 @@
+#pragma once
+// Indexing kernels: gather and scatter_add along one axis over strided operands (index_select,
+// gather, scatter_add and the backward of index_select, gather and topk are made of these two),
+// embedding's row copies and row adds, topk's selection along an axis, and one_hot. Each checks
+// the indices it reads against the axis (IndexError naming op). The ops are in ops/index.cpp.
+// Static, see rows.h.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/tensor.h"
+
+namespace tapegrad::kernels {
+
+// Kept out of line so the bounds check in the kernels' inner loops stays a compare and a branch.
+[[noreturn]] __attribute__((noinline)) static inline void throw_out_of_range(const char* op, std::int64_t value,
+                                                                      int axis, std::int64_t size) {
+  throw IndexError(std::string(op) + ": index " + std::to_string(value) + " is out of range for axis " +
+                   std::to_string(axis) + " of size " + std::to_string(size));
+}
+
+// strides with the one of axis set to 0.
+static inline Dims zero_axis(Dims strides, int axis) {
+  strides[axis] = 0;
+  return strides;
+}
+
+// out[p] = x[p with its axis coordinate replaced by index[p]], for every position p of index.
+// index: any shape of x's rank with index.size(d) <= x.size(d) off the axis; out: index's shape,
+// any strides; x: any strides.
+template <class T>
+static void gather(const Tensor& x, int axis, const Tensor& index, const Tensor& out, const char* op) {
+  const T* px = x.data_ptr<T>();
+  const std::int64_t* pi = index.data_ptr<std::int64_t>();
+  T* po = out.data_ptr<T>();
+  const std::int64_t size = x.shape()[axis];
+  const std::int64_t axis_stride = x.strides()[axis];
+  for_each_run<3>(index.shape(), {out.strides(), index.strides(), zero_axis(x.strides(), axis)},
+                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
+                    T* o = po + off[0];
+                    const std::int64_t* ix = pi + off[1];
+                    const T* xb = px + off[2];
+                    if (st[1] == 0) {  // one index for the whole run: a strided row copy
+                      const std::int64_t v = *ix;
+                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
+                      const T* src = xb + v * axis_stride;
+                      if (st[0] == 1 && st[2] == 1)
+                        std::copy(src, src + n, o);
+                      else
+                        for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = src[i * st[2]];
+                      return;
+                    }
+                    for (std::int64_t i = 0; i < n; ++i) {
+                      const std::int64_t v = ix[i * st[1]];
+                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
+                      o[i * st[0]] = xb[i * st[2] + v * axis_stride];
+                    }
+                  });
+}
+
+// out[p with its axis coordinate replaced by index[p]] += src[p], for every position p of index,
+// in order, so repeated indices accumulate. index.size(d) <= src.size(d) everywhere and
+// <= out.size(d) off the axis; out and src: any strides, distinct buffers.
+template <class T>
+static void scatter_add(const Tensor& out, int axis, const Tensor& index, const Tensor& src, const char* op) {
+  T* po = out.data_ptr<T>();
+  const std::int64_t* pi = index.data_ptr<std::int64_t>();
+  const T* ps = src.data_ptr<T>();
+  const std::int64_t size = out.shape()[axis];
+  const std::int64_t axis_stride = out.strides()[axis];
+  for_each_run<3>(index.shape(), {zero_axis(out.strides(), axis), index.strides(), src.strides()},
+                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
+                    T* ob = po + off[0];
+                    const std::int64_t* ix = pi + off[1];
+                    const T* s = ps + off[2];
+                    if (st[1] == 0) {  // one index for the whole run: a strided row add
+                      const std::int64_t v = *ix;
+                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
+                      T* dst = ob + v * axis_stride;
+                      if (st[0] == 1 && st[2] == 1)
+                        for (std::int64_t i = 0; i < n; ++i) dst[i] += s[i];
+                      else
+                        for (std::int64_t i = 0; i < n; ++i) dst[i * st[0]] += s[i * st[2]];
+                      return;
+                    }
+                    for (std::int64_t i = 0; i < n; ++i) {
+                      const std::int64_t v = ix[i * st[1]];
+                      if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
+                      ob[i * st[0] + v * axis_stride] += s[i * st[2]];
+                    }
+                  });
+}
+
+// out[t] = w[ids[t]], rows of dim values: ids (n), w (num_embeddings, dim), out (n, dim).
+template <class T>
+static void embedding_forward(const T* w, const std::int64_t* ids, std::int64_t n, std::int64_t num_embeddings,
+                              std::int64_t dim, T* out) {
+  for (std::int64_t t = 0; t < n; ++t) {
+    const std::int64_t id = ids[t];
+    if (id < 0 || id >= num_embeddings)
+      throw IndexError("embedding: index " + std::to_string(id) + " is out of range for " +
+                       std::to_string(num_embeddings) + " embeddings");
+    std::memcpy(out + t * dim, w + id * dim, static_cast<std::size_t>(dim) * sizeof(T));
+  }
+}
+
+// gw[ids[t]] += g[t] for each t in order, skipping the padding row pad: ids (n), g (n, dim), gw
+// (num_embeddings, dim).
+template <class T>
+static void embedding_backward(const T* g, const std::int64_t* ids, std::int64_t n, std::int64_t dim,
+                               std::optional<std::int64_t> pad, T* gw) {
+  for (std::int64_t t = 0; t < n; ++t) {
+    if (pad && ids[t] == *pad) continue;  // the padding row is a constant, not a parameter
+    T* row = gw + ids[t] * dim;
+    const T* grow = g + t * dim;
+    for (std::int64_t j = 0; j < dim; ++j) row[j] += grow[j];
+  }
+}
+
+// The k largest (or smallest) values of each line of x (outer, size, inner) along its middle
+// axis, sorted, with their indices: values, indices (outer, k, inner). Ties go to the lower
+// index; NaN counts as larger than every number.
+template <class T>
+static void topk(const T* x, std::int64_t outer, std::int64_t size, std::int64_t inner, std::int64_t k, bool largest,
+                 T* values, std::int64_t* indices) {
+  // x: (outer, size, inner) contiguous; values, indices: (outer, k, inner)
+  std::vector<std::int64_t> order(static_cast<std::size_t>(size));
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t in = 0; in < inner; ++in) {
+      const T* line = x + o * size * inner + in;  // element j at line[j * inner]
+      // A strict weak order: NaN above every number, then by value, then lower index first.
+      auto before = [&](std::int64_t a, std::int64_t b) {
+        const T va = line[a * inner];
+        const T vb = line[b * inner];
+        const bool nan_a = std::isnan(va);
+        const bool nan_b = std::isnan(vb);
+        if (nan_a != nan_b) return largest ? nan_a : nan_b;
+        if (!nan_a && va != vb) return largest ? va > vb : va < vb;
+        return a < b;
+      };
+      std::iota(order.begin(), order.end(), std::int64_t{0});
+      std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+      T* vout = values + o * k * inner + in;
+      std::int64_t* iout = indices + o * k * inner + in;
+      for (std::int64_t j = 0; j < k; ++j) {
+        vout[j * inner] = line[order[j] * inner];
+        iout[j * inner] = order[j];
+      }
+    }
+  }
+}
+
+// out[t, ids[t]] = 1 in a zeroed out (n, num_classes).
+template <class T>
+static void one_hot(const std::int64_t* ids, std::int64_t n, std::int64_t num_classes, T* out) {
+  for (std::int64_t t = 0; t < n; ++t) {
+    if (ids[t] < 0 || ids[t] >= num_classes)
+      throw IndexError("one_hot: index " + std::to_string(ids[t]) + " is out of range for " +
+                       std::to_string(num_classes) + " classes");
+    out[t * num_classes + ids[t]] = T(1);
+  }
+}
+
+}  // namespace tapegrad::kernels
