@@ -5,7 +5,7 @@
 // reductions or std::exp by itself).
 //
 // The row and op kernels of this directory's headers (rows, softmax, reduce, norm, dropout,
-// unary) are static: each op's translation unit compiles its own copy, which GCC inlines and
+// unary, index) are static: each op's translation unit compiles its own copy, which GCC inlines and
 // schedules in the op as it did when these loops lived in the ops files. As external templates
 // (one shared copy) they were compiled differently: argmax's row loop, for one, took three times
 // as long.
