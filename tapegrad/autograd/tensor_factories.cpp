@@ -24,7 +24,7 @@ Tensor empty(const Shape& shape, DType dtype) {
     numel *= d;
   }
   auto storage = std::allocate_shared<Storage>(detail::BlockAllocator<Storage>(),
-                                              static_cast<std::size_t>(shape.numel()) * element_size(dtype));
+                                               static_cast<std::size_t>(shape.numel()) * element_size(dtype));
   return detail::make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
@@ -65,8 +65,8 @@ namespace {
 template <class T, class V>
 Tensor from_values(const V& data, const Shape& shape) {
   if (static_cast<std::int64_t>(data.size()) != shape.numel())
-    throw ShapeError("from_vector: " + std::to_string(data.size()) + " values cannot fill shape " + shape.str() +
-                     " (" + std::to_string(shape.numel()) + " elements)");
+    throw ShapeError("from_vector: " + std::to_string(data.size()) + " values cannot fill shape " + shape.str() + " (" +
+                     std::to_string(shape.numel()) + " elements)");
   Tensor t = empty(shape, dtype_of<T>());
   T* p = t.data_ptr<T>();
   std::size_t i = 0;

@@ -22,7 +22,7 @@ namespace tapegrad::kernels {
 
 // Kept out of line so the bounds check in the kernels' inner loops stays a compare and a branch.
 [[noreturn]] __attribute__((noinline)) static inline void throw_out_of_range(const char* op, std::int64_t value,
-                                                                      int axis, std::int64_t size) {
+                                                                             int axis, std::int64_t size) {
   throw IndexError(std::string(op) + ": index " + std::to_string(value) + " is out of range for axis " +
                    std::to_string(axis) + " of size " + std::to_string(size));
 }
@@ -52,8 +52,7 @@ static void gather(const Tensor& x, int axis, const Tensor& index, const Tensor&
                       const std::int64_t v = *ix;
                       if (v < 0 || v >= size) throw_out_of_range(op, v, axis, size);
                       const T* src = xb + v * axis_stride;
-                      if (st[0] == 1 && st[2] == 1)
-                        std::copy(src, src + n, o);
+                      if (st[0] == 1 && st[2] == 1) std::copy(src, src + n, o);
                       else
                         for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = src[i * st[2]];
                       return;

@@ -22,8 +22,8 @@ namespace tapegrad::kernels {
 // builds it from an op's axes argument).
 struct ReducedAxes {
   bool reduced[kMaxRank] = {};
-  Shape kept_shape;  // the output shape with keepdim (reduced axes have size 1)
-  Shape out_shape;   // the output shape without keepdim
+  Shape kept_shape;        // the output shape with keepdim (reduced axes have size 1)
+  Shape out_shape;         // the output shape without keepdim
   std::int64_t count = 1;  // elements folded into each output element
 };
 
@@ -34,7 +34,6 @@ static inline Dims reduced_strides(const ReducedAxes& r) {
     if (r.reduced[d]) strides[d] = 0;
   return strides;
 }
-
 
 // Where the reduced axes of x lie, ignoring size-1 axes: all before the kept ones (x seen as
 // (count, rest), summed over its rows: a bias gradient), all after them ((rest, count), summed
@@ -171,33 +170,32 @@ static Tensor extremum_reduced(const Tensor& x, const ReducedAxes& r) {
   Tensor out = empty(r.kept_shape, x.dtype());
   T* po = out.data_ptr<T>();
   const T start = kMax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
-  const T first = std::numeric_limits<T>::has_infinity ? (kMax ? -std::numeric_limits<T>::infinity()
-                                                               : std::numeric_limits<T>::infinity())
-                                                        : start;
+  const T first = std::numeric_limits<T>::has_infinity
+                      ? (kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
+                      : start;
   for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = first;
   const T* px = x.data_ptr<T>();
-  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()},
-                           [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
-                             T* o = po + off[0];
-                             const T* a = px + off[1];
-                             if (st[0] == 0) {
-                               T best = *o;
-                               if constexpr (std::is_floating_point_v<T>) {
-                                 if (st[1] == 1) {  // a contiguous run reduced to one value
-                                   const T run = row_extremum<T, kMax>(a, n);
-                                   if (better<kMax>(run, best)) best = run;
-                                   *o = best;
-                                   return;
-                                 }
-                               }
-                               for (std::int64_t i = 0; i < n; ++i)
-                                 if (better<kMax>(a[i * st[1]], best)) best = a[i * st[1]];
-                               *o = best;
-                             } else {
-                               for (std::int64_t i = 0; i < n; ++i)
-                                 if (better<kMax>(a[i * st[1]], o[i * st[0]])) o[i * st[0]] = a[i * st[1]];
-                             }
-                           });
+  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+    T* o = po + off[0];
+    const T* a = px + off[1];
+    if (st[0] == 0) {
+      T best = *o;
+      if constexpr (std::is_floating_point_v<T>) {
+        if (st[1] == 1) {  // a contiguous run reduced to one value
+          const T run = row_extremum<T, kMax>(a, n);
+          if (better<kMax>(run, best)) best = run;
+          *o = best;
+          return;
+        }
+      }
+      for (std::int64_t i = 0; i < n; ++i)
+        if (better<kMax>(a[i * st[1]], best)) best = a[i * st[1]];
+      *o = best;
+    } else {
+      for (std::int64_t i = 0; i < n; ++i)
+        if (better<kMax>(a[i * st[1]], o[i * st[0]])) o[i * st[0]] = a[i * st[1]];
+    }
+  });
   return out;
 }
 
@@ -250,22 +248,20 @@ static Tensor logsumexp_reduced(const Tensor& x, const ReducedAxes& r) {
   T* po = out.data_ptr<T>();
   const T* px = x.data_ptr<T>();
   // out and shift are both contiguous in the kept shape, so one offset serves both.
-  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()},
-                           [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
-                             T* o = po + off[0];
-                             const T* m = pm + off[0];
-                             const T* a = px + off[1];
-                             if (st[0] == 0 && st[1] == 1) {
-                               *o += exp_shifted_sum<T>(a, *m, nullptr, n);
-                             } else if (st[0] == 0) {
-                               T total = 0;
-                               for (std::int64_t i = 0; i < n; ++i) total += std::exp(a[i * st[1]] - *m);
-                               *o += total;
-                             } else {
-                               for (std::int64_t i = 0; i < n; ++i)
-                                 o[i * st[0]] += std::exp(a[i * st[1]] - m[i * st[0]]);
-                             }
-                           });
+  for_each_run<2>(x.shape(), {reduced_strides(r), x.strides()}, [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
+    T* o = po + off[0];
+    const T* m = pm + off[0];
+    const T* a = px + off[1];
+    if (st[0] == 0 && st[1] == 1) {
+      *o += exp_shifted_sum<T>(a, *m, nullptr, n);
+    } else if (st[0] == 0) {
+      T total = 0;
+      for (std::int64_t i = 0; i < n; ++i) total += std::exp(a[i * st[1]] - *m);
+      *o += total;
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] += std::exp(a[i * st[1]] - m[i * st[0]]);
+    }
+  });
   for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = std::log(po[i]) + pm[i];
   return out;
 }

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include <xsimd/xsimd.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
-#include <xsimd/xsimd.hpp>
 
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/strided.h"
@@ -29,13 +29,14 @@ static Tensor vector_map(const Tensor& x_in, Fn fn) {
   Tensor out = empty(x.shape(), x.dtype());
   const T* px = x.data_ptr<T>();
   T* po = out.data_ptr<T>();
-  parallel_for_blocks(x.numel(), kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) __attribute__((flatten)) {
-    const std::size_t n = static_cast<std::size_t>(hi - lo);
-    const std::array<std::size_t, 1> shape{n};
-    auto in = xt::adapt(px + lo, n, xt::no_ownership(), shape);
-    auto result = xt::adapt(po + lo, n, xt::no_ownership(), shape);
-    xt::noalias(result) = fn(in);
-  });
+  parallel_for_blocks(
+      x.numel(), kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) __attribute__((flatten)) {
+        const std::size_t n = static_cast<std::size_t>(hi - lo);
+        const std::array<std::size_t, 1> shape{n};
+        auto in = xt::adapt(px + lo, n, xt::no_ownership(), shape);
+        auto result = xt::adapt(po + lo, n, xt::no_ownership(), shape);
+        xt::noalias(result) = fn(in);
+      });
   return out;
 }
 
@@ -60,8 +61,8 @@ static void gelu_forward_contiguous(const T* x, T* out, std::int64_t n, bool use
   }
   for (; i < n; ++i) {
     const T xv = x[i];
-    const T inner = use_tanh ? std::tanh(T(kSqrt2OverPi) * (xv + T(kGeluCubic) * xv * xv * xv))
-                             : std::erf(xv * T(1 / kSqrt2));
+    const T inner =
+        use_tanh ? std::tanh(T(kSqrt2OverPi) * (xv + T(kGeluCubic) * xv * xv * xv)) : std::erf(xv * T(1 / kSqrt2));
     out[i] = T(0.5) * xv * (T(1) + inner);
   }
 }

@@ -29,8 +29,7 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
         using T = decltype(tag);
         Tensor gx = empty(y.shape(), y.dtype());
         if (gx.numel() > 0)
-          kernels::softmax_backward<T, kLog>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(),
-                                             split);
+          kernels::softmax_backward<T, kLog>(kernels::dense(g).data_ptr<T>(), y.data_ptr<T>(), gx.data_ptr<T>(), split);
         return gx;
       })};
     });
@@ -47,8 +46,7 @@ Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_family<false
 // mask, filling the scores or exponentiating the masked entries. The backward is softmax's:
 // y = 0 at the excluded entries makes their gradient 0.
 Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
-  if (x.dim() < 2)
-    throw ShapeError("causal_softmax: expected (..., Tq, Tk) scores, got shape " + x.shape().str());
+  if (x.dim() < 2) throw ShapeError("causal_softmax: expected (..., Tq, Tk) scores, got shape " + x.shape().str());
   const std::int64_t tq = x.shape()[x.dim() - 2], tk = x.shape()[x.dim() - 1];
   if (offset < 0)
     throw ValueError("causal_softmax: offset must be >= 0 (every query sees at least its own key), got " +

@@ -117,9 +117,8 @@ Tensor relu(const Tensor& x) {
 }
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const bool use_tanh = approximate == GeluApproximation::Tanh;
-  Tensor out = dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
-    return kernels::gelu_forward<decltype(tag)>(x, use_tanh);
-  });
+  Tensor out =
+      dispatch_floating(x.dtype(), "gelu", [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
   if (any_requires_grad({&x}))
     record("gelu", out, {x}, [x = x.detach(), use_tanh](const Tensor& g) -> TensorList {
       return {kernels::gelu_backward(g, x, use_tanh)};
