@@ -1,6 +1,8 @@
 // matmul: torch.matmul semantics on gemm, checked against a naive reference loop written here
 // (float64), gradients by gradcheck, layouts (transposes must not be copied, counted through
-// the buffer pool), and the gemm loop path against the BLAS path.
+// the buffer pool), and the gemm loop path against the BLAS path. Over 400 lines because every
+// path a product can take (loop, BLAS, split over the pool, batched, broadcast, linear) is checked
+// here against the same reference loop.
 
 #include <doctest/doctest.h>
 

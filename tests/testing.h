@@ -62,6 +62,31 @@ inline std::string read_text(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// A (2, 3, 4) float64 input with distinct entries (no ties, so max/min are differentiable).
+inline Tensor distinct_3d() {
+  Generator gen(11);
+  return randn({2, 3, 4}, gen, kFloat64);
+}
+
+// Checks that every element of a equals the matching element of b within a relative tolerance
+// (exactly when tol is 0).
+inline void check_close(const Tensor& a, const Tensor& b, double tol) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> va = a.to_vector<double>();
+  const std::vector<double> vb = b.to_vector<double>();
+  for (std::size_t i = 0; i < va.size(); ++i) {
+    INFO("element " << i);
+    if (tol == 0) CHECK(va[i] == vb[i]);
+    else CHECK(va[i] == doctest::Approx(vb[i]).epsilon(tol));
+  }
+}
+
+inline bool any_nan(const Tensor& t) {
+  for (double v : t.to_vector<double>())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
 // Runs gradcheck and fails the current test with its report when it does not pass.
 inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},
                             const TensorList& parameters = {}) {
