@@ -27,6 +27,33 @@ inline double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// W2's convergence run: steps `training` (training.step(s), s from 0) until greedy decoding gets
+// every held-out string right (training.exact_match() == 1, checked every 100 steps and at the
+// last), at most max_steps steps.
+struct Convergence {
+  std::int64_t solved_at = -1;  // the step count at the first perfect evaluation; -1: never
+  double exact_match = 0.0;     // at the last evaluation
+  double seconds = 0.0;         // wall time of the whole run
+};
+
+template <class Training>
+Convergence train_until_solved(Training& training, int max_steps) {
+  Convergence out;
+  const auto start = Clock::now();
+  for (int s = 1; s <= max_steps; ++s) {
+    training.step(s - 1);
+    if (s % 100 == 0 || s == max_steps) {
+      out.exact_match = training.exact_match();
+      if (out.exact_match == 1.0) {
+        out.solved_at = s;
+        break;
+      }
+    }
+  }
+  out.seconds = ms_since(start) / 1000.0;
+  return out;
+}
+
 inline double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());

@@ -424,21 +424,9 @@ void run_w2(const Options& opt) {
 
 void run_w2conv(const Options& opt) {
   ReversalTraining training;
-  const int max_steps = bench::steps_of(opt, "w2conv");
-  const auto start = Clock::now();
-  std::int64_t solved_at = -1;
-  double accuracy = 0.0;
-  for (int s = 1; s <= max_steps; ++s) {
-    training.step(s - 1);
-    if (s % 100 == 0 || s == max_steps) {
-      accuracy = training.exact_match();
-      if (accuracy == 1.0) {
-        solved_at = s;
-        break;
-      }
-    }
-  }
-  const double seconds = ms_since(start) / 1000.0;
+  const bench::Convergence run = bench::train_until_solved(training, bench::steps_of(opt, "w2conv"));
+  const std::int64_t solved_at = run.solved_at;
+  const double accuracy = run.exact_match, seconds = run.seconds;
   nlohmann::json row = record_base("w2conv");
   row["solved_at_step"] = solved_at >= 0 ? nlohmann::json(solved_at) : nlohmann::json(nullptr);
   row["exact_match"] = accuracy;

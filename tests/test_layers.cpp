@@ -15,14 +15,9 @@
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::names;
 
 namespace {
-
-std::vector<std::string> names(const NamedTensors& named) {
-  std::vector<std::string> out;
-  for (const auto& entry : named) out.push_back(entry.first);
-  return out;
-}
 
 void check_same(const Tensor& a, const Tensor& b, double tol = 1e-12) {
   REQUIRE(a.shape() == b.shape());

@@ -12,6 +12,7 @@
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::names;
 
 namespace {
 
@@ -39,12 +40,6 @@ class NetImpl : public nn::Module {
   nn::Linear head;
 };
 TAPEGRAD_MODULE(Net);
-
-std::vector<std::string> names(const NamedTensors& named) {
-  std::vector<std::string> out;
-  for (const auto& entry : named) out.push_back(entry.first);
-  return out;
-}
 
 }  // namespace
 

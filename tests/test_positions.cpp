@@ -14,14 +14,9 @@
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::names;
 
 namespace {
-
-std::vector<std::string> names(const NamedTensors& named) {
-  std::vector<std::string> out;
-  for (const auto& entry : named) out.push_back(entry.first);
-  return out;
-}
 
 // Dot products of matching rows over the last axis: a, b (..., D) -> (...).
 Tensor row_dots(const Tensor& a, const Tensor& b) { return (a * b).sum({-1}); }

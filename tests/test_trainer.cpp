@@ -30,25 +30,9 @@
 using namespace tapegrad;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
+using tapegrad::testing::TempDir;
 
 namespace {
-
-// A fresh directory under the system temp dir, removed with its contents at scope exit.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& name) {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tapegrad_trainer_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string str() const { return path.string(); }
-};
 
 // The model of a run, built from its own generator (not the default one), so that two runs with
 // the same seed start from the same weights and dropout seed.
@@ -187,7 +171,7 @@ train::EvalFn eval_fn(Mlp& model, std::vector<std::int64_t>* calls = nullptr) {
 
 TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninterrupted one") {
   constexpr std::int64_t kSteps = kScheduleSteps, kStop = 5;
-  TempDir dir_a("uninterrupted"), dir_b("interrupted");
+  TempDir dir_a, dir_b;
 
   Run a(7, quiet_options(dir_a.str(), kSteps));
   const train::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
@@ -243,7 +227,7 @@ TEST_CASE("trainer: a run interrupted and resumed is bit-identical to an uninter
 
 TEST_CASE("trainer: a run killed between checkpoints resumes from the last one and ends bit-identically") {
   // checkpoint_every 4: a crash in step 10 (step_fn(9)) loses steps 9 and 10, which the resumed run redoes.
-  TempDir dir_a("uninterrupted"), dir_b("killed");
+  TempDir dir_a, dir_b;
   Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
   const train::TrainResult full = a.trainer.fit(a.step_fn(), eval_fn(a.model));
   struct Killed {};
@@ -274,7 +258,7 @@ TEST_CASE("trainer: a run killed between checkpoints resumes from the last one a
 
 TEST_CASE("trainer: a resume with another dropout state diverges") {
   // The counterpart of the test above: it shows the dropout stream matters, so the identity there is earned.
-  TempDir dir_a("full"), dir_b("other_dropout");
+  TempDir dir_a, dir_b;
   Run a(7, quiet_options(dir_a.str(), kScheduleSteps));
   const train::TrainResult full = a.trainer.fit(a.step_fn());
   {
@@ -332,7 +316,7 @@ struct EncoderRun {
 
 TEST_CASE("trainer: a transformer with dropout resumes bit-identically without any track_generator call") {
   constexpr std::int64_t kSteps = 8, kStop = 3;
-  TempDir dir_a("encoder_full"), dir_b("encoder_interrupted");
+  TempDir dir_a, dir_b;
   EncoderRun a(11, quiet_options(dir_a.str(), kSteps));
   const train::TrainResult full = a.trainer.fit(a.step_fn());
   {
@@ -361,7 +345,7 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
   for (std::size_t i = 0; i < gens_a.size(); ++i) CHECK(gens_c[i].second->state() == gens_a[i].second->state());
 
   // The attention dropout draws matter: the same resume with another attention-dropout state diverges.
-  TempDir dir_d("encoder_other_attn");
+  TempDir dir_d;
   {
     EncoderRun d(11, quiet_options(dir_d.str(), kStop));
     d.trainer.fit(d.step_fn());
@@ -381,7 +365,7 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
 }
 
 TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval runs every N steps and at the end") {
-  TempDir dir("metrics");
+  TempDir dir;
   train::TrainerOptions o = quiet_options(dir.str(), 10);
   o.log_every = 2;
   o.eval_every = 3;
@@ -419,7 +403,7 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
 }
 
 TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and lines and progress show the epoch") {
-  TempDir dir("epochs");
+  TempDir dir;
   train::TrainerOptions o = quiet_options(dir.str(), 1000);  // max_steps is replaced by 3 epochs of 4 steps
   o.steps_per_epoch = 4;
   o.max_epochs = 3;
@@ -444,7 +428,7 @@ TEST_CASE("trainer: max_epochs sets the run's length from steps_per_epoch, and l
 }
 
 TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leaves the checkpoint untouched") {
-  TempDir dir("nan");
+  TempDir dir;
   train::TrainerOptions o = quiet_options(dir.str(), 10);
   o.checkpoint_every = 3;
   Run run(5, o);
@@ -511,7 +495,7 @@ TEST_CASE("trainer: a non-finite gradient norm throws NonFiniteLoss naming the g
 }
 
 TEST_CASE("trainer: a half-written checkpoint.tmp-* is ignored and removed, a lone checkpoint.old is used") {
-  TempDir dir("recovery");
+  TempDir dir;
   std::vector<std::vector<float>> saved;
   {
     Run run(11, quiet_options(dir.str(), 4));
@@ -543,7 +527,7 @@ TEST_CASE("trainer: a half-written checkpoint.tmp-* is ignored and removed, a lo
 }
 
 TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, naming the file and field") {
-  TempDir dir("corrupt");
+  TempDir dir;
   {
     Run run(21, quiet_options(dir.str(), 2));
     run.trainer.fit(run.step_fn());
@@ -698,7 +682,7 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
 }
 
 TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one before clipping") {
-  TempDir dir("clip");
+  TempDir dir;
   Mlp model(51);
   const auto start = values(model);
   optim::SGDOptions so;
@@ -741,7 +725,7 @@ TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one
 }
 
 TEST_CASE("trainer: a module handle trains the module it holds") {
-  TempDir dir("handle");
+  TempDir dir;
   Generator gen(3);
   nn::Sequential model(nn::Linear(nn::LinearOptions(4, 8).generator(&gen)), nn::ReLU(),
                        nn::Linear(nn::LinearOptions(8, 1).generator(&gen)));

@@ -87,6 +87,13 @@ inline bool any_nan(const Tensor& t) {
   return false;
 }
 
+// The names of named tensors, in order.
+inline std::vector<std::string> names(const NamedTensors& named) {
+  std::vector<std::string> out;
+  for (const auto& entry : named) out.push_back(entry.first);
+  return out;
+}
+
 // Runs gradcheck and fails the current test with its report when it does not pass.
 inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},
                             const TensorList& parameters = {}) {
