@@ -365,11 +365,7 @@ struct ReversalTraining {
                    .norm_first(true))
         .generator(&gen);
   }
-  static optim::AdamOptions adam_options() {
-    optim::AdamOptions o;
-    o.lr = 1e-3;
-    return o;
-  }
+  static optim::AdamOptions adam_options() { return optim::AdamOptions(1e-3); }
 
   ReversalTraining() {
     const std::int64_t b = D::kBatch, t = D::kLength;
@@ -450,9 +446,7 @@ void run_w3(const Options& opt) {
                                          .activation(nn::Activation::GELU)
                                          .dropout(0.0)
                                          .norm_first(true))};
-  optim::AdamOptions ao = optim::AdamW::defaults();
-  ao.lr = 3e-4;
-  optim::AdamW adamw(model->parameters(), ao);
+  optim::AdamW adamw(model->parameters(), optim::AdamWOptions(3e-4));  // weight decay 0.01, as torch's default
   const Tensor tokens = from_vector(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
   const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();     // (B, T)
   const Tensor targets = tokens.slice(1, 1, C::kLength + 1).reshape({-1});  // (B T)

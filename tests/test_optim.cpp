@@ -11,6 +11,9 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -21,14 +24,6 @@ using namespace tapegrad;
 using tapegrad::testing::check_values;
 
 namespace {
-
-// Options built field by field (designated initialisers are C++20).
-template <class Options, class F>
-Options options_from(F set) {
-  Options o;
-  set(o);
-  return o;
-}
 
 Tensor make_param(std::vector<double> values = {1.0, -2.0}) {
   const auto n = static_cast<std::int64_t>(values.size());
@@ -56,28 +51,18 @@ void check_trajectory(optim::Optimizer& opt, const Tensor& p, const std::vector<
 TEST_CASE("optim: SGD plain, momentum with dampening and weight decay, nesterov") {
   {
     Tensor p = make_param();
-    optim::SGD opt({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) { o.lr = 0.1; }));
+    optim::SGD opt({p}, optim::SGDOptions(0.1));
     check_trajectory(opt, p, {{0.75, -1.65}, {0.55, -1.37}, {0.39, -1.146}});
   }
   {
     // First step: buf = g + 0.1 x = 2.6 (no dampening on the first step) -> 1 - 0.26 = 0.74.
     Tensor p = make_param();
-    optim::SGD opt({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                     o.lr = 0.1;
-                     o.momentum = 0.9;
-                     o.dampening = 0.1;
-                     o.weight_decay = 0.1;
-                   }));
+    optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.1));
     check_trajectory(opt, p, {{0.74, -1.63}, {0.32114, -1.03393}, {-0.16152946, -0.34705423}});
   }
   {
     Tensor p = make_param();
-    optim::SGD opt({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                     o.lr = 0.1;
-                     o.momentum = 0.9;
-                     o.weight_decay = 0.01;
-                     o.nesterov = true;
-                   }));
+    optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01).nesterov(true));
     check_trajectory(opt, p, {{0.5231, -1.3312}, {0.02501811, -0.63269472}, {-0.388181217209, -0.053227934432}});
   }
 }
@@ -85,16 +70,13 @@ TEST_CASE("optim: SGD plain, momentum with dampening and weight decay, nesterov"
 TEST_CASE("optim: Adam bias correction, L2 weight decay, amsgrad") {
   {
     Tensor p = make_param();
-    optim::Adam opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.lr = 0.1; }));
+    optim::Adam opt({p}, optim::AdamOptions(0.1));
     check_trajectory(
         opt, p, {{0.9000000004, -1.90000000029}, {0.800303727169, -1.80019648981}, {0.701155449724, -1.70073840025}});
   }
   {
     Tensor p = make_param();
-    optim::Adam opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) {
-                      o.lr = 0.1;
-                      o.weight_decay = 0.1;
-                    }));
+    optim::Adam opt({p}, optim::AdamOptions(0.1).weight_decay(0.1));
     check_trajectory(
         opt, p, {{0.900000000385, -1.90000000027}, {0.800307641834, -1.80019482613}, {0.701170843664, -1.70073200334}});
   }
@@ -102,18 +84,11 @@ TEST_CASE("optim: Adam bias correction, L2 weight decay, amsgrad") {
     // beta2 = 0.5 makes v shrink quickly, so the running max differs from v from step 2 on (plain Adam gives
     // x[0] = -0.0213196108077 at step 2).
     Tensor p = make_param();
-    optim::Adam opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) {
-                      o.lr = 0.5;
-                      o.beta2 = 0.5;
-                      o.amsgrad = true;
-                    }));
+    optim::Adam opt({p}, optim::AdamOptions(0.5).betas({0.9, 0.5}).amsgrad(true));
     check_trajectory(
         opt, p, {{0.500000002, -1.50000000143}, {0.016548080935, -0.982348026347}, {-0.364996217915, -0.527916682426}});
     Tensor q = make_param();
-    optim::Adam plain({q}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) {
-                        o.lr = 0.5;
-                        o.beta2 = 0.5;
-                      }));
+    optim::Adam plain({q}, optim::AdamOptions(0.5).betas({0.9, 0.5}));
     check_trajectory(
         plain, q,
         {{0.500000002, -1.50000000143}, {-0.0213196108077, -0.982348026347}, {-0.570905969629, -0.428558798907}});
@@ -122,24 +97,113 @@ TEST_CASE("optim: Adam bias correction, L2 weight decay, amsgrad") {
 
 TEST_CASE("optim: AdamW decoupled weight decay differs from Adam's L2") {
   Tensor p = make_param();
-  optim::AdamW opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) {
-                     o.lr = 0.1;
-                     o.weight_decay = 0.1;
-                   }));
+  optim::AdamW opt({p}, optim::AdamWOptions(0.1).weight_decay(0.1));
   // Step 1: p *= 1 - 0.01 -> 0.99, then the Adam step of -0.1 -> 0.89.
   check_trajectory(
       opt, p, {{0.8900000004, -1.88000000029}, {0.781445439952, -1.76144793467}, {0.674598982966, -1.64451845468}});
-  CHECK(optim::AdamW::defaults().weight_decay == doctest::Approx(1e-2));
+}
+
+// AdamW is built from AdamWOptions only: AdamOptions (decay 0 by default) would silently switch its decay off.
+static_assert(!std::is_constructible_v<optim::AdamW, TensorList, optim::AdamOptions>);
+static_assert(!std::is_constructible_v<optim::AdamW, std::vector<optim::ParamGroup>, optim::AdamOptions>);
+static_assert(!std::is_constructible_v<optim::Adam, TensorList, optim::AdamWOptions>);
+
+TEST_CASE("optim: options default to torch.optim's (AdamW decays by 1e-2 unless told otherwise)") {
+  const optim::SGDOptions sgd(0.1);
+  CHECK(sgd.lr() == 0.1);
+  CHECK(sgd.momentum() == 0.0);
+  CHECK(sgd.dampening() == 0.0);
+  CHECK(sgd.weight_decay() == 0.0);
+  CHECK_FALSE(sgd.nesterov());
+  const optim::AdamOptions adam;
+  CHECK(adam.lr() == 1e-3);
+  CHECK(adam.betas() == optim::AdamBetas{0.9, 0.999});
+  CHECK(adam.eps() == 1e-8);
+  CHECK(adam.weight_decay() == 0.0);
+  CHECK_FALSE(adam.amsgrad());
+  const optim::AdamWOptions adamw;
+  CHECK(adamw.lr() == 1e-3);
+  CHECK(adamw.betas() == optim::AdamBetas{0.9, 0.999});
+  CHECK(adamw.eps() == 1e-8);
+  CHECK(adamw.weight_decay() == 1e-2);
+  CHECK_FALSE(adamw.amsgrad());
+  // The setters chain and return the options.
+  const auto chained = optim::AdamWOptions(3e-4).betas({0.8, 0.95}).weight_decay(0.1).amsgrad(true);
+  CHECK(chained.lr() == 3e-4);
+  CHECK(std::get<1>(chained.betas()) == 0.95);
+  CHECK(chained.weight_decay() == 0.1);
+
+  // torch.optim.AdamW([p], lr=0.1) in PyTorch 1.13 (weight decay 0.01): step 1 is p * (1 - 0.001) - 0.1.
+  Tensor p = make_param();
+  optim::AdamW opt({p}, optim::AdamWOptions(0.1));
+  CHECK(opt.param_groups()[0].weight_decay == 1e-2);
+  check_trajectory(opt, p,
+                   {{0.8990000004, -1.8980000002857143},
+                    {0.7984087988757718, -1.7963034424122664},
+                    {0.6984734747642304, -1.6950628088650959}});
+}
+
+TEST_CASE("optim: a group's unset lr and weight decay take the optimiser's defaults, as in torch.optim") {
+  // torch.optim.SGD([{'params': [a]}, {'params': [b], 'lr': 0.01}, {'params': [c], 'weight_decay': 0.0}],
+  //                 lr=0.1, momentum=0.9, weight_decay=0.1), PyTorch 1.13.
+  {
+    Tensor a = make_param(), b = make_param(), c = make_param();
+    optim::SGD opt(std::vector<optim::ParamGroup>{{{a}}, {{b}, 0.01}, {{c}, std::nullopt, 0.0}},
+                   optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.1));
+    CHECK(opt.param_groups()[0].lr == 0.1);
+    CHECK(opt.param_groups()[0].weight_decay == 0.1);
+    CHECK(opt.param_groups()[1].lr == 0.01);
+    CHECK(opt.param_groups()[1].weight_decay == 0.1);
+    CHECK(opt.param_groups()[2].lr == 0.1);
+    CHECK(opt.param_groups()[2].weight_decay == 0.0);
+    const std::vector<std::vector<std::vector<double>>> expected{
+        {{0.74, -1.63}, {0.974, -1.963}, {0.75, -1.65}},
+        {{0.3006, -1.0047}, {0.925146, -1.893477}, {0.325, -1.055}},
+        {{-0.207986, -0.280943}, {0.856749334, -1.796143283}, {-0.1725, -0.3585}}};
+    for (std::size_t t = 0; t < expected.size(); ++t) {
+      CAPTURE(t);
+      for (const Tensor& p : {a, b, c}) set_linear_grad(p);
+      opt.step();
+      check_values(a, expected[t][0], 1e-12);
+      check_values(b, expected[t][1], 1e-12);
+      check_values(c, expected[t][2], 1e-12);
+    }
+  }
+  // torch.optim.AdamW([{'params': [a]}, {'params': [b], 'weight_decay': 0.0}, {'params': [c], 'lr': 0.01}],
+  // lr=0.1): a and c decay by AdamW's default 0.01, b not at all (b follows plain Adam).
+  {
+    Tensor a = make_param(), b = make_param(), c = make_param();
+    optim::AdamW opt(std::vector<optim::ParamGroup>{{{a}}, {{b}, std::nullopt, 0.0}, {{c}, 0.01}},
+                     optim::AdamWOptions(0.1));
+    const std::vector<std::vector<std::vector<double>>> expected{
+        {{0.8990000004, -1.8980000002857143}, {0.9000000004, -1.9000000002857143}, {0.98990000004, -1.9898000000285714}},
+        {{0.7984087988757718, -1.7963034424122664},
+         {0.8003037271694131, -1.800196489808013},
+         {0.9798032069866079, -1.979602586463034}},
+        {{0.6984734747642304, -1.6950628088650959},
+         {0.7011554497242888, -1.7007384002451225},
+         {0.9697111035561774, -1.9694088115228736}}};
+    for (std::size_t t = 0; t < expected.size(); ++t) {
+      CAPTURE(t);
+      for (const Tensor& p : {a, b, c}) set_linear_grad(p);
+      opt.step();
+      check_values(a, expected[t][0], 1e-9);
+      check_values(b, expected[t][1], 1e-9);
+      check_values(c, expected[t][2], 1e-9);
+    }
+  }
+  Tensor p = make_param();
+  CHECK_THROWS_WITH_AS(optim::SGD(std::vector<optim::ParamGroup>{{{p}, -1.0}}, optim::SGDOptions(0.1)),
+                       "SGD: group 0 invalid learning rate -1", ValueError);
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{p}}}, optim::SGDOptions(0.1));
+  opt.param_groups()[0].lr.reset();
+  set_linear_grad(p);
+  CHECK_THROWS_WITH_AS(opt.step(), "SGD: group 0 has no lr or weight_decay set", ValueError);
 }
 
 TEST_CASE("optim: float32 parameters follow the same rule") {
   Tensor p = from_vector(std::vector<float>{1.0f, -2.0f}, Shape{2}).requires_grad_();
-  optim::SGD opt({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                   o.lr = 0.1;
-                   o.momentum = 0.9;
-                   o.dampening = 0.1;
-                   o.weight_decay = 0.1;
-                 }));
+  optim::SGD opt({p}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.1).weight_decay(0.1));
   for (int t = 0; t < 3; ++t) {
     std::vector<float> x = p.detach().to_vector<float>();
     for (float& v : x) v = 2.0f * v + 0.5f;
@@ -152,7 +216,7 @@ TEST_CASE("optim: float32 parameters follow the same rule") {
 TEST_CASE("optim: step skips parameters without a grad; zero_grad") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({5.0});
-  optim::SGD opt({a, b}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) { o.lr = 0.5; }));
+  optim::SGD opt({a, b}, optim::SGDOptions(0.5));
   a.set_grad(from_vector(std::vector<double>{2.0}, Shape{1}));
   opt.step();
   check_values(a, {0.0});
@@ -167,7 +231,7 @@ TEST_CASE("optim: step skips parameters without a grad; zero_grad") {
 TEST_CASE("optim: parameter groups with their own lr and weight decay") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({1.0});
-  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.01, 1.0}}, {});
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.01, 1.0}}, optim::SGDOptions(1e-2));
   a.set_grad(from_vector(std::vector<double>{1.0}, Shape{1}));
   b.set_grad(from_vector(std::vector<double>{1.0}, Shape{1}));
   opt.step();
@@ -182,22 +246,14 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimize
     double sgd_lr, double adam_lr) {
   auto sgd = [sgd_lr](double momentum, bool nesterov) {
     return [=](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
-      return std::make_unique<optim::SGD>(TensorList{p}, options_from<optim::SGDOptions>([&](optim::SGDOptions& o) {
-                                            o.lr = sgd_lr;
-                                            o.momentum = momentum;
-                                            o.nesterov = nesterov;
-                                          }));
+      return std::make_unique<optim::SGD>(TensorList{p}, optim::SGDOptions(sgd_lr).momentum(momentum).nesterov(nesterov));
     };
   };
   auto adam = [adam_lr](bool decoupled, bool amsgrad) {
     return [=](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
-      const auto o = options_from<optim::AdamOptions>([&](optim::AdamOptions& a) {
-        a.lr = adam_lr;
-        a.amsgrad = amsgrad;
-        a.weight_decay = decoupled ? 1e-4 : 0.0;
-      });
-      if (decoupled) return std::make_unique<optim::AdamW>(TensorList{p}, o);
-      return std::make_unique<optim::Adam>(TensorList{p}, o);
+      if (decoupled)
+        return std::make_unique<optim::AdamW>(TensorList{p}, optim::AdamWOptions(adam_lr).amsgrad(amsgrad).weight_decay(1e-4));
+      return std::make_unique<optim::Adam>(TensorList{p}, optim::AdamOptions(adam_lr).amsgrad(amsgrad));
     };
   };
   return {{"SGD", sgd(0.0, false)},     {"SGD momentum", sgd(0.9, false)}, {"SGD Nesterov", sgd(0.9, true)},
@@ -297,7 +353,7 @@ TEST_CASE("optim: schedule values at chosen steps") {
 TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({1.0});
-  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.02, 0.0}}, {});
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.02, 0.0}}, optim::SGDOptions(1e-2));
   optim::Scheduler sched(opt, optim::step_decay(2, 0.1));
   CHECK(opt.param_groups()[0].lr == doctest::Approx(0.1));
   sched.step();
@@ -306,7 +362,7 @@ TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   CHECK(opt.param_groups()[0].lr == doctest::Approx(0.01));
   CHECK(opt.param_groups()[1].lr == doctest::Approx(0.002));
   // Resuming: a fresh optimiser (base lrs as configured) plus the saved step gives the same lrs.
-  optim::SGD fresh(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.02, 0.0}}, {});
+  optim::SGD fresh(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.02, 0.0}}, optim::SGDOptions(1e-2));
   optim::Scheduler resumed(fresh, optim::step_decay(2, 0.1));
   resumed.set_step(sched.current_step());
   CHECK(fresh.param_groups()[0].lr == doctest::Approx(0.01));
@@ -321,12 +377,7 @@ TEST_CASE("optim: state save -> load into a fresh optimiser -> identical next st
       opt.step();
     }
   };
-  const auto options = options_from<optim::AdamOptions>([](optim::AdamOptions& o) {
-    o.lr = 0.1;
-    o.beta2 = 0.9;
-    o.weight_decay = 0.05;
-    o.amsgrad = true;
-  });
+  const auto options = optim::AdamWOptions(0.1).betas({0.9, 0.9}).weight_decay(0.05).amsgrad(true);
   Tensor p = make_param();
   optim::AdamW opt({p}, options);
   run(opt, p, 2);
@@ -346,16 +397,10 @@ TEST_CASE("optim: state save -> load into a fresh optimiser -> identical next st
 
   // SGD momentum buffer round-trips too.
   Tensor r = make_param();
-  optim::SGD sgd({r}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                   o.lr = 0.1;
-                   o.momentum = 0.9;
-                 }));
+  optim::SGD sgd({r}, optim::SGDOptions(0.1).momentum(0.9));
   run(sgd, r, 1);
   Tensor s = r.detach().clone().requires_grad_();
-  optim::SGD sgd2({s}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                    o.lr = 0.1;
-                    o.momentum = 0.9;
-                  }));
+  optim::SGD sgd2({s}, optim::SGDOptions(0.1).momentum(0.9));
   sgd2.load_state(sgd.state_tensors());
   run(sgd, r, 2);
   run(sgd2, s, 2);
@@ -364,13 +409,13 @@ TEST_CASE("optim: state save -> load into a fresh optimiser -> identical next st
 
 TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
   Tensor p = make_param();
-  optim::Adam opt({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.lr = 0.1; }));
+  optim::Adam opt({p}, optim::AdamOptions(0.1));
   set_linear_grad(p);
   opt.step();
   NamedTensors state = opt.state_tensors();
 
   Tensor other = make_param({1.0, 2.0, 3.0});
-  optim::Adam wrong_shape({other}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.lr = 0.1; }));
+  optim::Adam wrong_shape({other}, optim::AdamOptions(0.1));
   CHECK_THROWS_WITH_AS(wrong_shape.load_state(state),
                        "Adam: load_state entry 'group0.param0.exp_avg': shape or dtype does not match the parameter",
                        ValueError);
@@ -387,15 +432,12 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
 
   // State of another kind of optimiser, or of Adam with another amsgrad setting, is refused whole.
   Tensor q = make_param();
-  optim::SGD sgd({q}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-    o.lr = 0.1;
-    o.momentum = 0.9;
-  }));
+  optim::SGD sgd({q}, optim::SGDOptions(0.1).momentum(0.9));
   CHECK_THROWS_WITH_AS(sgd.load_state(state),
                        "SGD: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but SGD keeps "
                        "{momentum_buffer} (state saved by another optimiser or with other options)",
                        ValueError);
-  optim::Adam ams({q}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.amsgrad = true; }));
+  optim::Adam ams({q}, optim::AdamOptions().amsgrad(true));
   CHECK_THROWS_WITH_AS(ams.load_state(state),
                        "Adam: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but Adam keeps "
                        "{exp_avg, exp_avg_sq, max_exp_avg_sq} (state saved by another optimiser or with other options)",
@@ -412,35 +454,29 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
 
 TEST_CASE("optim: invalid hyper-parameters are ValueErrors naming the value") {
   Tensor p = make_param();
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) { o.lr = -0.1; })),
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(-0.1)),
                        "SGD: invalid learning rate -0.1", ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                                    o.lr = 0.1;
-                                    o.momentum = -1.0;
-                                  })),
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-1.0)),
                        "SGD: invalid momentum -1", ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) {
-                                    o.lr = 0.1;
-                                    o.nesterov = true;
-                                  })),
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)),
                        "SGD: nesterov requires momentum > 0 and dampening 0 (got momentum 0.000000, dampening "
                        "0.000000)",
                        ValueError);
-  CHECK_THROWS_WITH_AS(optim::Adam({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.beta1 = 1.0; })),
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({1.0, 0.999})),
                        "Adam: invalid beta1 (must be in [0, 1)) 1", ValueError);
   CHECK_THROWS_WITH_AS(
-      optim::Adam({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.beta2 = -0.5; })),
+      optim::Adam({p}, optim::AdamOptions().betas({0.9, -0.5})),
       "Adam: invalid beta2 (must be in [0, 1)) -0.5", ValueError);
-  CHECK_THROWS_WITH_AS(optim::AdamW({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.eps = 0.0; })),
+  CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions().eps(0.0)),
                        "AdamW: invalid eps (must be > 0) 0", ValueError);
   CHECK_THROWS_WITH_AS(
-      optim::Adam({p}, options_from<optim::AdamOptions>([](optim::AdamOptions& o) { o.weight_decay = -1.0; })),
+      optim::Adam({p}, optim::AdamOptions().weight_decay(-1.0)),
       "Adam: invalid weight_decay -1", ValueError);
-  optim::SGD opt({p}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) { o.lr = 0.1; }));
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
   CHECK_THROWS_WITH_AS(opt.set_lr(0, -1.0), "SGD: invalid learning rate -1", ValueError);
   CHECK_THROWS_WITH_AS(opt.set_lr(3, 0.1), "SGD: set_lr group 3 out of range (1 groups)", ValueError);
   Tensor ints = from_vector(std::vector<std::int64_t>{1, 2}, Shape{2});
-  CHECK_THROWS_WITH_AS(optim::SGD({ints}, options_from<optim::SGDOptions>([](optim::SGDOptions& o) { o.lr = 0.1; })),
+  CHECK_THROWS_WITH_AS(optim::SGD({ints}, optim::SGDOptions(0.1)),
                        "SGD: group 0 parameter 0 must be a contiguous floating-point tensor", ValueError);
 }
 
@@ -452,27 +488,24 @@ TEST_CASE("optim: vectorised Adam/AdamW agree with the per-element scalar rule (
     std::vector<T> x(n);
     for (std::int64_t k = 0; k < n; ++k) x[k] = static_cast<T>(std::sin(0.7 * static_cast<double>(k) + 0.3));
     Tensor p = from_vector(x, Shape{n}).requires_grad_();
-    auto opts = options_from<optim::AdamOptions>([&](optim::AdamOptions& o) {
-      o.lr = 0.05;
-      o.weight_decay = 0.1;
-      o.amsgrad = amsgrad;
-    });
+    const auto opts = optim::AdamOptions(0.05).weight_decay(0.1).amsgrad(amsgrad);
     std::unique_ptr<optim::Optimizer> opt;
     if (decoupled) {
-      opt = std::make_unique<optim::AdamW>(TensorList{p}, opts);
+      opt = std::make_unique<optim::AdamW>(TensorList{p}, optim::AdamWOptions(0.05).weight_decay(0.1).amsgrad(amsgrad));
     } else {
       opt = std::make_unique<optim::Adam>(TensorList{p}, opts);
     }
     std::vector<T> m(n, T(0)), v(n, T(0)), vmax(n, T(0)), ref = x;
-    const T b1 = static_cast<T>(opts.beta1), b2 = static_cast<T>(opts.beta2), eps = static_cast<T>(opts.eps);
-    const T wd = static_cast<T>(opts.weight_decay), decay = static_cast<T>(1.0 - opts.lr * opts.weight_decay);
+    const auto [beta1, beta2] = opts.betas();
+    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), eps = static_cast<T>(opts.eps());
+    const T wd = static_cast<T>(opts.weight_decay()), decay = static_cast<T>(1.0 - opts.lr() * opts.weight_decay());
     for (int t = 1; t <= 4; ++t) {
       std::vector<T> g(n);
       for (std::int64_t k = 0; k < n; ++k) g[k] = static_cast<T>(std::cos(1.3 * static_cast<double>(k * t)));
       p.set_grad(from_vector(g, Shape{n}));
       opt->step();
-      const T bc2 = static_cast<T>(std::sqrt(1.0 - std::pow(opts.beta2, t)));
-      const T lr_t = static_cast<T>(opts.lr / (1.0 - std::pow(opts.beta1, t)));
+      const T bc2 = static_cast<T>(std::sqrt(1.0 - std::pow(beta2, t)));
+      const T lr_t = static_cast<T>(opts.lr() / (1.0 - std::pow(beta1, t)));
       for (std::int64_t k = 0; k < n; ++k) {
         T d = g[k];
         if (decoupled) {

@@ -288,11 +288,7 @@ TEST_CASE("parallel: a transformer training step is repeatable on three threads 
   auto train = [] {
     Generator gen(4);
     nn::TransformerEncoderLayer layer(testing::layer_options(64, 4, 256).generator(&gen));
-    optim::AdamOptions ao;
-    ao.lr = 1e-3;
-    ao.weight_decay = 0.1;
-    ao.amsgrad = true;
-    optim::AdamW adam(layer->parameters(), ao);
+    optim::AdamW adam(layer->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.1).amsgrad(true));
     const Tensor x = randn({8, 100, 64}, gen);  // 51,200 activations per tensor
     for (int step = 0; step < 2; ++step) {
       adam.zero_grad();
@@ -329,16 +325,10 @@ TEST_CASE("parallel: Adam, AdamW and SGD steps on a large parameter give the one
     for (int kind = 0; kind < 3; ++kind) {
       const Tensor p = init.clone().requires_grad_();
       std::unique_ptr<optim::Optimizer> opt;
-      optim::AdamOptions ao;
-      ao.lr = 0.01;
-      ao.weight_decay = 0.05;
-      ao.amsgrad = kind == 1;
-      optim::SGDOptions so;
-      so.lr = 0.01;
-      so.momentum = 0.9;
-      if (kind == 0) opt = std::make_unique<optim::Adam>(TensorList{p}, ao);
-      if (kind == 1) opt = std::make_unique<optim::AdamW>(TensorList{p}, ao);
-      if (kind == 2) opt = std::make_unique<optim::SGD>(TensorList{p}, so);
+      if (kind == 0) opt = std::make_unique<optim::Adam>(TensorList{p}, optim::AdamOptions(0.01).weight_decay(0.05));
+      if (kind == 1)
+        opt = std::make_unique<optim::AdamW>(TensorList{p}, optim::AdamWOptions(0.01).weight_decay(0.05).amsgrad(true));
+      if (kind == 2) opt = std::make_unique<optim::SGD>(TensorList{p}, optim::SGDOptions(0.01).momentum(0.9));
       Generator grads(6);
       for (int step = 0; step < 3; ++step) {
         p.set_grad(randn({300, 331}, grads));

@@ -83,11 +83,7 @@ struct Run {
         trainer(model, adam, std::move(options)) {
     trainer.set_scheduler(&sched);  // the dropout generator is tracked by the trainer itself
   }
-  static optim::AdamOptions adam_options() {
-    optim::AdamOptions o;
-    o.lr = 0.02;
-    return o;
-  }
+  static optim::AdamOptions adam_options() { return optim::AdamOptions(0.02); }
   train::StepFn step_fn() {
     return [this](std::int64_t step) {
       auto [x, y] = batch_at(step);
@@ -468,7 +464,7 @@ TEST_CASE("trainer: a NaN loss at step j throws NonFiniteLoss naming j and leave
 TEST_CASE("trainer: a non-finite gradient norm throws NonFiniteLoss naming the gradient norm") {
   // sqrt at 0 has an infinite derivative; times 0 it is NaN, while the loss itself stays finite.
   Mlp model(1);
-  optim::SGD sgd(model.parameters(), optim::SGDOptions{});
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(1e-2));
   train::TrainerOptions o;
   o.max_steps = 4;
   o.progress = train::Progress::Off;
@@ -660,7 +656,7 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
   CHECK_THROWS_WITH_AS(run.trainer.save_checkpoint(), "Trainer::save_checkpoint: run_dir is not set", ValueError);
 
   Mlp model(42);
-  optim::SGD sgd(model.parameters(), optim::SGDOptions{});
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(1e-2));
   train::TrainerOptions bad = o;
   bad.log_every = 0;
   CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, bad), "Trainer: log_every must be >= 1, got 0", ValueError);
@@ -685,9 +681,7 @@ TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one
   TempDir dir;
   Mlp model(51);
   const auto start = values(model);
-  optim::SGDOptions so;
-  so.lr = 0.1;
-  optim::SGD sgd(model.parameters(), so);
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1));
   train::TrainerOptions o;
   o.max_steps = 1;
   o.log_every = 1;
@@ -730,7 +724,7 @@ TEST_CASE("trainer: a module handle trains the module it holds") {
   nn::Sequential model(nn::Linear(nn::LinearOptions(4, 8).generator(&gen)), nn::ReLU(),
                        nn::Linear(nn::LinearOptions(8, 1).generator(&gen)));
   const std::vector<std::vector<float>> before = values(*model);
-  optim::SGD sgd(model->parameters(), optim::SGDOptions{0.05});
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.05));
   train::TrainerOptions options;
   options.max_steps = 5;
   options.run_dir = dir.str();

@@ -111,9 +111,7 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
                                           .dropout(config.dropout)
                                           .norm_first(true))
                                .generator(&init)};
-  optim::AdamOptions adam;
-  adam.lr = config.lr;
-  optim::Adam optimizer(model->parameters(), adam);
+  optim::Adam optimizer(model->parameters(), optim::AdamOptions(config.lr));
 
   data::DataLoaderOptions loader_options;
   loader_options.batch_size = config.batch_size;

@@ -101,9 +101,7 @@ int run_toy(const Config& parsed) {
   }
   manual_seed(static_cast<std::uint64_t>(config.seed));
   ToyAttentionClassifier model(static_cast<std::int64_t>(vocab.size()), config.embedding_dim, config.scale_scores);
-  optim::SGDOptions sgd;
-  sgd.lr = config.lr;
-  optim::SGD optimizer(model.parameters(), sgd);
+  optim::SGD optimizer(model.parameters(), optim::SGDOptions(config.lr));
 
   // Mean cross-entropy over the four sentences, and the spam probability of each.
   auto evaluate = [&](std::vector<double>* p_spam) {

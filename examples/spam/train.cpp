@@ -233,13 +233,12 @@ int run_train(const Config& parsed) {
   SpamTransformer model(model_options(config, vocab.size()), init);
   // No weight decay on biases, norms and position tables.
   std::vector<optim::ParamGroup> groups(2);
-  groups[0].lr = groups[1].lr = config.lr;
-  groups[0].weight_decay = config.weight_decay;
+  groups[1].weight_decay = 0.0;  // the other group takes the options' decay
   for (const auto& [name, p] : model.named_parameters()) {
     const bool no_decay = p.dim() < 2 || name.find("norm") != std::string::npos || name.rfind("pos.", 0) == 0;
     groups[no_decay ? 1 : 0].params.push_back(p);
   }
-  optim::AdamW optimizer(groups);
+  optim::AdamW optimizer(groups, optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(config.warmup_steps, config.steps,
                                                                   config.min_lr_ratio));
   train::TrainerOptions options;

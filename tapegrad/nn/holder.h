@@ -10,8 +10,8 @@
 //   Tensor y = fc(x);                                        // fc->forward(x)
 //   nn::Linear empty{nullptr};                               // no module yet (assign one later)
 //
-// TAPEGRAD_ARG(type, name) declares an option: a member name_, a chainable setter name(value)
-// returning *this, and a getter name():
+// TAPEGRAD_ARG(type, name) (tapegrad/autograd/arg.h, shared with optim's options) declares an
+// option: a member name_, a chainable setter name(value) returning *this, and a getter name():
 //
 //   struct LinearOptions {
 //     LinearOptions(std::int64_t in, std::int64_t out) : in_features_(in), out_features_(out) {}
@@ -23,23 +23,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "tapegrad/autograd/arg.h"
 #include "tapegrad/autograd/error.h"
-
-#define TAPEGRAD_ARG(T, name)                                          \
- public:                                                               \
-  auto name(std::add_const_t<T>& new_##name)->decltype(*this) {        \
-    this->name##_ = new_##name;                                        \
-    return *this;                                                      \
-  }                                                                    \
-  auto name(T&& new_##name)->decltype(*this) {                         \
-    this->name##_ = std::move(new_##name);                             \
-    return *this;                                                      \
-  }                                                                    \
-  std::add_const_t<T>& name() const noexcept { return this->name##_; } \
-  T& name() noexcept { return this->name##_; }                         \
-                                                                       \
- private:                                                              \
-  T name##_ /* NOLINT */
 
 namespace tapegrad::nn {
 

@@ -15,17 +15,23 @@ Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1})
 
 }  // namespace
 
-std::vector<ParamGroup> single_group(const TensorList& params, double lr, double weight_decay) {
-  return {ParamGroup{params, lr, weight_decay}};
-}
+std::vector<ParamGroup> single_group(const TensorList& params) { return {ParamGroup{params, std::nullopt, std::nullopt}}; }
 
-Optimizer::Optimizer(std::vector<ParamGroup> groups, const char* name) : name_(name), groups_(std::move(groups)) {
+Optimizer::Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name)
+    : name_(name), groups_(std::move(groups)) {
+  if (!(defaults.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(defaults.lr));
+  if (!(defaults.weight_decay >= 0.0))
+    throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(defaults.weight_decay));
   if (groups_.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    const ParamGroup& group = groups_[g];
-    if (!(group.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(group.lr));
-    if (!(group.weight_decay >= 0.0))
-      throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(group.weight_decay));
+    ParamGroup& group = groups_[g];
+    if (!group.lr) group.lr = defaults.lr;
+    if (!group.weight_decay) group.weight_decay = defaults.weight_decay;
+    if (!(*group.lr >= 0.0))
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " + format_number(*group.lr));
+    if (!(*group.weight_decay >= 0.0))
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid weight_decay " +
+                       format_number(*group.weight_decay));
     for (std::size_t i = 0; i < group.params.size(); ++i) {
       const Tensor& p = group.params[i];
       if (!p.defined())
@@ -50,6 +56,9 @@ void Optimizer::set_lr(std::size_t group, double lr) {
 void Optimizer::step() {
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
+    // param_groups() hands out the groups mutably; an lr or weight_decay reset to nullopt there has no default left.
+    if (!groups_[g].lr || !groups_[g].weight_decay)
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " has no lr or weight_decay set");
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
       Tensor grad = p.grad();

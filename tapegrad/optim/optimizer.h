@@ -1,8 +1,7 @@
 // Optimizer base class: parameter groups, step() under no-grad, zero_grad, per-parameter state
 // that can be saved and loaded as named tensors.
 //
-//   optim::SGDOptions options; options.lr = 0.1; options.momentum = 0.9;
-//   optim::SGD opt(model.parameters(), options);
+//   optim::SGD opt(model.parameters(), optim::SGDOptions(0.1).momentum(0.9));
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
 // Subclasses implement update(): one parameter p (contiguous leaf) with its gradient g (same shape and dtype)
@@ -11,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,10 +20,26 @@
 
 namespace tapegrad::optim {
 
-// A set of parameters sharing a learning rate and weight decay. Schedules overwrite lr.
+// A set of parameters sharing a learning rate and weight decay. As in torch.optim, a field left unset takes the
+// optimiser's default (its options' lr() and weight_decay()) when the optimiser is built; after that both are set
+// in every group of param_groups(). The other options (momentum, betas, eps ...) are the optimiser's, shared by
+// all groups. Schedules overwrite lr.
+//
+//   std::vector<optim::ParamGroup> groups{{decayed}, {not_decayed, /*lr=*/std::nullopt, /*weight_decay=*/0.0}};
+//   optim::AdamW opt(groups, optim::AdamWOptions(3e-4).weight_decay(0.1));  // lr 3e-4 in both, decay 0.1 and 0
 struct ParamGroup {
+  ParamGroup() = default;
+  ParamGroup(TensorList params_, std::optional<double> lr_ = std::nullopt,
+             std::optional<double> weight_decay_ = std::nullopt)
+      : params(std::move(params_)), lr(lr_), weight_decay(weight_decay_) {}
   TensorList params;
-  double lr = 1e-3;
+  std::optional<double> lr;
+  std::optional<double> weight_decay;
+};
+
+// The values a ParamGroup's unset fields take.
+struct GroupDefaults {
+  double lr = 0.0;
   double weight_decay = 0.0;
 };
 
@@ -35,7 +51,9 @@ struct ParamState {
 
 class Optimizer {
  public:
-  explicit Optimizer(std::vector<ParamGroup> groups, const char* name);
+  // Fills the groups' unset fields from `defaults`; ValueError for a negative lr or weight_decay (in the defaults
+  // or a group), an empty group list, or a parameter that is not a contiguous floating-point tensor.
+  Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -65,7 +83,8 @@ class Optimizer {
   virtual std::vector<std::string> state_buffer_names() const = 0;
 
  protected:
-  // p: contiguous leaf; g: contiguous, same shape/dtype as p. Called with state.step already incremented.
+  // p: contiguous leaf; g: contiguous, same shape/dtype as p; group.lr and group.weight_decay are set. Called with
+  // state.step already incremented.
   virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
   // Optimiser name used in error messages.
   const char* name_;
@@ -76,7 +95,7 @@ class Optimizer {
   std::int64_t steps_taken_ = 0;
 };
 
-// A group from a plain list of parameters.
-std::vector<ParamGroup> single_group(const TensorList& params, double lr, double weight_decay);
+// One group holding `params`, its lr and weight_decay left to the optimiser's defaults.
+std::vector<ParamGroup> single_group(const TensorList& params);
 
 }  // namespace tapegrad::optim

@@ -55,7 +55,7 @@ Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps,
 }
 
 Scheduler::Scheduler(Optimizer& optimizer, Schedule schedule) : optimizer_(optimizer), schedule_(std::move(schedule)) {
-  for (const ParamGroup& group : optimizer_.param_groups()) base_lrs_.push_back(group.lr);
+  for (const ParamGroup& group : optimizer_.param_groups()) base_lrs_.push_back(*group.lr);
   apply();
 }
 

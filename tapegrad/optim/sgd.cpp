@@ -15,40 +15,38 @@ void check_options(const SGDOptions& o) {
     out << "SGD: invalid " << what << " " << v;
     throw ValueError(out.str());
   };
-  if (!(o.lr >= 0.0)) fail("learning rate", o.lr);
-  if (!(o.momentum >= 0.0)) fail("momentum", o.momentum);
-  if (!(o.dampening >= 0.0 && o.dampening <= 1.0)) fail("dampening", o.dampening);
-  if (!(o.weight_decay >= 0.0)) fail("weight_decay", o.weight_decay);
-  if (o.nesterov && (o.momentum <= 0.0 || o.dampening != 0.0))
+  if (!(o.momentum() >= 0.0)) fail("momentum", o.momentum());
+  if (!(o.dampening() >= 0.0 && o.dampening() <= 1.0)) fail("dampening", o.dampening());
+  if (o.nesterov() && (o.momentum() <= 0.0 || o.dampening() != 0.0))
     throw ValueError("SGD: nesterov requires momentum > 0 and dampening 0 (got momentum " +
-                     std::to_string(o.momentum) + ", dampening " + std::to_string(o.dampening) + ")");
+                     std::to_string(o.momentum()) + ", dampening " + std::to_string(o.dampening()) + ")");
 }
 
 }  // namespace
 
 SGD::SGD(const TensorList& params, const SGDOptions& options)
-    : SGD(single_group(params, options.lr, options.weight_decay), options) {}
+    : SGD(single_group(params), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
-    : Optimizer(std::move(groups), "SGD"), options_(options) {
+    : Optimizer(std::move(groups), GroupDefaults{options.lr(), options.weight_decay()}, "SGD"), options_(options) {
   check_options(options_);
 }
 
 std::vector<std::string> SGD::state_buffer_names() const {
-  if (options_.momentum == 0.0) return {};
+  if (options_.momentum() == 0.0) return {};
   return {"momentum_buffer"};
 }
 
 void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) {
-  const bool use_momentum = options_.momentum != 0.0;
+  const bool use_momentum = options_.momentum() != 0.0;
   const bool first = use_momentum && state.buffers.count("momentum_buffer") == 0;
   if (first) state.buffers["momentum_buffer"] = zeros_like(p);
   kernels::SgdStep step;
-  step.lr = group.lr;
-  step.weight_decay = group.weight_decay;
-  step.momentum = options_.momentum;
-  step.dampening = options_.dampening;
-  step.nesterov = options_.nesterov;
+  step.lr = *group.lr;
+  step.weight_decay = *group.weight_decay;
+  step.momentum = options_.momentum();
+  step.dampening = options_.dampening();
+  step.nesterov = options_.nesterov();
   step.first = first;
   dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
     using T = decltype(tag);

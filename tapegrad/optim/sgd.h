@@ -3,26 +3,31 @@
 //   if momentum != 0:  buf = g (first step) else buf = momentum * buf + (1 - dampening) * g
 //                      g = nesterov ? g + momentum * buf : buf
 //   p = p - lr * g
-// weight_decay is per group (ParamGroup); momentum, dampening and nesterov are shared.
+// lr and weight_decay are per group (ParamGroup, defaulting to these options'); momentum, dampening and nesterov
+// are shared.
 #pragma once
 
+#include "tapegrad/autograd/arg.h"
 #include "tapegrad/optim/optimizer.h"
 
 namespace tapegrad::optim {
 
-// Example: SGDOptions o; o.lr = 0.1; o.momentum = 0.9; o.nesterov = true;
+// torch.optim.SGD's options and defaults; lr has no default, as in torch.
+//   optim::SGDOptions(0.1).momentum(0.9).nesterov(true)
 struct SGDOptions {
-  double lr = 1e-2;
-  double momentum = 0.0;
-  double dampening = 0.0;
-  double weight_decay = 0.0;
-  bool nesterov = false;
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  TAPEGRAD_ARG(double, lr);
+  TAPEGRAD_ARG(double, momentum) = 0.0;
+  TAPEGRAD_ARG(double, dampening) = 0.0;
+  TAPEGRAD_ARG(double, weight_decay) = 0.0;
+  TAPEGRAD_ARG(bool, nesterov) = false;
 };
 
 class SGD : public Optimizer {
  public:
   SGD(const TensorList& params, const SGDOptions& options);
-  // Groups keep their own lr and weight_decay; options supply momentum, dampening, nesterov.
+  // A group's unset lr / weight_decay take options.lr() / options.weight_decay(); options supply momentum,
+  // dampening, nesterov.
   SGD(std::vector<ParamGroup> groups, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
   // {"momentum_buffer"} with momentum, else none.

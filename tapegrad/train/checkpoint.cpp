@@ -220,7 +220,7 @@ void Trainer::save_checkpoint() {
   state.step = step_;
   state.scheduler_step = scheduler_ ? scheduler_->current_step() : -1;
   for (const auto& [name, gen] : generators_) state.generators.emplace_back(name, gen->state());
-  for (const optim::ParamGroup& g : optimizer_.param_groups()) state.lrs.push_back(g.lr);
+  for (const optim::ParamGroup& g : optimizer_.param_groups()) state.lrs.push_back(*g.lr);
   state.loss = last_loss_;
   state.elapsed_s = elapsed_before_ + elapsed_now_;
   write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state);

@@ -112,7 +112,7 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
     window.examples += out.examples;
     window.tokens += out.tokens;
   }
-  if (!optimizer_.param_groups().empty()) record.lr = optimizer_.param_groups()[0].lr;
+  if (!optimizer_.param_groups().empty()) record.lr = *optimizer_.param_groups()[0].lr;
   optimizer_.step();
   if (scheduler_) scheduler_->step();
   step_ = s + 1;
