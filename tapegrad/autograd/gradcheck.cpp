@@ -71,13 +71,15 @@ std::string GradcheckResult::message() const {
       << ")";
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const GradcheckInputReport& r = inputs[k];
-    out << "\n  input " << k << " " << r.shape.str() << ": ";
+    if (r.name.empty()) out << "\n  input " << k << " " << r.shape.str() << ": ";
+    else out << "\n  parameter '" << r.name << "' " << r.shape.str() << ": ";
     if (!r.differentiated) {
       out << "not differentiated";
       continue;
     }
     out << (r.passed ? "ok" : "MISMATCH") << ", worst ";
     if (r.direction >= 0) out << "direction " << r.direction;
+    else if (!r.name.empty()) out << "element " << r.input_index << " of d out[" << r.output_index << "]";
     else out << "d out[" << r.output_index << "] / d in[" << r.input_index << "]";
     out << ": analytic " << r.analytic << ", numeric " << r.numeric << ", |diff| " << r.abs_error << " (tolerance "
         << r.tolerance << ")";
@@ -85,8 +87,11 @@ std::string GradcheckResult::message() const {
   return out.str();
 }
 
-GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
-                          const TensorList& parameters) {
+namespace {
+
+// Both overloads; `names` is empty or holds one name per parameter.
+GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
+                      const TensorList& parameters, const std::vector<std::string>& names) {
   if (!(options.eps > 0)) throw ValueError("gradcheck: eps must be positive, got " + std::to_string(options.eps));
   GradcheckResult result;
   TensorList x;
@@ -118,9 +123,10 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
   for (std::size_t j = 0; j < parameters.size(); ++j) {
     const Tensor& p = parameters[j];
     if (!p.defined() || p.dtype() != kFloat64 || !p.is_leaf() || !p.requires_grad() || !p.is_contiguous())
-      throw ValueError("gradcheck: parameter " + std::to_string(j) +
+      throw ValueError("gradcheck: parameter " + (names.empty() ? std::to_string(j) : "'" + names[j] + "'") +
                        " must be a contiguous float64 leaf that requires grad (convert the module with to(kFloat64))");
     GradcheckInputReport report;
+    if (!names.empty()) report.name = names[j];
     report.shape = p.shape();
     report.differentiated = true;
     result.inputs.push_back(report);
@@ -193,6 +199,25 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
   }
   for (const GradcheckInputReport& r : result.inputs) result.passed = result.passed && r.passed;
   return result;
+}
+
+}  // namespace
+
+
+GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
+                          const TensorList& parameters) {
+  return check(f, inputs, options, parameters, {});
+}
+
+GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const NamedTensors& parameters,
+                          const GradcheckOptions& options) {
+  TensorList tensors;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : parameters) {
+    names.push_back(name);
+    tensors.push_back(p);
+  }
+  return check(f, inputs, options, tensors, names);
 }
 
 }  // namespace tapegrad

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tapegrad/autograd/block_pool.h"
+#include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/ops.h"
 
@@ -68,6 +69,9 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
 
 void record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
+  if (output.grad_fn())
+    throw ValueError(std::string(name) + ": cannot record the op on a tensor that already has a grad_fn (" +
+                     output.grad_fn()->name + ")");
   auto node = std::allocate_shared<Node>(detail::BlockAllocator<Node>());
   node->name = name;
   node->edges.resize(inputs.size());

@@ -82,7 +82,9 @@ bool any_requires_grad(const std::vector<Tensor>& inputs);
 // Records `output` as produced by op `name` from `inputs`, with `backward` mapping the output's
 // gradient to one gradient per input. Does nothing when no input requires grad or grad mode
 // is off. The closure must not capture `output` itself (that would be a reference cycle);
-// capture output.detach() if backward needs the output's values.
+// capture output.detach() if backward needs the output's values. ValueError naming the op when
+// `output` already has a grad_fn (its history is never replaced). User code defines ops with
+// custom_op (custom_op.h), which wraps this.
 void record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward);
 
 // Walks the graph back from root (see Tensor::backward).
