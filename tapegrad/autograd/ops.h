@@ -6,12 +6,13 @@
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
 //   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
-//   ops/reduce.cpp       sum, mean, max, min, var, argmax, argmin, logsumexp
+//   ops/reduce.cpp       sum, mean, max, min, var, norm, argmax, argmin, logsumexp
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
 //   ops/nn.cpp           layer_norm, dropout
+//   ops/random.cpp       multinomial
 
 #include <cstdint>
 #include <optional>
@@ -100,6 +101,10 @@ Tensor max(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // sum((x - mean)^2) / (N - correction); correction 1 is the unbiased estimate (PyTorch's default).
 Tensor var(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
+// The p-norm over axes: (sum |x|^p)^(1/p), max |x| for p = infinity (p > 0). Gradient
+// sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0; for p = infinity shared evenly among the
+// entries at the maximum (PyTorch's linalg.vector_norm).
+Tensor norm(const Tensor& x, double p = 2.0, const Dims& axes = {}, bool keepdim = false);
 // Index (Int64) of the first largest (smallest) value along axis.
 Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdim = false);
@@ -170,6 +175,14 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axi
                                bool sorted = true);
 // indices (Int64, any shape) -> (..., num_classes) with 1 at each index.
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype = kInt64);
+
+// ---------------------------------------------------------------- sampling
+// Draws category indices (Int64) from probs (C) -> (num_samples) or (N, C) -> (N, num_samples), row by row, as
+// torch.multinomial: rows need not be normalised (weights proportional to the probabilities). Without replacement
+// each category is drawn at most once per row (successive draws renormalise over the rest). The same generator
+// state gives the same draws. ShapeError for other ranks; ValueError for num_samples <= 0, a negative, infinite or
+// NaN entry, a row summing to 0, or (without replacement) fewer non-zero categories than num_samples.
+Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement, Generator& gen);
 
 // ---------------------------------------------------------------- neural-network functions
 // Normalises over the trailing axes given by normalized_shape: (x - mean) / sqrt(var + eps),

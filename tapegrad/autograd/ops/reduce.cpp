@@ -1,4 +1,4 @@
-// Reductions over any set of axes (sum, mean, max, min, var, logsumexp) and along one axis
+// Reductions over any set of axes (sum, mean, max, min, var, norm, logsumexp) and along one axis
 // (argmax, argmin): argument checks, the call to the kernels of kernels/reduce.h, and each
 // op's backward. The softmax family is in ops/softmax.cpp.
 
@@ -120,6 +120,62 @@ Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keep
   const Tensor centered = x - mean(x, axes, /*keepdim=*/true);
   const double divisor = static_cast<double>(std::max<std::int64_t>(r.count - correction, 0));
   return sum(centered * centered, axes, keepdim) / divisor;
+}
+
+// ---------------------------------------------------------------- norm
+
+Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
+  dispatch_floating(x.dtype(), "norm", [](auto) {});
+  if (!(p > 0.0)) throw ValueError("norm: p must be positive (or infinity), got " + std::to_string(p));
+  const ReducedAxes r = resolve_axes(x.shape(), axes, "norm");
+  const bool inf = std::isinf(p);
+  Tensor kept;  // kept: the norm with keepdim
+  {
+    // The value composed from primitives; the backward below is written out so that it is 0, not NaN, where the
+    // norm is 0 (the subgradient PyTorch uses), which the chain rule through sqrt or pow would not give.
+    NoGradGuard untaped;
+    if (inf) kept = max(abs(x), axes, /*keepdim=*/true);
+    else if (p == 1.0) kept = sum(abs(x), axes, /*keepdim=*/true);
+    else if (p == 2.0) kept = sqrt(sum(x * x, axes, /*keepdim=*/true));
+    else kept = pow(sum(pow(abs(x), p), axes, /*keepdim=*/true), 1.0 / p);
+    if (!kept.is_contiguous()) kept = kept.contiguous();
+  }
+  Tensor out = finish_shape(kept, r, keepdim);
+  if (any_requires_grad({&x}))
+    record("norm", out, {x}, [x = x.detach(), kept, r, axes, p, inf](const Tensor& g) -> TensorList {
+      // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
+      // with |x| = max, as PyTorch does.
+      const Tensor xc = x.contiguous();
+      const Tensor nb = expand(kept, x.shape()).contiguous();              // nb: x's shape
+      const Tensor gb = expand(reshape(g, r.kept_shape), x.shape()).contiguous();  // gb: x's shape
+      Tensor ties;  // for p = inf: how many entries share each maximum, x's shape
+      if (inf) {
+        const Tensor at_max = eq(abs(x), expand(kept, x.shape())).to(x.dtype());
+        ties = expand(sum(at_max, axes, /*keepdim=*/true), x.shape()).contiguous();
+      }
+      Tensor gx = empty(x.shape(), x.dtype());
+      dispatch_floating(x.dtype(), "norm backward", [&](auto tag) {
+        using T = decltype(tag);
+        const T* xv = xc.data_ptr<T>();
+        const T* nv = nb.data_ptr<T>();
+        const T* gv = gb.data_ptr<T>();
+        const T* tv = inf ? ties.data_ptr<T>() : nullptr;
+        T* out = gx.data_ptr<T>();
+        for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
+          const T v = xv[i], norm_v = nv[i];
+          const T sign = v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
+          T d;
+          if (norm_v == T(0)) d = T(0);
+          else if (inf) d = std::abs(v) == norm_v ? sign / tv[i] : T(0);
+          else if (p == 1.0) d = sign;
+          else if (p == 2.0) d = v / norm_v;
+          else d = sign * static_cast<T>(std::pow(std::abs(v) / norm_v, p - 1.0));
+          out[i] = gv[i] * d;
+        }
+      });
+      return {gx};
+    });
+  return out;
 }
 
 // ---------------------------------------------------------------- argmax, argmin
