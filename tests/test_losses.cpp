@@ -379,3 +379,104 @@ TEST_CASE("losses: mse_loss values, gradient and errors") {
                        "binary_cross_entropy_with_logits: targets of shape (3,2) must match logits of shape (2,3)",
                        ShapeError);
 }
+
+TEST_CASE("losses: cross_entropy and nll_loss with class weights match PyTorch (weighted mean, ignore_index, smoothing)") {
+  // torch.nn.functional.cross_entropy(logits, t, weight=w, reduction=..., label_smoothing=...) in float64.
+  const std::vector<double> values{1.0, -0.5, 2.0, 0.3, 0.2, 0.1, -1.0, 1.5, -0.7, 2.2,
+                                   0.4, 0.0, 0.9, 0.9, -0.3, -1.2, 1.1, -2.0, 0.5, 0.8};
+  const Tensor targets = from_vector(std::vector<std::int64_t>{2, 0, 1, 3, -100}, {5});
+  const Tensor w = from_vector(std::vector<double>{0.5, 2.0, 1.0, 3.0}, {4});
+  struct Case {
+    nn::Reduction reduction;
+    double smoothing;
+    std::vector<double> value, grad;
+  };
+  const std::vector<Case> cases{
+      {nn::Reduction::Mean, 0.0, {1.6774551200963033},
+       {0.034665670956954, 0.007734956712278, -0.059615090412524, 0.017214462743292, -0.063830518851909,
+        0.011846636440601, 0.00394340271016, 0.048040479701148, 0.012718729018305, -0.076540277599075,
+        0.038209173584574, 0.025612374996195, 0.190431101698306, 0.190431101698306, 0.057356745599594,
+        -0.438218948996207, 0, 0, 0, 0}},
+      {nn::Reduction::Mean, 0.2, {1.7093465636193896},
+       {0.03515272598042, -0.006682789083303, -0.024759284406398, -0.003710652490719, -0.046400406181422,
+        0.001793007454257, -0.001974373762575, 0.046581772489741, 0.008395622833965, -0.039054632573725,
+        0.029084021882845, 0.001574987856915, 0.169128763529808, 0.157590301991346, 0.044406736227323,
+        -0.371125801748477, 0, 0, 0, 0}},
+      {nn::Reduction::Sum, 0.0, {10.903458280625971},
+       {0.225326861220203, 0.050277218629807, -0.387498087681409, 0.111894007831399, -0.414898372537409,
+        0.077003136863909, 0.025632117616041, 0.312263118057459, 0.082671738618984, -0.497511804393986,
+        0.248359628299732, 0.16648043747527, 1.237802161038991, 1.237802161038991, 0.37281884639736,
+        -2.848423168475343, 0, 0, 0, 0}},
+      {nn::Reduction::None, 0.2, {1.0814786162172434, 1.1588024057068316, 1.0430974506059012, 7.827374190996055, 0.0},
+       {0.228492718872728, -0.043438129041467, -0.160935348641585, -0.024119241189676, -0.301602640179243,
+        0.011654548452668, -0.012833429456741, 0.302781521183316, 0.054571548420772, -0.253855111729211,
+        0.189046142238492, 0.010237421069948, 1.09933696294375, 1.02433696294375, 0.288643785477602,
+        -2.412317711365104, 0, 0, 0, 0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(static_cast<int>(c.reduction));
+    CAPTURE(c.smoothing);
+    Tensor logits = from_vector(values, {5, 4}).requires_grad_();
+    nn::CrossEntropyOptions options;
+    options.reduction = c.reduction;
+    options.label_smoothing = c.smoothing;
+    options.weight = w;
+    const Tensor loss = nn::cross_entropy(logits, targets, options);
+    check_values(loss, c.value, 1e-12);
+    loss.sum().backward();
+    check_values(logits.grad(), c.grad, 1e-10);
+  }
+  // The weighted mean divides by sum w[t] over the kept targets (1 + 0.5 + 2 + 3 = 6.5), not by their number.
+  const Tensor logits = from_vector(values, {5, 4});
+  nn::CrossEntropyOptions sum_options;
+  sum_options.reduction = nn::Reduction::Sum;
+  sum_options.weight = w;
+  check_values(nn::cross_entropy(logits, targets, sum_options) / 6.5, {1.6774551200963033}, 1e-13);
+  // nll_loss on log_softmax gives the same; another ignore_index leaves its class's weight out of the mean.
+  nn::NllLossOptions nll;
+  nll.weight = w;
+  check_values(nn::nll_loss(log_softmax(logits, 1), targets, nll), {1.6774551200963033}, 1e-12);
+  nn::CrossEntropyOptions ignore_one;
+  ignore_one.ignore_index = 1;
+  ignore_one.weight = w;
+  check_values(nn::cross_entropy(logits, from_vector(std::vector<std::int64_t>{2, 0, 1, 3, 1}, {5}), ignore_one),
+               {2.2958686625100366}, 1e-12);
+  // (N, C, d) layout with weights, smoothing and an ignored position.
+  nn::CrossEntropyOptions spatial;
+  spatial.weight = from_vector(std::vector<double>{1.0, 2.0, 0.5}, {3});
+  spatial.label_smoothing = 0.1;
+  check_values(nn::cross_entropy(from_vector(std::vector<double>{1, 0, 2, -1, 0.5, 0.5, 0, 1, -1, 1, 2, 0}, {2, 3, 2}),
+                                 from_vector(std::vector<std::int64_t>{0, 2, 1, -100}, {2, 2}), spatial),
+               {2.2519010888619344}, 1e-12);
+  // Probability targets: the weights multiply each class's term; Mean still averages over the rows.
+  const Tensor probs = from_vector(
+      std::vector<double>{0.21383822036598443, 0.23632778232153767, 0.2611825921550756, 0.28865140515740234,
+                          0.4753668864186717, 0.17487770452710943, 0.17487770452710943, 0.17487770452710943,
+                          0.3533992459382818, 0.3533992459382818, 0.07885403034254315, 0.21434747778089325,
+                          0.04331716447953073, 0.04331716447953073, 0.04331716447953073, 0.8700485065614079, 0.25,
+                          0.25, 0.25, 0.25},
+      {5, 4});
+  nn::CrossEntropyOptions soft;
+  soft.weight = w;
+  soft.label_smoothing = 0.1;
+  check_values(nn::cross_entropy(logits, probs, soft), {3.7695377146161917}, 1e-12);
+  soft.reduction = nn::Reduction::None;
+  check_values(nn::cross_entropy(logits, probs, soft),
+               {3.582242100926943, 1.8827673241103073, 2.5681467484026532, 7.511736444747253, 3.302795954893801}, 1e-12);
+
+  // float64 gradcheck of the weighted, smoothed, partly ignored mean.
+  Generator gen(5);
+  nn::CrossEntropyOptions checked;
+  checked.weight = w;
+  checked.label_smoothing = 0.15;
+  check_gradients([&](const TensorList& in) { return nn::cross_entropy(in[0], targets, checked); },
+                  {randn({5, 4}, gen, kFloat64)});
+
+  nn::CrossEntropyOptions bad;
+  bad.weight = from_vector(std::vector<double>{1.0, 2.0}, {2});
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(logits, targets, bad),
+                       "cross_entropy: weight must have shape (4) for 4 classes, got (2)", ShapeError);
+  bad.weight = from_vector(std::vector<float>{1, 2, 3, 4}, {4});
+  CHECK_THROWS_WITH_AS(nn::cross_entropy(logits, targets, bad), "cross_entropy: weight is float32 but the input is float64",
+                       TypeError);
+}

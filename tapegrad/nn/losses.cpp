@@ -56,17 +56,29 @@ Tensor in_log_base(const Tensor& nats, std::optional<double> log_base, const cha
 }
 
 // The class-index loss shared by nll_loss and cross_entropy: the per-element losses (0 at
-// ignored targets), the keep mask and the number of kept targets.
+// ignored targets, scaled by the target's class weight), the keep mask and what Mean divides by.
 struct PickedLoss {
   Tensor loss;         // (N, d...), or (1) for a (C) input
   Tensor keep;         // Bool, loss's shape: target != ignore_index
-  std::int64_t count;  // number of kept targets
+  double denominator;  // the kept targets' class weights summed (their number without weights)
 };
+
+// A class-weight tensor must be (C) and of the input's floating dtype; it takes no gradient (as in PyTorch).
+Tensor checked_class_weight(const Tensor& weight, const Tensor& input, std::int64_t classes, const char* op) {
+  if (!weight.defined()) return weight;
+  if (weight.dim() != 1 || weight.size(0) != classes)
+    throw ShapeError(std::string(op) + ": weight must have shape (" + std::to_string(classes) + ") for " +
+                     std::to_string(classes) + " classes, got " + weight.shape().str());
+  if (weight.dtype() != input.dtype())
+    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but the input is " +
+                    dtype_name(input.dtype()));
+  return weight.detach();
+}
 
 // log_probs: (N, C, d...) -> -log_probs[n, t[n, d...], d...]. A (C) input with a () target is
 // handled as a batch of one.
 PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& targets, std::int64_t ignore_index,
-                                   const char* op) {
+                                   const Tensor& weight, const char* op) {
   check_floating(log_probs, op, "input");
   if (targets.dtype() != kInt64)
     throw TypeError(std::string(op) + ": targets must be an int64 tensor of class indices, got " +
@@ -85,12 +97,15 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
   // x: (N, C, d...)
   const Tensor x = unbatched ? log_probs.unsqueeze(0) : log_probs;
   const std::int64_t classes = x.size(1);
+  const Tensor w = checked_class_weight(weight, log_probs, classes, op);
+  const std::vector<double> class_weight = w.defined() ? w.to_vector<double>() : std::vector<double>();
 
   // The targets are data, not part of the graph: validate them and replace ignored entries by
   // class 0, so gather stays in range; the keep mask zeroes those entries afterwards.
   std::vector<std::int64_t> safe = targets.to_vector<std::int64_t>();
   std::vector<bool> keep(safe.size());
-  std::int64_t count = 0;
+  std::vector<double> target_weight(safe.size(), 0.0);  // the class weight of each kept target
+  double denominator = 0.0;
   for (std::size_t i = 0; i < safe.size(); ++i) {
     const std::int64_t t = safe[i];
     keep[i] = t != ignore_index;
@@ -101,7 +116,8 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
     if (t < 0 || t >= classes)
       throw IndexError(std::string(op) + ": target " + std::to_string(t) + " is out of range for " +
                        std::to_string(classes) + " classes (ignore_index is " + std::to_string(ignore_index) + ")");
-    ++count;
+    target_weight[i] = class_weight.empty() ? 1.0 : class_weight[static_cast<std::size_t>(t)];
+    denominator += target_weight[i];
   }
   Shape target_shape = x.shape();
   target_shape[1] = 1;
@@ -109,17 +125,27 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
   const Tensor index = from_vector(safe, target_shape);
   const Tensor picked = gather(x, 1, index).squeeze(1);
   const Tensor keep_mask = from_vector(keep, picked.shape());
-  return {where(keep_mask, -picked, 0.0), keep_mask, count};
+  if (class_weight.empty()) return {where(keep_mask, -picked, 0.0), keep_mask, denominator};
+  const Tensor scale = from_vector(target_weight, picked.shape()).to(picked.dtype());  // (N, d...)
+  return {where(keep_mask, -picked * scale, 0.0), keep_mask, denominator};
 }
 
-// Reduces per-target losses: Mean divides by the kept targets, so it is 0 / 0 = NaN when all
-// are ignored, as in PyTorch.
-Tensor reduce_class_loss(const Tensor& loss, std::int64_t count, Reduction reduction, bool unbatched,
+// weight (C) shaped to broadcast along the class axis of an input of `rank` axes: (1, C, 1, ...), or (C).
+Tensor along_class_axis(const Tensor& weight, int rank) {
+  if (rank == 1) return weight;
+  Shape shape(std::vector<std::int64_t>(static_cast<std::size_t>(rank), 1));
+  shape[1] = weight.size(0);
+  return weight.reshape(shape);
+}
+
+// Reduces per-target losses: Mean divides by the kept targets' weights summed (their number without class
+// weights), so it is 0 / 0 = NaN when all are ignored, as in PyTorch.
+Tensor reduce_class_loss(const Tensor& loss, double denominator, Reduction reduction, bool unbatched,
                          const char* op) {
   switch (reduction) {
     case Reduction::None: return unbatched ? loss.squeeze(0) : loss;
     case Reduction::Sum: return sum(loss);
-    case Reduction::Mean: return sum(loss) / static_cast<double>(count);
+    case Reduction::Mean: return sum(loss) / denominator;
     case Reduction::BatchMean: break;
   }
   reject_batch_mean(reduction, op);
@@ -135,8 +161,9 @@ Tensor eps_smooth(const Tensor& p, double eps, double classes) {
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& options) {
   reject_batch_mean(options.reduction, "nll_loss");
-  const PickedLoss picked = pick_negative_log_probs(log_probs, targets, options.ignore_index, "nll_loss");
-  return reduce_class_loss(picked.loss, picked.count, options.reduction, log_probs.dim() == 1, "nll_loss");
+  const PickedLoss picked =
+      pick_negative_log_probs(log_probs, targets, options.ignore_index, options.weight, "nll_loss");
+  return reduce_class_loss(picked.loss, picked.denominator, options.reduction, log_probs.dim() == 1, "nll_loss");
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options) {
@@ -159,21 +186,26 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
                        " must match input of shape " + logits.shape().str());
     const double classes = static_cast<double>(logits.size(class_axis));
     const Tensor smoothed = eps_smooth(targets, options.label_smoothing, classes);
-    // loss: targets' shape without the class axis
-    const Tensor loss = -sum(smoothed * log_probs, {class_axis});
+    const Tensor w = checked_class_weight(options.weight, logits, logits.size(class_axis), op);
+    // loss: targets' shape without the class axis; with class weights -sum_c w_c p_c log q_c, and Mean still
+    // averages over the positions (PyTorch 1.13).
+    const Tensor weighted = w.defined() ? smoothed * along_class_axis(w, logits.dim()) : smoothed;
+    const Tensor loss = -sum(weighted * log_probs, {class_axis});
     return reduce_loss(loss, options.reduction, op);
   }
-  PickedLoss picked = pick_negative_log_probs(log_probs, targets, options.ignore_index, op);
+  PickedLoss picked = pick_negative_log_probs(log_probs, targets, options.ignore_index, options.weight, op);
   Tensor loss = picked.loss;
   const double eps = options.label_smoothing;
   if (eps > 0.0) {
-    // The uniform part of the smoothed target: -mean over classes of log p, per target, with
-    // ignored targets left out like the nll part.
-    Tensor uniform_part = -mean(log_probs, {class_axis});
+    // The uniform part of the smoothed target: -mean over classes of log p (of w_c log p with class weights),
+    // per target, with ignored targets left out like the nll part.
+    Tensor uniform_part = options.weight.defined()
+                              ? -mean(log_probs * along_class_axis(options.weight.detach(), logits.dim()), {class_axis})
+                              : -mean(log_probs, {class_axis});
     if (unbatched) uniform_part = uniform_part.unsqueeze(0);
     loss = (1.0 - eps) * loss + eps * where(picked.keep, uniform_part, 0.0);
   }
-  return reduce_class_loss(loss, picked.count, options.reduction, unbatched, op);
+  return reduce_class_loss(loss, picked.denominator, options.reduction, unbatched, op);
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {

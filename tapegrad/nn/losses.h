@@ -22,22 +22,26 @@ namespace tapegrad::nn {
 // only; the other losses reject it with a ValueError.
 enum class Reduction { None, Mean, Sum, BatchMean };
 
-// PyTorch's defaults: {Reduction::Mean, -100, 0.0}.
+// PyTorch's defaults: {Reduction::Mean, -100, 0.0, no weight}.
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::Mean;
   std::int64_t ignore_index = -100;  // targets equal to it contribute 0 and are left out of the mean
   double label_smoothing = 0.0;      // in [0, 1]
+  Tensor weight = Tensor();          // optional class weights (C), the input's dtype; no gradient flows into it
 };
 
 struct NllLossOptions {
   Reduction reduction = Reduction::Mean;
   std::int64_t ignore_index = -100;
+  Tensor weight = Tensor();  // optional class weights (C), as in CrossEntropyOptions
 };
 
 // Negative log-likelihood of class indices.
 //   log_probs: (N, C) or (N, C, d1, ...), or (C); targets: Int64 (N) or (N, d1, ...), or () for (C).
 //   loss[n, d...] = -log_probs[n, targets[n, d...], d...], and 0 where targets == ignore_index.
 //   Mean = sum / (number of non-ignored targets); NaN when every target is ignored (as PyTorch).
+//   With class weights w: loss[n, d...] = -w[t] log_probs[n, t, d...] (t = targets[n, d...]), and Mean divides
+//   by the sum of w[t] over the non-ignored targets (a weighted mean, as PyTorch).
 // Targets outside [0, C) other than ignore_index: IndexError. Shapes that do not fit: ShapeError.
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& options = {});
 
@@ -45,9 +49,13 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOpt
 // optional label smoothing eps:
 //   loss[n] = (1 - eps) * nll[n] + eps * mean_c(-log_softmax(logits)[n, c])   (0 where ignored)
 // which is the cross-entropy against the target (1 - eps) * one_hot + eps / C. Shapes as nll_loss.
+// With class weights w (PyTorch 1.13): nll[n] is weighted as in nll_loss, the smoothing term becomes
+// eps * mean_c(-w[c] log_softmax(logits)[n, c]), and Mean divides both by the sum of w[t] over the non-ignored
+// targets.
 // Floating-point targets of logits' shape are class probabilities (soft labels), as in PyTorch:
 //   loss[n, d...] = -sum_c p'[n, c, d...] log_softmax(logits)[n, c, d...],  p' = (1 - eps) p + eps / C,
-// with Mean over all N * d... positions (ignore_index does not apply).
+// with Mean over all N * d... positions (ignore_index does not apply); class weights multiply each term:
+// -sum_c w[c] p'[n, c, d...] log_softmax(...), Mean still over the positions.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options = {});
 
 // KL divergence, PyTorch's argument order: input holds log-probabilities log q, target holds
