@@ -154,3 +154,43 @@ TEST_CASE("moe: errors") {
   CHECK_THROWS_WITH_AS(moe(zeros({2, 5})), "MixtureOfExperts: expected input with last dimension 4, got shape (2,5)",
                        ShapeError);
 }
+
+TEST_CASE("moe: routing functions on router logits equal what the module reports") {
+  for (const auto weighting : {nn::RouterWeighting::SoftmaxTopK, nn::RouterWeighting::SoftmaxThenTopK}) {
+    CAPTURE(static_cast<int>(weighting));
+    Generator gen(9);
+    nn::MixtureOfExperts moe{nn::MoEOptions(6).num_experts(5).top_k(2).hidden(4).weighting(weighting).generator(&gen)};
+    const Tensor x = randn({3, 7, 6}, gen);
+    const nn::MoEOutput out = moe(x);
+    const Tensor logits = out.router_logits;  // (21, 5)
+    const auto [ids, weights] = nn::top_k_routing(logits, 2, weighting);
+    CHECK(ids.to_vector<std::int64_t>() == out.expert_indices.to_vector<std::int64_t>());
+    CHECK(weights.to_vector<float>() == out.routing_weights.to_vector<float>());
+    CHECK(nn::load_balancing_loss(logits, ids).item() == out.load_balancing_loss.item());
+    CHECK(nn::load_balancing_loss(logits).item() == out.load_balancing_loss.item());  // top-1 = argmax
+    CHECK(nn::importance_loss(ids, weights, 5).item() == out.importance_loss.item());
+    CHECK(nn::router_z_loss(logits).item() == out.router_z_loss.item());
+  }
+  // Hand-worked: 2 tokens, 2 experts, logits [[log 3, 0], [log 3, 0]]: probs (3/4, 1/4) for both, f = (1, 0),
+  // load balancing = 2 * (1 * 3/4) = 1.5; z = log(4)^2.
+  const Tensor logits = from_vector(std::vector<double>{std::log(3.0), 0.0, std::log(3.0), 0.0}, {2, 2});
+  check_values(nn::load_balancing_loss(logits), {1.5}, 1e-12);
+  check_values(nn::router_z_loss(logits), {std::log(4.0) * std::log(4.0)}, 1e-12);
+  // The losses differentiate with respect to the logits (the assignment is held fixed: away from ties).
+  Generator gen(10);
+  const Tensor z = randn({6, 4}, gen, kFloat64);
+  check_gradients([](const TensorList& in) { return nn::load_balancing_loss(in[0]); }, {z});
+  check_gradients([](const TensorList& in) { return nn::router_z_loss(in[0]); }, {z});
+  check_gradients(
+      [](const TensorList& in) {
+        const auto [ids, w] = nn::top_k_routing(in[0], 2, nn::RouterWeighting::SoftmaxThenTopK);
+        return nn::importance_loss(ids, w, 4);
+      },
+      {z});
+  CHECK_THROWS_WITH_AS(nn::top_k_routing(z, 5, nn::RouterWeighting::SoftmaxTopK),
+                       "top_k_routing: need 0 < k <= experts, got k 5 and 4 experts", ValueError);
+  CHECK_THROWS_WITH_AS(nn::router_z_loss(z.reshape({24})),
+                       "router_z_loss: router logits must be (tokens, experts), got shape (24)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::load_balancing_loss(z, from_vector(std::vector<std::int64_t>{7, 0, 0, 0, 0, 0}, {6, 1})),
+                       "load_balancing_loss: expert index 7 is out of range for 4 experts", IndexError);
+}

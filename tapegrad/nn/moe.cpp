@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "tapegrad/nn/routing.h"
+
 namespace tapegrad::nn {
 
 ExpertImpl::ExpertImpl(const ExpertOptions& options) : activation_(options.activation()) {
@@ -42,16 +44,8 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   const std::int64_t n = tokens.shape()[0];
 
   MoEOutput result;
-  const Tensor logits = router_(tokens);     // logits: (N, E)
-  const Tensor probs = softmax(logits, -1);  // probs: (N, E)
-  auto [top_scores, top_ids] = topk(logits, k, -1);  // (N, k) each
-  Tensor weights;                                    // weights: (N, k)
-  if (options_.weighting() == RouterWeighting::SoftmaxTopK) {
-    weights = softmax(top_scores, -1);
-  } else {
-    const Tensor picked = gather(probs, 1, top_ids);
-    weights = picked / picked.sum({-1}, /*keepdim=*/true);
-  }
+  const Tensor logits = router_(tokens);                                           // logits: (N, E)
+  const auto [top_ids, weights] = top_k_routing(logits, k, options_.weighting());  // (N, k) each
 
   // Group the (token, slot) pairs by expert: one index list per expert.
   const std::vector<std::int64_t> ids = top_ids.to_vector<std::int64_t>();
@@ -86,20 +80,9 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   result.output = out.reshape(x.shape());
 
   // Auxiliary losses.
-  const double e_count = static_cast<double>(num_experts);
-  std::vector<double> top1_fraction(static_cast<std::size_t>(num_experts));
-  for (std::int64_t e = 0; e < num_experts; ++e)
-    top1_fraction[static_cast<std::size_t>(e)] =
-        n > 0 ? static_cast<double>(result.top1_per_expert[static_cast<std::size_t>(e)]) / static_cast<double>(n) : 0.0;
-  const Tensor f = from_vector(top1_fraction, {num_experts}).to(x.dtype());  // f: (E), no gradient
-  const Tensor p = probs.mean({0});                                          // P: (E)
-  result.load_balancing_loss = (f * p).sum() * e_count;
-
-  const Tensor gates = scatter_add(zeros({n, num_experts}, x.dtype()), 1, top_ids, weights);  // (N, E)
-  const Tensor importance = gates.sum({0});                                                   // (E)
-  result.importance_loss = importance.var({}, /*correction=*/0) / importance.mean().pow(2.0);
-
-  result.router_z_loss = logsumexp(logits, {-1}).pow(2.0).mean();
+  result.load_balancing_loss = load_balancing_loss(logits, top_ids);
+  result.importance_loss = importance_loss(top_ids, weights, num_experts);
+  result.router_z_loss = router_z_loss(logits);
   result.router_logits = logits;
   result.expert_indices = top_ids;
   result.routing_weights = weights;

@@ -11,3 +11,4 @@
 #include "tapegrad/nn/moe.h"
 #include "tapegrad/nn/transformer.h"
 #include "tapegrad/nn/positions.h"
+#include "tapegrad/nn/routing.h"
