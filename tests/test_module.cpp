@@ -111,14 +111,67 @@ TEST_CASE("module: state_dict round trip and strict checks") {
   CHECK_THROWS_WITH_AS(b->load_state_dict(wrong_shape),
                        "load_state_dict: \"head.weight\" has shape (2,1) in the state but (1,2) in the module",
                        ShapeError);
+  // Floating dtypes convert (next test); an integer entry for a floating parameter is refused.
   NamedTensors wrong_dtype = state;
-  wrong_dtype[0].second = ones({2}, kFloat64);
+  wrong_dtype[0].second = from_vector(std::vector<std::int64_t>{1, 2}, {2});
   CHECK_THROWS_WITH_AS(b->load_state_dict(wrong_dtype),
-                       "load_state_dict: \"first.scale\" is float64 in the state but float32 in the module", TypeError);
+                       "load_state_dict: \"first.scale\" is int64 in the state but float32 in the module", TypeError);
   NamedTensors twice = state;
   twice.push_back(state[0]);
   CHECK_THROWS_WITH_AS(b->load_state_dict(twice), "load_state_dict: the entry \"first.scale\" appears twice",
                        ValueError);
+}
+
+TEST_CASE("module: load_state_dict converts float64 state into a float32 module and back, as torch's copy_") {
+  manual_seed(0);
+  Net a;
+  manual_seed(1);
+  Net b;
+  a->to(kFloat64);
+  {
+    NoGradGuard guard;
+    a->first->scale.copy_(from_vector(std::vector<double>{0.1, 1.0 + 1e-12}, {2}));
+  }
+  b->load_state_dict(a->state_dict());
+  // b keeps its dtype; each value is the float64 one rounded to float32.
+  CHECK(b->first->scale.dtype() == kFloat32);
+  CHECK(b->first->scale.to_vector<float>() == std::vector<float>{0.1f, 1.0f});
+  const NamedTensors from = a->state_dict(), to = b->state_dict();
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    CAPTURE(from[i].first);
+    CHECK(to[i].second.dtype() == kFloat32);
+    CHECK(to[i].second.to_vector<float>() == from[i].second.to(kFloat32).to_vector<float>());
+  }
+  // float32 into float64: exact.
+  Net c;
+  c->to(kFloat64);
+  c->load_state_dict(b->state_dict());
+  CHECK(c->first->scale.dtype() == kFloat64);
+  CHECK(c->first->scale.to_vector<double>() == std::vector<double>{static_cast<double>(0.1f), 1.0});
+  // A refused entry anywhere leaves every parameter unchanged.
+  NamedTensors mixed = a->state_dict();
+  mixed.back().second = from_vector(std::vector<std::int64_t>{1}, {1});  // first.steps
+  const std::vector<float> before = b->first->scale.to_vector<float>();
+  CHECK_THROWS_AS(b->load_state_dict(mixed), TypeError);
+  CHECK(b->first->scale.to_vector<float>() == before);
+}
+
+TEST_CASE("ops: no implicit type promotion; mixed dtypes throw TypeError, scalars take the tensor's dtype") {
+  const Tensor f32 = from_vector(std::vector<float>{1, 2}, {2});
+  const Tensor f64 = from_vector(std::vector<double>{1, 2}, {2});
+  const Tensor i64 = from_vector(std::vector<std::int64_t>{1, 2}, {2});
+  CHECK_THROWS_WITH_AS(f32 + f64, "add: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(f64 * f32, "mul: dtype mismatch, float64 and float32", TypeError);
+  CHECK_THROWS_WITH_AS(i64 + f32, "add: dtype mismatch, int64 and float32", TypeError);
+  CHECK_THROWS_WITH_AS(matmul(f32, f64), "matmul: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(eq(f32, f64), "eq: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(i64 + i64, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+  CHECK_THROWS_WITH_AS(i64 + 2.5, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+  CHECK((f32 + 2.5).dtype() == kFloat32);
+  CHECK((f64 * 2.5).dtype() == kFloat64);
+  CHECK(eq(i64, i64).dtype() == kBool);
+  // The explicit conversion is the way: float32 -> float64 then add.
+  check_values(f32.to(kFloat64) + f64, {2.0, 4.0});
 }
 
 TEST_CASE("module: named_generators lists each module's generators with hierarchical names, own first") {

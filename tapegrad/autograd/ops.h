@@ -1,7 +1,17 @@
 #pragma once
 // Every differentiable op of tapegrad, as free functions; the common ones are also Tensor
-// methods. Binary elementwise ops broadcast their operands with NumPy's rules; both operands
-// must have the same dtype (a scalar takes the tensor's). Axis arguments may be negative.
+// methods. Binary elementwise ops broadcast their operands with NumPy's rules. Axis arguments
+// may be negative.
+//
+// Dtypes: there is no implicit type promotion. Every op taking two tensors (arithmetic,
+// maximum/minimum, comparisons, where, matmul, ...) requires both to have the same dtype and
+// throws TypeError otherwise ("add: dtype mismatch, float32 and float64"): float32 + float64 and
+// int64 + float32 throw, where torch would promote to float64 and float32. Convert explicitly with
+// .to(dtype). A C++ double operand (x + 2.5) takes the tensor's dtype, as a Python scalar does in
+// torch (float32 stays float32). Arithmetic and math need floating-point tensors: int64 + int64
+// and int64 + 2.5 throw TypeError (torch gives int64 and float32); comparisons accept any dtype,
+// integer tensors included, and return Bool.
+//
 // Each op's backward lives right below its forward, in the file of its family (the loops over
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies

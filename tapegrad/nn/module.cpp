@@ -170,7 +170,9 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     if (source.shape() != target.shape())
       throw ShapeError("load_state_dict: \"" + name + "\" has shape " + source.shape().str() + " in the state but " +
                        target.shape().str() + " in the module");
-    if (source.dtype() != target.dtype())
+    // Floating dtypes convert on copy (float64 state into a float32 module and back, as torch's copy_); other
+    // mismatches (an integer or bool entry against a floating one, or the reverse) are refused.
+    if (source.dtype() != target.dtype() && !(source.is_floating_point() && target.is_floating_point()))
       throw TypeError("load_state_dict: \"" + name + "\" is " + dtype_name(source.dtype()) + " in the state but " +
                       dtype_name(target.dtype()) + " in the module");
   }

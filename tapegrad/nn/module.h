@@ -79,8 +79,10 @@ class Module {
   // --- state ---
   // Parameters then buffers, by hierarchical name.
   NamedTensors state_dict() const;
-  // Copies values in. Strict: every name must match both ways. Shapes and dtypes must match
-  // always. Throws ValueError / ShapeError / TypeError naming the entry.
+  // Copies values in. Strict: every name must match both ways. Shapes must match always; a
+  // floating-point entry is converted to the module's floating dtype (float32 <-> float64, the
+  // module keeps its dtype), other dtype mismatches are refused. Throws ValueError / ShapeError /
+  // TypeError naming the entry; on any error nothing is copied.
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
