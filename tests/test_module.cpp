@@ -249,6 +249,13 @@ TEST_CASE("module: Linear forward, errors, and float64 gradcheck through to()") 
   // Gradients with respect to the input and every parameter of the tree.
   Tensor x = randn({4, 3}, gen, kFloat64);
   check_gradients([&](const TensorList& in) { return net(in[0]); }, {x}, {}, net->parameters());
+  // The same through nn::gradcheck: one report per named parameter, in named_parameters() order.
+  const GradcheckResult named = nn::gradcheck([&](const TensorList& in) { return net(in[0]); }, {x}, *net);
+  CHECK_MESSAGE(named.passed, named.message());
+  REQUIRE(named.inputs.size() == 5);
+  CHECK(named.inputs[1].name == "first.scale");
+  CHECK(named.inputs[4].name == "head.weight");
+  CHECK(named.message().find("parameter 'first.proj.weight' (2,3): ok") != std::string::npos);
 }
 
 TEST_CASE("module: a handle shares its module; empty handles; register_module returns what it was given") {
