@@ -69,7 +69,7 @@ TEST_CASE("norm: p = 2, 1, 3, infinity along an axis and over everything, agains
   Tensor zero = zeros({3}, kFloat64).requires_grad_();
   norm(zero).backward();
   check_values(zero.grad(), {0.0, 0.0, 0.0});
-  CHECK_THROWS_WITH_AS(norm(x, 0.0), "norm: p must be positive (or infinity), got 0.000000", ValueError);
+  CHECK_THROWS_WITH_AS(norm(x, 0.0), "norm: p must be positive (or infinity), got 0", ValueError);
   CHECK_THROWS_AS(norm(from_vector(std::vector<std::int64_t>{1, 2}, {2})), TypeError);
 }
 

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad {
@@ -32,10 +32,8 @@ Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replaceme
     for (std::int64_t c = 0; c < classes; ++c) {
       const double v = p[static_cast<std::size_t>(r * classes + c)];
       if (!(v >= 0.0) || std::isinf(v)) {
-        std::ostringstream out;
-        out << op << ": row " << r << " holds the probability " << v << " at " << c
-            << " (must be finite and non-negative)";
-        throw ValueError(out.str());
+        throw ValueError(std::string(op) + ": row " + std::to_string(r) + " holds the probability " +
+                         format_number(v) + " at " + std::to_string(c) + " (must be finite and non-negative)");
       }
       total += v;
       positive += v > 0.0;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/reduce.h"
 #include "tapegrad/autograd/ops.h"
@@ -126,7 +127,7 @@ Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keep
 
 Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
   dispatch_floating(x.dtype(), "norm", [](auto) {});
-  if (!(p > 0.0)) throw ValueError("norm: p must be positive (or infinity), got " + std::to_string(p));
+  if (!(p > 0.0)) throw ValueError("norm: p must be positive (or infinity), got " + format_number(p));
   const ReducedAxes r = resolve_axes(x.shape(), axes, "norm");
   const bool inf = std::isinf(p);
   Tensor kept;  // kept: the norm with keepdim
