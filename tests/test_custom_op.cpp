@@ -17,7 +17,9 @@ namespace {
 Tensor cube(const Tensor& x) {
   return custom_op(
       "cube", {x}, [](const TensorList& in) { return in[0] * in[0] * in[0]; },
-      [](const Tensor& grad, const TensorList& in, const Tensor&) -> TensorList { return {grad * 3.0 * in[0] * in[0]}; });
+      [](const Tensor& grad, const TensorList& in, const Tensor&) -> TensorList {
+        return {grad * 3.0 * in[0] * in[0]};
+      });
 }
 
 // y = w * x (w broadcast over x's rows); the gradient of w is scaled by (1 + error) (0: correct).
@@ -51,7 +53,9 @@ TEST_CASE("custom_op: forward values, gradients pass gradcheck, the output's val
   Tensor p = randn({2}, gen, kFloat64).requires_grad_();
   Tensor bad = custom_op(
       "two_grads", {p}, [](const TensorList& in) { return in[0] * 2.0; },
-      [](const Tensor& g, const TensorList&, const Tensor&) -> TensorList { return {g, g}; });
+      [](const Tensor& g, const TensorList&, const Tensor&) -> TensorList {
+        return {g, g};
+      });
   CHECK_THROWS_WITH_AS(bad.sum().backward(), "backward: two_grads returned 2 gradients for 1 inputs", GraphError);
 }
 
@@ -60,12 +64,14 @@ TEST_CASE("custom_op: refuses to replace a tensor's history") {
   Tensor x = randn({3}, gen, kFloat64).requires_grad_();
   const Tensor taped = x * 2.0;  // has a grad_fn (mul)
   auto identity_backward = [](const Tensor& g, const TensorList&, const Tensor&) -> TensorList { return {g}; };
-  CHECK_THROWS_WITH_AS(custom_op("reuse", {x}, [&](const TensorList&) { return taped; }, identity_backward),
+  CHECK_THROWS_WITH_AS(custom_op(
+                           "reuse", {x}, [&](const TensorList&) { return taped; }, identity_backward),
                        "custom_op 'reuse': forward returned a tensor that already has a grad_fn (mul); return a new "
                        "tensor, e.g. x.clone()",
                        ValueError);
   CHECK(std::string(taped.grad_fn()->name) == "mul");
-  CHECK_THROWS_WITH_AS(custom_op("passthrough", {x}, [](const TensorList& in) { return in[0]; }, identity_backward),
+  CHECK_THROWS_WITH_AS(custom_op(
+                           "passthrough", {x}, [](const TensorList& in) { return in[0]; }, identity_backward),
                        "custom_op 'passthrough': forward returned a leaf that requires grad (an input returned "
                        "unchanged?); return a new tensor, e.g. x.clone()",
                        ValueError);
@@ -73,10 +79,12 @@ TEST_CASE("custom_op: refuses to replace a tensor's history") {
   // The tape itself refuses too.
   CHECK_THROWS_WITH_AS(record("again", taped, {x}, [](const Tensor& g) -> TensorList { return {g}; }),
                        "again: cannot record the op on a tensor that already has a grad_fn (mul)", ValueError);
-  CHECK_THROWS_WITH_AS(custom_op("", {x}, [](const TensorList& in) { return in[0].clone(); }, identity_backward),
+  CHECK_THROWS_WITH_AS(custom_op(
+                           "", {x}, [](const TensorList& in) { return in[0].clone(); }, identity_backward),
                        "custom_op: the op needs a name", ValueError);
   // clone() is the way to return an input's values.
-  Tensor y = custom_op("copy", {x}, [](const TensorList& in) { return in[0].clone(); }, identity_backward);
+  Tensor y = custom_op(
+      "copy", {x}, [](const TensorList& in) { return in[0].clone(); }, identity_backward);
   y.sum().backward();
   check_values(x.grad(), {1.0, 1.0, 1.0});
 }
@@ -111,8 +119,9 @@ TEST_CASE("gradcheck: named parameters are reported by name") {
   CHECK(bad.inputs[1].analytic == doctest::Approx(1.5 * bad.inputs[1].numeric));
 
   const NamedTensors float32{{"fc2.weight", randn({4}, gen).requires_grad_()}};
-  CHECK_THROWS_WITH_AS(gradcheck(model(0.0), {x}, float32),
-                       "gradcheck: parameter 'fc2.weight' must be a contiguous float64 leaf that requires grad (convert "
-                       "the module with to(kFloat64))",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      gradcheck(model(0.0), {x}, float32),
+      "gradcheck: parameter 'fc2.weight' must be a contiguous float64 leaf that requires grad (convert "
+      "the module with to(kFloat64))",
+      ValueError);
 }

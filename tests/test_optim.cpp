@@ -175,14 +175,15 @@ TEST_CASE("optim: a group's unset lr and weight decay take the optimiser's defau
     Tensor a = make_param(), b = make_param(), c = make_param();
     optim::AdamW opt(std::vector<optim::ParamGroup>{{{a}}, {{b}, std::nullopt, 0.0}, {{c}, 0.01}},
                      optim::AdamWOptions(0.1));
-    const std::vector<std::vector<std::vector<double>>> expected{
-        {{0.8990000004, -1.8980000002857143}, {0.9000000004, -1.9000000002857143}, {0.98990000004, -1.9898000000285714}},
-        {{0.7984087988757718, -1.7963034424122664},
-         {0.8003037271694131, -1.800196489808013},
-         {0.9798032069866079, -1.979602586463034}},
-        {{0.6984734747642304, -1.6950628088650959},
-         {0.7011554497242888, -1.7007384002451225},
-         {0.9697111035561774, -1.9694088115228736}}};
+    const std::vector<std::vector<std::vector<double>>> expected{{{0.8990000004, -1.8980000002857143},
+                                                                  {0.9000000004, -1.9000000002857143},
+                                                                  {0.98990000004, -1.9898000000285714}},
+                                                                 {{0.7984087988757718, -1.7963034424122664},
+                                                                  {0.8003037271694131, -1.800196489808013},
+                                                                  {0.9798032069866079, -1.979602586463034}},
+                                                                 {{0.6984734747642304, -1.6950628088650959},
+                                                                  {0.7011554497242888, -1.7007384002451225},
+                                                                  {0.9697111035561774, -1.9694088115228736}}};
     for (std::size_t t = 0; t < expected.size(); ++t) {
       CAPTURE(t);
       for (const Tensor& p : {a, b, c}) set_linear_grad(p);
@@ -246,13 +247,15 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimize
     double sgd_lr, double adam_lr) {
   auto sgd = [sgd_lr](double momentum, bool nesterov) {
     return [=](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
-      return std::make_unique<optim::SGD>(TensorList{p}, optim::SGDOptions(sgd_lr).momentum(momentum).nesterov(nesterov));
+      return std::make_unique<optim::SGD>(TensorList{p},
+                                          optim::SGDOptions(sgd_lr).momentum(momentum).nesterov(nesterov));
     };
   };
   auto adam = [adam_lr](bool decoupled, bool amsgrad) {
     return [=](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {
       if (decoupled)
-        return std::make_unique<optim::AdamW>(TensorList{p}, optim::AdamWOptions(adam_lr).amsgrad(amsgrad).weight_decay(1e-4));
+        return std::make_unique<optim::AdamW>(TensorList{p},
+                                              optim::AdamWOptions(adam_lr).amsgrad(amsgrad).weight_decay(1e-4));
       return std::make_unique<optim::Adam>(TensorList{p}, optim::AdamOptions(adam_lr).amsgrad(amsgrad));
     };
   };
@@ -454,24 +457,20 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
 
 TEST_CASE("optim: invalid hyper-parameters are ValueErrors naming the value") {
   Tensor p = make_param();
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(-0.1)),
-                       "SGD: invalid learning rate -0.1", ValueError);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-1.0)),
-                       "SGD: invalid momentum -1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(-0.1)), "SGD: invalid learning rate -0.1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-1.0)), "SGD: invalid momentum -1", ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)),
                        "SGD: nesterov requires momentum > 0 and dampening 0 (got momentum 0.000000, dampening "
                        "0.000000)",
                        ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({1.0, 0.999})),
                        "Adam: invalid beta1 (must be in [0, 1)) 1", ValueError);
-  CHECK_THROWS_WITH_AS(
-      optim::Adam({p}, optim::AdamOptions().betas({0.9, -0.5})),
-      "Adam: invalid beta2 (must be in [0, 1)) -0.5", ValueError);
-  CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions().eps(0.0)),
-                       "AdamW: invalid eps (must be > 0) 0", ValueError);
-  CHECK_THROWS_WITH_AS(
-      optim::Adam({p}, optim::AdamOptions().weight_decay(-1.0)),
-      "Adam: invalid weight_decay -1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({0.9, -0.5})),
+                       "Adam: invalid beta2 (must be in [0, 1)) -0.5", ValueError);
+  CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions().eps(0.0)), "AdamW: invalid eps (must be > 0) 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().weight_decay(-1.0)), "Adam: invalid weight_decay -1",
+                       ValueError);
   optim::SGD opt({p}, optim::SGDOptions(0.1));
   CHECK_THROWS_WITH_AS(opt.set_lr(0, -1.0), "SGD: invalid learning rate -1", ValueError);
   CHECK_THROWS_WITH_AS(opt.set_lr(3, 0.1), "SGD: set_lr group 3 out of range (1 groups)", ValueError);

@@ -50,10 +50,10 @@ TEST_CASE("norm: p = 2, 1, 3, infinity along an axis and over everything, agains
   CHECK(all.dim() == 0);
   check_values(all, {5.830951894845301}, 1e-14);
   all.backward();
-  check_values(x.grad(),
-               {0.5144957554275265, -0.6859943405700353, 0.0, 0.34299717028501764, -0.34299717028501764,
-                0.17149858514250882},
-               1e-12);
+  check_values(
+      x.grad(),
+      {0.5144957554275265, -0.6859943405700353, 0.0, 0.34299717028501764, -0.34299717028501764, 0.17149858514250882},
+      1e-12);
   CHECK(norm(x.detach(), 2.0, {1}, /*keepdim=*/true).shape() == Shape{2, 1});
 
   Generator gen(0);
@@ -128,8 +128,8 @@ TEST_CASE("cosine_similarity: torch values, broadcasting, tiny norms clamped per
   nn::cosine_similarity(x1, x2).sum().backward();
   // d cos / d x1 = x2 / (|x1||x2|) - cos x1 / |x1|^2.
   const double n1 = std::sqrt(14.0), n2 = std::sqrt(5.25), cosine = 6.0 / (n1 * n2);
-  check_values(x1.grad(), {-1 / (n1 * n2) - cosine / 14, 0.5 / (n1 * n2) - 2 * cosine / 14,
-                           2 / (n1 * n2) - 3 * cosine / 14},
+  check_values(x1.grad(),
+               {-1 / (n1 * n2) - cosine / 14, 0.5 / (n1 * n2) - 2 * cosine / 14, 2 / (n1 * n2) - 3 * cosine / 14},
                1e-12);
   // dim 0 with x2 (3, 1) broadcast against x1 (3, 2).
   const Tensor a2 = from_vector(std::vector<double>{1, 2, 3, -4, 0.5, 1}, {3, 2});

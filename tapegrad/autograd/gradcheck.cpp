@@ -203,7 +203,6 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
 
 }  // namespace
 
-
 GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
                           const TensorList& parameters) {
   return check(f, inputs, options, parameters, {});

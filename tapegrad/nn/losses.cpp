@@ -140,12 +140,12 @@ Tensor along_class_axis(const Tensor& weight, int rank) {
 
 // Reduces per-target losses: Mean divides by the kept targets' weights summed (their number without class
 // weights), so it is 0 / 0 = NaN when all are ignored, as in PyTorch.
-Tensor reduce_class_loss(const Tensor& loss, double denominator, Reduction reduction, bool unbatched,
-                         const char* op) {
+Tensor reduce_class_loss(const Tensor& loss, double denominator, Reduction reduction, bool unbatched, const char* op) {
   switch (reduction) {
     case Reduction::None: return unbatched ? loss.squeeze(0) : loss;
     case Reduction::Sum: return sum(loss);
-    case Reduction::Mean: return sum(loss) / denominator;
+    case Reduction::Mean:
+      return sum(loss) / denominator;
     case Reduction::BatchMean: break;
   }
   reject_batch_mean(reduction, op);

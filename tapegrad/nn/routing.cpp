@@ -49,7 +49,7 @@ Tensor load_balancing_loss(const Tensor& router_logits, const Tensor& expert_ind
     top1_fraction[static_cast<std::size_t>(e)] += 1.0 / static_cast<double>(n);
   }
   const Tensor f = from_vector(top1_fraction, {num_experts}).to(router_logits.dtype());  // f: (E), no gradient
-  const Tensor p = softmax(router_logits, -1).mean({0});                                  // P: (E)
+  const Tensor p = softmax(router_logits, -1).mean({0});                                 // P: (E)
   return (f * p).sum() * static_cast<double>(num_experts);
 }
 

@@ -15,11 +15,14 @@ Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1})
 
 }  // namespace
 
-std::vector<ParamGroup> single_group(const TensorList& params) { return {ParamGroup{params, std::nullopt, std::nullopt}}; }
+std::vector<ParamGroup> single_group(const TensorList& params) {
+  return {ParamGroup{params, std::nullopt, std::nullopt}};
+}
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name)
     : name_(name), groups_(std::move(groups)) {
-  if (!(defaults.lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(defaults.lr));
+  if (!(defaults.lr >= 0.0))
+    throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(defaults.lr));
   if (!(defaults.weight_decay >= 0.0))
     throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(defaults.weight_decay));
   if (groups_.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
@@ -28,7 +31,8 @@ Optimizer::Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaul
     if (!group.lr) group.lr = defaults.lr;
     if (!group.weight_decay) group.weight_decay = defaults.weight_decay;
     if (!(*group.lr >= 0.0))
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " + format_number(*group.lr));
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " +
+                       format_number(*group.lr));
     if (!(*group.weight_decay >= 0.0))
       throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid weight_decay " +
                        format_number(*group.weight_decay));

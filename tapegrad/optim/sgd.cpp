@@ -24,8 +24,7 @@ void check_options(const SGDOptions& o) {
 
 }  // namespace
 
-SGD::SGD(const TensorList& params, const SGDOptions& options)
-    : SGD(single_group(params), options) {}
+SGD::SGD(const TensorList& params, const SGDOptions& options) : SGD(single_group(params), options) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, const SGDOptions& options)
     : Optimizer(std::move(groups), GroupDefaults{options.lr(), options.weight_decay()}, "SGD"), options_(options) {

@@ -22,8 +22,8 @@ Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replaceme
     throw ValueError(std::string(op) + ": num_samples must be positive, got " + std::to_string(num_samples));
   if (classes == 0) throw ValueError(std::string(op) + ": there are no categories to sample from");
   if (!replacement && num_samples > classes)
-    throw ValueError(std::string(op) + ": cannot draw " + std::to_string(num_samples) + " samples without replacement from " +
-                     std::to_string(classes) + " categories");
+    throw ValueError(std::string(op) + ": cannot draw " + std::to_string(num_samples) +
+                     " samples without replacement from " + std::to_string(classes) + " categories");
   const std::vector<double> p = probs.contiguous().to_vector<double>();  // p: (rows, classes)
   // Every row is checked before any draw, so a bad row leaves the generator untouched.
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -32,8 +32,8 @@ Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replaceme
     for (std::int64_t c = 0; c < classes; ++c) {
       const double v = p[static_cast<std::size_t>(r * classes + c)];
       if (!(v >= 0.0) || std::isinf(v)) {
-        throw ValueError(std::string(op) + ": row " + std::to_string(r) + " holds the probability " +
-                         format_number(v) + " at " + std::to_string(c) + " (must be finite and non-negative)");
+        throw ValueError(std::string(op) + ": row " + std::to_string(r) + " holds the probability " + format_number(v) +
+                         " at " + std::to_string(c) + " (must be finite and non-negative)");
       }
       total += v;
       positive += v > 0.0;

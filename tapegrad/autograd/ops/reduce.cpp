@@ -147,7 +147,7 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
       // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
       // with |x| = max, as PyTorch does.
       const Tensor xc = x.contiguous();
-      const Tensor nb = expand(kept, x.shape()).contiguous();              // nb: x's shape
+      const Tensor nb = expand(kept, x.shape()).contiguous();                      // nb: x's shape
       const Tensor gb = expand(reshape(g, r.kept_shape), x.shape()).contiguous();  // gb: x's shape
       Tensor ties;  // for p = inf: how many entries share each maximum, x's shape
       if (inf) {
