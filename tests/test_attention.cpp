@@ -87,10 +87,15 @@ TEST_CASE("attention: scaled dot product on hand-worked numbers") {
   check_values(r.weights, {0.25, 0.75}, 1e-12);
   CHECK_FALSE(nn::scaled_dot_product_attention(q, k, v).weights.defined());
 
-  // Causal with Tq = 1 < Tk = 2: the one query is the last position and sees both keys.
+  // Causal with Tq = 1 < Tk = 2, bottom-right aligned: the one query is the last position and sees
+  // both keys; top-left aligned (the default, torch's), it is position 0 and sees key 0 only.
   nn::AttentionForwardOptions causal;
   causal.is_causal(true);
-  check_values(nn::scaled_dot_product_attention(q, k, v, causal).output, {5.0, 10.0}, 1e-12);
+  check_values(nn::scaled_dot_product_attention(q, k, v, causal).output, {2.0, 4.0}, 1e-12);
+  check_values(nn::scaled_dot_product_attention(
+                   q, k, v, nn::AttentionForwardOptions(causal).causal_alignment(nn::CausalAlignment::BottomRight))
+                   .output,
+               {5.0, 10.0}, 1e-12);
   // Two queries, Tq = Tk: the first sees only key 0 (output v0), the second both.
   Tensor q2 = ones({1, 1, 2, 4}, kFloat64);
   auto rc = nn::scaled_dot_product_attention(q2, k, v, nn::AttentionForwardOptions(causal).need_weights(true));
@@ -304,6 +309,7 @@ TEST_CASE("attention: float64 gradcheck of scaled dot product attention with mas
   Tensor bias = randn({3, 4}, gen, kFloat64);
   nn::AttentionForwardOptions masks;
   masks.is_causal(true);
+  masks.causal_alignment(nn::CausalAlignment::BottomRight);  // Tq = 3 < Tk = 4
   masks.key_padding_mask(from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4}));
   check_gradients(
       [&](const TensorList& in) {
@@ -374,7 +380,7 @@ TEST_CASE("attention: errors name the op and the shapes") {
   CHECK_THROWS_AS(m(ones({2, 3, 8}), Tensor(), float_keep), TypeError);
   CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(ones({1, 2, 3, 4}), ones({1, 2, 5, 3}), ones({1, 2, 5, 4})),
                        "scaled_dot_product_attention: q (1,2,3,4), k (1,2,5,3) and v (1,2,5,4) do not fit "
-                       "(B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)",
+                       "(..., Tq, D), (..., Tk, D), (..., Tk, Dv)",
                        ShapeError);
   nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true)};
   CHECK_THROWS_AS(cross(ones({2, 3, 8})), ValueError);

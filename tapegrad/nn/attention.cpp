@@ -11,10 +11,6 @@ namespace {
 constexpr const char* kSdpa = "scaled_dot_product_attention";
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-std::string dims_str(std::int64_t b, std::int64_t h, std::int64_t tq, std::int64_t tk) {
-  return Shape{b, h, tq, tk}.str();
-}
-
 // True when `mask` broadcasts to `target` with NumPy's rules (without widening target).
 bool broadcasts_to(const Shape& mask, const Shape& target) {
   if (mask.size() > target.size()) return false;
@@ -26,29 +22,61 @@ bool broadcasts_to(const Shape& mask, const Shape& target) {
 
 Tensor or_masks(const Tensor& acc, const Tensor& more) { return acc.defined() ? logical_or(acc, more) : more; }
 
-void check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank 4 (B, H, T, D), got " + q.shape().str() + ", " +
-                     k.shape().str() + ", " + v.shape().str());
+// x's shape without its last two axes.
+Shape leading(const Tensor& x) {
+  Shape s = x.shape();
+  s.pop_back();
+  s.pop_back();
+  return s;
+}
+
+// Checks q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) and returns the scores' shape
+// (L..., Tq, Tk), L the broadcast of the three leading shapes.
+Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
+    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank >= 2 (..., T, D), got " + q.shape().str() +
+                     ", " + k.shape().str() + ", " + v.shape().str());
   if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
     throw TypeError(std::string(kSdpa) + ": q, k, v must share one floating-point dtype");
-  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
-  if (qs[0] != ks[0] || qs[1] != ks[1] || qs[0] != vs[0] || qs[1] != vs[1] || qs[3] != ks[3] || ks[2] != vs[2])
-    throw ShapeError(std::string(kSdpa) + ": q " + qs.str() + ", k " + ks.str() + " and v " + vs.str() +
-                     " do not fit (B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)");
+  if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
+    throw ShapeError(std::string(kSdpa) + ": q " + q.shape().str() + ", k " + k.shape().str() + " and v " +
+                     v.shape().str() + " do not fit (..., Tq, D), (..., Tk, D), (..., Tk, Dv)");
+  Shape scores = broadcast_shapes(broadcast_shapes(leading(q), leading(k), kSdpa), leading(v), kSdpa);
+  scores.push_back(q.size(-2));
+  scores.push_back(k.size(-2));
+  return scores;
+}
+
+// options with attn_mask moved into keep_mask (Bool) or additive_mask (float).
+AttentionForwardOptions resolve_attn_mask(const AttentionForwardOptions& options) {
+  const Tensor& mask = options.attn_mask();
+  if (!mask.defined()) return options;
+  if (options.keep_mask().defined() || options.additive_mask().defined())
+    throw ValueError(std::string(kSdpa) + ": give attn_mask or keep_mask / additive_mask, not both");
+  AttentionForwardOptions resolved = options;
+  resolved.attn_mask(Tensor());
+  if (mask.dtype() == kBool)
+    resolved.keep_mask(mask);
+  else
+    resolved.additive_mask(mask);
+  return resolved;
+}
+
+// The causal mask's offset: query i sees keys j <= i + offset.
+std::int64_t causal_offset(const AttentionForwardOptions& masks, std::int64_t tq, std::int64_t tk) {
+  return masks.causal_alignment() == CausalAlignment::BottomRight ? tk - tq : 0;
 }
 
 // The Bool mask, true = the key is excluded, in the smallest shape that broadcasts to the
-// scores (B, H, Tq, Tk): (Tq, Tk) for causal, (B, 1, 1, Tk) for padding, and so on. Undefined
-// when nothing is masked.
-Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::int64_t h, std::int64_t tq,
-                     std::int64_t tk, DType dtype) {
-  const Shape scores{b, h, tq, tk};
+// scores (L..., Tq, Tk): (Tq, Tk) for causal, (B, 1, ..., 1, Tk) for padding, and so on.
+// Undefined when nothing is masked.
+Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, DType dtype) {
+  const int rank = scores.size();
+  const std::int64_t tq = scores[rank - 2], tk = scores[rank - 1];
   Tensor excluded;
   if (masks.is_causal()) {
-    // Query i sits at absolute position i + (Tk - Tq): the cached keys precede it.
-    const double offset = static_cast<double>(tk - tq);
-    Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});          // (1, Tk)
+    const double offset = static_cast<double>(causal_offset(masks, tq, tk));
+    Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});                // (1, Tk)
     Tensor query_pos = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});  // (Tq, 1)
     excluded = gt(key_pos, query_pos);  // (Tq, Tk)
   }
@@ -57,10 +85,17 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
     if (pad.dtype() != kBool)
       throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
                       dtype_name(pad.dtype()));
+    if (rank < 3)
+      throw ShapeError(std::string(kSdpa) + ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape " +
+                       scores.str());
+    const std::int64_t b = scores[0];
     if (pad.shape() != Shape{b, tk})
       throw ShapeError(std::string(kSdpa) + ": key_padding_mask must have shape (B, Tk) = " + Shape{b, tk}.str() +
                        ", got " + pad.shape().str());
-    excluded = or_masks(excluded, pad.reshape({b, 1, 1, tk}));
+    Shape padded = Dims::filled(rank, 1);  // (B, 1, ..., 1, Tk)
+    padded[0] = b;
+    padded[rank - 1] = tk;
+    excluded = or_masks(excluded, pad.reshape(padded));
   }
   if (masks.keep_mask().defined()) {
     const Tensor& keep = masks.keep_mask();
@@ -68,7 +103,7 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
       throw TypeError(std::string(kSdpa) + ": keep_mask must be Bool (true = keep), got " + dtype_name(keep.dtype()));
     if (!broadcasts_to(keep.shape(), scores))
       throw ShapeError(std::string(kSdpa) + ": keep_mask of shape " + keep.shape().str() +
-                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+                       " does not broadcast to the scores' shape " + scores.str());
     excluded = or_masks(excluded, logical_not(keep));
   }
   if (masks.additive_mask().defined()) {
@@ -78,7 +113,7 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
                       dtype_name(add.dtype()));
     if (!broadcasts_to(add.shape(), scores))
       throw ShapeError(std::string(kSdpa) + ": additive_mask of shape " + add.shape().str() +
-                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+                       " does not broadcast to the scores' shape " + scores.str());
     Tensor minus_inf = eq(add.detach(), kMinusInf);
     if (minus_inf.to(kFloat32).sum().item() > 0) excluded = or_masks(excluded, minus_inf);
   }
@@ -88,24 +123,25 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionForwardOptions& masks, double dropout_p, Generator* gen) {
-  check_sdpa_shapes(q, k, v);
+                                             const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
+  const Shape scores_shape = check_sdpa_shapes(q, k, v);  // (L..., Tq, Tk)
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
     throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));
-  if (dropout_p > 0.0 && gen == nullptr)
-    throw ValueError(std::string(kSdpa) + ": dropout probability " + std::to_string(dropout_p) + " needs a Generator");
-  const std::int64_t b = q.shape()[0], h = q.shape()[1], tq = q.shape()[2], tk = k.shape()[2], d = q.shape()[3];
+  const AttentionForwardOptions masks = resolve_attn_mask(options);
+  const std::int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
+  const std::int64_t offset = causal_offset(masks, tq, tk);
 
-  // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): the fused
-  // causal_softmax needs no mask tensor and no check for fully masked rows.
-  const bool causal_only = masks.is_causal() && tk >= tq && !masks.key_padding_mask().defined() &&
+  // A causal mask alone leaves every row at least one key when the offset is not negative (key
+  // 0 for query 0): the fused causal_softmax needs no mask tensor and no check for fully masked rows.
+  const bool causal_only = masks.is_causal() && offset >= 0 && !masks.key_padding_mask().defined() &&
                            !masks.keep_mask().defined() && !masks.additive_mask().defined();
-  // Broadcasts to (B, H, Tq, Tk); undefined when nothing is masked or the mask is causal only.
-  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, b, h, tq, tk, q.dtype());
+  // Broadcasts to the scores; undefined when nothing is masked or the mask is causal only.
+  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, scores_shape, q.dtype());
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
-  // scores: (B, H, Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
-  Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(d))), k.mT());
+  // scores: (L..., Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
+  const double scale = masks.scale() ? *masks.scale() : 1.0 / std::sqrt(static_cast<double>(d));
+  Tensor scores = matmul(q * scale, k.mT());
   if (masks.additive_mask().defined()) {
     // -inf entries are already in `excluded`; adding them would turn a fully masked row's
     // scores into -inf and its softmax into NaN, so they are added as 0.
@@ -113,9 +149,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     scores = scores + (excluded.defined() ? masked_fill(add, eq(add.detach(), kMinusInf), 0.0) : add);
   }
 
-  Tensor weights;  // (B, H, Tq, Tk)
+  Tensor weights;  // (L..., Tq, Tk)
   if (causal_only) {
-    weights = causal_softmax(scores, tk - tq);
+    weights = causal_softmax(scores, offset);
   } else if (!excluded.defined()) {
     weights = softmax(scores, -1);
   } else {
@@ -136,9 +172,10 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     }
   }
 
-  const Tensor mixed = dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, *gen) : weights;
+  const Tensor mixed =
+      dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, generator_or_default(gen)) : weights;
   AttentionResult result;
-  result.output = matmul(mixed, v);  // (B, H, Tq, Dv)
+  result.output = matmul(mixed, v);  // (L..., Tq, Dv)
   if (masks.need_weights()) result.weights = weights;
   return result;
 }
@@ -260,7 +297,10 @@ AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tenso
   }
 
   const double p = is_training() ? options_.dropout() : 0.0;
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, options, p, &dropout_gen_);
+  // With a cache the Tq new queries are the last of the Tk positions: causal masking is bottom-right.
+  AttentionForwardOptions masks = options;
+  if (cache != nullptr) masks.causal_alignment(CausalAlignment::BottomRight);
+  AttentionResult heads = scaled_dot_product_attention(q, k, v, masks, p, &dropout_gen_);
 
   // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, d) (one copy).
   AttentionResult result;

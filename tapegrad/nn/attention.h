@@ -2,18 +2,23 @@
 // Scaled dot-product attention and MultiHeadAttention (self- and cross-attention, causal
 // masking, key-padding and general masks, a key/value cache for incremental decoding).
 //
-//   scores  = (q / sqrt(D)) @ k^T                 q: (B, H, Tq, D), k: (B, H, Tk, D) -> (B, H, Tq, Tk)
-//   scores += additive_mask                       (float, broadcast to (B, H, Tq, Tk))
+//   scores  = scale * q @ k^T                     q: (..., Tq, D), k: (..., Tk, D) -> (..., Tq, Tk)
+//   scores += additive_mask                       (float, broadcast to the scores)
 //   weights = softmax(scores over Tk, masked keys excluded)
-//   output  = dropout(weights) @ v                v: (B, H, Tk, Dv) -> (B, H, Tq, Dv)
+//   output  = dropout(weights) @ v                v: (..., Tk, Dv) -> (..., Tq, Dv)
 //
+// The leading axes ("...", e.g. (B, H)) of q, k and v broadcast together, as in torch's
+// F.scaled_dot_product_attention; scale defaults to 1 / sqrt(D).
 // Masks say their polarity in their names:
-//   is_causal         query i sees keys j <= i + (Tk - Tq): the last query sees every key, so
-//                     the same rule serves a full pass (Tq = Tk) and cached decoding (Tq < Tk).
-//   key_padding_mask  Bool (B, Tk), true = padding: that key is ignored.
-//   keep_mask         Bool broadcast to (B, H, Tq, Tk), true = keep (may attend).
-//   additive_mask     float broadcast to (B, H, Tq, Tk), added to the scores; -inf entries
-//                     count as masked.
+//   is_causal         query i sees key j when j <= i (CausalAlignment::TopLeft, PyTorch's default)
+//                     or j <= i + (Tk - Tq) (BottomRight: the queries are the last Tq positions,
+//                     as in decoding after Tk - Tq cached keys). The two agree when Tq = Tk.
+//                     MultiHeadAttention given a KV cache always uses BottomRight.
+//   key_padding_mask  Bool (B, Tk), true = padding: that key is ignored (B = the first leading axis).
+//   keep_mask         Bool broadcast to the scores, true = keep (may attend).
+//   additive_mask     float broadcast to the scores, added to them; -inf entries count as masked.
+//   attn_mask         torch's argument of that name: a Bool mask is a keep_mask, a float one an
+//                     additive_mask (given instead of those).
 // A query row whose keys are all masked gets zero weights and a zero output, never NaN, and
 // passes no gradient: such rows are softmaxed over their raw (finite) scores and then zeroed
 // with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are
@@ -26,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/nn/linear.h"
@@ -35,8 +41,14 @@
 namespace tapegrad::nn {
 
 struct AttentionResult {
-  Tensor output;   // (B, H, Tq, Dv) from scaled_dot_product_attention; (B, Tq, d_model) from the module
-  Tensor weights;  // (B, H, Tq, Tk) per head, before dropout; undefined unless asked for
+  Tensor output;   // (..., Tq, Dv) from scaled_dot_product_attention; (B, Tq, d_model) from the module
+  Tensor weights;  // (..., Tq, Tk), per head (B, H, Tq, Tk) from the module, before dropout; undefined unless asked for
+};
+
+// Which keys a causal mask lets query i see when Tq != Tk (see the top of this file).
+enum class CausalAlignment {
+  TopLeft,     // j <= i (torch's is_causal)
+  BottomRight  // j <= i + Tk - Tq (the queries are the last Tq of Tk positions)
 };
 
 // Projected keys and values of every position seen so far, k, v: (B, H, T_cached, head_dim).
@@ -55,19 +67,23 @@ struct KVCache {
 //   nn::AttentionForwardOptions().is_causal(true).key_padding_mask(pad)
 struct AttentionForwardOptions {
   TAPEGRAD_ARG(bool, is_causal) = false;
+  TAPEGRAD_ARG(CausalAlignment, causal_alignment) = CausalAlignment::TopLeft;
   TAPEGRAD_ARG(Tensor, key_padding_mask);  // Bool (B, Tk), true = padding; Tk counts cached positions too
-  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to (B, H, Tq, Tk), true = may attend
-  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to (B, H, Tq, Tk), added to the scores
+  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to the scores (..., Tq, Tk), true = may attend
+  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to the scores (..., Tq, Tk), added to them
+  TAPEGRAD_ARG(Tensor, attn_mask);         // torch's: Bool = keep_mask, float = additive_mask (not with those)
+  TAPEGRAD_ARG(std::optional<double>, scale);  // multiplies q @ k^T; 1 / sqrt(D) when not given
   TAPEGRAD_ARG(bool, need_weights) = false;
   // Incremental decoding (see KVCache): read by MultiHeadAttention and a single layer; a stack
   // takes a DecoderCache (or, for a language model, one KVCache per block) instead.
   TAPEGRAD_ARG(KVCache*, cache) = nullptr;
 };
 
-// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> output (B, H, Tq, Dv) and, when
-// options.need_weights, the weights (B, H, Tq, Tk). dropout_p > 0 drops attention weights (scaling
-// the rest by 1 / (1 - p)) and needs gen. options.cache is not read here (the module keeps caches).
-// Throws ShapeError / TypeError / ValueError naming the shapes.
+// torch's F.scaled_dot_product_attention: q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv), the
+// leading axes broadcast together to L -> output (L..., Tq, Dv) and, when options.need_weights, the
+// weights (L..., Tq, Tk). dropout_p > 0 drops attention weights (scaling the rest by 1 / (1 - p)),
+// drawing from gen (the default generator if null). options.cache is not read here (the module
+// keeps caches). Throws ShapeError / TypeError / ValueError naming the shapes.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionForwardOptions& options = {}, double dropout_p = 0.0,
                                              Generator* gen = nullptr);
@@ -100,6 +116,7 @@ struct MultiHeadAttentionOptions {
 // (B, H, T, head_dim) layout (views of the projections, batched matmuls, one softmax).
 //   self:  query (B, Tq, d), key_value undefined      -> output (B, Tq, d)
 //   cross: query (B, Tq, d), key_value (B, Tk, kv_dim) -> output (B, Tq, d)
+// With options.cache, a causal mask is bottom-right aligned (the new queries follow the cached keys).
 // Children: "qkv_proj" (self) or "q_proj" and "kv_proj" (cross), then "out_proj" = Linear(d, d).
 // The returned weights are per head, (B, H, Tq, Tk), before dropout (for pictures).
 class MultiHeadAttentionImpl : public Module {
