@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "tapegrad/nn/functional.h"
+
 namespace tapegrad::nn {
 
 namespace {
@@ -218,95 +220,41 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   register_generator("dropout_generator", dropout_gen_);
 }
 
-std::vector<Tensor> MultiHeadAttentionImpl::project_heads(const LinearImpl& proj, const Tensor& x,
-                                                          std::int64_t n) const {
-  const std::int64_t b = x.shape()[0], t = x.shape()[1];
-  // proj's weight (n * d, in) holds n projections as row blocks (PyTorch's in_proj layout). Each is
-  // its own product over a view of those rows, so each output is contiguous and its gradient
-  // comes back whole, never assembled from slices of an (B, T, n * d) buffer.
-  std::vector<Tensor> out;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Tensor w = proj.weight().narrow(0, i * d_model_, d_model_);  // (d, in)
-    const Tensor bias = proj.bias().defined() ? proj.bias().narrow(0, i * d_model_, d_model_) : Tensor();
-    // (B, T, d) -> (B, T, H, Dh) -> (B, H, T, Dh), views; gemm reads each head with row stride d.
-    out.push_back(linear(x, w, bias).view({b, t, num_heads_, head_dim_}).transpose(1, 2));
-  }
-  return out;
-}
-
 AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key_value,
                                                 const AttentionForwardOptions& options) {
   const bool cross = options_.cross_attention();
   if (query.dim() != 3 || query.shape()[2] != d_model_)
     throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
                      query.shape().str());
-  const std::int64_t b = query.shape()[0], tq = query.shape()[1];
+  const std::int64_t b = query.shape()[0];
   KVCache* cache = options.cache();
-
-  Tensor q, k, v;  // (B, H, T, Dh)
+  const auto& out = *out_proj_;
+  functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out.weight(), out.bias());
+  weights.dropout_p(options_.dropout()).training(is_training()).generator(&dropout_gen_);
   if (!cross) {
     if (key_value.defined())
       throw ValueError("MultiHeadAttention: built for self-attention (fused qkv_proj), but given a key_value "
                        "sequence of shape " + key_value.shape().str() + "; build it with cross_attention = true");
-    std::vector<Tensor> qkv = project_heads(*qkv_proj_, query, 3);  // 3 x (B, H, Tq, Dh)
-    q = qkv[0];
-    k = qkv[1];
-    v = qkv[2];
-    if (rotary_) {
-      // Positions of the new tokens start after the cached ones.
-      const std::int64_t offset = cache != nullptr ? cache->length() : 0;
-      q = rotary_(q, offset);
-      k = rotary_(k, offset);
-    }
-    if (cache != nullptr) {
-      if (cache->k.defined()) {
-        const Shape expected{b, num_heads_, cache->length(), head_dim_};
-        if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
-          throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " and v " +
-                           (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
-                           ", expected (B, H, T_cached, head_dim) = " + expected.str());
-        k = concat({cache->k, k}, 2);  // (B, H, T_cached + Tq, Dh)
-        v = concat({cache->v, v}, 2);
-      }
-      cache->k = k;
-      cache->v = v;
-    }
-  } else {
-    q = project_heads(*q_proj_, query, 1)[0];
-    if (cache != nullptr && cache->k.defined()) {
-      if (cache->k.shape()[0] != b)
-        throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " for batch size " +
-                         std::to_string(cache->k.shape()[0]) + ", but the query has shape " + query.shape().str());
-      k = cache->k;
-      v = cache->v;
-    } else {
-      if (!key_value.defined())
-        throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
-      if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kdim())
-        throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
-                         std::to_string(options_.kdim()) + ") for query " + query.shape().str() + ", got " +
-                         key_value.shape().str());
-      std::vector<Tensor> kv = project_heads(*kv_proj_, key_value, 2);
-      k = kv[0];
-      v = kv[1];
-      if (cache != nullptr) {
-        cache->k = k;
-        cache->v = v;
-      }
-    }
+    weights.in_proj_weight(qkv_proj_->weight()).in_proj_bias(qkv_proj_->bias());
+    if (rotary_) weights.rotary(rotary_.get());
+    return functional::multi_head_attention_forward(query, query, query, weights, options);
   }
-
-  const double p = is_training() ? options_.dropout() : 0.0;
-  // With a cache the Tq new queries are the last of the Tk positions: causal masking is bottom-right.
-  AttentionForwardOptions masks = options;
-  if (cache != nullptr) masks.causal_alignment(CausalAlignment::BottomRight);
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, masks, p, &dropout_gen_);
-
-  // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, d) (one copy).
-  AttentionResult result;
-  result.output = out_proj_(heads.output.transpose(1, 2).reshape({b, tq, d_model_}));
-  result.weights = heads.weights;
-  return result;
+  const Tensor& kv_weight = kv_proj_->weight();  // (2d, kdim): rows [W_k; W_v]
+  weights.q_proj_weight(q_proj_->weight())
+      .k_proj_weight(kv_weight.narrow(0, 0, d_model_))
+      .v_proj_weight(kv_weight.narrow(0, d_model_, d_model_));
+  if (q_proj_->bias().defined()) weights.in_proj_bias(concat({q_proj_->bias(), kv_proj_->bias()}, 0));
+  if (cache != nullptr && cache->k.defined()) {
+    // The memory's projections are cached: key and value are taken from there.
+    return functional::multi_head_attention_forward(query, Tensor(), Tensor(), weights, options);
+  }
+  if (!key_value.defined())
+    throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
+  if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kdim())
+    throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
+                     std::to_string(options_.kdim()) + ") for query " + query.shape().str() + ", got " +
+                     key_value.shape().str());
+  return functional::multi_head_attention_forward(query, key_value, key_value, weights, options);
 }
 
 }  // namespace tapegrad::nn

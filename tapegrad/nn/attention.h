@@ -116,6 +116,7 @@ struct MultiHeadAttentionOptions {
 // (B, H, T, head_dim) layout (views of the projections, batched matmuls, one softmax).
 //   self:  query (B, Tq, d), key_value undefined      -> output (B, Tq, d)
 //   cross: query (B, Tq, d), key_value (B, Tk, kv_dim) -> output (B, Tq, d)
+// The forward is functional::multi_head_attention_forward (functional.h) over the module's weights.
 // With options.cache, a causal mask is bottom-right aligned (the new queries follow the cached keys).
 // Children: "qkv_proj" (self) or "q_proj" and "kv_proj" (cross), then "out_proj" = Linear(d, d).
 // The returned weights are per head, (B, H, Tq, Tk), before dropout (for pictures).
@@ -139,9 +140,6 @@ class MultiHeadAttentionImpl : public Module {
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
-  // x (B, T, in) through the n row blocks of proj's weight: n tensors (B, H, T, head_dim).
-  std::vector<Tensor> project_heads(const LinearImpl& proj, const Tensor& x, std::int64_t n) const;
-
   std::int64_t d_model_;
   std::int64_t num_heads_;
   std::int64_t head_dim_;

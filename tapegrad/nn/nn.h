@@ -2,6 +2,7 @@
 // The nn layer: modules, layers, initialisers.
 
 #include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/init.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linear.h"
