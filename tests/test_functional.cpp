@@ -201,10 +201,10 @@ TEST_CASE("functional: modules equal their functional forms") {
   SUBCASE("MultiHeadAttention, self and cross, against multi_head_attention_forward") {
     nn::MultiHeadAttention self(8, 2);
     self->to(kFloat64);
-    const Tensor& w_in = self->qkv_proj()->weight();
+    const Tensor& w_in = self->in_proj_weight();
     auto o = F::MultiHeadAttentionForwardFuncOptions(2, self->out_proj()->weight(), self->out_proj()->bias())
                  .in_proj_weight(w_in)
-                 .in_proj_bias(self->qkv_proj()->bias());
+                 .in_proj_bias(self->in_proj_bias());
     auto causal = nn::AttentionForwardOptions().is_causal(true);
     CHECK(max_abs_diff(self(x, Tensor(), causal).output, F::multi_head_attention_forward(x, x, x, o, causal).output) ==
           0.0);
@@ -213,7 +213,7 @@ TEST_CASE("functional: modules equal their functional forms") {
                         .q_proj_weight(w_in.narrow(0, 0, 8))
                         .k_proj_weight(w_in.narrow(0, 8, 8))
                         .v_proj_weight(w_in.narrow(0, 16, 8))
-                        .in_proj_bias(self->qkv_proj()->bias());
+                        .in_proj_bias(self->in_proj_bias());
     CHECK(max_abs_diff(self(x).output, F::multi_head_attention_forward(x, x, x, separate).output) == 0.0);
   }
 }

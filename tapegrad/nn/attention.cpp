@@ -122,6 +122,13 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
   return excluded;
 }
 
+// Checks a cross-attention key or value sequence t: (B, Tk, dim) for the query (B, Tq, d).
+void check_memory(const Tensor& t, std::int64_t dim, std::int64_t b, const Tensor& query, const char* name) {
+  if (t.dim() != 3 || t.shape()[0] != b || t.shape()[2] != dim)
+    throw ShapeError(std::string("MultiHeadAttention: expected ") + name + " of shape (" + std::to_string(b) + ",Tk," +
+                     std::to_string(dim) + ") for query " + query.shape().str() + ", got " + t.shape().str());
+}
+
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -194,26 +201,32 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                      std::to_string(num_heads));
   if (!(options.dropout() >= 0.0 && options.dropout() < 1.0))
     throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout()));
-  if (options.kdim() < 0 || (options.kdim() != 0 && !options.cross_attention()))
-    throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) +
-                     " is only for cross-attention and must be positive");
+  for (std::int64_t dim : {options.kdim(), options.vdim()})
+    if (dim < 0 || (dim != 0 && !options.cross_attention()))
+      throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) + " and vdim " +
+                       std::to_string(options.vdim()) + " are only for cross-attention and must be positive");
   head_dim_ = d_model / num_heads;
   if (options.rotary_max_len() < 0 || (options.rotary_max_len() > 0 && options.cross_attention()))
     throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len()) +
                      " is only for self-attention and must not be negative");
+  const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
+  const std::int64_t vdim = options.vdim() > 0 ? options.vdim() : (options.kdim() > 0 ? kdim : d_model);
+  options_.kdim(kdim).vdim(vdim);
   Generator& gen = generator_or_default(options.generator());
-  auto linear = [&](std::int64_t in, std::int64_t out) {
-    return Linear(LinearOptions(in, out).bias(options.bias()).generator(&gen));
+  // Uniform in +-1/sqrt(fan_in), the draws Linear layers of these shapes would make.
+  auto draw = [&gen](const Shape& shape, std::int64_t fan_in) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    return uniform(shape, -bound, bound, gen);
   };
-  if (options.cross_attention()) {
-    const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
-    options_.kdim(kdim);
-    q_proj_ = register_module("q_proj", linear(d_model, d_model));
-    kv_proj_ = register_module("kv_proj", linear(kdim, 2 * d_model));
+  if (kdim == d_model && vdim == d_model) {
+    in_proj_weight_ = register_parameter("in_proj_weight", draw({3 * d_model, d_model}, d_model));
   } else {
-    qkv_proj_ = register_module("qkv_proj", linear(d_model, 3 * d_model));
+    q_proj_weight_ = register_parameter("q_proj_weight", draw({d_model, d_model}, d_model));
+    k_proj_weight_ = register_parameter("k_proj_weight", draw({d_model, kdim}, kdim));
+    v_proj_weight_ = register_parameter("v_proj_weight", draw({d_model, vdim}, vdim));
   }
-  out_proj_ = register_module("out_proj", linear(d_model, d_model));
+  if (options.bias()) in_proj_bias_ = register_parameter("in_proj_bias", draw({3 * d_model}, d_model));
+  out_proj_ = register_module("out_proj", Linear(LinearOptions(d_model, d_model).bias(options.bias()).generator(&gen)));
   if (options.rotary_max_len() > 0)
     rotary_ = register_module("rotary", RotaryEmbedding(head_dim_, options.rotary_max_len()));
   dropout_gen_.manual_seed(gen.next_u64());
@@ -222,39 +235,45 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
 
 AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key_value,
                                                 const AttentionForwardOptions& options) {
+  const bool cached = options.cache() != nullptr && options.cache()->k.defined();
+  if (options_.cross_attention() && key_value.defined() && !cached && query.dim() == 3)
+    check_memory(key_value, options_.kdim(), query.shape()[0], query, "key_value");
+  return forward(query, key_value, key_value, options);
+}
+
+AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                                const AttentionForwardOptions& options) {
   const bool cross = options_.cross_attention();
   if (query.dim() != 3 || query.shape()[2] != d_model_)
     throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
                      query.shape().str());
   const std::int64_t b = query.shape()[0];
   KVCache* cache = options.cache();
-  const auto& out = *out_proj_;
-  functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out.weight(), out.bias());
-  weights.dropout_p(options_.dropout()).training(is_training()).generator(&dropout_gen_);
+  functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out_proj_->weight(), out_proj_->bias());
+  weights.in_proj_weight(in_proj_weight_)
+      .q_proj_weight(q_proj_weight_)
+      .k_proj_weight(k_proj_weight_)
+      .v_proj_weight(v_proj_weight_)
+      .in_proj_bias(in_proj_bias_)
+      .dropout_p(options_.dropout())
+      .training(is_training())
+      .generator(&dropout_gen_);
   if (!cross) {
-    if (key_value.defined())
-      throw ValueError("MultiHeadAttention: built for self-attention (fused qkv_proj), but given a key_value "
-                       "sequence of shape " + key_value.shape().str() + "; build it with cross_attention = true");
-    weights.in_proj_weight(qkv_proj_->weight()).in_proj_bias(qkv_proj_->bias());
+    if (key.defined() || value.defined())
+      throw ValueError("MultiHeadAttention: built for self-attention, but given a key/value sequence of shape " +
+                       (key.defined() ? key : value).shape().str() + "; build it with cross_attention = true");
     if (rotary_) weights.rotary(rotary_.get());
     return functional::multi_head_attention_forward(query, query, query, weights, options);
   }
-  const Tensor& kv_weight = kv_proj_->weight();  // (2d, kdim): rows [W_k; W_v]
-  weights.q_proj_weight(q_proj_->weight())
-      .k_proj_weight(kv_weight.narrow(0, 0, d_model_))
-      .v_proj_weight(kv_weight.narrow(0, d_model_, d_model_));
-  if (q_proj_->bias().defined()) weights.in_proj_bias(concat({q_proj_->bias(), kv_proj_->bias()}, 0));
   if (cache != nullptr && cache->k.defined()) {
     // The memory's projections are cached: key and value are taken from there.
     return functional::multi_head_attention_forward(query, Tensor(), Tensor(), weights, options);
   }
-  if (!key_value.defined())
+  if (!key.defined() || !value.defined())
     throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
-  if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kdim())
-    throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
-                     std::to_string(options_.kdim()) + ") for query " + query.shape().str() + ", got " +
-                     key_value.shape().str());
-  return functional::multi_head_attention_forward(query, key_value, key_value, weights, options);
+  check_memory(key, options_.kdim(), b, query, "key");
+  check_memory(value, options_.vdim(), b, query, "value");
+  return functional::multi_head_attention_forward(query, key, value, weights, options);
 }
 
 }  // namespace tapegrad::nn

@@ -97,14 +97,15 @@ struct MultiHeadAttentionOptions {
   TAPEGRAD_ARG(std::int64_t, embed_dim);
   TAPEGRAD_ARG(std::int64_t, num_heads);
   TAPEGRAD_ARG(double, dropout) = 0.0;  // on the attention weights, in training mode only
-  TAPEGRAD_ARG(bool, bias) = true;      // biases in every projection
-  // false: self-attention, one fused projection qkv_proj = Linear(d, 3d).
-  // true: cross-attention, q_proj = Linear(d, d) for the queries and a fused
-  //       kv_proj = Linear(kdim, 2d) for the key/value sequence.
+  TAPEGRAD_ARG(bool, bias) = true;      // in_proj_bias and out_proj.bias
+  // false: self-attention, forward(x). true: cross-attention, forward(query, key_value) or
+  // forward(query, key, value); with a cache, the memory's projections are kept after the first call.
+  // The parameters do not depend on it (only on kdim and vdim), so one state dict serves both.
   TAPEGRAD_ARG(bool, cross_attention) = false;
-  // Feature size of the key/value sequence (cross-attention only); 0 means embed_dim. Keys and
-  // values come from one sequence, so PyTorch's kdim and vdim are one number here.
+  // Feature sizes of the keys and values (cross-attention only); 0 means embed_dim (torch's
+  // kdim, vdim). vdim 0 with kdim set means vdim = kdim (keys and values from one sequence).
   TAPEGRAD_ARG(std::int64_t, kdim) = 0;
+  TAPEGRAD_ARG(std::int64_t, vdim) = 0;
   // > 0: self-attention rotates q and k by rotary position embeddings (RoPE) for positions up
   // to this length; with a KV cache, the new positions continue from the cached length.
   TAPEGRAD_ARG(std::int64_t, rotary_max_len) = 0;
@@ -115,10 +116,17 @@ struct MultiHeadAttentionOptions {
 // Multi-head attention: heads of size head_dim = d_model / num_heads, computed together in the
 // (B, H, T, head_dim) layout (views of the projections, batched matmuls, one softmax).
 //   self:  query (B, Tq, d), key_value undefined      -> output (B, Tq, d)
-//   cross: query (B, Tq, d), key_value (B, Tk, kv_dim) -> output (B, Tq, d)
+//   cross: query (B, Tq, d), key_value (B, Tk, kdim)  -> output (B, Tq, d)
+//          (or key (B, Tk, kdim) and value (B, Tk, vdim))
 // The forward is functional::multi_head_attention_forward (functional.h) over the module's weights.
 // With options.cache, a causal mask is bottom-right aligned (the new queries follow the cached keys).
-// Children: "qkv_proj" (self) or "q_proj" and "kv_proj" (cross), then "out_proj" = Linear(d, d).
+// Parameters by torch.nn.MultiheadAttention's names, so its state dicts load by name:
+//   kdim = vdim = d (self or cross): "in_proj_weight" (3d, d), rows [W_q; W_k; W_v]
+//   otherwise:                       "q_proj_weight" (d, d), "k_proj_weight" (d, kdim), "v_proj_weight" (d, vdim)
+//   then "in_proj_bias" (3d) (with bias) and the child "out_proj" = Linear(d, d).
+// Each projection is a gemm over its weight or a view of the fused weight's row block. Weights and
+// biases start uniform in +-1/sqrt(fan_in), as the Linear layers they stand for (torch's
+// MultiheadAttention starts with xavier_uniform weights and zero biases instead).
 // The returned weights are per head, (B, H, Tq, Tk), before dropout (for pictures).
 class MultiHeadAttentionImpl : public Module {
  public:
@@ -128,14 +136,21 @@ class MultiHeadAttentionImpl : public Module {
 
   AttentionResult forward(const Tensor& query, const Tensor& key_value = Tensor(),
                           const AttentionForwardOptions& options = {});
+  // Cross-attention with keys and values from different tensors (kdim and vdim may differ).
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const AttentionForwardOptions& options = {});
 
   std::int64_t d_model() const { return d_model_; }
   std::int64_t num_heads() const { return num_heads_; }
   std::int64_t head_dim() const { return head_dim_; }
   bool is_cross_attention() const { return options_.cross_attention(); }
-  const Linear& qkv_proj() const { return qkv_proj_; }  // empty for cross-attention
-  const Linear& q_proj() const { return q_proj_; }      // empty for self-attention
-  const Linear& kv_proj() const { return kv_proj_; }    // empty for self-attention
+  // torch's _qkv_same_embed_dim: the projections are the row blocks of in_proj_weight.
+  bool qkv_same_embed_dim() const { return in_proj_weight_.defined(); }
+  const Tensor& in_proj_weight() const { return in_proj_weight_; }  // undefined unless qkv_same_embed_dim
+  const Tensor& q_proj_weight() const { return q_proj_weight_; }    // undefined when qkv_same_embed_dim
+  const Tensor& k_proj_weight() const { return k_proj_weight_; }
+  const Tensor& v_proj_weight() const { return v_proj_weight_; }
+  const Tensor& in_proj_bias() const { return in_proj_bias_; }  // undefined without bias
   const Linear& out_proj() const { return out_proj_; }
   const MultiHeadAttentionOptions& options() const { return options_; }
 
@@ -144,9 +159,7 @@ class MultiHeadAttentionImpl : public Module {
   std::int64_t num_heads_;
   std::int64_t head_dim_;
   MultiHeadAttentionOptions options_;
-  Linear qkv_proj_{nullptr};
-  Linear q_proj_{nullptr};
-  Linear kv_proj_{nullptr};
+  Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;
   Linear out_proj_{nullptr};
   RotaryEmbedding rotary_{nullptr};  // empty unless options.rotary_max_len > 0
   Generator dropout_gen_;            // seeded from the construction generator, so a run is reproducible
