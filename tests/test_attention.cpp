@@ -12,6 +12,7 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
 
 namespace {
@@ -22,14 +23,6 @@ bool has_nan(const Tensor& t) {
   for (double x : t.to_vector<double>())
     if (std::isnan(x)) return true;
   return false;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
 }
 
 // The q, k or v projection (block 0, 1, 2) restricted to the n output rows from start, applied to

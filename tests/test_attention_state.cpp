@@ -14,16 +14,9 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::max_abs_diff;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 // The module's weights as functional options.
 nn::functional::MultiHeadAttentionForwardFuncOptions functional_options(const nn::MultiHeadAttention& m) {

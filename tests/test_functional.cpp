@@ -12,18 +12,11 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
 namespace F = tapegrad::nn::functional;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 Tensor f64(const std::vector<double>& values, const Shape& shape) { return from_vector(values, shape); }
 

@@ -12,19 +12,12 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
 
 // Bool (Tq, Tk), true where query i may see key j: j <= i + offset.
 Tensor causal_keep(std::int64_t tq, std::int64_t tk, std::int64_t offset) {
