@@ -33,60 +33,51 @@ nn::functional::MultiHeadAttentionForwardFuncOptions functional_options(const nn
 // torch.manual_seed(1), the output from m(query, key, value, need_weights=False).
 // torch.nn.MultiheadAttention(4, 2, batch_first=True).state_dict()
 const std::vector<std::pair<std::string, std::pair<Shape, std::vector<double>>>> same_state = {
-    {"in_proj_weight", {Shape{12, 4}, {
-        -0.25, 0.375, -1.0, -0.875, -0.375, 0.5, 0.75, 0.75, 0.25, -1.0, 0.375, 0.875, -0.125, 0.5, 0.375,
-        -0.625, -0.75, -0.875, 0.0, -0.375, -0.875, -0.375, 0.25, -0.75, 0.625, 0.625, 0.625, 0.25, 0.0, 0.375,
-        0.875, 0.75, -0.625, 0.625, 0.875, -0.125, 0.25, -0.125, 0.125, -0.625, 1.0, -0.75, -0.75, 0.25, -0.875,
-        -0.125, -0.375, 0.0}}},
-    {"in_proj_bias", {Shape{12}, {
-        0.375, 0.5, 0.0, 0.875, -1.0, 0.125, -0.25, -0.125, 1.0, 0.75, 0.625, -0.25}}},
-    {"out_proj.weight", {Shape{4, 4}, {
-        0.25, -0.5, 0.625, 0.375, -0.125, 0.875, -0.25, -0.5, -0.375, 0.75, 0.875, 0.625, 0.125, -0.5, 1.0,
-        -0.75}}},
-    {"out_proj.bias", {Shape{4}, {
-        0.125, 0.125, 0.25, 0.25}}},
+    {"in_proj_weight",
+     {Shape{12, 4}, {-0.25,  0.375,  -1.0,  -0.875, -0.375, 0.5,    0.75,  0.75,   0.25,   -1.0,   0.375,  0.875,
+                     -0.125, 0.5,    0.375, -0.625, -0.75,  -0.875, 0.0,   -0.375, -0.875, -0.375, 0.25,   -0.75,
+                     0.625,  0.625,  0.625, 0.25,   0.0,    0.375,  0.875, 0.75,   -0.625, 0.625,  0.875,  -0.125,
+                     0.25,   -0.125, 0.125, -0.625, 1.0,    -0.75,  -0.75, 0.25,   -0.875, -0.125, -0.375, 0.0}}},
+    {"in_proj_bias", {Shape{12}, {0.375, 0.5, 0.0, 0.875, -1.0, 0.125, -0.25, -0.125, 1.0, 0.75, 0.625, -0.25}}},
+    {"out_proj.weight",
+     {Shape{4, 4},
+      {0.25, -0.5, 0.625, 0.375, -0.125, 0.875, -0.25, -0.5, -0.375, 0.75, 0.875, 0.625, 0.125, -0.5, 1.0, -0.75}}},
+    {"out_proj.bias", {Shape{4}, {0.125, 0.125, 0.25, 0.25}}},
 };
 // (1, 2, 4)
-const std::vector<double> same_query = {
-    0.0, 0.25, 0.125, 0.5, 0.25, 0.375, -0.875, -0.875};
+const std::vector<double> same_query = {0.0, 0.25, 0.125, 0.5, 0.25, 0.375, -0.875, -0.875};
 // (1, 3, 4)
-const std::vector<double> same_key = {
-    -0.625, 0.625, 0.75, 0.125, 0.625, 0.625, 0.625, 0.625, 0.375, -0.125, 0.625, 0.75};
+const std::vector<double> same_key = {-0.625, 0.625, 0.75,  0.125,  0.625, 0.625,
+                                      0.625,  0.625, 0.375, -0.125, 0.625, 0.75};
 // (1, 3, 4)
-const std::vector<double> same_value = {
-    -0.375, 0.25, -0.875, 0.625, 0.375, -0.5, -0.125, 0.75, 0.625, 0.25, -1.0, 0.25};
+const std::vector<double> same_value = {-0.375, 0.25, -0.875, 0.625, 0.375, -0.5,
+                                        -0.125, 0.75, 0.625,  0.25,  -1.0,  0.25};
 // (1, 2, 4)
-const std::vector<double> same_out = {
-    0.910799384468061, 0.07871300538892108, 1.5269915023249236, 1.7992672802054113, 0.8251631077214986,
-    0.13330951400114832, 1.619357691590686, 1.579508025332769};
+const std::vector<double> same_out = {0.910799384468061,  0.07871300538892108, 1.5269915023249236, 1.7992672802054113,
+                                      0.8251631077214986, 0.13330951400114832, 1.619357691590686,  1.579508025332769};
 // torch.nn.MultiheadAttention(4, 2, batch_first=True, kdim=3, vdim=2).state_dict()
 const std::vector<std::pair<std::string, std::pair<Shape, std::vector<double>>>> separate_state = {
-    {"q_proj_weight", {Shape{4, 4}, {
-        -1.0, -0.75, 0.5, 0.875, 0.5, -0.375, 0.25, -0.875, -0.75, 1.0, 0.875, 0.5, -1.0, -0.875, 0.75, 0.25}}},
-    {"k_proj_weight", {Shape{4, 3}, {
-        0.0, 0.75, 1.0, 0.0, -0.625, 0.5, -0.625, -0.625, -0.625, -0.625, 0.125, -0.125}}},
-    {"v_proj_weight", {Shape{4, 2}, {
-        -0.625, 0.5, 0.75, 0.5, -0.125, -0.375, 1.0, 0.875}}},
-    {"in_proj_bias", {Shape{12}, {
-        0.5, 0.75, 0.375, 0.625, 0.875, -0.5, -0.375, 0.5, -0.25, 1.0, 1.0, 0.125}}},
-    {"out_proj.weight", {Shape{4, 4}, {
-        0.25, 0.0, 0.0, 0.375, -0.5, -0.25, -0.375, 1.0, 0.5, -0.625, 1.0, -1.0, 0.75, 0.75, -0.875, -1.0}}},
-    {"out_proj.bias", {Shape{4}, {
-        0.375, -0.75, 0.625, -0.375}}},
+    {"q_proj_weight",
+     {Shape{4, 4},
+      {-1.0, -0.75, 0.5, 0.875, 0.5, -0.375, 0.25, -0.875, -0.75, 1.0, 0.875, 0.5, -1.0, -0.875, 0.75, 0.25}}},
+    {"k_proj_weight", {Shape{4, 3}, {0.0, 0.75, 1.0, 0.0, -0.625, 0.5, -0.625, -0.625, -0.625, -0.625, 0.125, -0.125}}},
+    {"v_proj_weight", {Shape{4, 2}, {-0.625, 0.5, 0.75, 0.5, -0.125, -0.375, 1.0, 0.875}}},
+    {"in_proj_bias", {Shape{12}, {0.5, 0.75, 0.375, 0.625, 0.875, -0.5, -0.375, 0.5, -0.25, 1.0, 1.0, 0.125}}},
+    {"out_proj.weight",
+     {Shape{4, 4},
+      {0.25, 0.0, 0.0, 0.375, -0.5, -0.25, -0.375, 1.0, 0.5, -0.625, 1.0, -1.0, 0.75, 0.75, -0.875, -1.0}}},
+    {"out_proj.bias", {Shape{4}, {0.375, -0.75, 0.625, -0.375}}},
 };
 // (1, 2, 4)
-const std::vector<double> separate_query = {
-    0.0, -1.0, -0.625, -0.375, -0.875, 0.125, 1.0, -0.375};
+const std::vector<double> separate_query = {0.0, -1.0, -0.625, -0.375, -0.875, 0.125, 1.0, -0.375};
 // (1, 3, 3)
-const std::vector<double> separate_key = {
-    -0.125, -0.625, -0.625, 0.75, -1.0, 0.375, -0.625, -0.625, -0.25};
+const std::vector<double> separate_key = {-0.125, -0.625, -0.625, 0.75, -1.0, 0.375, -0.625, -0.625, -0.25};
 // (1, 3, 2)
-const std::vector<double> separate_value = {
-    0.125, 0.875, -0.125, 0.5, 0.0, 1.0};
+const std::vector<double> separate_value = {0.125, 0.875, -0.125, 0.5, 0.0, 1.0};
 // (1, 2, 4)
-const std::vector<double> separate_out = {
-    0.6957934914543438, -0.6489732595899029, -0.18591657408945617, -0.679464357545084, 0.776961673103743,
-    -0.4019884774060676, -0.4718347324195986, -0.8374240789056495};
+const std::vector<double> separate_out = {0.6957934914543438,  -0.6489732595899029, -0.18591657408945617,
+                                          -0.679464357545084,  0.776961673103743,   -0.4019884774060676,
+                                          -0.4718347324195986, -0.8374240789056495};
 
 NamedTensors state_of(const std::vector<std::pair<std::string, std::pair<Shape, std::vector<double>>>>& entries) {
   NamedTensors state;
@@ -104,7 +95,8 @@ TEST_CASE("attention: parameter names of self- and cross-attention are torch.nn.
     return names;
   };
   nn::MultiHeadAttention self(8, 2);
-  CHECK(names_of(self) == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
+  CHECK(names_of(self) ==
+        std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});
   CHECK(self->in_proj_weight().shape() == Shape{24, 8});
   CHECK(self->in_proj_bias().shape() == Shape{24});
   // Cross-attention with kdim = vdim = embed_dim has the same parameters as self-attention.
@@ -134,12 +126,12 @@ TEST_CASE("attention: a state dict moves between self- and cross-attention") {
   // Cross-attention projects q through the first row block and k, v through the other two.
   Tensor mem = randn({2, 3, 8}, gen, kFloat64);
   const Tensor& w = cross->in_proj_weight();
-  auto blocks = nn::functional::MultiHeadAttentionForwardFuncOptions(2, cross->out_proj()->weight(),
-                                                                     cross->out_proj()->bias())
-                    .q_proj_weight(w.narrow(0, 0, 8))
-                    .k_proj_weight(w.narrow(0, 8, 8))
-                    .v_proj_weight(w.narrow(0, 16, 8))
-                    .in_proj_bias(cross->in_proj_bias());
+  auto blocks =
+      nn::functional::MultiHeadAttentionForwardFuncOptions(2, cross->out_proj()->weight(), cross->out_proj()->bias())
+          .q_proj_weight(w.narrow(0, 0, 8))
+          .k_proj_weight(w.narrow(0, 8, 8))
+          .v_proj_weight(w.narrow(0, 16, 8))
+          .in_proj_bias(cross->in_proj_bias());
   CHECK(max_abs_diff(cross(x, mem).output, nn::functional::multi_head_attention_forward(x, mem, mem, blocks).output) ==
         0.0);
 }
@@ -167,9 +159,9 @@ TEST_CASE("attention: loads a torch.nn.MultiheadAttention state dict by name and
     nn::MultiHeadAttention m{nn::MultiHeadAttentionOptions(4, 2).cross_attention(true)};
     m->to(kFloat64);
     m->load_state_dict(state_of(same_state));
-    Tensor out = m(from_vector(same_query, {1, 2, 4}), from_vector(same_key, {1, 3, 4}),
-                   from_vector(same_value, {1, 3, 4}))
-                     .output;
+    Tensor out =
+        m(from_vector(same_query, {1, 2, 4}), from_vector(same_key, {1, 3, 4}), from_vector(same_value, {1, 3, 4}))
+            .output;
     CHECK(max_abs_diff(out, from_vector(same_out, {1, 2, 4})) < 1e-12);
     // The same state dict loads into self-attention.
     nn::MultiHeadAttention self(4, 2);

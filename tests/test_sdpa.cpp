@@ -12,8 +12,8 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
-using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
+using tapegrad::testing::max_abs_diff;
 
 namespace {
 
@@ -95,9 +95,9 @@ TEST_CASE("sdpa: causal alignment top-left (torch's default) and bottom-right, h
 TEST_CASE("sdpa: scale, and attn_mask as torch's (Bool = may attend, float = added)") {
   const HandWorked hw;
   // scale 1: scores (0, 2 ln 3), weights (1/10, 9/10), output (0.2 + 5.4, 0.4 + 10.8).
-  check_values(nn::scaled_dot_product_attention(hw.q(1), hw.k(2), hw.v(2), nn::AttentionForwardOptions().scale(1.0))
-                   .output,
-               {5.6, 11.2}, 1e-12);
+  check_values(
+      nn::scaled_dot_product_attention(hw.q(1), hw.k(2), hw.v(2), nn::AttentionForwardOptions().scale(1.0)).output,
+      {5.6, 11.2}, 1e-12);
   // Bool attn_mask excluding k1: weights (1/2, 0, 1/2), output (1, 2).
   Tensor keep = from_vector(std::vector<bool>{true, false, true}, {1, 3});
   check_values(
@@ -114,11 +114,12 @@ TEST_CASE("sdpa: scale, and attn_mask as torch's (Bool = may attend, float = add
   Tensor v = randn({2, 3, 6, 2}, gen, kFloat64), bias = randn({4, 6}, gen, kFloat64);
   Tensor keep2 = gt(randn({3, 4, 6}, gen, kFloat64), -0.5);
   keep2 = logical_or(keep2, causal_keep(4, 6, 0));  // every row keeps a key
-  CHECK(max_abs_diff(nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().attn_mask(keep2)).output,
-                     nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().keep_mask(keep2)).output) ==
-        0.0);
-  CHECK(max_abs_diff(nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().attn_mask(bias)).output,
-                     nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().additive_mask(bias)).output) ==
+  CHECK(max_abs_diff(
+            nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().attn_mask(keep2)).output,
+            nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().keep_mask(keep2)).output) == 0.0);
+  CHECK(max_abs_diff(
+            nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().attn_mask(bias)).output,
+            nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().additive_mask(bias)).output) ==
         0.0);
   CHECK_THROWS_WITH_AS(
       nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().attn_mask(bias).keep_mask(keep2)),
@@ -165,16 +166,16 @@ TEST_CASE("sdpa: 3-D, 4-D and 5-D inputs with broadcast leading axes equal the f
 TEST_CASE("sdpa: key_padding_mask on 3-D and 5-D inputs pads keys of the first axis's batch") {
   Generator gen(13);
   Tensor pad = from_vector(std::vector<bool>{false, false, true, false, true, true}, {2, 3});  // (B, Tk)
-  Tensor keep3 = logical_not(pad).reshape({2, 1, 3});                                         // (B, 1, Tk)
+  Tensor keep3 = logical_not(pad).reshape({2, 1, 3});                                          // (B, 1, Tk)
   Tensor q = randn({2, 4, 5}, gen, kFloat64), k = randn({2, 3, 5}, gen, kFloat64), v = randn({2, 3, 2}, gen, kFloat64);
-  CHECK(max_abs_diff(nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().key_padding_mask(pad))
-                         .output,
-                     reference(q, k, v, 1.0 / std::sqrt(5.0), keep3)) < 1e-12);
+  CHECK(max_abs_diff(
+            nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().key_padding_mask(pad)).output,
+            reference(q, k, v, 1.0 / std::sqrt(5.0), keep3)) < 1e-12);
   Tensor q5 = randn({2, 2, 2, 4, 5}, gen, kFloat64), k5 = randn({2, 2, 2, 3, 5}, gen, kFloat64);
   Tensor v5 = randn({2, 2, 2, 3, 2}, gen, kFloat64);
-  CHECK(max_abs_diff(nn::scaled_dot_product_attention(q5, k5, v5, nn::AttentionForwardOptions().key_padding_mask(pad))
-                         .output,
-                     reference(q5, k5, v5, 1.0 / std::sqrt(5.0), keep3.reshape({2, 1, 1, 1, 3}))) < 1e-12);
+  CHECK(max_abs_diff(
+            nn::scaled_dot_product_attention(q5, k5, v5, nn::AttentionForwardOptions().key_padding_mask(pad)).output,
+            reference(q5, k5, v5, 1.0 / std::sqrt(5.0), keep3.reshape({2, 1, 1, 1, 3}))) < 1e-12);
   CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(ones({4, 5}), ones({3, 5}), ones({3, 2}),
                                                         nn::AttentionForwardOptions().key_padding_mask(pad)),
                        "scaled_dot_product_attention: key_padding_mask (B, Tk) needs a batch axis, but the scores "
@@ -195,7 +196,8 @@ TEST_CASE("sdpa: float64 gradcheck of the new paths (ranks, scale, both mask kin
         {q, k, v, add});
   }
   SUBCASE("3-D, Bool attn_mask, top-left with Tq > Tk") {
-    Tensor q = randn({2, 5, 4}, gen, kFloat64), k = randn({2, 3, 4}, gen, kFloat64), v = randn({2, 3, 2}, gen, kFloat64);
+    Tensor q = randn({2, 5, 4}, gen, kFloat64), k = randn({2, 3, 4}, gen, kFloat64),
+           v = randn({2, 3, 2}, gen, kFloat64);
     Tensor keep = from_vector(std::vector<bool>{true, false, true}, {3});
     check_gradients(
         [&](const TensorList& in) {
@@ -205,7 +207,8 @@ TEST_CASE("sdpa: float64 gradcheck of the new paths (ranks, scale, both mask kin
         {q, k, v});
   }
   SUBCASE("3-D, causal only (the fused path), both alignments") {
-    Tensor q = randn({2, 3, 4}, gen, kFloat64), k = randn({2, 4, 4}, gen, kFloat64), v = randn({2, 4, 2}, gen, kFloat64);
+    Tensor q = randn({2, 3, 4}, gen, kFloat64), k = randn({2, 4, 4}, gen, kFloat64),
+           v = randn({2, 4, 2}, gen, kFloat64);
     for (nn::CausalAlignment a : {nn::CausalAlignment::TopLeft, nn::CausalAlignment::BottomRight})
       check_gradients(
           [&](const TensorList& in) { return nn::scaled_dot_product_attention(in[0], in[1], in[2], causal(a)).output; },

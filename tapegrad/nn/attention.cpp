@@ -88,8 +88,8 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
       throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
                       dtype_name(pad.dtype()));
     if (rank < 3)
-      throw ShapeError(std::string(kSdpa) + ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape " +
-                       scores.str());
+      throw ShapeError(std::string(kSdpa) +
+                       ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape " + scores.str());
     const std::int64_t b = scores[0];
     if (pad.shape() != Shape{b, tk})
       throw ShapeError(std::string(kSdpa) + ": key_padding_mask must have shape (B, Tk) = " + Shape{b, tk}.str() +

@@ -82,7 +82,8 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
   KVCache* cache = attention.cache();
   const bool reuse_cache = !key.defined() && !value.defined();
   if (reuse_cache && (cache == nullptr || !cache->k.defined()))
-    throw ValueError(std::string(kMha) + ": key and value are undefined and there is no filled cache to take them from");
+    throw ValueError(std::string(kMha) +
+                     ": key and value are undefined and there is no filled cache to take them from");
   if (!reuse_cache) {
     if (!key.defined() || !value.defined() || key.dim() != 3 || value.dim() != 3 || key.size(0) != b ||
         value.size(0) != b || key.size(1) != value.size(1))
