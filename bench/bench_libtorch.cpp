@@ -144,8 +144,9 @@ void run_w1(const bench::Options& opt) {
 }
 
 // ---------------------------------------------------------------- transformer parts
-// Multi-head attention as tapegrad's MultiHeadAttention: self-attention has one fused
-// qkv_proj = Linear(d, 3d); cross-attention q_proj = Linear(d, d) and kv_proj = Linear(d, 2d).
+// Multi-head attention computed as tapegrad's MultiHeadAttention does (gemms over the row blocks of
+// its in_proj_weight): self-attention one fused Linear(d, 3d); cross-attention Linear(d, d) for the
+// queries and a fused Linear(d, 2d) for keys and values. Parameter names here are this benchmark's own.
 struct AttentionImpl : torch::nn::Module {
   std::int64_t d, heads;
   bool cross;

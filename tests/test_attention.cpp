@@ -12,6 +12,7 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
 
 namespace {
@@ -24,37 +25,29 @@ bool has_nan(const Tensor& t) {
   return false;
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double m = 0.0;
-  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
-
-// Rows [start, start + n) of a projection's weight and bias applied to x: (B, T, in) -> (B, T, n).
-Tensor project_rows(const nn::Linear& proj, const Tensor& x, std::int64_t start, std::int64_t n) {
-  Tensor y = matmul(x, proj->weight().narrow(0, start, n).mT());
-  return proj->bias().defined() ? y + proj->bias().narrow(0, start, n) : y;
+// The q, k or v projection (block 0, 1, 2) restricted to the n output rows from start, applied to
+// x: (B, T, in) -> (B, T, n); the weight is in_proj_weight's row block or the separate weight.
+Tensor project_rows(const nn::MultiHeadAttention& m, std::int64_t block, const Tensor& x, std::int64_t start,
+                    std::int64_t n) {
+  const std::int64_t d = m->d_model();
+  const Tensor w = m->qkv_same_embed_dim()
+                       ? m->in_proj_weight().narrow(0, block * d, d)
+                       : std::vector<Tensor>{m->q_proj_weight(), m->k_proj_weight(), m->v_proj_weight()}[block];
+  Tensor y = matmul(x, w.narrow(0, start, n).mT());
+  return m->in_proj_bias().defined() ? y + m->in_proj_bias().narrow(0, block * d + start, n) : y;
 }
 
 // The seed's list-of-heads formulation: one head at a time, heads concatenated, then out_proj.
 // excluded: Bool (B, Tq, Tk), true = masked, or undefined. No fully masked rows.
 Tensor per_head_reference(const nn::MultiHeadAttention& m, const Tensor& xq, const Tensor& xkv,
                           const Tensor& excluded) {
-  const std::int64_t d = m->d_model(), dh = m->head_dim();
+  const std::int64_t dh = m->head_dim();
+  const Tensor& mem = m->is_cross_attention() ? xkv : xq;
   std::vector<Tensor> heads;
   for (std::int64_t h = 0; h < m->num_heads(); ++h) {
-    Tensor q, k, v;  // (B, T, Dh)
-    if (m->is_cross_attention()) {
-      q = project_rows(m->q_proj(), xq, h * dh, dh);
-      k = project_rows(m->kv_proj(), xkv, h * dh, dh);
-      v = project_rows(m->kv_proj(), xkv, d + h * dh, dh);
-    } else {
-      q = project_rows(m->qkv_proj(), xq, h * dh, dh);
-      k = project_rows(m->qkv_proj(), xq, d + h * dh, dh);
-      v = project_rows(m->qkv_proj(), xq, 2 * d + h * dh, dh);
-    }
+    const Tensor q = project_rows(m, 0, xq, h * dh, dh);  // (B, T, Dh)
+    const Tensor k = project_rows(m, 1, mem, h * dh, dh);
+    const Tensor v = project_rows(m, 2, mem, h * dh, dh);
     Tensor scores = matmul(q, k.mT()) / std::sqrt(static_cast<double>(dh));  // (B, Tq, Tk)
     if (excluded.defined()) scores = where(logical_not(excluded), scores, -kInf);
     heads.push_back(matmul(softmax(scores, -1), v));
@@ -87,10 +80,15 @@ TEST_CASE("attention: scaled dot product on hand-worked numbers") {
   check_values(r.weights, {0.25, 0.75}, 1e-12);
   CHECK_FALSE(nn::scaled_dot_product_attention(q, k, v).weights.defined());
 
-  // Causal with Tq = 1 < Tk = 2: the one query is the last position and sees both keys.
+  // Causal with Tq = 1 < Tk = 2, bottom-right aligned: the one query is the last position and sees
+  // both keys; top-left aligned (the default, torch's), it is position 0 and sees key 0 only.
   nn::AttentionForwardOptions causal;
   causal.is_causal(true);
-  check_values(nn::scaled_dot_product_attention(q, k, v, causal).output, {5.0, 10.0}, 1e-12);
+  check_values(nn::scaled_dot_product_attention(q, k, v, causal).output, {2.0, 4.0}, 1e-12);
+  check_values(nn::scaled_dot_product_attention(
+                   q, k, v, nn::AttentionForwardOptions(causal).causal_alignment(nn::CausalAlignment::BottomRight))
+                   .output,
+               {5.0, 10.0}, 1e-12);
   // Two queries, Tq = Tk: the first sees only key 0 (output v0), the second both.
   Tensor q2 = ones({1, 1, 2, 4}, kFloat64);
   auto rc = nn::scaled_dot_product_attention(q2, k, v, nn::AttentionForwardOptions(causal).need_weights(true));
@@ -139,20 +137,6 @@ TEST_CASE("attention: vectorised heads equal a per-head loop, self and cross") {
     check_values(r.weights.sum({-1}), std::vector<double>(12, 1.0), 1e-12);
     CHECK(max_abs_diff(r.output, per_head_reference(m, xq, mem, Tensor())) < 1e-12);
   }
-}
-
-TEST_CASE("attention: parameter names of self- and cross-attention") {
-  manual_seed(0);
-  nn::MultiHeadAttention self(8, 2);
-  std::vector<std::string> names;
-  for (const auto& p : self->named_parameters()) names.push_back(p.first);
-  CHECK(names == std::vector<std::string>{"qkv_proj.weight", "qkv_proj.bias", "out_proj.weight", "out_proj.bias"});
-  CHECK(self->qkv_proj()->weight().shape() == Shape{24, 8});
-  nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true).bias(false)};
-  names.clear();
-  for (const auto& p : cross->named_parameters()) names.push_back(p.first);
-  CHECK(names == std::vector<std::string>{"q_proj.weight", "kv_proj.weight", "out_proj.weight"});
-  CHECK(cross->kv_proj()->weight().shape() == Shape{16, 8});
 }
 
 TEST_CASE("attention: causal outputs at positions <= t ignore later tokens") {
@@ -304,6 +288,7 @@ TEST_CASE("attention: float64 gradcheck of scaled dot product attention with mas
   Tensor bias = randn({3, 4}, gen, kFloat64);
   nn::AttentionForwardOptions masks;
   masks.is_causal(true);
+  masks.causal_alignment(nn::CausalAlignment::BottomRight);  // Tq = 3 < Tk = 4
   masks.key_padding_mask(from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4}));
   check_gradients(
       [&](const TensorList& in) {
@@ -374,7 +359,7 @@ TEST_CASE("attention: errors name the op and the shapes") {
   CHECK_THROWS_AS(m(ones({2, 3, 8}), Tensor(), float_keep), TypeError);
   CHECK_THROWS_WITH_AS(nn::scaled_dot_product_attention(ones({1, 2, 3, 4}), ones({1, 2, 5, 3}), ones({1, 2, 5, 4})),
                        "scaled_dot_product_attention: q (1,2,3,4), k (1,2,5,3) and v (1,2,5,4) do not fit "
-                       "(B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)",
+                       "(..., Tq, D), (..., Tk, D), (..., Tk, Dv)",
                        ShapeError);
   nn::MultiHeadAttention cross{nn::MultiHeadAttentionOptions(8, 2).cross_attention(true)};
   CHECK_THROWS_AS(cross(ones({2, 3, 8})), ValueError);

@@ -70,6 +70,46 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
                        "SinusoidalPositionalEncoding: max_len and dim must be positive, got 0 and 4", ValueError);
 }
 
+TEST_CASE("positions: sinusoidal table in the model's dtype, with a base option") {
+  CHECK(nn::SinusoidalPositionalEncodingOptions(8, 6).base() == 10000.0);
+  const std::int64_t max_len = 7, dim = 5;
+  const double base = 100.0;
+  nn::SinusoidalPositionalEncoding pe{nn::SinusoidalPositionalEncodingOptions(max_len, dim).base(base)};
+  CHECK(pe->base() == base);
+  // The formula in double: PE[pos, 2i] = sin(pos / base^(2i / dim)), PE[pos, 2i + 1] = cos(the same).
+  std::vector<double> expected;
+  for (std::int64_t pos = 0; pos < max_len; ++pos)
+    for (std::int64_t j = 0; j < dim; ++j) {
+      const double a = static_cast<double>(pos) / std::pow(base, static_cast<double>(2 * (j / 2)) / dim);
+      expected.push_back(j % 2 == 0 ? std::sin(a) : std::cos(a));
+    }
+  // float32 by default: each value the double one rounded once.
+  CHECK(pe->table().dtype() == kFloat32);
+  const std::vector<double> f32 = pe->table().to_vector<double>();
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(f32[i] == static_cast<double>(static_cast<float>(expected[i])));
+  // After Module::to(kFloat64): the double values themselves, not the float32 ones widened; in the
+  // table, in the state dict's buffer and in forward.
+  pe->to(kFloat64);
+  CHECK(pe->table().dtype() == kFloat64);
+  const std::vector<double> f64 = pe->table().to_vector<double>();
+  int widened = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    CHECK(f64[i] == doctest::Approx(expected[i]).epsilon(1e-15));
+    if (f64[i] != expected[i] && f64[i] == f32[i]) ++widened;
+  }
+  CHECK(widened == 0);
+  const Tensor& buffer = pe->state_dict().front().second;
+  CHECK(buffer.dtype() == kFloat64);
+  CHECK(buffer.to_vector<double>() == f64);
+  check_values(pe(zeros({1, max_len, dim}, kFloat64)), expected, 1e-15);
+  // Back to float32: rounded from the doubles again.
+  pe->to(kFloat32);
+  CHECK(pe->table().to_vector<double>() == f32);
+  CHECK_THROWS_WITH_AS(nn::SinusoidalPositionalEncoding(nn::SinusoidalPositionalEncodingOptions(4, 4).base(0.0)),
+                       "SinusoidalPositionalEncoding: base must be positive, got 0", ValueError);
+}
+
 // ---------------------------------------------------------------- learned
 
 TEST_CASE("positions: learned position embedding adds rows and trains them") {

@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "tapegrad/nn/functional.h"
+#include "tapegrad/nn/similarity.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;

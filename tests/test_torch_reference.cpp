@@ -88,7 +88,7 @@ std::string multi_index(std::int64_t flat, const Shape& shape) {
 // One tensor compared with PyTorch's. message names the case, the tensor and the worst element.
 struct Comparison {
   bool ok = true;
-  std::string tensor;  // e.g. "param_grads[qkv_proj.weight]"
+  std::string tensor;  // e.g. "param_grads[in_proj_weight]"
   std::string message;
 };
 
@@ -392,13 +392,13 @@ TEST_CASE("torch reference: a wrong parameter, value or gradient is reported wit
   }
   SUBCASE("a parameter off by 1e-7 changes the output and the gradients") {
     json c = original;
-    json& data = c["params"]["qkv_proj.weight"]["data"];
+    json& data = c["params"]["in_proj_weight"]["data"];
     data[5] = data[5].get<double>() + 1e-7;  // row 0 (queries of head 0), column 5
     const std::vector<Comparison> results = evaluate_case("mha_self", c);
     CHECK_FALSE(find(results, "outputs[output]").ok);
     CHECK_FALSE(find(results, "outputs[weights]").ok);
     CHECK_FALSE(find(results, "input_grads[query]").ok);
-    CHECK_FALSE(find(results, "param_grads[qkv_proj.weight]").ok);
+    CHECK_FALSE(find(results, "param_grads[in_proj_weight]").ok);
   }
   SUBCASE("a wrong input gradient and a missing gradient are reported") {
     const json& expected = original.at("input_grads").at("query");

@@ -72,11 +72,11 @@ TEST_CASE("transformer: stacks name their layers and keep decoder outputs causal
   nn::TransformerEncoder encoder(tiny(true), /*num_layers=*/2);
   nn::TransformerDecoder decoder(tiny(true), /*num_layers=*/2);
   const auto names = encoder->named_parameters();
-  CHECK(names.front().first == "layers.0.self_attn.qkv_proj.weight");
+  CHECK(names.front().first == "layers.0.self_attn.in_proj_weight");
   CHECK(names.back().first == "norm.bias");
   bool has_cross = false;
   for (const auto& entry : decoder->named_parameters())
-    has_cross = has_cross || entry.first == "layers.1.cross_attn.q_proj.weight";
+    has_cross = has_cross || entry.first == "layers.1.cross_attn.in_proj_weight";
   CHECK(has_cross);
   nn::TransformerEncoder post(tiny(false), /*num_layers=*/1);
   CHECK(post->named_parameters().back().first == "layers.0.norm2.bias");  // no final norm after post-norm

@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -85,6 +86,15 @@ inline bool any_nan(const Tensor& t) {
   for (double v : t.to_vector<double>())
     if (std::isnan(v)) return true;
   return false;
+}
+
+// The largest |a - b| over the elements (the shapes must match).
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double m = 0.0;
+  for (std::size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
 }
 
 // The names of named tensors, in order.

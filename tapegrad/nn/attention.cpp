@@ -4,16 +4,14 @@
 #include <limits>
 #include <string>
 
+#include "tapegrad/nn/functional.h"
+
 namespace tapegrad::nn {
 
 namespace {
 
 constexpr const char* kSdpa = "scaled_dot_product_attention";
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
-
-std::string dims_str(std::int64_t b, std::int64_t h, std::int64_t tq, std::int64_t tk) {
-  return Shape{b, h, tq, tk}.str();
-}
 
 // True when `mask` broadcasts to `target` with NumPy's rules (without widening target).
 bool broadcasts_to(const Shape& mask, const Shape& target) {
@@ -26,29 +24,61 @@ bool broadcasts_to(const Shape& mask, const Shape& target) {
 
 Tensor or_masks(const Tensor& acc, const Tensor& more) { return acc.defined() ? logical_or(acc, more) : more; }
 
-void check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank 4 (B, H, T, D), got " + q.shape().str() + ", " +
-                     k.shape().str() + ", " + v.shape().str());
+// x's shape without its last two axes.
+Shape leading(const Tensor& x) {
+  Shape s = x.shape();
+  s.pop_back();
+  s.pop_back();
+  return s;
+}
+
+// Checks q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) and returns the scores' shape
+// (L..., Tq, Tk), L the broadcast of the three leading shapes.
+Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
+    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank >= 2 (..., T, D), got " + q.shape().str() +
+                     ", " + k.shape().str() + ", " + v.shape().str());
   if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
     throw TypeError(std::string(kSdpa) + ": q, k, v must share one floating-point dtype");
-  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
-  if (qs[0] != ks[0] || qs[1] != ks[1] || qs[0] != vs[0] || qs[1] != vs[1] || qs[3] != ks[3] || ks[2] != vs[2])
-    throw ShapeError(std::string(kSdpa) + ": q " + qs.str() + ", k " + ks.str() + " and v " + vs.str() +
-                     " do not fit (B, H, Tq, D), (B, H, Tk, D), (B, H, Tk, Dv)");
+  if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
+    throw ShapeError(std::string(kSdpa) + ": q " + q.shape().str() + ", k " + k.shape().str() + " and v " +
+                     v.shape().str() + " do not fit (..., Tq, D), (..., Tk, D), (..., Tk, Dv)");
+  Shape scores = broadcast_shapes(broadcast_shapes(leading(q), leading(k), kSdpa), leading(v), kSdpa);
+  scores.push_back(q.size(-2));
+  scores.push_back(k.size(-2));
+  return scores;
+}
+
+// options with attn_mask moved into keep_mask (Bool) or additive_mask (float).
+AttentionForwardOptions resolve_attn_mask(const AttentionForwardOptions& options) {
+  const Tensor& mask = options.attn_mask();
+  if (!mask.defined()) return options;
+  if (options.keep_mask().defined() || options.additive_mask().defined())
+    throw ValueError(std::string(kSdpa) + ": give attn_mask or keep_mask / additive_mask, not both");
+  AttentionForwardOptions resolved = options;
+  resolved.attn_mask(Tensor());
+  if (mask.dtype() == kBool)
+    resolved.keep_mask(mask);
+  else
+    resolved.additive_mask(mask);
+  return resolved;
+}
+
+// The causal mask's offset: query i sees keys j <= i + offset.
+std::int64_t causal_offset(const AttentionForwardOptions& masks, std::int64_t tq, std::int64_t tk) {
+  return masks.causal_alignment() == CausalAlignment::BottomRight ? tk - tq : 0;
 }
 
 // The Bool mask, true = the key is excluded, in the smallest shape that broadcasts to the
-// scores (B, H, Tq, Tk): (Tq, Tk) for causal, (B, 1, 1, Tk) for padding, and so on. Undefined
-// when nothing is masked.
-Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::int64_t h, std::int64_t tq,
-                     std::int64_t tk, DType dtype) {
-  const Shape scores{b, h, tq, tk};
+// scores (L..., Tq, Tk): (Tq, Tk) for causal, (B, 1, ..., 1, Tk) for padding, and so on.
+// Undefined when nothing is masked.
+Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, DType dtype) {
+  const int rank = scores.size();
+  const std::int64_t tq = scores[rank - 2], tk = scores[rank - 1];
   Tensor excluded;
   if (masks.is_causal()) {
-    // Query i sits at absolute position i + (Tk - Tq): the cached keys precede it.
-    const double offset = static_cast<double>(tk - tq);
-    Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});          // (1, Tk)
+    const double offset = static_cast<double>(causal_offset(masks, tq, tk));
+    Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});                // (1, Tk)
     Tensor query_pos = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});  // (Tq, 1)
     excluded = gt(key_pos, query_pos);  // (Tq, Tk)
   }
@@ -57,10 +87,17 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
     if (pad.dtype() != kBool)
       throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
                       dtype_name(pad.dtype()));
+    if (rank < 3)
+      throw ShapeError(std::string(kSdpa) +
+                       ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape " + scores.str());
+    const std::int64_t b = scores[0];
     if (pad.shape() != Shape{b, tk})
       throw ShapeError(std::string(kSdpa) + ": key_padding_mask must have shape (B, Tk) = " + Shape{b, tk}.str() +
                        ", got " + pad.shape().str());
-    excluded = or_masks(excluded, pad.reshape({b, 1, 1, tk}));
+    Shape padded = Dims::filled(rank, 1);  // (B, 1, ..., 1, Tk)
+    padded[0] = b;
+    padded[rank - 1] = tk;
+    excluded = or_masks(excluded, pad.reshape(padded));
   }
   if (masks.keep_mask().defined()) {
     const Tensor& keep = masks.keep_mask();
@@ -68,7 +105,7 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
       throw TypeError(std::string(kSdpa) + ": keep_mask must be Bool (true = keep), got " + dtype_name(keep.dtype()));
     if (!broadcasts_to(keep.shape(), scores))
       throw ShapeError(std::string(kSdpa) + ": keep_mask of shape " + keep.shape().str() +
-                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+                       " does not broadcast to the scores' shape " + scores.str());
     excluded = or_masks(excluded, logical_not(keep));
   }
   if (masks.additive_mask().defined()) {
@@ -78,34 +115,42 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, std::int64_t b, std::
                       dtype_name(add.dtype()));
     if (!broadcasts_to(add.shape(), scores))
       throw ShapeError(std::string(kSdpa) + ": additive_mask of shape " + add.shape().str() +
-                       " does not broadcast to the scores' shape " + dims_str(b, h, tq, tk));
+                       " does not broadcast to the scores' shape " + scores.str());
     Tensor minus_inf = eq(add.detach(), kMinusInf);
     if (minus_inf.to(kFloat32).sum().item() > 0) excluded = or_masks(excluded, minus_inf);
   }
   return excluded;
 }
 
+// Checks a cross-attention key or value sequence t: (B, Tk, dim) for the query (B, Tq, d).
+void check_memory(const Tensor& t, std::int64_t dim, std::int64_t b, const Tensor& query, const char* name) {
+  if (t.dim() != 3 || t.shape()[0] != b || t.shape()[2] != dim)
+    throw ShapeError(std::string("MultiHeadAttention: expected ") + name + " of shape (" + std::to_string(b) + ",Tk," +
+                     std::to_string(dim) + ") for query " + query.shape().str() + ", got " + t.shape().str());
+}
+
 }  // namespace
 
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionForwardOptions& masks, double dropout_p, Generator* gen) {
-  check_sdpa_shapes(q, k, v);
+                                             const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
+  const Shape scores_shape = check_sdpa_shapes(q, k, v);  // (L..., Tq, Tk)
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
     throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));
-  if (dropout_p > 0.0 && gen == nullptr)
-    throw ValueError(std::string(kSdpa) + ": dropout probability " + std::to_string(dropout_p) + " needs a Generator");
-  const std::int64_t b = q.shape()[0], h = q.shape()[1], tq = q.shape()[2], tk = k.shape()[2], d = q.shape()[3];
+  const AttentionForwardOptions masks = resolve_attn_mask(options);
+  const std::int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
+  const std::int64_t offset = causal_offset(masks, tq, tk);
 
-  // A causal mask alone leaves every row its diagonal key (when Tk >= Tq): the fused
-  // causal_softmax needs no mask tensor and no check for fully masked rows.
-  const bool causal_only = masks.is_causal() && tk >= tq && !masks.key_padding_mask().defined() &&
+  // A causal mask alone leaves every row at least one key when the offset is not negative (key
+  // 0 for query 0): the fused causal_softmax needs no mask tensor and no check for fully masked rows.
+  const bool causal_only = masks.is_causal() && offset >= 0 && !masks.key_padding_mask().defined() &&
                            !masks.keep_mask().defined() && !masks.additive_mask().defined();
-  // Broadcasts to (B, H, Tq, Tk); undefined when nothing is masked or the mask is causal only.
-  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, b, h, tq, tk, q.dtype());
+  // Broadcasts to the scores; undefined when nothing is masked or the mask is causal only.
+  const Tensor excluded = causal_only ? Tensor() : excluded_keys(masks, scores_shape, q.dtype());
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
-  // scores: (B, H, Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
-  Tensor scores = matmul(q * (1.0 / std::sqrt(static_cast<double>(d))), k.mT());
+  // scores: (L..., Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
+  const double scale = masks.scale() ? *masks.scale() : 1.0 / std::sqrt(static_cast<double>(d));
+  Tensor scores = matmul(q * scale, k.mT());
   if (masks.additive_mask().defined()) {
     // -inf entries are already in `excluded`; adding them would turn a fully masked row's
     // scores into -inf and its softmax into NaN, so they are added as 0.
@@ -113,9 +158,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     scores = scores + (excluded.defined() ? masked_fill(add, eq(add.detach(), kMinusInf), 0.0) : add);
   }
 
-  Tensor weights;  // (B, H, Tq, Tk)
+  Tensor weights;  // (L..., Tq, Tk)
   if (causal_only) {
-    weights = causal_softmax(scores, tk - tq);
+    weights = causal_softmax(scores, offset);
   } else if (!excluded.defined()) {
     weights = softmax(scores, -1);
   } else {
@@ -136,9 +181,10 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     }
   }
 
-  const Tensor mixed = dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, *gen) : weights;
+  const Tensor mixed =
+      dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, generator_or_default(gen)) : weights;
   AttentionResult result;
-  result.output = matmul(mixed, v);  // (B, H, Tq, Dv)
+  result.output = matmul(mixed, v);  // (L..., Tq, Dv)
   if (masks.need_weights()) result.weights = weights;
   return result;
 }
@@ -155,118 +201,79 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
                      std::to_string(num_heads));
   if (!(options.dropout() >= 0.0 && options.dropout() < 1.0))
     throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout()));
-  if (options.kdim() < 0 || (options.kdim() != 0 && !options.cross_attention()))
-    throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) +
-                     " is only for cross-attention and must be positive");
+  for (std::int64_t dim : {options.kdim(), options.vdim()})
+    if (dim < 0 || (dim != 0 && !options.cross_attention()))
+      throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) + " and vdim " +
+                       std::to_string(options.vdim()) + " are only for cross-attention and must be positive");
   head_dim_ = d_model / num_heads;
   if (options.rotary_max_len() < 0 || (options.rotary_max_len() > 0 && options.cross_attention()))
     throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len()) +
                      " is only for self-attention and must not be negative");
+  const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
+  const std::int64_t vdim = options.vdim() > 0 ? options.vdim() : (options.kdim() > 0 ? kdim : d_model);
+  options_.kdim(kdim).vdim(vdim);
   Generator& gen = generator_or_default(options.generator());
-  auto linear = [&](std::int64_t in, std::int64_t out) {
-    return Linear(LinearOptions(in, out).bias(options.bias()).generator(&gen));
+  // Uniform in +-1/sqrt(fan_in), the draws Linear layers of these shapes would make.
+  auto draw = [&gen](const Shape& shape, std::int64_t fan_in) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
+    return uniform(shape, -bound, bound, gen);
   };
-  if (options.cross_attention()) {
-    const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
-    options_.kdim(kdim);
-    q_proj_ = register_module("q_proj", linear(d_model, d_model));
-    kv_proj_ = register_module("kv_proj", linear(kdim, 2 * d_model));
+  if (kdim == d_model && vdim == d_model) {
+    in_proj_weight_ = register_parameter("in_proj_weight", draw({3 * d_model, d_model}, d_model));
   } else {
-    qkv_proj_ = register_module("qkv_proj", linear(d_model, 3 * d_model));
+    q_proj_weight_ = register_parameter("q_proj_weight", draw({d_model, d_model}, d_model));
+    k_proj_weight_ = register_parameter("k_proj_weight", draw({d_model, kdim}, kdim));
+    v_proj_weight_ = register_parameter("v_proj_weight", draw({d_model, vdim}, vdim));
   }
-  out_proj_ = register_module("out_proj", linear(d_model, d_model));
+  if (options.bias()) in_proj_bias_ = register_parameter("in_proj_bias", draw({3 * d_model}, d_model));
+  out_proj_ = register_module("out_proj", Linear(LinearOptions(d_model, d_model).bias(options.bias()).generator(&gen)));
   if (options.rotary_max_len() > 0)
     rotary_ = register_module("rotary", RotaryEmbedding(head_dim_, options.rotary_max_len()));
   dropout_gen_.manual_seed(gen.next_u64());
   register_generator("dropout_generator", dropout_gen_);
 }
 
-std::vector<Tensor> MultiHeadAttentionImpl::project_heads(const LinearImpl& proj, const Tensor& x,
-                                                          std::int64_t n) const {
-  const std::int64_t b = x.shape()[0], t = x.shape()[1];
-  // proj's weight (n * d, in) holds n projections as row blocks (PyTorch's in_proj layout). Each is
-  // its own product over a view of those rows, so each output is contiguous and its gradient
-  // comes back whole, never assembled from slices of an (B, T, n * d) buffer.
-  std::vector<Tensor> out;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Tensor w = proj.weight().narrow(0, i * d_model_, d_model_);  // (d, in)
-    const Tensor bias = proj.bias().defined() ? proj.bias().narrow(0, i * d_model_, d_model_) : Tensor();
-    // (B, T, d) -> (B, T, H, Dh) -> (B, H, T, Dh), views; gemm reads each head with row stride d.
-    out.push_back(linear(x, w, bias).view({b, t, num_heads_, head_dim_}).transpose(1, 2));
-  }
-  return out;
+AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key_value,
+                                                const AttentionForwardOptions& options) {
+  const bool cached = options.cache() != nullptr && options.cache()->k.defined();
+  if (options_.cross_attention() && key_value.defined() && !cached && query.dim() == 3)
+    check_memory(key_value, options_.kdim(), query.shape()[0], query, "key_value");
+  return forward(query, key_value, key_value, options);
 }
 
-AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key_value,
+AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                 const AttentionForwardOptions& options) {
   const bool cross = options_.cross_attention();
   if (query.dim() != 3 || query.shape()[2] != d_model_)
     throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
                      query.shape().str());
-  const std::int64_t b = query.shape()[0], tq = query.shape()[1];
+  const std::int64_t b = query.shape()[0];
   KVCache* cache = options.cache();
-
-  Tensor q, k, v;  // (B, H, T, Dh)
+  functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out_proj_->weight(), out_proj_->bias());
+  weights.in_proj_weight(in_proj_weight_)
+      .q_proj_weight(q_proj_weight_)
+      .k_proj_weight(k_proj_weight_)
+      .v_proj_weight(v_proj_weight_)
+      .in_proj_bias(in_proj_bias_)
+      .dropout_p(options_.dropout())
+      .training(is_training())
+      .generator(&dropout_gen_);
   if (!cross) {
-    if (key_value.defined())
-      throw ValueError("MultiHeadAttention: built for self-attention (fused qkv_proj), but given a key_value "
-                       "sequence of shape " + key_value.shape().str() + "; build it with cross_attention = true");
-    std::vector<Tensor> qkv = project_heads(*qkv_proj_, query, 3);  // 3 x (B, H, Tq, Dh)
-    q = qkv[0];
-    k = qkv[1];
-    v = qkv[2];
-    if (rotary_) {
-      // Positions of the new tokens start after the cached ones.
-      const std::int64_t offset = cache != nullptr ? cache->length() : 0;
-      q = rotary_(q, offset);
-      k = rotary_(k, offset);
-    }
-    if (cache != nullptr) {
-      if (cache->k.defined()) {
-        const Shape expected{b, num_heads_, cache->length(), head_dim_};
-        if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
-          throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " and v " +
-                           (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
-                           ", expected (B, H, T_cached, head_dim) = " + expected.str());
-        k = concat({cache->k, k}, 2);  // (B, H, T_cached + Tq, Dh)
-        v = concat({cache->v, v}, 2);
-      }
-      cache->k = k;
-      cache->v = v;
-    }
-  } else {
-    q = project_heads(*q_proj_, query, 1)[0];
-    if (cache != nullptr && cache->k.defined()) {
-      if (cache->k.shape()[0] != b)
-        throw ShapeError("MultiHeadAttention: KV cache holds k " + cache->k.shape().str() + " for batch size " +
-                         std::to_string(cache->k.shape()[0]) + ", but the query has shape " + query.shape().str());
-      k = cache->k;
-      v = cache->v;
-    } else {
-      if (!key_value.defined())
-        throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
-      if (key_value.dim() != 3 || key_value.shape()[0] != b || key_value.shape()[2] != options_.kdim())
-        throw ShapeError("MultiHeadAttention: expected key_value of shape (" + std::to_string(b) + ",Tk," +
-                         std::to_string(options_.kdim()) + ") for query " + query.shape().str() + ", got " +
-                         key_value.shape().str());
-      std::vector<Tensor> kv = project_heads(*kv_proj_, key_value, 2);
-      k = kv[0];
-      v = kv[1];
-      if (cache != nullptr) {
-        cache->k = k;
-        cache->v = v;
-      }
-    }
+    if (key.defined() || value.defined())
+      throw ValueError("MultiHeadAttention: built for self-attention, but given a key/value sequence of shape " +
+                       (key.defined() ? key : value).shape().str() + "; build it with cross_attention = true");
+    if (rotary_) weights.rotary(rotary_.get());
+    return functional::multi_head_attention_forward(query, query, query, weights, options);
   }
-
-  const double p = is_training() ? options_.dropout() : 0.0;
-  AttentionResult heads = scaled_dot_product_attention(q, k, v, options, p, &dropout_gen_);
-
-  // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, d) (one copy).
-  AttentionResult result;
-  result.output = out_proj_(heads.output.transpose(1, 2).reshape({b, tq, d_model_}));
-  result.weights = heads.weights;
-  return result;
+  if (cache != nullptr && cache->k.defined()) {
+    // The memory's projections are cached: key and value are taken from there.
+    return functional::multi_head_attention_forward(query, Tensor(), Tensor(), weights, options);
+  }
+  if (!key.defined() || !value.defined())
+    throw ValueError("MultiHeadAttention: built for cross-attention, but given no key_value sequence");
+  check_memory(key, options_.kdim(), b, query, "key");
+  check_memory(value, options_.vdim(), b, query, "value");
+  return functional::multi_head_attention_forward(query, key, value, weights, options);
 }
 
 }  // namespace tapegrad::nn

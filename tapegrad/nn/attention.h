@@ -2,18 +2,23 @@
 // Scaled dot-product attention and MultiHeadAttention (self- and cross-attention, causal
 // masking, key-padding and general masks, a key/value cache for incremental decoding).
 //
-//   scores  = (q / sqrt(D)) @ k^T                 q: (B, H, Tq, D), k: (B, H, Tk, D) -> (B, H, Tq, Tk)
-//   scores += additive_mask                       (float, broadcast to (B, H, Tq, Tk))
+//   scores  = scale * q @ k^T                     q: (..., Tq, D), k: (..., Tk, D) -> (..., Tq, Tk)
+//   scores += additive_mask                       (float, broadcast to the scores)
 //   weights = softmax(scores over Tk, masked keys excluded)
-//   output  = dropout(weights) @ v                v: (B, H, Tk, Dv) -> (B, H, Tq, Dv)
+//   output  = dropout(weights) @ v                v: (..., Tk, Dv) -> (..., Tq, Dv)
 //
+// The leading axes ("...", e.g. (B, H)) of q, k and v broadcast together, as in torch's
+// F.scaled_dot_product_attention; scale defaults to 1 / sqrt(D).
 // Masks say their polarity in their names:
-//   is_causal         query i sees keys j <= i + (Tk - Tq): the last query sees every key, so
-//                     the same rule serves a full pass (Tq = Tk) and cached decoding (Tq < Tk).
-//   key_padding_mask  Bool (B, Tk), true = padding: that key is ignored.
-//   keep_mask         Bool broadcast to (B, H, Tq, Tk), true = keep (may attend).
-//   additive_mask     float broadcast to (B, H, Tq, Tk), added to the scores; -inf entries
-//                     count as masked.
+//   is_causal         query i sees key j when j <= i (CausalAlignment::TopLeft, PyTorch's default)
+//                     or j <= i + (Tk - Tq) (BottomRight: the queries are the last Tq positions,
+//                     as in decoding after Tk - Tq cached keys). The two agree when Tq = Tk.
+//                     MultiHeadAttention given a KV cache always uses BottomRight.
+//   key_padding_mask  Bool (B, Tk), true = padding: that key is ignored (B = the first leading axis).
+//   keep_mask         Bool broadcast to the scores, true = keep (may attend).
+//   additive_mask     float broadcast to the scores, added to them; -inf entries count as masked.
+//   attn_mask         torch's argument of that name: a Bool mask is a keep_mask, a float one an
+//                     additive_mask (given instead of those).
 // A query row whose keys are all masked gets zero weights and a zero output, never NaN, and
 // passes no gradient: such rows are softmaxed over their raw (finite) scores and then zeroed
 // with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are
@@ -26,6 +31,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/nn/linear.h"
@@ -35,8 +41,14 @@
 namespace tapegrad::nn {
 
 struct AttentionResult {
-  Tensor output;   // (B, H, Tq, Dv) from scaled_dot_product_attention; (B, Tq, d_model) from the module
-  Tensor weights;  // (B, H, Tq, Tk) per head, before dropout; undefined unless asked for
+  Tensor output;   // (..., Tq, Dv) from scaled_dot_product_attention; (B, Tq, d_model) from the module
+  Tensor weights;  // (..., Tq, Tk), per head (B, H, Tq, Tk) from the module, before dropout; undefined unless asked for
+};
+
+// Which keys a causal mask lets query i see when Tq != Tk (see the top of this file).
+enum class CausalAlignment {
+  TopLeft,     // j <= i (torch's is_causal)
+  BottomRight  // j <= i + Tk - Tq (the queries are the last Tq of Tk positions)
 };
 
 // Projected keys and values of every position seen so far, k, v: (B, H, T_cached, head_dim).
@@ -55,19 +67,23 @@ struct KVCache {
 //   nn::AttentionForwardOptions().is_causal(true).key_padding_mask(pad)
 struct AttentionForwardOptions {
   TAPEGRAD_ARG(bool, is_causal) = false;
+  TAPEGRAD_ARG(CausalAlignment, causal_alignment) = CausalAlignment::TopLeft;
   TAPEGRAD_ARG(Tensor, key_padding_mask);  // Bool (B, Tk), true = padding; Tk counts cached positions too
-  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to (B, H, Tq, Tk), true = may attend
-  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to (B, H, Tq, Tk), added to the scores
+  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to the scores (..., Tq, Tk), true = may attend
+  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to the scores (..., Tq, Tk), added to them
+  TAPEGRAD_ARG(Tensor, attn_mask);         // torch's: Bool = keep_mask, float = additive_mask (not with those)
+  TAPEGRAD_ARG(std::optional<double>, scale);  // multiplies q @ k^T; 1 / sqrt(D) when not given
   TAPEGRAD_ARG(bool, need_weights) = false;
   // Incremental decoding (see KVCache): read by MultiHeadAttention and a single layer; a stack
   // takes a DecoderCache (or, for a language model, one KVCache per block) instead.
   TAPEGRAD_ARG(KVCache*, cache) = nullptr;
 };
 
-// q: (B, H, Tq, D), k: (B, H, Tk, D), v: (B, H, Tk, Dv) -> output (B, H, Tq, Dv) and, when
-// options.need_weights, the weights (B, H, Tq, Tk). dropout_p > 0 drops attention weights (scaling
-// the rest by 1 / (1 - p)) and needs gen. options.cache is not read here (the module keeps caches).
-// Throws ShapeError / TypeError / ValueError naming the shapes.
+// torch's F.scaled_dot_product_attention: q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv), the
+// leading axes broadcast together to L -> output (L..., Tq, Dv) and, when options.need_weights, the
+// weights (L..., Tq, Tk). dropout_p > 0 drops attention weights (scaling the rest by 1 / (1 - p)),
+// drawing from gen (the default generator if null). options.cache is not read here (the module
+// keeps caches). Throws ShapeError / TypeError / ValueError naming the shapes.
 AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const AttentionForwardOptions& options = {}, double dropout_p = 0.0,
                                              Generator* gen = nullptr);
@@ -81,14 +97,15 @@ struct MultiHeadAttentionOptions {
   TAPEGRAD_ARG(std::int64_t, embed_dim);
   TAPEGRAD_ARG(std::int64_t, num_heads);
   TAPEGRAD_ARG(double, dropout) = 0.0;  // on the attention weights, in training mode only
-  TAPEGRAD_ARG(bool, bias) = true;      // biases in every projection
-  // false: self-attention, one fused projection qkv_proj = Linear(d, 3d).
-  // true: cross-attention, q_proj = Linear(d, d) for the queries and a fused
-  //       kv_proj = Linear(kdim, 2d) for the key/value sequence.
+  TAPEGRAD_ARG(bool, bias) = true;      // in_proj_bias and out_proj.bias
+  // false: self-attention, forward(x). true: cross-attention, forward(query, key_value) or
+  // forward(query, key, value); with a cache, the memory's projections are kept after the first call.
+  // The parameters do not depend on it (only on kdim and vdim), so one state dict serves both.
   TAPEGRAD_ARG(bool, cross_attention) = false;
-  // Feature size of the key/value sequence (cross-attention only); 0 means embed_dim. Keys and
-  // values come from one sequence, so PyTorch's kdim and vdim are one number here.
+  // Feature sizes of the keys and values (cross-attention only); 0 means embed_dim (torch's
+  // kdim, vdim). vdim 0 with kdim set means vdim = kdim (keys and values from one sequence).
   TAPEGRAD_ARG(std::int64_t, kdim) = 0;
+  TAPEGRAD_ARG(std::int64_t, vdim) = 0;
   // > 0: self-attention rotates q and k by rotary position embeddings (RoPE) for positions up
   // to this length; with a KV cache, the new positions continue from the cached length.
   TAPEGRAD_ARG(std::int64_t, rotary_max_len) = 0;
@@ -99,8 +116,17 @@ struct MultiHeadAttentionOptions {
 // Multi-head attention: heads of size head_dim = d_model / num_heads, computed together in the
 // (B, H, T, head_dim) layout (views of the projections, batched matmuls, one softmax).
 //   self:  query (B, Tq, d), key_value undefined      -> output (B, Tq, d)
-//   cross: query (B, Tq, d), key_value (B, Tk, kv_dim) -> output (B, Tq, d)
-// Children: "qkv_proj" (self) or "q_proj" and "kv_proj" (cross), then "out_proj" = Linear(d, d).
+//   cross: query (B, Tq, d), key_value (B, Tk, kdim)  -> output (B, Tq, d)
+//          (or key (B, Tk, kdim) and value (B, Tk, vdim))
+// The forward is functional::multi_head_attention_forward (functional.h) over the module's weights.
+// With options.cache, a causal mask is bottom-right aligned (the new queries follow the cached keys).
+// Parameters by torch.nn.MultiheadAttention's names, so its state dicts load by name:
+//   kdim = vdim = d (self or cross): "in_proj_weight" (3d, d), rows [W_q; W_k; W_v]
+//   otherwise:                       "q_proj_weight" (d, d), "k_proj_weight" (d, kdim), "v_proj_weight" (d, vdim)
+//   then "in_proj_bias" (3d) (with bias) and the child "out_proj" = Linear(d, d).
+// Each projection is a gemm over its weight or a view of the fused weight's row block. Weights and
+// biases start uniform in +-1/sqrt(fan_in), as the Linear layers they stand for (torch's
+// MultiheadAttention starts with xavier_uniform weights and zero biases instead).
 // The returned weights are per head, (B, H, Tq, Tk), before dropout (for pictures).
 class MultiHeadAttentionImpl : public Module {
  public:
@@ -110,28 +136,30 @@ class MultiHeadAttentionImpl : public Module {
 
   AttentionResult forward(const Tensor& query, const Tensor& key_value = Tensor(),
                           const AttentionForwardOptions& options = {});
+  // Cross-attention with keys and values from different tensors (kdim and vdim may differ).
+  AttentionResult forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const AttentionForwardOptions& options = {});
 
   std::int64_t d_model() const { return d_model_; }
   std::int64_t num_heads() const { return num_heads_; }
   std::int64_t head_dim() const { return head_dim_; }
   bool is_cross_attention() const { return options_.cross_attention(); }
-  const Linear& qkv_proj() const { return qkv_proj_; }  // empty for cross-attention
-  const Linear& q_proj() const { return q_proj_; }      // empty for self-attention
-  const Linear& kv_proj() const { return kv_proj_; }    // empty for self-attention
+  // torch's _qkv_same_embed_dim: the projections are the row blocks of in_proj_weight.
+  bool qkv_same_embed_dim() const { return in_proj_weight_.defined(); }
+  const Tensor& in_proj_weight() const { return in_proj_weight_; }  // undefined unless qkv_same_embed_dim
+  const Tensor& q_proj_weight() const { return q_proj_weight_; }    // undefined when qkv_same_embed_dim
+  const Tensor& k_proj_weight() const { return k_proj_weight_; }
+  const Tensor& v_proj_weight() const { return v_proj_weight_; }
+  const Tensor& in_proj_bias() const { return in_proj_bias_; }  // undefined without bias
   const Linear& out_proj() const { return out_proj_; }
   const MultiHeadAttentionOptions& options() const { return options_; }
 
  private:
-  // x (B, T, in) through the n row blocks of proj's weight: n tensors (B, H, T, head_dim).
-  std::vector<Tensor> project_heads(const LinearImpl& proj, const Tensor& x, std::int64_t n) const;
-
   std::int64_t d_model_;
   std::int64_t num_heads_;
   std::int64_t head_dim_;
   MultiHeadAttentionOptions options_;
-  Linear qkv_proj_{nullptr};
-  Linear q_proj_{nullptr};
-  Linear kv_proj_{nullptr};
+  Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;
   Linear out_proj_{nullptr};
   RotaryEmbedding rotary_{nullptr};  // empty unless options.rotary_max_len > 0
   Generator dropout_gen_;            // seeded from the construction generator, so a run is reproducible

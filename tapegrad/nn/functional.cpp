@@ -1,21 +1,170 @@
-// normalize and cosine_similarity, composed from autograd ops (norm, clamp, division, sum).
-
+// The functional forms of the nn layers (functional.h): linear, the norms, dropout, attention and
+// the multi-head attention forward that MultiHeadAttention runs.
 #include "tapegrad/nn/functional.h"
 
-#include "tapegrad/autograd/shape.h"
+#include <limits>
+#include <string>
+#include <vector>
 
-namespace tapegrad::nn {
+#include "tapegrad/autograd/format.h"
 
-Tensor normalize(const Tensor& x, double p, std::int64_t axis, double eps) {
-  const Tensor denominator = clamp(norm(x, p, {axis}, /*keepdim=*/true), eps, std::nullopt);  // x's rank, 1 on axis
-  return x / denominator;
+namespace tapegrad::nn::functional {
+
+namespace {
+
+constexpr const char* kMha = "multi_head_attention_forward";
+
+// (B, T, H * Dh) -> (B, H, T, Dh): views; gemm reads each head with row stride H * Dh.
+Tensor split_heads(const Tensor& x, std::int64_t num_heads) {
+  const std::int64_t b = x.size(0), t = x.size(1), e = x.size(2);
+  return x.view({b, t, num_heads, e / num_heads}).transpose(1, 2);
 }
 
-Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t axis, double eps) {
-  const Shape shape = broadcast_shapes(x1.shape(), x2.shape(), "cosine_similarity");
-  const Tensor a = x1.shape() == shape ? x1 : expand(x1, shape);
-  const Tensor b = x2.shape() == shape ? x2 : expand(x2, shape);
-  return sum(normalize(a, 2.0, axis, eps) * normalize(b, 2.0, axis, eps), {axis});
+// Rows [block * e, (block + 1) * e) of a (3E) bias, or undefined.
+Tensor bias_block(const Tensor& in_proj_bias, std::int64_t block, std::int64_t e) {
+  return in_proj_bias.defined() ? in_proj_bias.narrow(0, block * e, e) : Tensor();
 }
 
-}  // namespace tapegrad::nn
+void check_weight(const Tensor& w, const Shape& expected, const char* name) {
+  if (!w.defined()) throw ValueError(std::string(kMha) + ": " + name + " is required");
+  if (w.shape() != expected)
+    throw ShapeError(std::string(kMha) + ": " + name + " must have shape " + expected.str() + ", got " +
+                     w.shape().str());
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) { return tapegrad::linear(x, weight, bias); }
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  return tapegrad::layer_norm(x, normalized_shape, weight, bias, eps);
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps) {
+  const int n = normalized_shape.size();
+  bool fits = n > 0 && x.dim() >= n;
+  for (int i = 0; fits && i < n; ++i) fits = x.shape()[x.dim() - n + i] == normalized_shape[i];
+  if (!fits)
+    throw ShapeError("rms_norm: expected input (..., " + normalized_shape.str() + "), got shape " + x.shape().str());
+  if (weight.defined() && weight.shape() != normalized_shape)
+    throw ShapeError("rms_norm: weight must have shape " + normalized_shape.str() + ", got " + weight.shape().str());
+  const double e = eps ? *eps
+                       : (x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
+                                                : static_cast<double>(std::numeric_limits<float>::epsilon()));
+  if (!(e >= 0.0)) throw ValueError("rms_norm: eps must be >= 0, got " + format_number(e));
+  Dims axes;
+  for (int i = -n; i < 0; ++i) axes.push_back(i);
+  // x: (..., *normalized_shape); rms: (..., 1, ..., 1). The gradient comes from the tape.
+  const Tensor rms = sqrt(mean(x * x, axes, /*keepdim=*/true) + e);
+  const Tensor y = x / rms;
+  return weight.defined() ? y * weight : y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  return tapegrad::dropout(x, p, training, gen);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
+  return nn::scaled_dot_product_attention(q, k, v, options, dropout_p, gen).output;
+}
+
+AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const MultiHeadAttentionForwardFuncOptions& options,
+                                             const AttentionForwardOptions& attention) {
+  if (query.dim() != 3)
+    throw ShapeError(std::string(kMha) + ": expected query (B, Tq, E), got shape " + query.shape().str());
+  const std::int64_t b = query.size(0), tq = query.size(1), e = query.size(2), h = options.num_heads();
+  if (h <= 0 || e % h != 0)
+    throw ValueError(std::string(kMha) + ": embed_dim " + std::to_string(e) + " is not divisible by num_heads " +
+                     std::to_string(h));
+  KVCache* cache = attention.cache();
+  const bool reuse_cache = !key.defined() && !value.defined();
+  if (reuse_cache && (cache == nullptr || !cache->k.defined()))
+    throw ValueError(std::string(kMha) +
+                     ": key and value are undefined and there is no filled cache to take them from");
+  if (!reuse_cache) {
+    if (!key.defined() || !value.defined() || key.dim() != 3 || value.dim() != 3 || key.size(0) != b ||
+        value.size(0) != b || key.size(1) != value.size(1))
+      throw ShapeError(std::string(kMha) + ": expected key (B, Tk, kdim) and value (B, Tk, vdim) for query " +
+                       query.shape().str() + ", got " + (key.defined() ? key.shape().str() : "undefined") + " and " +
+                       (value.defined() ? value.shape().str() : "undefined"));
+  }
+  check_weight(options.out_proj_weight(), Shape{e, e}, "out_proj_weight");
+  if (options.in_proj_bias().defined() && options.in_proj_bias().shape() != Shape{3 * e})
+    throw ShapeError(std::string(kMha) + ": in_proj_bias must have shape " + Shape{3 * e}.str() + ", got " +
+                     options.in_proj_bias().shape().str());
+
+  // The three projection weights (E, in): row blocks of in_proj_weight (views) or the separate ones.
+  const Tensor& fused = options.in_proj_weight();
+  Tensor wq, wk, wv;
+  if (fused.defined()) {
+    check_weight(fused, Shape{3 * e, e}, "in_proj_weight");
+    wq = fused.narrow(0, 0, e);
+    wk = fused.narrow(0, e, e);
+    wv = fused.narrow(0, 2 * e, e);
+  } else {
+    check_weight(options.q_proj_weight(), Shape{e, e}, "q_proj_weight (or in_proj_weight)");
+    wq = options.q_proj_weight();
+    wk = options.k_proj_weight();
+    wv = options.v_proj_weight();
+    if (!reuse_cache) {
+      check_weight(wk, Shape{e, key.size(2)}, "k_proj_weight");
+      check_weight(wv, Shape{e, value.size(2)}, "v_proj_weight");
+    }
+  }
+  if (!reuse_cache && (key.size(2) != wk.size(1) || value.size(2) != wv.size(1)))
+    throw ShapeError(std::string(kMha) + ": key " + key.shape().str() + " and value " + value.shape().str() +
+                     " do not fit the projections " + wk.shape().str() + " and " + wv.shape().str());
+  const Tensor& in_bias = options.in_proj_bias();
+
+  // Each projection is its own gemm over a view of the weight's rows, so each output is
+  // contiguous and its gradient comes back whole. q, k, v: (B, H, T, Dh).
+  Tensor q = split_heads(tapegrad::linear(query, wq, bias_block(in_bias, 0, e)), h);
+  Tensor k, v;
+  const std::int64_t cached = cache != nullptr ? cache->length() : 0;
+  if (reuse_cache) {
+    if (cache->k.size(0) != b)
+      throw ShapeError(std::string(kMha) + ": KV cache holds k " + cache->k.shape().str() + " for batch size " +
+                       std::to_string(cache->k.size(0)) + ", but the query has shape " + query.shape().str());
+    k = cache->k;
+    v = cache->v;
+  } else {
+    k = split_heads(tapegrad::linear(key, wk, bias_block(in_bias, 1, e)), h);
+    v = split_heads(tapegrad::linear(value, wv, bias_block(in_bias, 2, e)), h);
+  }
+  if (options.rotary() != nullptr) {
+    // Positions of the new tokens start after the cached ones.
+    q = options.rotary()->forward(q, cached);
+    if (!reuse_cache) k = options.rotary()->forward(k, cached);
+  }
+  if (cache != nullptr && !reuse_cache) {
+    if (cache->k.defined()) {
+      const Shape expected{b, h, cached, e / h};
+      if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
+        throw ShapeError(std::string(kMha) + ": KV cache holds k " + cache->k.shape().str() + " and v " +
+                         (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
+                         ", expected (B, H, T_cached, head_dim) = " + expected.str());
+      k = concat({cache->k, k}, 2);  // (B, H, T_cached + Tk, Dh)
+      v = concat({cache->v, v}, 2);
+    }
+    cache->k = k;
+    cache->v = v;
+  }
+
+  // With a cache the Tq new queries are the last of the Tk positions: causal masking is bottom-right.
+  AttentionForwardOptions masks = attention;
+  if (cache != nullptr) masks.causal_alignment(CausalAlignment::BottomRight);
+  const double p = options.training() ? options.dropout_p() : 0.0;
+  AttentionResult heads = nn::scaled_dot_product_attention(q, k, v, masks, p, options.generator());
+
+  // heads.output: (B, H, Tq, Dh) -> (B, Tq, H, Dh) (a view) -> (B, Tq, E) (one copy).
+  AttentionResult result;
+  result.output = tapegrad::linear(heads.output.transpose(1, 2).reshape({b, tq, e}), options.out_proj_weight(),
+                                   options.out_proj_bias());
+  result.weights = heads.weights;
+  return result;
+}
+
+}  // namespace tapegrad::nn::functional

@@ -1,35 +1,87 @@
 #pragma once
-// Stateless nn functions with torch.nn.functional's semantics that are not losses (those are in losses.h), composed
-// from autograd ops, and a gradcheck over a module's named parameters.
+// Functional forms of the nn layers, as torch::nn::functional: the computation of a module given
+// its weights as arguments. A thin layer over the ops; the modules (Linear, LayerNorm, RMSNorm,
+// Dropout, MultiHeadAttention) call these, so each computation has one implementation.
 //
-//   Tensor unit = nn::normalize(embeddings, 2.0, -1);             // rows of length 1
-//   Tensor sim = nn::cosine_similarity(queries, keys, -1);         // (N, D), (N, D) -> (N)
+//   namespace F = tapegrad::nn::functional;
+//   Tensor y = F::linear(x, w, b);                            // x: (..., in), w: (out, in) -> (..., out)
+//   Tensor n = F::rms_norm(x, {64}, weight, 1e-6);             // x: (..., 64)
+//   Tensor a = F::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().is_causal(true));
+//   auto r = F::multi_head_attention_forward(x, x, x, F::MultiHeadAttentionForwardFuncOptions(8, wo, bo)
+//                                                         .in_proj_weight(w_in).in_proj_bias(b_in));
 
 #include <cstdint>
+#include <optional>
 
-#include "tapegrad/autograd/gradcheck.h"
-#include "tapegrad/autograd/ops.h"
-#include "tapegrad/nn/module.h"
+#include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/similarity.h"
 
-namespace tapegrad::nn {
+namespace tapegrad::nn::functional {
 
-// F.normalize: x / max(norm(x, p, axis), eps), the norm taken along `axis` and broadcast back (PyTorch 1.13:
-// input / input.norm(p, dim, keepdim=True).clamp_min(eps)). A zero vector stays zero; where the norm is below eps
-// the gradient treats the denominator as the constant eps.
-Tensor normalize(const Tensor& x, double p = 2.0, std::int64_t axis = 1, double eps = 1e-12);
+// F.normalize and F.cosine_similarity (similarity.h).
+using nn::cosine_similarity;
+using nn::normalize;
 
-// F.cosine_similarity in PyTorch 1.13: x1 and x2 broadcast together, then along `axis`
-//   sum((x1 / max(|x1|, eps)) * (x2 / max(|x2|, eps)))
-// (each vector scaled by its own clamped 2-norm). The axis is reduced away. Where a norm is below eps the
-// gradient treats it as the constant eps (PyTorch 1.13 instead passes the gradient through its clamp, so its
-// gradient differs there; the values agree).
-Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t axis = 1, double eps = 1e-8);
+// torch's F.linear: x (..., in) @ weight (out, in)^T + bias (out), the bias optional.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
-// gradcheck with the module's named parameters (convert the module with to(kFloat64) first); mismatches are
-// reported by parameter name ("parameter 'fc1.weight' ...").
-inline GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const Module& module,
-                                 const GradcheckOptions& options = {}) {
-  return tapegrad::gradcheck(f, inputs, module.named_parameters(), options);
-}
+// torch's F.layer_norm over the trailing axes normalized_shape (the fused op):
+//   (x - mean) / sqrt(var + eps) * weight + bias,  var biased; weight and bias optional.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
-}  // namespace tapegrad::nn
+// torch's F.rms_norm over the trailing axes normalized_shape:
+//   x / sqrt(mean(x^2 over those axes) + eps) * weight,  weight (normalized_shape) optional.
+// eps defaults to the machine epsilon of x's dtype, as torch's. Composed from differentiable ops.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
+                std::optional<double> eps = std::nullopt);
+
+// torch's F.dropout: when training, zeroes each element with probability p (drawn from gen) and
+// scales the rest by 1 / (1 - p); the identity otherwise.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// torch's F.scaled_dot_product_attention (see attention.h): q: (..., Tq, D), k: (..., Tk, D),
+// v: (..., Tk, Dv) -> (..., Tq, Dv). nn::scaled_dot_product_attention also returns the weights.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const AttentionForwardOptions& options = {}, double dropout_p = 0.0,
+                                    Generator* gen = nullptr);
+
+// The weights of multi_head_attention_forward, named as torch's F.multi_head_attention_forward
+// arguments. The input projection is either in_proj_weight (3E, E), rows [W_q; W_k; W_v], when
+// key and value have E features, or q_proj_weight (E, E), k_proj_weight (E, kdim) and
+// v_proj_weight (E, vdim) (torch's use_separate_proj_weight); in_proj_bias (3E) serves both.
+//   MultiHeadAttentionForwardFuncOptions(/*num_heads=*/8, out_w, out_b).in_proj_weight(w).in_proj_bias(b)
+struct MultiHeadAttentionForwardFuncOptions {
+  MultiHeadAttentionForwardFuncOptions(std::int64_t num_heads, Tensor out_proj_weight, Tensor out_proj_bias)
+      : num_heads_(num_heads), out_proj_weight_(std::move(out_proj_weight)), out_proj_bias_(std::move(out_proj_bias)) {}
+  TAPEGRAD_ARG(std::int64_t, num_heads);
+  TAPEGRAD_ARG(Tensor, out_proj_weight);  // (E, E)
+  TAPEGRAD_ARG(Tensor, out_proj_bias);    // (E) or undefined
+  TAPEGRAD_ARG(Tensor, in_proj_weight);   // (3E, E), or undefined with the three below
+  TAPEGRAD_ARG(Tensor, in_proj_bias);     // (3E) or undefined
+  TAPEGRAD_ARG(Tensor, q_proj_weight);    // (E, E)
+  TAPEGRAD_ARG(Tensor, k_proj_weight);    // (E, kdim)
+  TAPEGRAD_ARG(Tensor, v_proj_weight);    // (E, vdim)
+  TAPEGRAD_ARG(double, dropout_p) = 0.0;  // on the attention weights, when training
+  TAPEGRAD_ARG(bool, training) = true;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // the dropout masks' source (default generator if null)
+  // Beyond torch: rotary position embeddings applied to the projected q and k (self-attention),
+  // positions continuing after the cached ones.
+  TAPEGRAD_ARG(const RotaryEmbeddingImpl*, rotary) = nullptr;
+};
+
+// torch's F.multi_head_attention_forward with the batch first (batch_first = true):
+//   query (B, Tq, E), key (B, Tk, kdim), value (B, Tk, vdim)
+//   q, k, v = the input projections, split into num_heads heads of E / num_heads: (B, H, T, Dh)
+//   output  = out_proj(scaled_dot_product_attention(q, k, v) with the heads concatenated): (B, Tq, E)
+// weights (when attention.need_weights) are per head, (B, H, Tq, Tk), before dropout (torch's
+// average_attn_weights = false). Each projection is a gemm over a view of its weight's rows.
+// With attention.cache: the projected k, v are appended to the cache and attention runs over all
+// of it (causal masking then bottom-right aligned); when key and value are undefined, the cached
+// k, v are used as they are (cross-attention while decoding, the memory unchanged).
+// Throws ShapeError / ValueError naming the shapes.
+AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                             const MultiHeadAttentionForwardFuncOptions& options,
+                                             const AttentionForwardOptions& attention = {});
+
+}  // namespace tapegrad::nn::functional

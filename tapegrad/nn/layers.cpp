@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/linear.h"
 
 namespace tapegrad::nn {
@@ -61,7 +62,7 @@ LayerNormImpl::LayerNormImpl(const LayerNormOptions& options) : options_(options
 }
 
 Tensor LayerNormImpl::forward(const Tensor& x) {
-  return layer_norm(x, options_.normalized_shape(), weight_, bias_, options_.eps());
+  return functional::layer_norm(x, options_.normalized_shape(), weight_, bias_, options_.eps());
 }
 
 // ---------------------------------------------------------------- RMSNorm
@@ -79,10 +80,7 @@ Tensor RMSNormImpl::forward(const Tensor& x) {
   if (x.dim() == 0 || x.shape().back() != dim)
     throw ShapeError("RMSNorm: expected input with last dimension " + std::to_string(dim) + ", got shape " +
                      x.shape().str());
-  // x: (..., D); rms: (..., 1). Composed from ops, so the gradient comes from the tape.
-  const Tensor rms = sqrt(mean(x * x, {-1}, /*keepdim=*/true) + options_.eps());
-  const Tensor y = x / rms;
-  return weight_.defined() ? y * weight_ : y;
+  return functional::rms_norm(x, Shape{dim}, weight_, options_.eps());
 }
 
 // ---------------------------------------------------------------- Dropout and activations
@@ -93,7 +91,7 @@ DropoutImpl::DropoutImpl(const DropoutOptions& options) : p_(options.p()) {
   register_generator("generator", gen_);
 }
 
-Tensor DropoutImpl::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
+Tensor DropoutImpl::forward(const Tensor& x) { return functional::dropout(x, p_, is_training(), gen_); }
 
 Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 

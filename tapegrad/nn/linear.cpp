@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/init.h"
 
 namespace tapegrad::nn {
@@ -25,7 +26,7 @@ Tensor LinearImpl::forward(const Tensor& x) {
     throw ShapeError("Linear: expected input with last dimension " + std::to_string(in_features) + ", got shape " +
                      x.shape().str());
   // x: (..., in) @ W^T: (in, out) + b in one gemm; the transpose is a gemm flag, not a copy.
-  return linear(x, weight_, bias_);
+  return functional::linear(x, weight_, bias_);
 }
 
 }  // namespace tapegrad::nn

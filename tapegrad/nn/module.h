@@ -1,7 +1,7 @@
 #pragma once
 // Module: the base of every layer. Parameters, buffers and child modules are registered by
 // name into ordered lists, and hierarchical names come out of the tree:
-// "decoder.layers.1.cross_attn.q_proj.weight".
+// "decoder.layers.1.cross_attn.out_proj.weight".
 //
 // A module is written as XImpl deriving from Module, and TAPEGRAD_MODULE(X) declares the handle X
 // users hold (holder.h): copying a handle shares the module, calling it runs forward.

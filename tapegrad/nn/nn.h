@@ -1,5 +1,5 @@
 #pragma once
-// The nn layer: modules, layers, initialisers.
+// The nn layer: module handles, layers, attention, transformers, MoE, losses, functional forms.
 
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/functional.h"
@@ -9,6 +9,7 @@
 #include "tapegrad/nn/losses.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/moe.h"
-#include "tapegrad/nn/transformer.h"
 #include "tapegrad/nn/positions.h"
 #include "tapegrad/nn/routing.h"
+#include "tapegrad/nn/similarity.h"
+#include "tapegrad/nn/transformer.h"

@@ -42,21 +42,39 @@ double angle(std::int64_t pos, std::int64_t pair, std::int64_t dim, double base)
 
 // ---------------------------------------------------------------- sinusoidal
 
-SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(std::int64_t max_len, std::int64_t dim)
-    : max_len_(max_len), dim_(dim) {
+SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(const SinusoidalPositionalEncodingOptions& options)
+    : options_(options), filled_dtype_(kFloat32) {
+  const std::int64_t max_len = options.max_len(), dim = options.dim();
+  const double base = options.base();
   check_sizes("SinusoidalPositionalEncoding", max_len, dim);
+  if (!(base > 0.0)) {
+    std::ostringstream message;
+    message << "SinusoidalPositionalEncoding: base must be positive, got " << base;
+    throw ValueError(message.str());
+  }
   std::vector<double> values(static_cast<std::size_t>(max_len * dim));  // table: (max_len, dim)
   for (std::int64_t pos = 0; pos < max_len; ++pos)
     for (std::int64_t j = 0; j < dim; ++j) {
-      const double a = angle(pos, j / 2, dim, 10000.0);
+      const double a = angle(pos, j / 2, dim, base);
       values[static_cast<std::size_t>(pos * dim + j)] = j % 2 == 0 ? std::sin(a) : std::cos(a);
     }
-  table_ = register_buffer("pe", from_vector(values, {max_len, dim}).to(kFloat32));
+  table64_ = from_vector(values, {max_len, dim});
+  table_ = register_buffer("pe", table64_.to(kFloat32));
+}
+
+const Tensor& SinusoidalPositionalEncodingImpl::table() const {
+  if (table_.dtype() != filled_dtype_) {
+    // Module::to converted the buffer in place (from the rounded values): refill it from the doubles.
+    NoGradGuard no_grad;
+    table_.copy_(table64_.to(table_.dtype()));
+    filled_dtype_ = table_.dtype();
+  }
+  return table_;
 }
 
 Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t offset) {
-  const std::int64_t length = check_positions("SinusoidalPositionalEncoding", x, dim_, max_len_, offset);
-  Tensor rows = table_.narrow(0, offset, length);  // rows: (T, D), broadcast over the leading axes
+  const std::int64_t length = check_positions("SinusoidalPositionalEncoding", x, dim(), max_len(), offset);
+  Tensor rows = table().narrow(0, offset, length);  // rows: (T, D), broadcast over the leading axes
   if (rows.dtype() != x.dtype()) rows = rows.to(x.dtype());
   return x + rows;
 }

@@ -2,7 +2,7 @@
 // Position information for transformers: fixed sinusoidal encodings, learned position
 // embeddings and rotary embeddings (RoPE).
 //
-//   nn::SinusoidalPositionalEncoding pe(/*max_len=*/512, /*dim=*/64);
+//   nn::SinusoidalPositionalEncoding pe(/*max_len=*/512, /*dim=*/64);   // base 10000
 //   Tensor h = pe(x);                       // x: (B, T, 64) -> x + PE[:T]
 //   nn::RotaryEmbedding rope(/*head_dim=*/16, /*max_len=*/512);
 //   Tensor q_rot = rope(q);                 // q: (B, H, T, 16), positions 0..T-1
@@ -14,26 +14,40 @@
 
 namespace tapegrad::nn {
 
+struct SinusoidalPositionalEncodingOptions {
+  SinusoidalPositionalEncodingOptions(std::int64_t max_len, std::int64_t dim) : max_len_(max_len), dim_(dim) {}
+  TAPEGRAD_ARG(std::int64_t, max_len);
+  TAPEGRAD_ARG(std::int64_t, dim);
+  TAPEGRAD_ARG(double, base) = 10000.0;  // the wavelengths' base, 10000 in Vaswani et al.
+};
+
 // Fixed sinusoidal table (Vaswani et al. 2017), a buffer "pe": (max_len, dim):
-//   PE[pos, 2i]   = sin(pos / 10000^(2i / dim))
-//   PE[pos, 2i+1] = cos(pos / 10000^(2i / dim))
+//   PE[pos, 2i]   = sin(pos / base^(2i / dim))
+//   PE[pos, 2i+1] = cos(pos / base^(2i / dim))
 // An odd dim is allowed: the last column is then a sine (it has no cosine partner).
 // forward(x: (..., T, dim), offset) = x + PE[offset : offset + T]; offset serves cached decoding.
-// The table is cast to x's dtype when they differ (it is not trained).
+// The table is in the model's dtype: computed in double and rounded once to the buffer's dtype, also
+// after Module::to (a float64 model gets the double values, not widened float32 ones; the buffer is
+// refilled at the next forward or table()). Rows are cast to x's dtype when they differ.
+//   nn::SinusoidalPositionalEncoding pe{nn::SinusoidalPositionalEncodingOptions(512, 64).base(10000)};
 class SinusoidalPositionalEncodingImpl : public UnaryModule {
  public:
-  SinusoidalPositionalEncodingImpl(std::int64_t max_len, std::int64_t dim);
+  SinusoidalPositionalEncodingImpl(std::int64_t max_len, std::int64_t dim)
+      : SinusoidalPositionalEncodingImpl(SinusoidalPositionalEncodingOptions(max_len, dim)) {}
+  explicit SinusoidalPositionalEncodingImpl(const SinusoidalPositionalEncodingOptions& options);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
 
-  const Tensor& table() const { return table_; }  // (max_len, dim)
-  std::int64_t max_len() const { return max_len_; }
-  std::int64_t dim() const { return dim_; }
+  const Tensor& table() const;  // (max_len, dim), in the buffer's dtype
+  std::int64_t max_len() const { return options_.max_len(); }
+  std::int64_t dim() const { return options_.dim(); }
+  double base() const { return options_.base(); }
 
  private:
-  std::int64_t max_len_;
-  std::int64_t dim_;
-  Tensor table_;
+  SinusoidalPositionalEncodingOptions options_;
+  Tensor table64_;            // (max_len, dim), float64: the values every dtype's table is rounded from
+  Tensor table_;              // the buffer "pe"
+  mutable DType filled_dtype_;  // the dtype table_ was last filled in (Module::to changes table_'s)
 };
 TAPEGRAD_MODULE(SinusoidalPositionalEncoding);
 

@@ -79,31 +79,20 @@ def randomise_parameters(module):
 def mha_state(mha, prefix, cross):
     """tapegrad names -> tensors (values or, with grad=True, gradients) of a torch MultiheadAttention.
 
-    tapegrad self-attention: qkv_proj = Linear(d, 3d) with rows [q; k; v], heads contiguous in
-    each block, which is exactly torch's in_proj_weight / in_proj_bias. Cross-attention:
-    q_proj = the q rows, kv_proj = Linear(kv_dim, 2d) with rows [k; v]."""
-    d = mha.embed_dim
+    tapegrad's MultiHeadAttention uses torch's names: in_proj_weight (rows [q; k; v], heads
+    contiguous in each block) when kdim = vdim = embed_dim, self- or cross-attention, else
+    q_proj_weight, k_proj_weight, v_proj_weight; then in_proj_bias and out_proj.weight / bias."""
 
     def get(grad):
         pick = (lambda p: p.grad) if grad else (lambda p: p)
         out = {}
         if mha._qkv_same_embed_dim:
-            w, b = pick(mha.in_proj_weight), pick(mha.in_proj_bias)
-            if cross:
-                out[prefix + "q_proj.weight"] = w[:d]
-                out[prefix + "q_proj.bias"] = b[:d]
-                out[prefix + "kv_proj.weight"] = w[d:]
-                out[prefix + "kv_proj.bias"] = b[d:]
-            else:
-                out[prefix + "qkv_proj.weight"] = w
-                out[prefix + "qkv_proj.bias"] = b
+            out[prefix + "in_proj_weight"] = pick(mha.in_proj_weight)
         else:
             assert cross, "kdim != embed_dim only maps to tapegrad's cross-attention"
-            b = pick(mha.in_proj_bias)
-            out[prefix + "q_proj.weight"] = pick(mha.q_proj_weight)
-            out[prefix + "q_proj.bias"] = b[:d]
-            out[prefix + "kv_proj.weight"] = torch.cat([pick(mha.k_proj_weight), pick(mha.v_proj_weight)], 0)
-            out[prefix + "kv_proj.bias"] = b[d:]
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                out[prefix + name] = pick(getattr(mha, name))
+        out[prefix + "in_proj_bias"] = pick(mha.in_proj_bias)
         out[prefix + "out_proj.weight"] = pick(mha.out_proj.weight)
         out[prefix + "out_proj.bias"] = pick(mha.out_proj.bias)
         return out
