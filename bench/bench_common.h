@@ -78,10 +78,10 @@ inline double peak_rss_mib() {
 struct Options {
   std::string workload = "all";
   bool json = false;
-  int threads = 0;   // 0: the framework's default
-  int runs = 15;     // timed runs per op row (tapegrad's ops table only)
-  int warmup = -1;   // -1: the workload's defined count
-  int steps = -1;    // -1: the workload's defined count
+  int threads = 0;  // 0: the framework's default
+  int runs = 15;    // timed runs per op row (tapegrad's ops table only)
+  int warmup = -1;  // -1: the workload's defined count
+  int steps = -1;   // -1: the workload's defined count
 };
 
 // The workloads both programs run, and their defined warm-up and measured counts.

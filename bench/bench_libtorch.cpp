@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "bench/bench_common.h"
 
@@ -97,10 +97,10 @@ struct SpamToyImpl : torch::nn::Module {
     head = register_module("head", torch::nn::Linear(kDim, 2));
   }
   torch::Tensor forward(const torch::Tensor& ids) {
-    const auto x = emb(ids);                                                       // (T, 20)
+    const auto x = emb(ids);                                                      // (T, 20)
     const auto scores = torch::matmul(q(x), k(x).t()) / std::sqrt(double(kDim));  // (T, T)
     const auto pooled = torch::matmul(torch::softmax(scores, -1), v(x)).mean(0);  // (20)
-    return head(pooled);                                                           // (2)
+    return head(pooled);                                                          // (2)
   }
 };
 
@@ -260,7 +260,8 @@ struct ReversalModelImpl : torch::nn::Module {
     src_pos = register_module("src_pos", torch::nn::Embedding(D::kMaxLen, D::kDModel));
     tgt_pos = register_module("tgt_pos", torch::nn::Embedding(D::kMaxLen, D::kDModel));
     for (std::int64_t i = 0; i < D::kLayers; ++i) {
-      encoder.push_back(register_module("encoder" + std::to_string(i), EncoderLayer(D::kDModel, D::kHeads, D::kFfn, false)));
+      encoder.push_back(
+          register_module("encoder" + std::to_string(i), EncoderLayer(D::kDModel, D::kHeads, D::kFfn, false)));
       decoder.push_back(register_module("decoder" + std::to_string(i), DecoderLayer(D::kDModel, D::kHeads, D::kFfn)));
     }
     enc_norm = register_module("enc_norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({D::kDModel})));
@@ -334,7 +335,8 @@ void run_w2(const bench::Options& opt) {
   ReversalTraining training;
   std::int64_t s = 0;
   double last = 0.0;
-  const auto ms = time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
+  const auto ms =
+      time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
   nlohmann::json row = record_base("w2");
   row["median_ms"] = bench::median(ms);
   row["mean_ms"] = bench::mean(ms);
@@ -355,8 +357,9 @@ void run_w2conv(const bench::Options& opt) {
   row["seconds"] = seconds;
   row["median_ms"] = nullptr;
   row["runs"] = 1;
-  emit(opt, row, "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
-                     std::to_string(seconds) + " s");
+  emit(opt, row,
+       "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
+           std::to_string(seconds) + " s");
 }
 
 // ---------------------------------------------------------------- W3
@@ -370,7 +373,8 @@ struct LanguageModelImpl : torch::nn::Module {
     tok = register_module("tok_emb", torch::nn::Embedding(C::kVocab, C::kDModel));
     pos = register_module("pos_emb", torch::nn::Embedding(C::kLength, C::kDModel));
     for (std::int64_t i = 0; i < C::kLayers; ++i)
-      blocks.push_back(register_module("block" + std::to_string(i), EncoderLayer(C::kDModel, C::kHeads, C::kFfn, true)));
+      blocks.push_back(
+          register_module("block" + std::to_string(i), EncoderLayer(C::kDModel, C::kHeads, C::kFfn, true)));
     norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C::kDModel})));
     head = register_module("head", torch::nn::Linear(C::kDModel, C::kVocab));
   }

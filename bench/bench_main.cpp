@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/bench_common.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/autograd/kernels/blas.h"
-#include "bench/bench_common.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
 
@@ -90,23 +90,33 @@ std::vector<OpCase> op_cases() {
   for (std::int64_t n : {64, 256, 1024}) {
     const std::string s = std::to_string(n);
     cases.push_back({"matmul", "(" + s + "," + s + ") @ (" + s + "," + s + ")",
-                     [n](Generator& g) { return TensorList{randn({n, n}, g), randn({n, n}, g)}; },
+                     [n](Generator& g) {
+                       return TensorList{randn({n, n}, g), randn({n, n}, g)};
+                     },
                      [](const TensorList& x) { return matmul(x[0], x[1]); }});
   }
   cases.push_back({"matmul batched", "(32,64,64) @ (32,64,64)",
-                   [](Generator& g) { return TensorList{randn({32, 64, 64}, g), randn({32, 64, 64}, g)}; },
+                   [](Generator& g) {
+                     return TensorList{randn({32, 64, 64}, g), randn({32, 64, 64}, g)};
+                   },
                    [](const TensorList& x) { return matmul(x[0], x[1]); }});
   cases.push_back({"matmul x @ W^T", "(2048,256) @ (1024,256)^T",
-                   [](Generator& g) { return TensorList{randn({16, 128, 256}, g), randn({1024, 256}, g)}; },
+                   [](Generator& g) {
+                     return TensorList{randn({16, 128, 256}, g), randn({1024, 256}, g)};
+                   },
                    [](const TensorList& x) { return matmul(x[0], x[1].mT()); }});
   for (std::int64_t n : {64, 1024}) {
     const Shape shape{n, n};
     const std::string s = shape.str();
     cases.push_back({"add", s + " + " + s,
-                     [shape](Generator& g) { return TensorList{randn(shape, g), randn(shape, g)}; },
+                     [shape](Generator& g) {
+                       return TensorList{randn(shape, g), randn(shape, g)};
+                     },
                      [](const TensorList& x) { return add(x[0], x[1]); }});
     cases.push_back({"mul broadcast", s + " * (" + std::to_string(n) + ")",
-                     [shape, n](Generator& g) { return TensorList{randn(shape, g), randn({n}, g)}; },
+                     [shape, n](Generator& g) {
+                       return TensorList{randn(shape, g), randn({n}, g)};
+                     },
                      [](const TensorList& x) { return mul(x[0], x[1]); }});
     cases.push_back({"exp", s, [shape](Generator& g) { return TensorList{randn(shape, g)}; },
                      [](const TensorList& x) { return exp(x[0]); }});
@@ -117,13 +127,22 @@ std::vector<OpCase> op_cases() {
     cases.push_back({"softmax axis -1", s, [shape](Generator& g) { return TensorList{randn(shape, g)}; },
                      [](const TensorList& x) { return softmax(x[0], -1); }});
   }
-  cases.push_back({"sum axes {0,2}", "(64,128,256)", [](Generator& g) { return TensorList{randn({64, 128, 256}, g)}; },
-                   [](const TensorList& x) { return sum(x[0], {0, 2}); }});
+  cases.push_back({"sum axes {0,2}", "(64,128,256)",
+                   [](Generator& g) {
+                     return TensorList{randn({64, 128, 256}, g)};
+                   },
+                   [](const TensorList& x) {
+                     return sum(x[0], {0, 2});
+                   }});
   cases.push_back({"layer_norm", "(2048,256), weight+bias",
-                   [](Generator& g) { return TensorList{randn({2048, 256}, g), ones({256}), zeros({256})}; },
+                   [](Generator& g) {
+                     return TensorList{randn({2048, 256}, g), ones({256}), zeros({256})};
+                   },
                    [](const TensorList& x) { return layer_norm(x[0], {256}, x[1], x[2]); }});
   cases.push_back({"embedding", "(1000,256)[2048 ids]",
-                   [](Generator& g) { return TensorList{randn({1000, 256}, g), randint(0, 1000, {2048}, g)}; },
+                   [](Generator& g) {
+                     return TensorList{randn({1000, 256}, g), randint(0, 1000, {2048}, g)};
+                   },
                    [](const TensorList& x) { return embedding(x[0], x[1]); }});
   return cases;
 }
@@ -237,15 +256,16 @@ struct SpamToy {
   std::vector<Tensor> sentences;  // each: (T) Int64 token ids
   std::vector<std::int64_t> labels;
   std::int64_t vocab_size = 0;
-  Tensor embedding_weight;     // (V, 20)
-  Tensor wq, wk, wv;           // (20, 20), PyTorch's Linear layout (out, in)
-  Tensor head_weight;          // (2, 20)
-  Tensor head_bias;            // (2)
+  Tensor embedding_weight;  // (V, 20)
+  Tensor wq, wk, wv;        // (20, 20), PyTorch's Linear layout (out, in)
+  Tensor head_weight;       // (2, 20)
+  Tensor head_bias;         // (2)
   std::vector<Tensor> params;
 
   explicit SpamToy(Generator& gen) {
     const bench::SpamToyData data = bench::spam_toy_data();
-    for (const auto& ids : data.sentences) sentences.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
+    for (const auto& ids : data.sentences)
+      sentences.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
     labels = data.labels;
     vocab_size = data.vocab_size;
     // PyTorch's initialisation: Embedding N(0, 1); Linear U(-1/sqrt(in), 1/sqrt(in)).
@@ -263,14 +283,14 @@ struct SpamToy {
   // Cross-entropy of one sentence: -log_softmax(logits)[label].
   Tensor loss(std::size_t i) const {
     // linear(x, W, b) = x W^T + b, what nn::Linear (and torch::nn::Linear) computes.
-    const Tensor x = embedding(embedding_weight, sentences[i]);  // x: (T, 20)
-    const Tensor q = linear(x, wq);                                // q: (T, 20)
-    const Tensor k = linear(x, wk);                                // k: (T, 20)
-    const Tensor v = linear(x, wv);                                // v: (T, 20)
+    const Tensor x = embedding(embedding_weight, sentences[i]);                      // x: (T, 20)
+    const Tensor q = linear(x, wq);                                                  // q: (T, 20)
+    const Tensor k = linear(x, wk);                                                  // k: (T, 20)
+    const Tensor v = linear(x, wv);                                                  // v: (T, 20)
     const Tensor scores = matmul(q, k.mT()) / std::sqrt(static_cast<double>(kDim));  // scores: (T, T)
-    const Tensor att = softmax(scores, -1);                        // att: (T, T)
-    const Tensor pooled = mean(matmul(att, v), {0});               // pooled: (20)
-    const Tensor logits = linear(pooled, head_weight, head_bias);  // logits: (2)
+    const Tensor att = softmax(scores, -1);                                          // att: (T, T)
+    const Tensor pooled = mean(matmul(att, v), {0});                                 // pooled: (20)
+    const Tensor logits = linear(pooled, head_weight, head_bias);                    // logits: (2)
     return -log_softmax(logits, -1).select(0, labels[i]);
   }
 
@@ -409,7 +429,8 @@ void run_w2(const Options& opt) {
   ReversalTraining training;
   std::int64_t s = 0;
   double last = 0.0;
-  const auto ms = time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
+  const auto ms =
+      time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
   nlohmann::json row = record_base("w2");
   row["median_ms"] = median(ms);
   row["mean_ms"] = bench::mean(ms);
@@ -429,8 +450,9 @@ void run_w2conv(const Options& opt) {
   row["seconds"] = seconds;
   row["median_ms"] = nullptr;
   row["runs"] = 1;
-  emit(opt, row, "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
-                     std::to_string(seconds) + " s (exact match " + std::to_string(accuracy) + ")");
+  emit(opt, row,
+       "W2 reversal: 100% held-out exact match at step " + std::to_string(solved_at) + " after " +
+           std::to_string(seconds) + " s (exact match " + std::to_string(accuracy) + ")");
 }
 
 // ---------------------------------------------------------------- W3 causal LM
@@ -448,7 +470,7 @@ void run_w3(const Options& opt) {
                                          .norm_first(true))};
   optim::AdamW adamw(model->parameters(), optim::AdamWOptions(3e-4));  // weight decay 0.01, as torch's default
   const Tensor tokens = from_vector(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
-  const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();     // (B, T)
+  const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();        // (B, T)
   const Tensor targets = tokens.slice(1, 1, C::kLength + 1).reshape({-1});  // (B T)
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w3"), bench::steps_of(opt, "w3"), [&] {
@@ -466,8 +488,8 @@ void run_w3(const Options& opt) {
   row["step_gflop"] = bench::lm_step_flops() / 1e9;
   row["gflops"] = bench::lm_step_flops() / (median_ms * 1e6);
   row["final_loss"] = last;
-  emit(opt, row, "W3 lm: " + std::to_string(median_ms) + " ms/step, " + std::to_string(row["gflops"].get<double>()) +
-                     " GFLOP/s");
+  emit(opt, row,
+       "W3 lm: " + std::to_string(median_ms) + " ms/step, " + std::to_string(row["gflops"].get<double>()) + " GFLOP/s");
 }
 
 // ---------------------------------------------------------------- W4 MoE

@@ -12,9 +12,9 @@
 using namespace tapegrad;
 
 int main(int argc, char** argv) {
-  manual_seed(0);                                // the default generator: data and weights
-  Tensor x = uniform({512, 1}, -3.0, 3.0);         // 512 points in [-3, 3]
-  Tensor y = exp(neg(x * x));                      // the curve to fit: a bump
+  manual_seed(0);                           // the default generator: data and weights
+  Tensor x = uniform({512, 1}, -3.0, 3.0);  // 512 points in [-3, 3]
+  Tensor y = exp(neg(x * x));               // the curve to fit: a bump
   nn::Sequential model(nn::Linear(1, 64), nn::GELU(), nn::Linear(64, 1));
   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(/*lr=*/1e-2).weight_decay(0));
   optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(/*warmup=*/50, /*total=*/1500));

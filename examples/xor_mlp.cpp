@@ -37,9 +37,9 @@ int train(int argc, char** argv) {
   // Parameters: uniform in [-1, 1) from a seeded generator, so every run is the same.
   Generator gen(seed);
   const Tensor w1 = uniform({2, hidden}, -1.0, 1.0, gen).requires_grad_();  // (2, 8)
-  const Tensor b1 = zeros({hidden}).requires_grad_();                        // (8)
+  const Tensor b1 = zeros({hidden}).requires_grad_();                       // (8)
   const Tensor w2 = uniform({hidden, 1}, -1.0, 1.0, gen).requires_grad_();  // (8, 1)
-  const Tensor b2 = zeros({1}).requires_grad_();                             // (1)
+  const Tensor b2 = zeros({1}).requires_grad_();                            // (1)
   const std::vector<Tensor> parameters = {w1, b1, w2, b2};
 
   auto forward = [&](const Tensor& input) {

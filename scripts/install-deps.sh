@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, everything tapegrad needs to build and test:
 # the compiler, CMake and Ninja, the header-only libraries (xtensor, xtl, xsimd, nlohmann_json,
-# doctest), OpenBLAS for cblas_sgemm, pkg-config, and python3 (used by later tests).
+# doctest), OpenBLAS for cblas_sgemm, pkg-config, python3 (used by tests) and clang-format (the
+# formatting check).
 #
 # Idempotent: when every package is already installed it does nothing (set
 # TAPEGRAD_FORCE_APT=1 to run apt-get anyway). Uses sudo only when not run as root.
@@ -19,6 +20,7 @@ PACKAGES=(
   doctest-dev
   libopenblas-dev
   python3
+  clang-format       # scripts/check-format.sh: CI checks the formatting (clang-format 14)
 )
 
 missing=()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the dependencies, then builds and tests tapegrad twice:
+# Installs the dependencies, checks the formatting (scripts/check-format.sh), then builds and
+# tests tapegrad twice:
 #   1. build/           Release, every program (library, tests, examples, bench); ctest
 #   2. build-sanitize/  RelWithDebInfo with AddressSanitizer + UndefinedBehaviorSanitizer
 #                       (leak checking on) on the library, tests and examples; ctest
@@ -92,6 +93,9 @@ else
 fi
 
 if [[ $FAILED -eq 0 ]]; then
+  # ---------------------------------------------------------------- formatting (.clang-format)
+  run_phase "format" bash "$ROOT/scripts/check-format.sh"
+
   # ---------------------------------------------------------------- 2. Release build and tests
   reset_if_other_generator "$BUILD_DIR"
   if run_phase "release-configure" cmake -S . -B "$BUILD_DIR" -G "$GENERATOR_NAME" -DCMAKE_BUILD_TYPE=Release \

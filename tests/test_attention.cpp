@@ -12,8 +12,8 @@
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
-using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::check_values;
+using tapegrad::testing::max_abs_diff;
 
 namespace {
 
@@ -116,8 +116,8 @@ TEST_CASE("attention: vectorised heads equal a per-head loop, self and cross") {
     nn::MultiHeadAttention m(8, 2);
     m->to(kFloat64);
     Tensor x = randn({2, 5, 8}, gen, kFloat64);
-    Tensor pad = from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true},
-                             {2, 5});
+    Tensor pad =
+        from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true}, {2, 5});
     auto opts = causal_options();
     opts.key_padding_mask(pad);
     Tensor got = m(x, Tensor(), opts).output;

@@ -45,15 +45,19 @@ Dataset numbered_dataset(std::int64_t n) {
 TEST_CASE("data: word_tokenize lowercases, keeps inner apostrophes and UTF-8 letters, drops punctuation") {
   CHECK(word_tokenize("Don't WAIT: 100% free!") == std::vector<std::string>{"don't", "wait", "100", "free"});
   CHECK(word_tokenize("  'quoted' rock'n'roll o'") == std::vector<std::string>{"quoted", "rock'n'roll", "o"});
-  CHECK(word_tokenize("Sitting Bull \xC3\xBC" "ber alles") ==
-        std::vector<std::string>{"sitting", "bull", "\xC3\xBC" "ber", "alles"});
+  CHECK(word_tokenize("Sitting Bull \xC3\xBC"
+                      "ber alles") == std::vector<std::string>{"sitting", "bull",
+                                                               "\xC3\xBC"
+                                                               "ber",
+                                                               "alles"});
   CHECK(word_tokenize("e-mail@x.com") == std::vector<std::string>{"e", "mail", "x", "com"});
   CHECK(word_tokenize("").empty());
   CHECK(word_tokenize(" ,.;!? ").empty());
 }
 
 TEST_CASE("data: char_tokenize splits into UTF-8 code points, a stray byte on its own") {
-  CHECK(char_tokenize("n\xC3\xA9 \xE2\x82\xAC!") == std::vector<std::string>{"n", "\xC3\xA9", " ", "\xE2\x82\xAC", "!"});
+  CHECK(char_tokenize("n\xC3\xA9 \xE2\x82\xAC!") ==
+        std::vector<std::string>{"n", "\xC3\xA9", " ", "\xE2\x82\xAC", "!"});
   CHECK(char_tokenize("\xF0\x9F\x98\x80x") == std::vector<std::string>{"\xF0\x9F\x98\x80", "x"});
   // 0xFF never starts a sequence; 0xC3 followed by an ASCII byte is truncated.
   CHECK(char_tokenize("a\xFF\xC3z") == std::vector<std::string>{"a", "\xFF", "\xC3", "z"});
@@ -125,13 +129,18 @@ TEST_CASE("data: Vocab::build orders by count then token, applies min_freq and m
 
 TEST_CASE("data: Vocab save and load round trip through an atomic write") {
   TempDir dir;
-  const Vocab vocab = Vocab::build({{"\xC3\xBC" "ber", "alles", "free", "free", "\"quoted\"", "back\\slash"}});
+  const Vocab vocab =
+      Vocab::build({{"\xC3\xBC"
+                     "ber",
+                     "alles", "free", "free", "\"quoted\"", "back\\slash"}});
   const std::string path = dir.file("vocab.json");
   vocab.save(path);
   const Vocab loaded = Vocab::load(path);
   CHECK(loaded == vocab);
   CHECK(loaded.id("free") == vocab.id("free"));
-  CHECK(loaded.id("\xC3\xBC" "ber") == vocab.id("\xC3\xBC" "ber"));
+  CHECK(loaded.id("\xC3\xBC"
+                  "ber") == vocab.id("\xC3\xBC"
+                                     "ber"));
   CHECK_FALSE(fs::exists(path + ".tmp"));
 
   // Saving over an existing file replaces it.
@@ -188,15 +197,13 @@ TEST_CASE("data: collate pads inputs and targets, masks padding with true, stack
   CHECK(b.padding_mask.dtype() == kBool);  // read back below as 0/1 integers
   CHECK(b.input.shape() == Shape{2, 3});
   CHECK(b.input.to_vector<std::int64_t>() == std::vector<std::int64_t>{4, 0, 0, 5, 6, 7});
-  CHECK(b.padding_mask.to_vector<std::int64_t>() ==
-        std::vector<std::int64_t>{0, 1, 1, 0, 0, 0});
+  CHECK(b.padding_mask.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 1, 0, 0, 0});
   CHECK(b.lengths.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 3});
   CHECK(b.tokens == 4);
   REQUIRE(b.target.defined());
   CHECK(b.target.shape() == Shape{2, 4});
   CHECK(b.target.to_vector<std::int64_t>() == std::vector<std::int64_t>{7, 6, 5, 4, 8, 9, 0, 0});
-  CHECK(b.target_padding_mask.to_vector<std::int64_t>() ==
-        std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 1, 1});
+  CHECK(b.target_padding_mask.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 1, 1});
   CHECK(b.target_tokens == 6);
   REQUIRE(b.labels.defined());
   CHECK(b.labels.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1});
@@ -320,8 +327,8 @@ TEST_CASE("data: DataLoader rejects an empty dataset and a bad batch_size or max
   DataLoaderOptions options;
   CHECK_THROWS_WITH_AS(DataLoader(Dataset{}, options), doctest::Contains("empty"), ValueError);
   options.batch_size = 0;
-  CHECK_THROWS_WITH_AS(DataLoader(numbered_dataset(3), options), doctest::Contains("batch_size must be positive, got 0"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(DataLoader(numbered_dataset(3), options),
+                       doctest::Contains("batch_size must be positive, got 0"), ValueError);
   options.batch_size = -2;
   CHECK_THROWS_WITH_AS(DataLoader(numbered_dataset(3), options), doctest::Contains("got -2"), ValueError);
   options.batch_size = 2;

@@ -67,9 +67,7 @@ TEST_CASE("elementwise: large float32 tensors take the vectorised path with the 
   Generator gen(1);
   Tensor x = randn({1000, 33}, gen);  // odd width: vector tail
   Tensor x64 = x.to(kFloat64);
-  auto close = [](const Tensor& a, const Tensor& b) {
-    return (a.to(kFloat64) - b).abs().max().item() < 1e-5;
-  };
+  auto close = [](const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b).abs().max().item() < 1e-5; };
   CHECK(close(exp(x), exp(x64)));
   CHECK(close(tanh(x), tanh(x64)));
   CHECK(close(sigmoid(x), sigmoid(x64)));
@@ -148,8 +146,7 @@ TEST_CASE("elementwise: gelu's vectorised backward equals the strided (scalar) p
     const std::vector<float> fast = a.grad().to_vector<float>();
     const std::vector<float> slow = b.grad().select(1, 0).to_vector<float>();
     REQUIRE(fast.size() == slow.size());
-    for (std::size_t i = 0; i < fast.size(); ++i)
-      CHECK(fast[i] == doctest::Approx(slow[i]).epsilon(1e-5).scale(1.0));
+    for (std::size_t i = 0; i < fast.size(); ++i) CHECK(fast[i] == doctest::Approx(slow[i]).epsilon(1e-5).scale(1.0));
   }
 }
 
@@ -162,9 +159,10 @@ TEST_CASE("elementwise: gelu's vectorised forward equals the formula in double, 
     const std::vector<float> got = gelu(from_vector(x, {1003}), approx).to_vector<float>();
     for (std::size_t i = 0; i < x.size(); ++i) {
       const double v = x[i];
-      const double expected = approx == GeluApproximation::Tanh
-                                  ? 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
-                                  : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      const double expected =
+          approx == GeluApproximation::Tanh
+              ? 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
+              : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       CAPTURE(i);
       CHECK(got[i] == doctest::Approx(expected).epsilon(1e-5).scale(1.0));
     }
@@ -198,7 +196,8 @@ TEST_CASE("elementwise: comparisons, where and masked_fill") {
 
   Generator gen(0);
   const Tensor cond = from_vector(std::vector<bool>{true, false, false, true}, {4});
-  check_gradients([cond](const TensorList& t) { return where(cond, t[0], t[1]); }, {randn({3, 4}, gen), randn({4}, gen)});
+  check_gradients([cond](const TensorList& t) { return where(cond, t[0], t[1]); },
+                  {randn({3, 4}, gen), randn({4}, gen)});
   check_gradients([cond](const TensorList& t) { return masked_fill(t[0], cond, 2.0); }, {randn({3, 4}, gen)});
 }
 
@@ -213,7 +212,8 @@ TEST_CASE("elementwise: dtype conversions carry gradients between float types") 
 }
 
 TEST_CASE("elementwise: errors name the op and the shapes") {
-  CHECK_THROWS_WITH_AS(zeros({2, 3}) + zeros({4}), "add: shapes (2,3) and (4) cannot be broadcast together", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({2, 3}) + zeros({4}), "add: shapes (2,3) and (4) cannot be broadcast together",
+                       ShapeError);
   CHECK_THROWS_WITH_AS(zeros({2, 3}) * zeros({3, 2}), "mul: shapes (2,3) and (3,2) cannot be broadcast together",
                        ShapeError);
   CHECK_THROWS_WITH_AS(zeros({2}) - zeros({2}, kFloat64), "sub: dtype mismatch, float32 and float64", TypeError);
@@ -221,8 +221,8 @@ TEST_CASE("elementwise: errors name the op and the shapes") {
                        TypeError);
   CHECK_THROWS_WITH_AS(clamp(zeros({2}), 1.0, 0.0), "clamp: min must not exceed max, got min 1.000000, max 0.000000",
                        ValueError);
-  CHECK_THROWS_WITH_AS(where(ones({2}), zeros({2}), zeros({2})), "where: the condition must be a bool tensor, got float32",
-                       TypeError);
+  CHECK_THROWS_WITH_AS(where(ones({2}), zeros({2}), zeros({2})),
+                       "where: the condition must be a bool tensor, got float32", TypeError);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), from_vector(std::vector<bool>{true, false, true}, {3}), 0.0),
                        "masked_fill: shapes (3) and (2) cannot be broadcast together", ShapeError);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), from_vector(std::vector<bool>{true, false}, {2, 1}), 0.0),

@@ -19,7 +19,7 @@ TEST_CASE("engine: a tensor used in several places accumulates its gradient") {
 
 TEST_CASE("engine: a diamond graph passes the summed gradient through the shared node") {
   Tensor x = scalar_tensor(0.5, kFloat64).requires_grad_();
-  Tensor a = x.exp();        // shared by both branches
+  Tensor a = x.exp();  // shared by both branches
   Tensor y = a * a + a.tanh();
   y.backward();
   // dy/dx = (2a + (1 - tanh(a)^2)) * a
@@ -127,9 +127,7 @@ TEST_CASE("engine: no-grad scope records nothing and restores the mode") {
     Tensor y = w * 2.0;
     CHECK_FALSE(y.requires_grad());
     CHECK(!y.grad_fn());
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(is_grad_enabled());
   }
   CHECK(is_grad_enabled());
@@ -160,7 +158,7 @@ TEST_CASE("engine: retain_grad keeps a non-leaf gradient; leaves only by default
 
 TEST_CASE("engine: gradients flow through views into the base leaf") {
   Tensor x = tensor({{1, 2, 3}, {4, 5, 6}}, kFloat64).requires_grad_();
-  Tensor t = x.transpose(0, 1);             // (3, 2), non-contiguous
+  Tensor t = x.transpose(0, 1);  // (3, 2), non-contiguous
   Tensor y = (t.narrow(0, 1, 2) * t.narrow(0, 1, 2)).sum();
   y.backward();
   CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 4, 6, 0, 10, 12});

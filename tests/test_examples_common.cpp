@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/autograd/error.h"
-#include "tapegrad/io/file.h"
 #include "examples/common/config.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"
 #include "examples/common/run_dir.h"
 #include "examples/common/svg.h"
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
 
 using namespace tapegrad;
 using namespace tapegrad::examples;
@@ -74,8 +74,8 @@ TEST_CASE("examples config: defaults, typed getters, flags in both spellings") {
   CHECK_THROWS_AS(c.get_float("steps"), ConfigError);  // declared integer
   CHECK_THROWS_AS(c.get_int("missing"), ConfigError);
 
-  const auto rest = parse(c, {"train", "--steps", "7", "--lr=0.5", "--resume", "--positions", "rotary",
-                              "--data-dir", "/x", "file.eml"});
+  const auto rest = parse(
+      c, {"train", "--steps", "7", "--lr=0.5", "--resume", "--positions", "rotary", "--data-dir", "/x", "file.eml"});
   CHECK(rest == std::vector<std::string>{"train", "file.eml"});
   CHECK(c.get_int("steps") == 7);
   CHECK(c.get_float("lr") == 0.5);
@@ -86,7 +86,7 @@ TEST_CASE("examples config: defaults, typed getters, flags in both spellings") {
   Config d = sample_config();
   parse(d, {"--resume", "false", "--lr", "2", "--", "--steps"});
   CHECK_FALSE(d.get_bool("resume"));
-  CHECK(d.get_float("lr") == 2.0);  // an integer literal is a fine float
+  CHECK(d.get_float("lr") == 2.0);   // an integer literal is a fine float
   CHECK(d.get_int("steps") == 100);  // after "--" nothing is a flag
 }
 
@@ -134,9 +134,11 @@ TEST_CASE("examples config: JSON files are type-checked and flags override them"
   CHECK_THROWS_WITH_AS(parse(d, {"--config", typed.c_str()}), bool_message.c_str(), ConfigError);
   const std::string broken = dir.file("broken.json");
   write_file(broken, "{\"steps\": ");
-  CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains((broken + ": not valid JSON").c_str()), ConfigError);
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains((broken + ": not valid JSON").c_str()),
+                       ConfigError);
   write_file(broken, "[1, 2]");
-  CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains("expected a JSON object"), ConfigError);
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains("expected a JSON object"),
+                       ConfigError);
   const std::string absent = dir.file("absent.json");
   CHECK_THROWS_WITH_AS(parse(d, {"--config", absent.c_str()}), doctest::Contains("cannot read config file"),
                        ConfigError);
@@ -220,7 +222,8 @@ TEST_CASE("examples config: a struct's field list gives the options, their defau
 
   Config bad = make_config<SampleOptions>("prog", "");
   CHECK_THROWS_WITH_AS(parse(bad, {"--stpes", "1"}), "prog: unknown option --stpes (see --help)", ConfigError);
-  CHECK_THROWS_WITH_AS(parse(bad, {"--steps", "ten"}), "prog: option --steps expects an integer, got \"ten\"", ConfigError);
+  CHECK_THROWS_WITH_AS(parse(bad, {"--steps", "ten"}), "prog: option --steps expects an integer, got \"ten\"",
+                       ConfigError);
   CHECK_THROWS_WITH_AS(parse(bad, {"--positions", "none"}),
                        "prog: option --positions expects one of learned, rotary, got \"none\"", ConfigError);
 
@@ -233,8 +236,8 @@ TEST_CASE("examples config: a struct's field list gives the options, their defau
   CHECK_NOTHROW(require_positive("prog", o, &SampleOptions::steps, &SampleOptions::lr));
   CHECK_THROWS_WITH_AS(require_positive("prog", negative, &SampleOptions::lr, &SampleOptions::steps),
                        "prog: --steps must be positive, got -3", ConfigError);
-  CHECK_THROWS_WITH_AS(require_non_negative("prog", negative, &SampleOptions::steps), "prog: --steps must be >= 0, got -3",
-                       ConfigError);
+  CHECK_THROWS_WITH_AS(require_non_negative("prog", negative, &SampleOptions::steps),
+                       "prog: --steps must be >= 0, got -3", ConfigError);
   CHECK_THROWS_WITH_AS(require(false, "prog", "--lr is wrong"), "prog: --lr is wrong", ConfigError);
 }
 
@@ -261,7 +264,8 @@ TEST_CASE("examples metrics: binary confusion, precision, recall, F1") {
   CHECK(none.accuracy() == 0.5);
   CHECK(binary_metrics({}, {}).accuracy() == 0.0);
   CHECK_THROWS_WITH_AS(binary_metrics({1}, {1, 0}), "binary_metrics: 1 predictions for 2 labels", ValueError);
-  CHECK_THROWS_WITH_AS(binary_metrics({2}, {1}), doctest::Contains("labels must be 0 or 1, got predicted 2"), ValueError);
+  CHECK_THROWS_WITH_AS(binary_metrics({2}, {1}), doctest::Contains("labels must be 0 or 1, got predicted 2"),
+                       ValueError);
 }
 
 TEST_CASE("examples naive Bayes: Laplace-smoothed multinomial likelihoods worked by hand") {
@@ -385,7 +389,8 @@ TEST_CASE("examples run files: atomic writes, JSON lines, loss plot from metrics
   CHECK_THROWS_AS(io::write_file_atomic(dir.file("missing/a.txt"), "x"), IoError);
 
   const std::string metrics = dir.file("metrics.jsonl");
-  write_file(metrics, "{\"step\":10,\"loss\":2.0}\n\n{\"step\":20,\"loss\":1.0}\n{\"step\":20,\"eval\":{\"val_loss\":1.5}}\n");
+  write_file(metrics,
+             "{\"step\":10,\"loss\":2.0}\n\n{\"step\":20,\"loss\":1.0}\n{\"step\":20,\"eval\":{\"val_loss\":1.5}}\n");
   const auto lines = read_jsonl(metrics);
   REQUIRE(lines.size() == 3);
   CHECK(lines[2]["eval"]["val_loss"] == 1.5);

@@ -78,13 +78,14 @@ TEST_CASE("gradcheck: checks parameters that the function reads directly") {
   REQUIRE(good.inputs.size() == 2);
   CHECK(good.inputs[1].differentiated);
   const std::vector<double> before = w.to_vector<double>();
-  GradcheckResult bad = gradcheck([&](const TensorList& x) { return x[0] * scaled_by_two(w, 0.01); }, {randn({3}, gen)},
-                                  {}, {w});
+  GradcheckResult bad =
+      gradcheck([&](const TensorList& x) { return x[0] * scaled_by_two(w, 0.01); }, {randn({3}, gen)}, {}, {w});
   CHECK_FALSE(bad.passed);
   CHECK_FALSE(bad.inputs[1].passed);
   CHECK(w.to_vector<double>() == before);  // restored after perturbation
-  CHECK_THROWS_WITH_AS(gradcheck([&](const TensorList& x) { return x[0]; }, {randn({3}, gen)}, {}, {ones({3})}),
-                       "gradcheck: parameter 0 must be a contiguous float64 leaf that requires grad (convert the module "
-                       "with to(kFloat64))",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      gradcheck([&](const TensorList& x) { return x[0]; }, {randn({3}, gen)}, {}, {ones({3})}),
+      "gradcheck: parameter 0 must be a contiguous float64 leaf that requires grad (convert the module "
+      "with to(kFloat64))",
+      ValueError);
 }

@@ -84,8 +84,8 @@ TEST_CASE("layers: LayerNorm forward, parameters and gradcheck") {
   // var 1.25 + eps 0.75 = 2: (x - 2.5) / sqrt(2).
   nn::LayerNorm wide_eps{nn::LayerNormOptions(Shape{4}).eps(0.75).elementwise_affine(false)};
   CHECK(wide_eps->parameters().empty());
-  check_values(wide_eps(tensor({1, 2, 3, 4})), {-1.5 / std::sqrt(2.0), -0.5 / std::sqrt(2.0), 0.5 / std::sqrt(2.0),
-                                                1.5 / std::sqrt(2.0)});
+  check_values(wide_eps(tensor({1, 2, 3, 4})),
+               {-1.5 / std::sqrt(2.0), -0.5 / std::sqrt(2.0), 0.5 / std::sqrt(2.0), 1.5 / std::sqrt(2.0)});
 
   Generator gen(2);
   nn::LayerNorm norm2d(Shape{2, 3});
@@ -103,8 +103,8 @@ TEST_CASE("layers: LayerNorm forward, parameters and gradcheck") {
   check_gradients([&](const TensorList& in) { return norm3(in[0].transpose(0, 1)); }, {randn({3, 2}, gen, kFloat64)},
                   {}, norm3->parameters());
   CHECK_THROWS_AS(norm2d(randn({3, 3, 2}, gen, kFloat64)), ShapeError);
-  CHECK_THROWS_WITH_AS(nn::LayerNorm(Shape{}), "LayerNorm: normalized_shape must be non-empty with positive sizes, got ()",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::LayerNorm(Shape{}),
+                       "LayerNorm: normalized_shape must be non-empty with positive sizes, got ()", ValueError);
 }
 
 // ---------------------------------------------------------------- RMSNorm
@@ -112,8 +112,7 @@ TEST_CASE("layers: LayerNorm forward, parameters and gradcheck") {
 TEST_CASE("layers: RMSNorm forward values") {
   // mean(x^2) = 30 / 4 = 7.5; eps 0.5 makes it 8: y = x / sqrt(8).
   nn::RMSNorm half{nn::RMSNormOptions(4).eps(0.5)};
-  check_values(half(tensor({1, 2, 3, 4})), {0.3535533906, 0.7071067812, 1.0606601718,
-                                                                    1.4142135624});
+  check_values(half(tensor({1, 2, 3, 4})), {0.3535533906, 0.7071067812, 1.0606601718, 1.4142135624});
   // Default eps 1e-6, weight (1, 0.5, 2, -1): x / sqrt(7.500001) * w (PyTorch 1.13 gives the same).
   nn::RMSNorm norm(4);
   CHECK(norm->eps() == 1e-6);

@@ -75,9 +75,8 @@ TEST_CASE("losses: distribution helpers reduce one axis and treat 0 log 0 as 0")
   CHECK(h.shape() == Shape{2});
   check_values(h, {std::log(2.0), -(0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5))}, 1e-12);
   // Along axis 0 (columns): column 1 is (0, 0.3).
-  check_values(nn::entropy(p, 0), {-(0.5 * std::log(0.5) + 0.2 * std::log(0.2)), -0.3 * std::log(0.3),
-                                   -2 * 0.5 * std::log(0.5)},
-               1e-12);
+  check_values(nn::entropy(p, 0),
+               {-(0.5 * std::log(0.5) + 0.2 * std::log(0.2)), -0.3 * std::log(0.3), -2 * 0.5 * std::log(0.5)}, 1e-12);
   // q = 0 where p = 0 costs nothing; q = 0 where p > 0 is infinitely surprising.
   const Tensor q = tensor({{0.25, 0.0, 0.75}, {0.2, 0.0, 0.8}}, kFloat64);
   const Tensor h_pq = nn::cross_entropy_between(p, q);
@@ -93,8 +92,7 @@ TEST_CASE("losses: cross_entropy reductions with ignored targets match PyTorch")
   const Tensor x = four_by_three();
   const Tensor t = targets_with_ignored();
   // Row 0 by hand: logsumexp(1, 2, 0.5) - 2 = log(e + e^2 + e^0.5) - 2 = 0.46436878...
-  check_values(nn::cross_entropy(x, t, {nn::Reduction::None}), {0.4643687841, 0.0658839038, 0.7022633214, 0.0},
-               1e-9);
+  check_values(nn::cross_entropy(x, t, {nn::Reduction::None}), {0.4643687841, 0.0658839038, 0.7022633214, 0.0}, 1e-9);
   // Mean over the 3 non-ignored targets, not the 4 rows.
   CHECK(nn::cross_entropy(x, t).item() == doctest::Approx(0.41083866976815636).epsilon(1e-12));
   CHECK(nn::cross_entropy(x, t, {nn::Reduction::Sum}).item() == doctest::Approx(1.2325160093044691).epsilon(1e-12));
@@ -158,8 +156,11 @@ TEST_CASE("losses: cross_entropy of a single (C) vector with a scalar target") {
   CHECK(none.dim() == 0);
   CHECK(none.item() == doctest::Approx(0.4643687841079449).epsilon(1e-12));
   CHECK(nn::cross_entropy(x, t).item() == doctest::Approx(0.4643687841079449).epsilon(1e-12));
-  check_gradients([&](const TensorList& in) { return nn::cross_entropy(in[0], t, {nn::Reduction::Mean, -100, 0.3}); },
-                  {x});
+  check_gradients(
+      [&](const TensorList& in) {
+        return nn::cross_entropy(in[0], t, {nn::Reduction::Mean, -100, 0.3});
+      },
+      {x});
 }
 
 TEST_CASE("losses: cross_entropy equals nll_loss(log_softmax) and the composite x - logsumexp") {
@@ -195,8 +196,8 @@ TEST_CASE("losses: cross_entropy with class-probability targets matches PyTorch"
   CHECK(nn::cross_entropy(x, p, {nn::Reduction::Mean, -100, 0.1}).item() ==
         doctest::Approx(0.9033217935259679).epsilon(1e-12));
   // (N, C, T): probabilities along axis 1.
-  const Tensor scores = from_vector(std::vector<double>{1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0},
-                                    {2, 3, 2});
+  const Tensor scores =
+      from_vector(std::vector<double>{1.0, 0.0, 0.0, 0.0, 0.0, 2.0, 0.5, 0.0, 0.0, 0.3, 0.0, 0.0}, {2, 3, 2});
   CHECK(nn::cross_entropy(n_c_t_logits(), softmax(scores, 1)).item() ==
         doctest::Approx(1.2247658158255463).epsilon(1e-12));
   Generator gen(4);
@@ -226,7 +227,9 @@ TEST_CASE("losses: cross_entropy and nll_loss gradients (float64 gradcheck)") {
   }
   SUBCASE("label smoothing, per-element") {
     check_gradients(
-        [&](const TensorList& in) { return nn::cross_entropy(in[0], t, {nn::Reduction::None, -100, 0.25}); },
+        [&](const TensorList& in) {
+          return nn::cross_entropy(in[0], t, {nn::Reduction::None, -100, 0.25});
+        },
         {randn({4, 3}, gen)});
   }
   SUBCASE("(N, C, T) from a transposed (N, T, C) input, smoothing and a custom ignore_index") {

@@ -61,8 +61,7 @@ Tensor reference_matmul(const Tensor& a, const Tensor& b) {
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < m; ++j) {
         double total = 0.0;
-        for (std::int64_t p = 0; p < k; ++p)
-          total += va[a_entry * n * k + i * k + p] * vb[b_entry * k * m + p * m + j];
+        for (std::int64_t p = 0; p < k; ++p) total += va[a_entry * n * k + i * k + p] * vb[b_entry * k * m + p * m + j];
         out[flat * n * m + i * m + j] = total;
       }
   }
@@ -94,20 +93,20 @@ struct ShapeCase {
 
 // Every shape combination torch.matmul accepts, with the result shape it gives.
 const std::vector<ShapeCase> kShapeCases = {
-    {{2, 3}, {3, 4}, {2, 4}},                 // 2-D x 2-D
-    {{3}, {3}, {}},                           // dot
-    {{3}, {3, 4}, {4}},                       // 1-D lhs promoted to (1, 3)
-    {{2, 3}, {3}, {2}},                       // 1-D rhs promoted to (3, 1)
-    {{3}, {2, 3, 4}, {2, 4}},                 // 1-D lhs against a batch
-    {{2, 5, 3}, {3}, {2, 5}},                 // batch against a 1-D rhs
-    {{2, 5, 3}, {3, 4}, {2, 5, 4}},           // one B for the whole batch
-    {{2, 2, 5, 3}, {3, 4}, {2, 2, 5, 4}},     // two batch axes, one B
-    {{2, 3}, {4, 3, 5}, {4, 2, 5}},           // A broadcast over b's batch
-    {{4, 2, 3}, {4, 3, 5}, {4, 2, 5}},        // same batch
-    {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},  // (B,1,n,k) x (H,k,m)
-    {{1, 2, 3}, {4, 3, 5}, {4, 2, 5}},        // size-1 batch axis in a
-    {{4, 2, 3}, {1, 3, 5}, {4, 2, 5}},        // size-1 batch axis in b
-    {{2, 5, 3}, {1, 1, 3, 4}, {1, 2, 5, 4}},  // b's size-1 batch axes outrank a's
+    {{2, 3}, {3, 4}, {2, 4}},                    // 2-D x 2-D
+    {{3}, {3}, {}},                              // dot
+    {{3}, {3, 4}, {4}},                          // 1-D lhs promoted to (1, 3)
+    {{2, 3}, {3}, {2}},                          // 1-D rhs promoted to (3, 1)
+    {{3}, {2, 3, 4}, {2, 4}},                    // 1-D lhs against a batch
+    {{2, 5, 3}, {3}, {2, 5}},                    // batch against a 1-D rhs
+    {{2, 5, 3}, {3, 4}, {2, 5, 4}},              // one B for the whole batch
+    {{2, 2, 5, 3}, {3, 4}, {2, 2, 5, 4}},        // two batch axes, one B
+    {{2, 3}, {4, 3, 5}, {4, 2, 5}},              // A broadcast over b's batch
+    {{4, 2, 3}, {4, 3, 5}, {4, 2, 5}},           // same batch
+    {{2, 1, 3, 4}, {5, 4, 2}, {2, 5, 3, 2}},     // (B,1,n,k) x (H,k,m)
+    {{1, 2, 3}, {4, 3, 5}, {4, 2, 5}},           // size-1 batch axis in a
+    {{4, 2, 3}, {1, 3, 5}, {4, 2, 5}},           // size-1 batch axis in b
+    {{2, 5, 3}, {1, 1, 3, 4}, {1, 2, 5, 4}},     // b's size-1 batch axes outrank a's
     {{3, 1, 2, 3}, {1, 4, 3, 2}, {3, 4, 2, 2}},  // both broadcast
 };
 
@@ -131,8 +130,7 @@ TEST_CASE("matmul: hand-worked 2x3 @ 3x2") {
   CHECK(dot.item() == 32.0);
   CHECK(matmul(tensor({1, 2, 3}), tensor({{7, 8}, {9, 10}, {11, 12}})).to_vector<double>() ==
         std::vector<double>{58, 64});
-  CHECK(matmul(tensor({{1, 2, 3}, {4, 5, 6}}), tensor({1, 0, -1})).to_vector<double>() ==
-        std::vector<double>{-2, -2});
+  CHECK(matmul(tensor({{1, 2, 3}, {4, 5, 6}}), tensor({1, 0, -1})).to_vector<double>() == std::vector<double>{-2, -2});
 }
 
 TEST_CASE("matmul: every shape combination against the reference loop") {
@@ -246,23 +244,36 @@ TEST_CASE("matmul: gradcheck through transposed, sliced and expanded operands") 
     TensorList inputs;
   };
   const std::vector<GradCase> cases = {
-      {"a^T @ b", [](const TensorList& x) { return matmul(x[0].mT(), x[1]); },
+      {"a^T @ b",
+       [](const TensorList& x) { return matmul(x[0].mT(), x[1]); },
        {randn({3, 2}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
-      {"a @ b^T", [](const TensorList& x) { return matmul(x[0], x[1].mT()); },
+      {"a @ b^T",
+       [](const TensorList& x) { return matmul(x[0], x[1].mT()); },
        {randn({2, 3}, gen, kFloat64), randn({4, 3}, gen, kFloat64)}},
-      {"batched a^T @ b^T", [](const TensorList& x) { return matmul(x[0].mT(), x[1].mT()); },
+      {"batched a^T @ b^T",
+       [](const TensorList& x) { return matmul(x[0].mT(), x[1].mT()); },
        {randn({2, 3, 2}, gen, kFloat64), randn({2, 4, 3}, gen, kFloat64)}},
-      {"column slice (copied)", [](const TensorList& x) { return matmul(x[0].slice(1, 0, 6, 2), x[1]); },
+      {"column slice (copied)",
+       [](const TensorList& x) { return matmul(x[0].slice(1, 0, 6, 2), x[1]); },
        {randn({2, 6}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
-      {"row slice", [](const TensorList& x) { return matmul(x[0].slice(0, 1, 5, 2), x[1]); },
+      {"row slice",
+       [](const TensorList& x) { return matmul(x[0].slice(0, 1, 5, 2), x[1]); },
        {randn({5, 3}, gen, kFloat64), randn({3, 4}, gen, kFloat64)}},
-      {"expanded b", [](const TensorList& x) { return matmul(x[0], x[1].expand({3, 4, 2})); },
+      {"expanded b",
+       [](const TensorList& x) {
+         return matmul(x[0], x[1].expand({3, 4, 2}));
+       },
        {randn({3, 2, 4}, gen, kFloat64), randn({4, 2}, gen, kFloat64)}},
-      {"permuted batch @ shared b", [](const TensorList& x) { return matmul(x[0].permute({1, 0, 2}), x[1]); },
+      {"permuted batch @ shared b",
+       [](const TensorList& x) {
+         return matmul(x[0].permute({1, 0, 2}), x[1]);
+       },
        {randn({3, 2, 4}, gen, kFloat64), randn({4, 5}, gen, kFloat64)}},
-      {"strided vector", [](const TensorList& x) { return matmul(x[0].slice(0, 0, 6, 2), x[1].mT()); },
+      {"strided vector",
+       [](const TensorList& x) { return matmul(x[0].slice(0, 0, 6, 2), x[1].mT()); },
        {randn({6}, gen, kFloat64), randn({4, 3}, gen, kFloat64)}},
-      {"same tensor twice", [](const TensorList& x) { return matmul(x[0], x[0].mT()); },
+      {"same tensor twice",
+       [](const TensorList& x) { return matmul(x[0], x[0].mT()); },
        {randn({3, 4}, gen, kFloat64)}},
   };
   for (const GradCase& c : cases) {

@@ -51,8 +51,8 @@ TEST_CASE("nn_functional: layer_norm forward values") {
   check_values(layer_norm(tensor({1, 2, 3, 4}), {4}, w, b),
                {-1.3416354200, 0.7763940967, -0.1055763867, -0.8416354200});
   check_values(layer_norm(tensor({1, 2, 3, 4}), {4}, w), {-1.3416354200, -0.2236059034, 0.8944236134, -1.3416354200});
-  check_values(layer_norm(tensor({1, 2, 3, 4}), {4}, Tensor(), b), {-1.3416354200, 0.5527881933, -0.5527881933,
-                                                                    1.8416354200});
+  check_values(layer_norm(tensor({1, 2, 3, 4}), {4}, Tensor(), b),
+               {-1.3416354200, 0.5527881933, -0.5527881933, 1.8416354200});
   // Each row normalised on its own; a constant row gives 0 (var 0, rstd = 1/sqrt(eps)).
   Tensor rows = tensor({{1, 2, 3, 4}, {5, 5, 5, 5}});
   check_values(layer_norm(rows, {4}), {-1.3416354200, -0.4472118067, 0.4472118067, 1.3416354200, 0, 0, 0, 0});
@@ -110,8 +110,11 @@ TEST_CASE("nn_functional: layer_norm gradcheck of input, weight and bias") {
   Tensor w = randn({4}, gen, kFloat64);
   Tensor b = randn({4}, gen, kFloat64);
   check_gradients([](const TensorList& in) { return layer_norm(in[0], {4}, in[1], in[2]); }, {x, w, b});
-  check_gradients([](const TensorList& in) { return layer_norm(in[0], {2, 4}, in[1], in[2]); },
-                  {x, randn({2, 4}, gen, kFloat64), randn({2, 4}, gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) {
+        return layer_norm(in[0], {2, 4}, in[1], in[2]);
+      },
+      {x, randn({2, 4}, gen, kFloat64), randn({2, 4}, gen, kFloat64)});
   check_gradients([](const TensorList& in) { return layer_norm(in[0], {4}); }, {x});
   check_gradients([](const TensorList& in) { return layer_norm(in[0], {4}, in[1]); }, {x, w});
   check_gradients([](const TensorList& in) { return layer_norm(in[0], {4}, Tensor(), in[1]); }, {x, b});
@@ -132,8 +135,8 @@ TEST_CASE("nn_functional: layer_norm computes only the gradients that are needed
   check_values(b.grad(), {2, 4, 6, 8});
   // dweight = sum over rows of g * xhat; row 0 xhat as above, row 1: mean 2, var 3.5.
   const double r1 = 1 / std::sqrt(3.5 + 1e-5);
-  check_values(w.grad(), {-1.3416354200 + 0, 2 * (-0.4472118067 - 2 * r1), 3 * (0.4472118067 - r1),
-                          4 * (1.3416354200 + 3 * r1)});
+  check_values(w.grad(),
+               {-1.3416354200 + 0, 2 * (-0.4472118067 - 2 * r1), 3 * (0.4472118067 - r1), 4 * (1.3416354200 + 3 * r1)});
 }
 
 TEST_CASE("nn_functional: layer_norm errors") {

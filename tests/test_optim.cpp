@@ -2,8 +2,8 @@
 //
 // Reference trajectories: x0 = (1, -2) float64, fixed gradient function g(x) = 2x + 0.5, three steps. The
 // expected numbers were worked from the torch.optim documented update rules in plain Python double arithmetic
-// (independent of this code) and agree to 12 digits with torch.optim in PyTorch 1.13; the first steps are also easy to check by hand, e.g. plain SGD lr 0.1:
-// g = (2.5, -3.5) -> x = (0.75, -1.65).
+// (independent of this code) and agree to 12 digits with torch.optim in PyTorch 1.13; the first steps are also easy to
+// check by hand, e.g. plain SGD lr 0.1: g = (2.5, -3.5) -> x = (0.75, -1.65).
 
 #include <doctest/doctest.h>
 
@@ -259,7 +259,7 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimize
       return std::make_unique<optim::Adam>(TensorList{p}, optim::AdamOptions(adam_lr).amsgrad(amsgrad));
     };
   };
-  return {{"SGD", sgd(0.0, false)},     {"SGD momentum", sgd(0.9, false)}, {"SGD Nesterov", sgd(0.9, true)},
+  return {{"SGD", sgd(0.0, false)},     {"SGD momentum", sgd(0.9, false)},   {"SGD Nesterov", sgd(0.9, true)},
           {"Adam", adam(false, false)}, {"Adam AMSGrad", adam(false, true)}, {"AdamW", adam(true, false)}};
 }
 
@@ -441,10 +441,11 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
                        "{momentum_buffer} (state saved by another optimiser or with other options)",
                        ValueError);
   optim::Adam ams({q}, optim::AdamOptions().amsgrad(true));
-  CHECK_THROWS_WITH_AS(ams.load_state(state),
-                       "Adam: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but Adam keeps "
-                       "{exp_avg, exp_avg_sq, max_exp_avg_sq} (state saved by another optimiser or with other options)",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      ams.load_state(state),
+      "Adam: load_state entry 'group0.param0.*': holds the buffers {exp_avg, exp_avg_sq} but Adam keeps "
+      "{exp_avg, exp_avg_sq, max_exp_avg_sq} (state saved by another optimiser or with other options)",
+      ValueError);
   NamedTensors partial;
   for (const auto& entry : state)
     if (entry.first != "group0.param0.exp_avg_sq") partial.push_back(entry);

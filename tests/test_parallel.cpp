@@ -220,7 +220,7 @@ TEST_CASE("parallel: elementwise maps, copies and in-place writes give the one-t
 
 TEST_CASE("parallel: reductions, softmax, layer norm and their backwards give the one-thread bits") {
   Generator gen(2);
-  const Tensor x = randn({16, 24, 130}, gen);       // 49,920 elements
+  const Tensor x = randn({16, 24, 130}, gen);        // 49,920 elements
   const Tensor scores = randn({4, 8, 64, 64}, gen);  // 131,072: attention-shaped
   const Tensor g = randn({16, 24, 130}, gen);
   const Tensor gs = randn({4, 8, 64, 64}, gen);

@@ -48,8 +48,8 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
   Tensor y = pe(x);
   CHECK(y.shape() == Shape{2, 3, 4});
   // Batch 1, position 1.
-  check_values(y.select(0, 1).select(0, 1), {1 + std::sin(1.0), 1 + std::cos(1.0), 1 + std::sin(0.01),
-                                             1 + std::cos(0.01)});
+  check_values(y.select(0, 1).select(0, 1),
+               {1 + std::sin(1.0), 1 + std::cos(1.0), 1 + std::sin(0.01), 1 + std::cos(0.01)});
   // An offset of 2 for a single step: position 2.
   check_values(pe(zeros({1, 1, 4}), 2), {std::sin(2.0), std::cos(2.0), std::sin(0.02), std::cos(0.02)});
   // A float64 input gets a float64 result.

@@ -10,8 +10,8 @@
 #include "tests/testing.h"
 
 using namespace tapegrad;
-using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_close;
+using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
 using tapegrad::testing::distinct_3d;
 
@@ -120,8 +120,9 @@ TEST_CASE("reduce: max and min errors") {
   CHECK_THROWS_WITH_AS(max(zeros({2, 0}), {1}),
                        "max: cannot reduce over an empty axis of a tensor of shape (2,0) (the result has no identity)",
                        ValueError);
-  CHECK_THROWS_WITH_AS(max(zeros({0})), "max: cannot reduce over an empty axis of a tensor of shape (0) (the result "
-                                        "has no identity)",
+  CHECK_THROWS_WITH_AS(max(zeros({0})),
+                       "max: cannot reduce over an empty axis of a tensor of shape (0) (the result "
+                       "has no identity)",
                        ValueError);
   CHECK_THROWS_WITH_AS(max(zeros({2}, kBool)), "max: expected a float32, float64 or int64 tensor, got bool", TypeError);
 }

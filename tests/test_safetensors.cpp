@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/nn/module.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/module.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;
@@ -57,8 +57,10 @@ TEST_CASE("checkpoint: round trip of every dtype, 0-d, empty and non-contiguous 
   const Tensor zero_d = scalar_tensor(2.5, kFloat64);
   const Tensor empty_t = zeros({0, 3});
   const Tensor transposed = f32.transpose(0, 1);  // (3, 2), not contiguous
-  io::save_safetensors(path, {{"f32", f32}, {"f64", f64}, {"i64", i64}, {"b", b}, {"zero_d", zero_d}, {"empty", empty_t}, {"t", transposed}},
-                          {{"step", "12"}});
+  io::save_safetensors(
+      path,
+      {{"f32", f32}, {"f64", f64}, {"i64", i64}, {"b", b}, {"zero_d", zero_d}, {"empty", empty_t}, {"t", transposed}},
+      {{"step", "12"}});
   CHECK(dir.count_files() == 1);  // no temp file left behind
   const io::SafetensorsFile file = io::load_safetensors(path);
   REQUIRE(file.tensors.size() == 7);
@@ -188,32 +190,52 @@ TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming
   }
   check_bad(make_file("{\"a\":", ""), "header is not valid JSON");
   check_bad(make_file("[1,2]", ""), "header is not a JSON object");
-  check_bad(make_file(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')), "tensor 'a': unsupported dtype 'F16'");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2), "tensor 'a': shape [-2] has an entry that is not a non-negative integer");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", f32x2), "shape [1.5] has an entry");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2), "data_offsets [0] is not two non-negative integers");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,"8"]}})", f32x2), "is not two non-negative integers");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", f32x2), "data_offsets [8,0] end < begin");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2), "span 8 bytes, but shape [3] of F32 needs 12");
-  check_bad(make_file(R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", f32x2), "is too large");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-                      std::string(12, '\0')),
-            "tensor 'b': data_offsets begin 8 but the previous tensor ends at 4 (gap)");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f32x2),
-            "(overlap)");
+  check_bad(make_file(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
+            "tensor 'a': unsupported dtype 'F16'");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2),
+            "tensor 'a': shape [-2] has an entry that is not a non-negative integer");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", f32x2),
+            "shape [1.5] has an entry");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", f32x2),
+            "data_offsets [0] is not two non-negative integers");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,"8"]}})", f32x2),
+            "is not two non-negative integers");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", f32x2),
+            "data_offsets [8,0] end < begin");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", f32x2),
+            "span 8 bytes, but shape [3] of F32 needs 12");
+  check_bad(
+      make_file(R"({"a":{"dtype":"F64","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", f32x2),
+      "is too large");
+  check_bad(
+      make_file(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+          std::string(12, '\0')),
+      "tensor 'b': data_offsets begin 8 but the previous tensor ends at 4 (gap)");
+  check_bad(
+      make_file(
+          R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          f32x2),
+      "(overlap)");
   check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", f32x2 + "xx"),
             "tensors cover 8 bytes of data but the file holds 10");
-  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f32x2),
-            "duplicate key 'a' in header");
+  check_bad(
+      make_file(
+          R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+          f32x2),
+      "duplicate key 'a' in header");
   check_bad(make_file(R"({"__metadata__":{"k":3}})", ""), "__metadata__ value for 'k' is not a string");
-  check_bad(make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x05", 2)), "BOOL element 1 has byte value 5");
+  check_bad(make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x05", 2)),
+            "BOOL element 1 has byte value 5");
   CHECK_THROWS_WITH_AS(io::load_safetensors(dir.file("absent")), doctest::Contains("cannot open"), IoError);
 }
 
 TEST_CASE("checkpoint: every truncation of a valid file is rejected") {
   TempDir dir;
   const std::string path = dir.file("full.safetensors");
-  io::save_safetensors(path, {{"w", tensor({{1.0, 2.0}, {3.0, 4.0}})}, {"n", tensor({5}, kInt64)}, {"m", from_vector(std::vector<bool>{true}, {1})}});
+  io::save_safetensors(path, {{"w", tensor({{1.0, 2.0}, {3.0, 4.0}})},
+                              {"n", tensor({5}, kInt64)},
+                              {"m", from_vector(std::vector<bool>{true}, {1})}});
   const std::string full = testing::read_text(path);
   REQUIRE(full.size() > 16);
   const std::string cut = dir.file("cut.safetensors");
@@ -234,13 +256,13 @@ TEST_CASE("checkpoint: write the file for the independent Python reader") {
   const std::string out = env != nullptr ? std::string(env) : dir.file("interop.safetensors");
   const Tensor f32 = tensor({{1.5, -2.0, 3.25}, {0.0, 0.5, -7.0}});
   io::save_safetensors(out,
-                          {{"weight", f32.transpose(0, 1)},  // (3, 2) non-contiguous source
-                           {"bias", tensor({0.25, -0.125}, kFloat64)},
-                           {"steps", tensor({-3, 9000000000LL}, kInt64)},
-                           {"mask", from_vector(std::vector<bool>{true, false, true}, {3})},
-                           {"scale", scalar_tensor(2.0)},
-                           {"nothing", zeros({0, 4})}},
-                          {{"step", "42"}});
+                       {{"weight", f32.transpose(0, 1)},  // (3, 2) non-contiguous source
+                        {"bias", tensor({0.25, -0.125}, kFloat64)},
+                        {"steps", tensor({-3, 9000000000LL}, kInt64)},
+                        {"mask", from_vector(std::vector<bool>{true, false, true}, {3})},
+                        {"scale", scalar_tensor(2.0)},
+                        {"nothing", zeros({0, 4})}},
+                       {{"step", "42"}});
   const io::SafetensorsFile file = io::load_safetensors(out);
   REQUIRE(file.tensors.size() == 6);
   bool found = false;

@@ -30,8 +30,8 @@ TEST_CASE("softmax: softmax and log_softmax forward values") {
   // Along axis 0 (the strided path): columns (1,4), (5,2), (6,3)... softmax(1,4) = (e^-3, 1)/(1+e^-3).
   Tensor x = tensor({{1, 5, 3}, {4, 2, 6}});
   check_values(softmax(x, 0), {0.0474258732, 0.9525741268, 0.0474258732, 0.9525741268, 0.0474258732, 0.9525741268});
-  check_values(log_softmax(x, 0), {-3.0485873516, -0.0485873516, -3.0485873516, -0.0485873516, -3.0485873516,
-                                   -0.0485873516});
+  check_values(log_softmax(x, 0),
+               {-3.0485873516, -0.0485873516, -3.0485873516, -0.0485873516, -3.0485873516, -0.0485873516});
   CHECK(x.softmax(1).shape() == Shape{2, 3});
   // Each row sums to 1, also on a long row that mixes vector lanes and a scalar tail.
   Generator gen(3);

@@ -85,7 +85,9 @@ TEST_CASE("spam corpus: clean_email turns HTML into text and decodes entities") 
   std::string subject, body;
   parse_email(raw, subject, body);
   CHECK(subject == "html");
-  CHECK(body == "Fish & chips for <2> \xE2\x82\xAC" "5 A\"B\"\n\nFREE now\n\na b\n\nAT&T &bogus; 1 < 2");
+  CHECK(body ==
+        "Fish & chips for <2> \xE2\x82\xAC"
+        "5 A\"B\"\n\nFREE now\n\na b\n\nAT&T &bogus; 1 < 2");
 }
 
 TEST_CASE("spam corpus: clean_email keeps text parts of multipart mail, prefers plain text, drops attachments") {
@@ -128,7 +130,9 @@ TEST_CASE("spam corpus: clean_email keeps text parts of multipart mail, prefers 
   std::string subject, body;
   parse_email(raw, subject, body);
   CHECK(subject == "parts");
-  CHECK(body == "plain version\n\nsecond part \xC3\xBC" "ber");
+  CHECK(body ==
+        "plain version\n\nsecond part \xC3\xBC"
+        "ber");
 
   // An HTML-only alternative is used when there is no plain part.
   const std::string html_only =
@@ -162,8 +166,8 @@ TEST_CASE("spam corpus: load_spam_corpus reads the committed sample") {
   std::map<std::string, int> files;
   for (const auto& group : fs::directory_iterator(kSampleDir))
     if (group.is_directory())
-      files[group.path().filename().string()] = static_cast<int>(
-          std::distance(fs::directory_iterator(group.path()), fs::directory_iterator()));
+      files[group.path().filename().string()] =
+          static_cast<int>(std::distance(fs::directory_iterator(group.path()), fs::directory_iterator()));
   std::map<std::string, int> loaded;
   int spam = 0;
   for (const Email& e : emails) {
@@ -202,7 +206,9 @@ TEST_CASE("spam corpus: load_spam_corpus reads the committed sample") {
 
   const Email* encoded_subject = find_email(emails, "easy-ham-1", "02434.");
   REQUIRE(encoded_subject != nullptr);
-  CHECK(encoded_subject->subject == "Re: RE: [zzzzteana] Sitting Bull \xC3\xBC" "ber alles [Long]");
+  CHECK(encoded_subject->subject ==
+        "Re: RE: [zzzzteana] Sitting Bull \xC3\xBC"
+        "ber alles [Long]");
 
   const Email* cp1252_subject = find_email(emails, "hard-ham-1", "00149.");
   REQUIRE(cp1252_subject != nullptr);

@@ -107,8 +107,8 @@ Comparison compare(const std::string& case_name, const std::string& what, const 
     return result;
   }
   const bool integral = dtype_of(expected) != "float64";
-  const std::vector<double> want = integral ? tensor_from(expected).to_vector<double>()
-                                            : expected.at("data").get<std::vector<double>>();
+  const std::vector<double> want =
+      integral ? tensor_from(expected).to_vector<double>() : expected.at("data").get<std::vector<double>>();
   const std::vector<double> have = got.defined() ? got.to_vector<double>() : std::vector<double>(want.size(), 0.0);
   // The worst element is the one furthest outside its tolerance (NaN counts as infinitely far).
   std::int64_t worst = -1, bad = 0;
@@ -295,8 +295,9 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
     REQUIRE_MESSAGE(input_grads.contains(input), "case " << name << ": no PyTorch gradient for input " << input);
     results.push_back(compare(name, "input_grads[" + input + "]", t.grad(), input_grads.at(input)));
   }
-  REQUIRE(input_grads.size() == static_cast<std::size_t>(std::count_if(
-                                    inputs.begin(), inputs.end(), [](const auto& e) { return e.second.is_floating_point(); })));
+  REQUIRE(input_grads.size() == static_cast<std::size_t>(std::count_if(inputs.begin(), inputs.end(), [](const auto& e) {
+            return e.second.is_floating_point();
+          })));
 
   const json& param_grads = c.at("param_grads");
   const NamedTensors params = module.named_parameters();
@@ -333,19 +334,21 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases,
-                            &kMoECases})
+  for (const auto* group :
+       {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
   CHECK(in_file == checked);
 }
 
-TEST_CASE("torch reference: MultiHeadAttention self-attention, causal and key padding, matches torch.nn.MultiheadAttention") {
+TEST_CASE(
+    "torch reference: MultiHeadAttention self-attention, causal and key padding, matches torch.nn.MultiheadAttention") {
   check_cases(kAttentionCases);
 }
 
-TEST_CASE("torch reference: MultiHeadAttention cross-attention (Tq != Tk, kv_dim) matches torch.nn.MultiheadAttention") {
+TEST_CASE(
+    "torch reference: MultiHeadAttention cross-attention (Tq != Tk, kv_dim) matches torch.nn.MultiheadAttention") {
   check_cases(kCrossAttentionCases);
 }
 
@@ -407,8 +410,8 @@ TEST_CASE("torch reference: a wrong parameter, value or gradient is reported wit
     const Comparison off = compare("mha_self", "input_grads[query]", wrong, expected);
     CHECK_FALSE(off.ok);
     CHECK(off.message.find("worst element 79 (1,4,7)") != std::string::npos);
-    const Comparison missing = compare("mha_self", "param_grads[out_proj.weight]", Tensor(),
-                                       original.at("param_grads").at("out_proj.weight"));
+    const Comparison missing =
+        compare("mha_self", "param_grads[out_proj.weight]", Tensor(), original.at("param_grads").at("out_proj.weight"));
     CHECK_FALSE(missing.ok);
     CHECK(missing.message.find("undefined") != std::string::npos);
     CHECK(compare("mha_self", "input_grads[query]", tensor_from(expected), expected).ok);

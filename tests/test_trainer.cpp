@@ -385,7 +385,8 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
       continue;
     }
     train_steps.push_back(step);
-    for (const char* key : {"loss", "lr", "grad_norm", "examples_per_s", "tokens_per_s"}) CHECK(line.at(key).is_number());
+    for (const char* key : {"loss", "lr", "grad_norm", "examples_per_s", "tokens_per_s"})
+      CHECK(line.at(key).is_number());
     CHECK(line.at("loss").get<double>() == result.losses[step - 1]);
     CHECK(line.at("lr").get<double>() == doctest::Approx(0.02 * schedule(step - 1)).epsilon(1e-12));
     CHECK(line.at("grad_norm").get<double>() > 0.0);
@@ -674,7 +675,8 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
     auto [x, y] = batch_at(step);
     return train::StepOutput{model(x) - y, 8, 0};
   }),
-                       "Trainer::fit: step_fn must return a one-element loss, got (8,1) at step 1 (step_fn(0))", ValueError);
+                       "Trainer::fit: step_fn must return a one-element loss, got (8,1) at step 1 (step_fn(0))",
+                       ValueError);
 }
 
 TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one before clipping") {

@@ -214,7 +214,8 @@ TEST_CASE("transformer: language model cache, gradcheck and generation") {
 }
 
 TEST_CASE("transformer: encoder-decoder gradcheck, greedy decoding against full recomputation, learning") {
-  for (auto positions : {nn::PositionEncoding::Learned, nn::PositionEncoding::Sinusoidal, nn::PositionEncoding::Rotary}) {
+  for (auto positions :
+       {nn::PositionEncoding::Learned, nn::PositionEncoding::Sinusoidal, nn::PositionEncoding::Rotary}) {
     manual_seed(5);
     Generator& gen = default_generator();  // the modules and the inputs draw from it
     const nn::EncoderDecoderOptions options = tiny_seq2seq(positions);
@@ -262,7 +263,8 @@ TEST_CASE("transformer: an encoder-decoder learns to reverse short sequences") {
   options.layer(nn::TransformerLayerOptions(16, 2).dim_feedforward(32).dropout(0.0).norm_first(true));
   nn::EncoderDecoder model(options);
   const Tensor src = randint(0, 3, {16, 3}, gen);
-  const Tensor reversed = concat({src.select(1, 2).unsqueeze(1), src.select(1, 1).unsqueeze(1), src.select(1, 0).unsqueeze(1)}, 1);
+  const Tensor reversed =
+      concat({src.select(1, 2).unsqueeze(1), src.select(1, 1).unsqueeze(1), src.select(1, 0).unsqueeze(1)}, 1);
   const Tensor tgt_in = concat({full({16, 1}, 3.0, kInt64), reversed}, 1);   // <sos> + reversed
   const Tensor tgt_out = concat({reversed, full({16, 1}, 4.0, kInt64)}, 1);  // reversed + <eos>
   auto loss_of = [&] {

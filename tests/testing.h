@@ -34,7 +34,8 @@ struct TempDir {
   std::string str() const { return path.string(); }
   std::string file(const std::string& name) const { return (path / name).string(); }
   int count_files() const {
-    return static_cast<int>(std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator()));
+    return static_cast<int>(
+        std::distance(std::filesystem::directory_iterator(path), std::filesystem::directory_iterator()));
   }
 };
 

@@ -35,13 +35,15 @@ struct BinaryMetrics {
   std::vector<std::vector<std::int64_t>> confusion() const { return {{tn, fp}, {fn, tp}}; }
 
   nlohmann::json to_json() const {
-    return {{"accuracy", accuracy()}, {"precision", precision()}, {"recall", recall()},
-            {"f1", f1()},             {"confusion", confusion()}, {"n", total()}};
+    return {{"accuracy", accuracy()},   {"precision", precision()},
+            {"recall", recall()},       {"f1", f1()},
+            {"confusion", confusion()}, {"n", total()}};
   }
 };
 
 // ValueError when the lengths differ or a label is not 0 or 1.
-inline BinaryMetrics binary_metrics(const std::vector<std::int64_t>& predicted, const std::vector<std::int64_t>& actual) {
+inline BinaryMetrics binary_metrics(const std::vector<std::int64_t>& predicted,
+                                    const std::vector<std::int64_t>& actual) {
   if (predicted.size() != actual.size())
     throw ValueError("binary_metrics: " + std::to_string(predicted.size()) + " predictions for " +
                      std::to_string(actual.size()) + " labels");

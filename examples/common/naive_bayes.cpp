@@ -84,7 +84,8 @@ std::vector<std::int64_t> MultinomialNaiveBayes::predict(const std::vector<std::
 double MultinomialNaiveBayes::log_likelihood(const std::string& token, std::int64_t label) const {
   if (!fitted()) throw ValueError("MultinomialNaiveBayes: log_likelihood called before fit");
   const auto it = index_.find(token);
-  if (it == index_.end()) throw ValueError("MultinomialNaiveBayes: token \"" + token + "\" was not in the training documents");
+  if (it == index_.end())
+    throw ValueError("MultinomialNaiveBayes: token \"" + token + "\" was not in the training documents");
   if (label < 0 || label >= num_classes())
     throw ValueError("MultinomialNaiveBayes: label " + std::to_string(label) + " outside [0, " +
                      std::to_string(num_classes()) + ")");

@@ -44,8 +44,8 @@ class MultinomialNaiveBayes {
  private:
   double alpha_;
   std::unordered_map<std::string, std::size_t> index_;  // token -> column
-  std::vector<double> log_prior_;                        // (C)
-  std::vector<std::vector<double>> log_likelihood_;      // (C, |V|)
+  std::vector<double> log_prior_;                       // (C)
+  std::vector<std::vector<double>> log_likelihood_;     // (C, |V|)
 };
 
 }  // namespace tapegrad::examples

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "examples/common/svg.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
-#include "examples/common/svg.h"
 
 namespace tapegrad::examples {
 

@@ -18,19 +18,30 @@ namespace tapegrad::examples {
 namespace {
 
 const std::array<const char*, 8> kPalette = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
-                                              "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+                                             "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 std::string escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -47,14 +58,14 @@ std::string tick_label(double v) {
 
 std::string text(double x, double y, const std::string& content, const char* anchor = "middle", int size = 12,
                  const std::string& extra = "") {
-  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"" + std::to_string(size) +
-         "\" text-anchor=\"" + anchor + "\"" + extra + ">" + escape(content) + "</text>\n";
+  return "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" font-size=\"" + std::to_string(size) + "\" text-anchor=\"" +
+         anchor + "\"" + extra + ">" + escape(content) + "</text>\n";
 }
 
 std::string header(int width, int height) {
   return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
-         std::to_string(width) + " " + std::to_string(height) +
+         std::to_string(width) + "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) +
+         " " + std::to_string(height) +
          "\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
 }
 
@@ -103,8 +114,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
 
 std::string scale_colour(double t) {
   // Five stops of the viridis scale, interpolated linearly.
-  static const double stops[5][3] = {
-      {68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  static const double stops[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
   if (!std::isfinite(t)) t = 0;
   t = std::clamp(t, 0.0, 1.0) * 4;
   const int i = std::min(static_cast<int>(t), 3);
@@ -175,9 +185,13 @@ std::string line_plot_svg(const LinePlot& plot) {
   // Grid and ticks.
   out << "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   for (const double t : x_ticks)
-    if (t >= x_lo && t <= x_hi) out << "<line x1=\"" << num(sx(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(sx(t)) << "\" y2=\"" << num(top + ph) << "\"/>\n";
+    if (t >= x_lo && t <= x_hi)
+      out << "<line x1=\"" << num(sx(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(sx(t)) << "\" y2=\""
+          << num(top + ph) << "\"/>\n";
   for (const double t : y_ticks)
-    if (t >= y_lo * (1 - 1e-9) && t <= y_hi * (1 + 1e-9)) out << "<line x1=\"" << num(left) << "\" y1=\"" << num(sy(t)) << "\" x2=\"" << num(left + pw) << "\" y2=\"" << num(sy(t)) << "\"/>\n";
+    if (t >= y_lo * (1 - 1e-9) && t <= y_hi * (1 + 1e-9))
+      out << "<line x1=\"" << num(left) << "\" y1=\"" << num(sy(t)) << "\" x2=\"" << num(left + pw) << "\" y2=\""
+          << num(sy(t)) << "\"/>\n";
   out << "</g>\n";
   out << "<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(pw) << "\" height=\"" << num(ph)
       << "\" fill=\"none\" stroke=\"black\"/>\n";
@@ -196,7 +210,8 @@ std::string line_plot_svg(const LinePlot& plot) {
     std::string points;
     auto flush = [&]() {
       if (!points.empty())
-        out << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.5\" points=\"" << points << "\"/>\n";
+        out << "<polyline fill=\"none\" stroke=\"" << colour << "\" stroke-width=\"1.5\" points=\"" << points
+            << "\"/>\n";
       points.clear();
     };
     for (std::size_t i = 0; i < s.x.size(); ++i) {

@@ -17,8 +17,8 @@ void validate(const ReversalConfig& config) {
   require(config.alphabet <= 5, program, "--alphabet must be at most 5" + got(config, &C::alphabet));
   const std::int64_t longest = std::max(config.train_length, config.long_length);
   require(config.max_len >= longest + 2, program,
-          "--max_len " + std::to_string(config.max_len) + " must be at least the longest string + 2 = " +
-              std::to_string(longest + 2));
+          "--max_len " + std::to_string(config.max_len) +
+              " must be at least the longest string + 2 = " + std::to_string(longest + 2));
   require(config.heatmap_example >= 0 && config.heatmap_example < config.heldout_size, program,
           "--heatmap_example must be in [0, heldout_size = " + std::to_string(config.heldout_size) + "), got " +
               std::to_string(config.heatmap_example));
@@ -36,7 +36,8 @@ Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alp
                       std::to_string(length) + " over " + std::to_string(alphabet) + " letters");
   while (static_cast<std::int64_t>(out.rows.size()) < count) {
     std::vector<std::int64_t> row(static_cast<std::size_t>(length));
-    for (auto& token : row) token = kFirstLetter + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(alphabet)));
+    for (auto& token : row)
+      token = kFirstLetter + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(alphabet)));
     if (seen.insert(row).second) out.rows.push_back(std::move(row));
   }
   return out;
@@ -93,6 +94,5 @@ Tensor sequence_loss(const Tensor& logits, const Tensor& target) {
   options.ignore_index = kPad;
   return nn::cross_entropy(logits.transpose(1, 2), target, options);  // logits (B, T, V) -> (B, V, T)
 }
-
 
 }  // namespace tapegrad::examples::reversal

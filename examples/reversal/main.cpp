@@ -33,11 +33,11 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/optim/optim.h"
-#include "tapegrad/train/trainer.h"
 #include "examples/common/run_dir.h"
 #include "examples/common/svg.h"
 #include "examples/reversal/reversal.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
 
 using namespace tapegrad;
 using namespace tapegrad::examples::reversal;
@@ -165,9 +165,9 @@ EncodingResult train_one(const ReversalConfig& config, const std::string& encodi
 
   const std::int64_t example = config.heatmap_example;
   examples::write_svg(run.file("cross_attention_" + encoding + ".svg"),
-                      examples::heat_map_svg(cross_attention_panels(model, heldout, example),
-                                             "cross-attention, " + encoding + " positions, held-out string " +
-                                                 std::to_string(example)));
+                      examples::heat_map_svg(
+                          cross_attention_panels(model, heldout, example),
+                          "cross-attention, " + encoding + " positions, held-out string " + std::to_string(example)));
   return result;
 }
 
@@ -188,7 +188,7 @@ int run(const Config& options) {
   const std::vector<std::string> all_encodings = {"learned", "sinusoidal", "rotary"};
   if (config.resume) {
     run.check_same_config(options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every),
-                                   examples::key_of(&C::progress)});
+                                    examples::key_of(&C::progress)});
   } else {
     // A fresh run: nothing of an earlier one (another --positions, say) may be left beside it.
     run.clear_previous_run();
@@ -221,9 +221,11 @@ int run(const Config& options) {
     perfect_json[encoding] = r.first_perfect_step >= 0 ? nlohmann::json(r.first_perfect_step) : nlohmann::json(nullptr);
     steps = r.steps;
     total_seconds += r.seconds;
-    std::printf("%-10s  held-out exact match %.3f (tokens %.3f)  length-%lld exact match %.3f (tokens %.3f)  (%lld steps, %.1f s)\n",
-                encoding.c_str(), r.heldout.exact, r.heldout.tokens, static_cast<long long>(config.long_length),
-                r.long_match.exact, r.long_match.tokens, static_cast<long long>(r.steps), r.seconds);
+    std::printf(
+        "%-10s  held-out exact match %.3f (tokens %.3f)  length-%lld exact match %.3f (tokens %.3f)  (%lld steps, %.1f "
+        "s)\n",
+        encoding.c_str(), r.heldout.exact, r.heldout.tokens, static_cast<long long>(config.long_length),
+        r.long_match.exact, r.long_match.tokens, static_cast<long long>(r.steps), r.seconds);
     std::fflush(stdout);
     examples::Series series{encoding, {}, {}};
     for (const nlohmann::json& line : examples::read_jsonl(run.file(encoding + "/metrics.jsonl")))

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/config.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/train/progress.h"
-#include "examples/common/config.h"
 
 namespace tapegrad::examples::reversal {
 
@@ -93,9 +93,9 @@ Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alp
 
 // Source, decoder input and target of a set of strings (all of one length).
 struct Tensors {
-  Tensor src;     // (N, L)
-  Tensor tgt_in;  // (N, L + 1): <sos> + reversed
-  Tensor tgt_out; // (N, L + 1): reversed + <eos>
+  Tensor src;      // (N, L)
+  Tensor tgt_in;   // (N, L + 1): <sos> + reversed
+  Tensor tgt_out;  // (N, L + 1): reversed + <eos>
 };
 
 Tensors to_tensors(const Strings& strings);

@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
     std::cerr << "spam_classifier: unknown mode \"" << mode << "\" (toy, train or predict)\n" << kUsage << "\n";
     return examples::kConfigErrorExit;
   }
-  examples::Config config = mode == "toy" ? spam::toy_config() : mode == "train" ? spam::train_config() : spam::predict_config();
+  examples::Config config = mode == "toy"     ? spam::toy_config()
+                            : mode == "train" ? spam::train_config()
+                                              : spam::predict_config();
   std::vector<std::string> files;
   if (const int status = examples::parse_command_line(config, argc, argv, first, &files, kUsage,
                                                       mode == "predict" ? static_cast<std::size_t>(-1) : 0);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/io/safetensors.h"
 #include "examples/common/run_dir.h"
 #include "examples/spam/spam_model.h"
+#include "tapegrad/io/safetensors.h"
 
 namespace tapegrad::examples::spam {
 

@@ -31,8 +31,10 @@ Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, 
   double loss_sum = 0;
   std::int64_t labelled = 0;
   for (std::size_t start = 0; start < rows.size(); start += static_cast<std::size_t>(batch_size)) {
-    const std::vector<std::size_t> chunk(rows.begin() + static_cast<std::ptrdiff_t>(start),
-                                         rows.begin() + static_cast<std::ptrdiff_t>(std::min(rows.size(), start + static_cast<std::size_t>(batch_size))));
+    const std::vector<std::size_t> chunk(
+        rows.begin() + static_cast<std::ptrdiff_t>(start),
+        rows.begin() +
+            static_cast<std::ptrdiff_t>(std::min(rows.size(), start + static_cast<std::size_t>(batch_size))));
     const data::Batch batch = loader.collate(chunk);
     const Tensor logits = model.forward(batch.input, batch.padding_mask);  // (B, 2)
     const Tensor p = logits.softmax(-1);

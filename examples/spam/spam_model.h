@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/config.h"
+#include "examples/spam/spam_corpus.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/data.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/train/progress.h"
-#include "examples/common/config.h"
-#include "examples/spam/spam_corpus.h"
 
 namespace tapegrad::examples::spam {
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/optim/optim.h"
-#include "tapegrad/train/trainer.h"
 #include "examples/common/run_dir.h"
 #include "examples/spam/spam_model.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
 
 namespace tapegrad::examples::spam {
 
@@ -81,7 +81,8 @@ class ToyAttentionClassifier : public nn::Module {
 }  // namespace
 
 Config toy_config() {
-  return make_config<ToyConfig>("spam_classifier toy", "the lecture's single-head self-attention spam toy on four sentences");
+  return make_config<ToyConfig>("spam_classifier toy",
+                                "the lecture's single-head self-attention spam toy on four sentences");
 }
 
 int run_toy(const Config& parsed) {
@@ -96,7 +97,8 @@ int run_toy(const Config& parsed) {
   std::vector<Tensor> inputs;
   for (const std::string& sentence : sentences) {
     std::vector<std::int64_t> ids;
-    for (const std::string& word : data::word_tokenize(sentence)) ids.push_back(vocab.emplace(word, vocab.size()).first->second);
+    for (const std::string& word : data::word_tokenize(sentence))
+      ids.push_back(vocab.emplace(word, vocab.size()).first->second);
     inputs.push_back(from_vector(ids, {static_cast<std::int64_t>(ids.size())}));
   }
   manual_seed(static_cast<std::uint64_t>(config.seed));

@@ -18,13 +18,13 @@
 #include <string>
 #include <vector>
 
-#include "tapegrad/io/safetensors.h"
-#include "tapegrad/optim/optim.h"
-#include "tapegrad/train/trainer.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"
 #include "examples/common/run_dir.h"
 #include "examples/spam/spam_model.h"
+#include "tapegrad/io/safetensors.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
 
 namespace tapegrad::examples::spam {
 
@@ -51,7 +51,8 @@ void validate_train(const SpamTrainConfig& config) {
           "--train_fraction and --validation_fraction must be positive with a sum below 1" +
               got(config, &C::train_fraction, &C::validation_fraction));
   require(config.lr > 0, kProgram, "--lr must be positive" + got(config, &C::lr));
-  require(config.dropout >= 0 && config.dropout < 1, kProgram, "--dropout must be in [0, 1)" + got(config, &C::dropout));
+  require(config.dropout >= 0 && config.dropout < 1, kProgram,
+          "--dropout must be in [0, 1)" + got(config, &C::dropout));
   require(config.min_lr_ratio >= 0 && config.min_lr_ratio <= 1, kProgram,
           "--min_lr_ratio must be in [0, 1]" + got(config, &C::min_lr_ratio));
   require(config.weight_decay >= 0 && config.clip_grad_norm >= 0, kProgram,
@@ -80,8 +81,8 @@ void prepare_run_dir(const Config& parsed, bool resume, const RunDir& run) {
   if (resume) {
     require(run.exists("checkpoint") || run.exists("checkpoint.old"), kProgram,
             "--resume true but " + run.path() + " holds no checkpoint/ to continue from");
-    run.check_same_config(parsed, {key_of(&C::resume), key_of(&C::stop_after), key_of(&C::checkpoint_every),
-                                   key_of(&C::progress)});
+    run.check_same_config(
+        parsed, {key_of(&C::resume), key_of(&C::stop_after), key_of(&C::checkpoint_every), key_of(&C::progress)});
   } else {
     run.clear_previous_run();
     std::remove(run.file("best.json").c_str());  // a stale one would be taken for this run's best on resume
@@ -171,16 +172,19 @@ struct BestModel {
 };
 
 void print_metrics(const char* name, const BinaryMetrics& m) {
-  std::printf("  %-11s  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp %lld]]\n",
-              name, m.accuracy(), m.precision(), m.recall(), m.f1(), static_cast<long long>(m.tn),
-              static_cast<long long>(m.fp), static_cast<long long>(m.fn), static_cast<long long>(m.tp));
+  std::printf(
+      "  %-11s  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp "
+      "%lld]]\n",
+      name, m.accuracy(), m.precision(), m.recall(), m.f1(), static_cast<long long>(m.tn), static_cast<long long>(m.fp),
+      static_cast<long long>(m.fn), static_cast<long long>(m.tp));
 }
 
 }  // namespace
 
 Config train_config() {
   return make_config<SpamTrainConfig>(
-      "spam_classifier train", "transformer encoder spam classifier on the SpamAssassin corpus, with a Naive Bayes baseline");
+      "spam_classifier train",
+      "transformer encoder spam classifier on the SpamAssassin corpus, with a Naive Bayes baseline");
 }
 
 int run_train(const Config& parsed) {
@@ -239,8 +243,8 @@ int run_train(const Config& parsed) {
     groups[no_decay ? 1 : 0].params.push_back(p);
   }
   optim::AdamW optimizer(groups, optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
-  optim::Scheduler scheduler(optimizer, optim::cosine_with_warmup(config.warmup_steps, config.steps,
-                                                                  config.min_lr_ratio));
+  optim::Scheduler scheduler(optimizer,
+                             optim::cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio));
   train::TrainerOptions options;
   // The schedule spans --steps either way; --stop_after only ends this call early.
   options.max_steps = config.stop_after > 0 ? config.stop_after : config.steps;
@@ -287,25 +291,27 @@ int run_train(const Config& parsed) {
   print_metrics("naive Bayes", nb.test);
   std::printf("  training: %lld steps in %.1f s\n", static_cast<long long>(result.steps), result.total_seconds);
 
-  run.write_summary({{"test_accuracy", test_metrics.accuracy()},
-                     {"test_precision", test_metrics.precision()},
-                     {"test_recall", test_metrics.recall()},
-                     {"test_f1", test_metrics.f1()},
-                     {"test_confusion", test_metrics.confusion()},
-                     {"test_loss", test.loss},
-                     {"baseline_nb_test_f1", nb.test.f1()},
-                     {"baseline_nb_test", nb.test.to_json()},
-                     {"baseline_nb_seconds", nb.seconds},
-                     {"train_seconds", result.seconds},
-                     {"steps", result.steps},
-                     {"final_loss", result.final_loss},
-                     {"best_step", best.step},
-                     {"best_val_f1", best.f1},
-                     {"best_val_loss", best.loss},
-                     {"vocab_size", vocab.size()},
-                     {"parameters", model.num_parameters()},
-                     {"emails", {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", split.test.size()}}},
-                     {"confusion_layout", "[[tn, fp], [fn, tp]]: rows actual (ham, spam), columns predicted"}});
+  run.write_summary(
+      {{"test_accuracy", test_metrics.accuracy()},
+       {"test_precision", test_metrics.precision()},
+       {"test_recall", test_metrics.recall()},
+       {"test_f1", test_metrics.f1()},
+       {"test_confusion", test_metrics.confusion()},
+       {"test_loss", test.loss},
+       {"baseline_nb_test_f1", nb.test.f1()},
+       {"baseline_nb_test", nb.test.to_json()},
+       {"baseline_nb_seconds", nb.seconds},
+       {"train_seconds", result.seconds},
+       {"steps", result.steps},
+       {"final_loss", result.final_loss},
+       {"best_step", best.step},
+       {"best_val_f1", best.f1},
+       {"best_val_loss", best.loss},
+       {"vocab_size", vocab.size()},
+       {"parameters", model.num_parameters()},
+       {"emails",
+        {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", split.test.size()}}},
+       {"confusion_layout", "[[tn, fp], [fn, tp]]: rows actual (ham, spam), columns predicted"}});
   run.write_loss_plot("spam classifier: training and validation loss");
   return 0;
 }

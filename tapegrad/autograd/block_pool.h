@@ -106,9 +106,13 @@ struct BlockAllocator {
     else ::operator delete(p);
   }
   template <class U>
-  bool operator==(const BlockAllocator<U>&) const { return true; }
+  bool operator==(const BlockAllocator<U>&) const {
+    return true;
+  }
   template <class U>
-  bool operator!=(const BlockAllocator<U>&) const { return false; }
+  bool operator!=(const BlockAllocator<U>&) const {
+    return false;
+  }
 };
 
 }  // namespace tapegrad::detail

@@ -20,20 +20,28 @@ constexpr DType kBool = DType::Bool;
 
 inline std::size_t element_size(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
-    case DType::Int64: return 8;
-    case DType::Bool: return 1;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
+    case DType::Int64:
+      return 8;
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 inline const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
-    case DType::Int64: return "int64";
-    case DType::Bool: return "bool";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Int64:
+      return "int64";
+    case DType::Bool:
+      return "bool";
   }
   return "unknown";
 }
@@ -54,8 +62,10 @@ constexpr DType dtype_of() {
 template <class F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
     default:
       throw TypeError(std::string(op) + ": expected a floating-point tensor (float32 or float64), got " +
                       dtype_name(dtype));
@@ -66,9 +76,12 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(std::int64_t{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(std::int64_t{});
     default:
       throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
   }
@@ -78,10 +91,14 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
-    case DType::Int64: return f(std::int64_t{});
-    case DType::Bool: return f(bool{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
+    case DType::Int64:
+      return f(std::int64_t{});
+    case DType::Bool:
+      return f(bool{});
   }
   return f(float{});
 }

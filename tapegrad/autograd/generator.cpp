@@ -35,7 +35,8 @@ std::uint64_t Generator::randint(std::uint64_t n) {
 std::string Generator::state() const {
   std::ostringstream out;
   out.precision(17);
-  out << seed_ << ' ' << has_spare_normal_ << ' ' << std::hexfloat << spare_normal_ << std::defaultfloat << ' ' << engine_;
+  out << seed_ << ' ' << has_spare_normal_ << ' ' << std::hexfloat << spare_normal_ << std::defaultfloat << ' '
+      << engine_;
   return out.str();
 }
 

@@ -49,7 +49,8 @@ std::vector<std::vector<double>> analytic_grads(const Tensor& y, const Tensor& u
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     if (!differentiated[k]) continue;
     const Tensor g = inputs[k].grad();
-    grads[k] = g.defined() ? g.to_vector<double>() : std::vector<double>(static_cast<std::size_t>(inputs[k].numel()), 0.0);
+    grads[k] =
+        g.defined() ? g.to_vector<double>() : std::vector<double>(static_cast<std::size_t>(inputs[k].numel()), 0.0);
   }
   return grads;
 }
@@ -67,8 +68,8 @@ double dot(const Tensor& a, const Tensor& b) {
 std::string GradcheckResult::message() const {
   std::ostringstream out;
   out.precision(10);
-  out << "gradcheck " << (passed ? "passed" : "FAILED") << " (" << (full_jacobian ? "full Jacobian" : "random directions")
-      << ")";
+  out << "gradcheck " << (passed ? "passed" : "FAILED") << " ("
+      << (full_jacobian ? "full Jacobian" : "random directions") << ")";
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const GradcheckInputReport& r = inputs[k];
     if (r.name.empty()) out << "\n  input " << k << " " << r.shape.str() << ": ";

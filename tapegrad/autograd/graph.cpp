@@ -47,9 +47,7 @@ void release_node(std::shared_ptr<Node>&& node) {
 
 }  // namespace detail
 
-Node::Node() : sequence(next_sequence.fetch_add(1, std::memory_order_relaxed)) {
-  detail::count_nodes(1);
-}
+Node::Node() : sequence(next_sequence.fetch_add(1, std::memory_order_relaxed)) { detail::count_nodes(1); }
 
 Node::~Node() {
   detail::count_nodes(-1);
@@ -119,8 +117,7 @@ struct LaterFirst {
 }  // namespace
 
 void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  if (!root.requires_grad())
-    throw GraphError("backward: the tensor does not require grad and has no grad_fn");
+  if (!root.requires_grad()) throw GraphError("backward: the tensor does not require grad and has no grad_fn");
   Tensor seed = grad;
   if (!seed.defined()) {
     if (root.numel() != 1)

@@ -21,7 +21,9 @@ class Dims {
   Dims(std::initializer_list<std::int64_t> dims) { assign(dims.begin(), dims.end()); }
   Dims(const std::vector<std::int64_t>& dims) { assign(dims.begin(), dims.end()); }  // NOLINT: implicit by design
   template <class It>
-  Dims(It first, It last) { assign(first, last); }
+  Dims(It first, It last) {
+    assign(first, last);
+  }
   // n copies of value.
   static Dims filled(int n, std::int64_t value) {
     Dims d;

@@ -29,8 +29,12 @@ struct Counters {
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> hits{0};
 
-  static void bump(std::atomic<std::int64_t>& c, std::int64_t by) { c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed); }
-  static void bump(std::atomic<std::uint64_t>& c) { c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+  static void bump(std::atomic<std::int64_t>& c, std::int64_t by) {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+  static void bump(std::atomic<std::uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
 };
 
 // Each thread caches its own free buffers, so allocating and releasing take no lock (a

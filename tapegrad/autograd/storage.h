@@ -38,11 +38,11 @@ class Storage {
 
 // Statistics and control of the buffer pool, summed over threads.
 struct PoolStats {
-  std::size_t bytes_in_use = 0;     // held by live storages
-  std::size_t bytes_cached = 0;     // free buffers kept for reuse
+  std::size_t bytes_in_use = 0;       // held by live storages
+  std::size_t bytes_cached = 0;       // free buffers kept for reuse
   std::size_t peak_bytes_in_use = 0;  // the sum of each thread's own peak (exact with one thread)
-  std::size_t allocations = 0;      // buffers requested
-  std::size_t pool_hits = 0;        // of those, served from the cache
+  std::size_t allocations = 0;        // buffers requested
+  std::size_t pool_hits = 0;          // of those, served from the cache
 };
 PoolStats pool_stats();
 // Returns the calling thread's cached buffers, and those of exited threads, to the system.

@@ -14,8 +14,8 @@
 
 #include "tapegrad/autograd/block_pool.h"
 #include "tapegrad/autograd/graph.h"
-#include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad {
@@ -85,18 +85,15 @@ double load(const TensorImpl& t, std::int64_t offset) {
 void store(const TensorImpl& t, std::int64_t offset, double value) {
   dispatch_all(t.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_same_v<T, bool>)
-      static_cast<T*>(t.storage->data())[offset] = value != 0.0;
-    else
-      static_cast<T*>(t.storage->data())[offset] = static_cast<T>(value);
+    if constexpr (std::is_same_v<T, bool>) static_cast<T*>(t.storage->data())[offset] = value != 0.0;
+    else static_cast<T*>(t.storage->data())[offset] = static_cast<T>(value);
   });
 }
 
 }  // namespace
 
 double Tensor::item() const {
-  if (numel() != 1)
-    throw ValueError("item: only a tensor with one element has an item, got shape " + shape().str());
+  if (numel() != 1) throw ValueError("item: only a tensor with one element has an item, got shape " + shape().str());
   return load(checked(), offset());
 }
 
@@ -216,8 +213,7 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
     const T* src = other.data_ptr<T>();
     if (other.shape() == shape() && is_contiguous() && other.is_contiguous())
       kernels::add_scaled(dst, src, a, numel());  // the common case: one flat loop
-    else
-      kernels::add_scaled_strided(dst, strides(), src, kernels::broadcast_strides(other, shape()), shape(), a);
+    else kernels::add_scaled_strided(dst, strides(), src, kernels::broadcast_strides(other, shape()), shape(), a);
   });
   impl_->storage->bump_version();
   return *this;

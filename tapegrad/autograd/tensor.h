@@ -72,7 +72,9 @@ class Tensor {
   // The value of a one-element tensor.
   double item() const;
   template <class T>
-  T item() const { return static_cast<T>(item()); }
+  T item() const {
+    return static_cast<T>(item());
+  }
   // One element, converted to double; negative indices count from the end.
   double at(const Dims& index) const;
   // Writes one element in place (not recorded on the tape).
@@ -109,7 +111,7 @@ class Tensor {
   // NoGradGuard, as an optimiser does) ---
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
-  const Tensor& copy_(const Tensor& src) const;                  // src broadcast to this shape
+  const Tensor& copy_(const Tensor& src) const;                       // src broadcast to this shape
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
   const Tensor& mul_(double factor) const;
 

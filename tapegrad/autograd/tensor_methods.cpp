@@ -9,7 +9,9 @@ Tensor Tensor::view(const Shape& s) const { return tapegrad::view(*this, s); }
 Tensor Tensor::flatten(std::int64_t start_axis, std::int64_t end_axis) const {
   return tapegrad::flatten(*this, start_axis, end_axis);
 }
-Tensor Tensor::transpose(std::int64_t axis0, std::int64_t axis1) const { return tapegrad::transpose(*this, axis0, axis1); }
+Tensor Tensor::transpose(std::int64_t axis0, std::int64_t axis1) const {
+  return tapegrad::transpose(*this, axis0, axis1);
+}
 Tensor Tensor::permute(const Dims& axes) const { return tapegrad::permute(*this, axes); }
 Tensor Tensor::mT() const { return tapegrad::transpose(*this, -2, -1); }
 Tensor Tensor::unsqueeze(std::int64_t axis) const { return tapegrad::unsqueeze(*this, axis); }

@@ -25,8 +25,8 @@ std::uint64_t epoch_seed(std::uint64_t seed, std::int64_t epoch) {
 
 // Pads rows of ids into a (B, T) tensor and its padding mask; T is the longest row, at least 1
 // so that a batch of empty rows still has a valid shape.
-void pad_rows(const std::vector<const std::vector<std::int64_t>*>& rows, std::int64_t max_length,
-              std::int64_t pad_id, Tensor& ids, Tensor& mask, std::vector<std::int64_t>& lengths) {
+void pad_rows(const std::vector<const std::vector<std::int64_t>*>& rows, std::int64_t max_length, std::int64_t pad_id,
+              Tensor& ids, Tensor& mask, std::vector<std::int64_t>& lengths) {
   const auto batch = static_cast<std::int64_t>(rows.size());
   lengths.assign(rows.size(), 0);
   std::int64_t width = 1;
@@ -152,8 +152,7 @@ Batch DataLoader::collate(const std::vector<std::size_t>& rows) const {
   batch.lengths = from_vector(lengths, Shape{static_cast<std::int64_t>(rows.size())});
   if (any_target) {
     std::vector<std::int64_t> target_lengths;
-    pad_rows(targets, options_.max_length, options_.pad_id, batch.target, batch.target_padding_mask,
-             target_lengths);
+    pad_rows(targets, options_.max_length, options_.pad_id, batch.target, batch.target_padding_mask, target_lengths);
     batch.target_tokens = std::accumulate(target_lengths.begin(), target_lengths.end(), std::int64_t{0});
   }
   if (labelled != 0) batch.labels = from_vector(labels, Shape{static_cast<std::int64_t>(rows.size())});

@@ -25,12 +25,12 @@ struct Example {
 using Dataset = std::vector<Example>;
 
 struct Batch {
-  Tensor input;                // (B, T) int64, padded with pad_id; T = longest row (at least 1)
-  Tensor padding_mask;         // (B, T) bool, true = padding (nn's key_padding_mask convention)
-  Tensor lengths;              // (B) int64, tokens per row after truncation
-  Tensor target;               // (B, T2) int64 padded; undefined if no row has a target
-  Tensor target_padding_mask;  // (B, T2) bool, true = padding; undefined with target
-  Tensor labels;               // (B) int64; undefined if the rows' labels are -1
+  Tensor input;                      // (B, T) int64, padded with pad_id; T = longest row (at least 1)
+  Tensor padding_mask;               // (B, T) bool, true = padding (nn's key_padding_mask convention)
+  Tensor lengths;                    // (B) int64, tokens per row after truncation
+  Tensor target;                     // (B, T2) int64 padded; undefined if no row has a target
+  Tensor target_padding_mask;        // (B, T2) bool, true = padding; undefined with target
+  Tensor labels;                     // (B) int64; undefined if the rows' labels are -1
   std::vector<std::size_t> indices;  // the dataset rows, in batch order
   std::int64_t tokens = 0;           // non-pad input tokens
   std::int64_t target_tokens = 0;    // non-pad target tokens
@@ -40,9 +40,9 @@ struct Batch {
 
 struct DataLoaderOptions {
   std::int64_t batch_size = 32;
-  bool shuffle = true;        // false: every epoch in dataset order
-  bool drop_last = false;     // drop the last, smaller batch of an epoch
-  std::uint64_t seed = 0;     // with the epoch number, decides each epoch's order
+  bool shuffle = true;          // false: every epoch in dataset order
+  bool drop_last = false;       // drop the last, smaller batch of an epoch
+  std::uint64_t seed = 0;       // with the epoch number, decides each epoch's order
   std::int64_t max_length = 0;  // 0: no truncation; else inputs and targets keep their first max_length ids
   std::int64_t pad_id = Vocab::kPad;
 };

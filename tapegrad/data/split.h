@@ -16,7 +16,7 @@ struct Split {
 // and the rest goes to test. The shuffle draws from one Generator(seed), the classes taken in
 // ascending label order, so the split is a function of (labels, fractions, seed).
 // Fractions must lie in [0, 1] with train_fraction + validation_fraction <= 1: ValueError.
-Split stratified_split(const std::vector<std::int64_t>& labels, double train_fraction,
-                       double validation_fraction, std::uint64_t seed);
+Split stratified_split(const std::vector<std::int64_t>& labels, double train_fraction, double validation_fraction,
+                       std::uint64_t seed);
 
 }  // namespace tapegrad::data

@@ -137,8 +137,8 @@ Vocab Vocab::load(const std::string& path) {
     const std::string token = tokens[i].get<std::string>();
     if (i < static_cast<std::size_t>(kNumSpecials)) {
       if (token != kSpecials[i])
-        throw ValueError(where + "field '" + field + "' must be the special \"" + kSpecials[i] + "\", got \"" +
-                         token + "\"");
+        throw ValueError(where + "field '" + field + "' must be the special \"" + kSpecials[i] + "\", got \"" + token +
+                         "\"");
       continue;
     }
     if (vocab.contains(token))

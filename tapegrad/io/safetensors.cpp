@@ -32,10 +32,14 @@ constexpr std::uint64_t kMaxHeaderBytes = 100000000;
 
 const char* file_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "F32";
-    case DType::Float64: return "F64";
-    case DType::Int64: return "I64";
-    case DType::Bool: return "BOOL";
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
+    case DType::Int64:
+      return "I64";
+    case DType::Bool:
+      return "BOOL";
   }
   return "?";
 }
@@ -79,7 +83,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   for (const auto& [name, t] : tensors) {
     if (name.empty()) throw ValueError("save_safetensors: empty tensor name (file " + path + ")");
     if (name == "__metadata__") throw ValueError("save_safetensors: '__metadata__' is reserved (file " + path + ")");
-    if (!seen.insert(name).second) throw ValueError("save_safetensors: duplicate tensor name '" + name + "' (file " + path + ")");
+    if (!seen.insert(name).second)
+      throw ValueError("save_safetensors: duplicate tensor name '" + name + "' (file " + path + ")");
     if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined (file " + path + ")");
     header[name] = nullptr;  // keeps the given order in the header; filled in below
   }
@@ -94,9 +99,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   for (const std::size_t i : order) {
     const auto& [name, t] = tensors[i];
     const std::uint64_t nbytes = static_cast<std::uint64_t>(t.numel()) * element_size(t.dtype());
-    header[name] = {{"dtype", file_dtype_name(t.dtype())},
-                    {"shape", t.shape().vec()},
-                    {"data_offsets", {offset, offset + nbytes}}};
+    header[name] = {
+        {"dtype", file_dtype_name(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   std::string text = header.dump();
@@ -134,25 +138,29 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (error) throw IoError(where + "read error");
   }
   const std::uint64_t size = file.size();
-  if (size < 8) throw IoError(where + "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  if (size < 8)
+    throw IoError(where + "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
   std::uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
-  if (n > kMaxHeaderBytes) throw IoError(where + "header length " + std::to_string(n) + " exceeds the limit " + std::to_string(kMaxHeaderBytes));
-  if (n > size - 8) throw IoError(where + "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) + " bytes after the length field");
+  if (n > kMaxHeaderBytes)
+    throw IoError(where + "header length " + std::to_string(n) + " exceeds the limit " +
+                  std::to_string(kMaxHeaderBytes));
+  if (n > size - 8)
+    throw IoError(where + "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
+                  " bytes after the length field");
 
   // Parse, recording duplicate top-level keys (nlohmann would silently keep the last one).
   std::set<std::string> keys;
   std::string duplicate;
   json header;
   try {
-    header = json::parse(file.data() + 8, file.data() + 8 + n,
-                         [&](int depth, json::parse_event_t event, json& parsed) {
-                           if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-                             const std::string& k = parsed.get_ref<const std::string&>();
-                             if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
-                           }
-                           return true;
-                         });
+    header = json::parse(file.data() + 8, file.data() + 8 + n, [&](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
+        const std::string& k = parsed.get_ref<const std::string&>();
+        if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
+      }
+      return true;
+    });
   } catch (const json::exception& e) {
     throw IoError(where + "header is not valid JSON: " + e.what());
   }
@@ -182,10 +190,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     Entry e;
     e.name = name;
     const std::string dt = value["dtype"].get<std::string>();
-    if (!parse_file_dtype(dt, e.dtype)) throw IoError(at + "unsupported dtype '" + dt + "' (expected F32, F64, I64 or BOOL)");
+    if (!parse_file_dtype(dt, e.dtype))
+      throw IoError(at + "unsupported dtype '" + dt + "' (expected F32, F64, I64 or BOOL)");
     if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
     const json& shape = value["shape"];
-    if (shape.size() > static_cast<std::size_t>(kMaxRank)) throw IoError(at + "shape " + shape.dump() + " has more than " + std::to_string(kMaxRank) + " dimensions");
+    if (shape.size() > static_cast<std::size_t>(kMaxRank))
+      throw IoError(at + "shape " + shape.dump() + " has more than " + std::to_string(kMaxRank) + " dimensions");
     // numel with overflow checks: the byte count must stay far below 2^63.
     std::uint64_t numel = 1;
     bool overflow = false;
@@ -207,10 +217,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     e.begin = offs[0].get<std::uint64_t>();
     e.end = offs[1].get<std::uint64_t>();
     if (e.end < e.begin) throw IoError(at + "data_offsets " + offs.dump() + " end < begin");
-    const std::uint64_t expected = numel * element_size(e.dtype);  // may wrap (unsigned) when numel > 2^59; only used after that is ruled out below
+    const std::uint64_t expected =
+        numel *
+        element_size(e.dtype);  // may wrap (unsigned) when numel > 2^59; only used after that is ruled out below
     if (numel > kLimit / 8 || e.end - e.begin != expected)
-      throw IoError(at + "data_offsets " + offs.dump() + " span " + std::to_string(e.end - e.begin) + " bytes, but shape " +
-                    shape.dump() + " of " + dt + " needs " + std::to_string(expected));
+      throw IoError(at + "data_offsets " + offs.dump() + " span " + std::to_string(e.end - e.begin) +
+                    " bytes, but shape " + shape.dump() + " of " + dt + " needs " + std::to_string(expected));
     entries.push_back(std::move(e));
   }
   // Sorted by offset, the entries must tile [0, buffer size) exactly.
@@ -220,14 +232,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::uint64_t expected_begin = 0;
   for (const Entry& e : entries) {
     if (e.begin != expected_begin)
-      throw IoError(where + "tensor '" + e.name + "': data_offsets begin " + std::to_string(e.begin) + " but the previous tensor ends at " +
-                    std::to_string(expected_begin) + (e.begin < expected_begin ? " (overlap)" : " (gap)"));
+      throw IoError(where + "tensor '" + e.name + "': data_offsets begin " + std::to_string(e.begin) +
+                    " but the previous tensor ends at " + std::to_string(expected_begin) +
+                    (e.begin < expected_begin ? " (overlap)" : " (gap)"));
     expected_begin = e.end;
   }
   const std::uint64_t buffer = size - 8 - n;
   if (expected_begin != buffer)
-    throw IoError(where + "tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " + std::to_string(buffer) +
-                  " (8 + " + std::to_string(n) + " + " + std::to_string(expected_begin) + " != file size " + std::to_string(size) + ")");
+    throw IoError(where + "tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " +
+                  std::to_string(buffer) + " (8 + " + std::to_string(n) + " + " + std::to_string(expected_begin) +
+                  " != file size " + std::to_string(size) + ")");
 
   const char* data = file.data() + 8 + n;
   for (const Entry& e : entries) {
@@ -237,7 +251,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
       // A bool byte other than 0 or 1 is not a valid bool (reading it would be undefined behaviour).
       for (std::size_t i = 0; i < nbytes; ++i) {
         const unsigned char b = static_cast<unsigned char>(data[e.begin + i]);
-        if (b > 1) throw IoError(where + "tensor '" + e.name + "': BOOL element " + std::to_string(i) + " has byte value " + std::to_string(b));
+        if (b > 1)
+          throw IoError(where + "tensor '" + e.name + "': BOOL element " + std::to_string(i) + " has byte value " +
+                        std::to_string(b));
       }
     }
     if (nbytes > 0) {
@@ -267,9 +283,11 @@ Metadata load_into(const NamedTensors& target, const std::string& path, bool str
       continue;
     }
     if (!(it->second->shape() == t.shape()))
-      throw ShapeError(where + "tensor '" + name + "' has shape " + it->second->shape().str() + " in the file, expected " + t.shape().str());
+      throw ShapeError(where + "tensor '" + name + "' has shape " + it->second->shape().str() +
+                       " in the file, expected " + t.shape().str());
     if (it->second->dtype() != t.dtype())
-      throw TypeError(where + "tensor '" + name + "' has dtype " + dtype_name(it->second->dtype()) + " in the file, expected " + dtype_name(t.dtype()));
+      throw TypeError(where + "tensor '" + name + "' has dtype " + dtype_name(it->second->dtype()) +
+                      " in the file, expected " + dtype_name(t.dtype()));
   }
   if (strict)
     for (const auto& [name, t] : file.tensors)

@@ -36,8 +36,8 @@ Shape leading(const Tensor& x) {
 // (L..., Tq, Tk), L the broadcast of the three leading shapes.
 Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
-    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank >= 2 (..., T, D), got " + q.shape().str() +
-                     ", " + k.shape().str() + ", " + v.shape().str());
+    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank >= 2 (..., T, D), got " + q.shape().str() + ", " +
+                     k.shape().str() + ", " + v.shape().str());
   if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
     throw TypeError(std::string(kSdpa) + ": q, k, v must share one floating-point dtype");
   if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
@@ -57,10 +57,8 @@ AttentionForwardOptions resolve_attn_mask(const AttentionForwardOptions& options
     throw ValueError(std::string(kSdpa) + ": give attn_mask or keep_mask / additive_mask, not both");
   AttentionForwardOptions resolved = options;
   resolved.attn_mask(Tensor());
-  if (mask.dtype() == kBool)
-    resolved.keep_mask(mask);
-  else
-    resolved.additive_mask(mask);
+  if (mask.dtype() == kBool) resolved.keep_mask(mask);
+  else resolved.additive_mask(mask);
   return resolved;
 }
 
@@ -80,7 +78,7 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
     const double offset = static_cast<double>(causal_offset(masks, tq, tk));
     Tensor key_pos = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});                // (1, Tk)
     Tensor query_pos = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});  // (Tq, 1)
-    excluded = gt(key_pos, query_pos);  // (Tq, Tk)
+    excluded = gt(key_pos, query_pos);                                                                    // (Tq, Tk)
   }
   if (masks.key_padding_mask().defined()) {
     const Tensor& pad = masks.key_padding_mask();

@@ -68,10 +68,10 @@ struct KVCache {
 struct AttentionForwardOptions {
   TAPEGRAD_ARG(bool, is_causal) = false;
   TAPEGRAD_ARG(CausalAlignment, causal_alignment) = CausalAlignment::TopLeft;
-  TAPEGRAD_ARG(Tensor, key_padding_mask);  // Bool (B, Tk), true = padding; Tk counts cached positions too
-  TAPEGRAD_ARG(Tensor, keep_mask);         // Bool, broadcast to the scores (..., Tq, Tk), true = may attend
-  TAPEGRAD_ARG(Tensor, additive_mask);     // q's dtype, broadcast to the scores (..., Tq, Tk), added to them
-  TAPEGRAD_ARG(Tensor, attn_mask);         // torch's: Bool = keep_mask, float = additive_mask (not with those)
+  TAPEGRAD_ARG(Tensor, key_padding_mask);      // Bool (B, Tk), true = padding; Tk counts cached positions too
+  TAPEGRAD_ARG(Tensor, keep_mask);             // Bool, broadcast to the scores (..., Tq, Tk), true = may attend
+  TAPEGRAD_ARG(Tensor, additive_mask);         // q's dtype, broadcast to the scores (..., Tq, Tk), added to them
+  TAPEGRAD_ARG(Tensor, attn_mask);             // torch's: Bool = keep_mask, float = additive_mask (not with those)
   TAPEGRAD_ARG(std::optional<double>, scale);  // multiplies q @ k^T; 1 / sqrt(D) when not given
   TAPEGRAD_ARG(bool, need_weights) = false;
   // Incremental decoding (see KVCache): read by MultiHeadAttention and a single layer; a stack

@@ -12,10 +12,14 @@ namespace {
 
 const char* reduction_name(Reduction reduction) {
   switch (reduction) {
-    case Reduction::None: return "None";
-    case Reduction::Mean: return "Mean";
-    case Reduction::Sum: return "Sum";
-    case Reduction::BatchMean: return "BatchMean";
+    case Reduction::None:
+      return "None";
+    case Reduction::Mean:
+      return "Mean";
+    case Reduction::Sum:
+      return "Sum";
+    case Reduction::BatchMean:
+      return "BatchMean";
   }
   return "?";
 }
@@ -89,9 +93,8 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
   for (int axis = 0; axis < log_probs.dim(); ++axis)
     if (axis != (log_probs.dim() == 1 ? 0 : 1)) expected.push_back(log_probs.size(axis));
   if (targets.shape() != expected)
-    throw ShapeError(std::string(op) + ": input of shape " + log_probs.shape().str() +
-                     " needs targets of shape " + expected.str() + ", got targets of shape " +
-                     targets.shape().str());
+    throw ShapeError(std::string(op) + ": input of shape " + log_probs.shape().str() + " needs targets of shape " +
+                     expected.str() + ", got targets of shape " + targets.shape().str());
 
   const bool unbatched = log_probs.dim() == 1;
   // x: (N, C, d...)
@@ -142,11 +145,14 @@ Tensor along_class_axis(const Tensor& weight, int rank) {
 // weights), so it is 0 / 0 = NaN when all are ignored, as in PyTorch.
 Tensor reduce_class_loss(const Tensor& loss, double denominator, Reduction reduction, bool unbatched, const char* op) {
   switch (reduction) {
-    case Reduction::None: return unbatched ? loss.squeeze(0) : loss;
-    case Reduction::Sum: return sum(loss);
+    case Reduction::None:
+      return unbatched ? loss.squeeze(0) : loss;
+    case Reduction::Sum:
+      return sum(loss);
     case Reduction::Mean:
       return sum(loss) / denominator;
-    case Reduction::BatchMean: break;
+    case Reduction::BatchMean:
+      break;
   }
   reject_batch_mean(reduction, op);
   return loss;
@@ -222,9 +228,12 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
     pointwise = where(positive, xlogy(target, target) - target * where(positive, input, 0.0), 0.0);
   }
   switch (reduction) {
-    case Reduction::None: return pointwise;
-    case Reduction::Sum: return sum(pointwise);
-    case Reduction::Mean: return mean(pointwise);
+    case Reduction::None:
+      return pointwise;
+    case Reduction::Sum:
+      return sum(pointwise);
+    case Reduction::Mean:
+      return mean(pointwise);
     case Reduction::BatchMean: {
       // PyTorch divides by input's first size; a 0-d input is its own batch of one.
       const Tensor total = sum(pointwise);
@@ -240,8 +249,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   check_floating(logits, op, "logits");
   check_floating(targets, op, "targets");
   if (logits.shape() != targets.shape())
-    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() +
-                     " must match logits of shape " + logits.shape().str());
+    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
+                     logits.shape().str());
   reject_batch_mean(reduction, op);
   // softplus(-x) = log(1 + exp(-x)) = max(-x, 0) + log(1 + exp(-|x|)), written as
   // logsumexp([0, -x]): the same stable value, but with the exact derivative -sigmoid(-x) at

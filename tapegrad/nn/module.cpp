@@ -155,8 +155,7 @@ NamedTensors Module::state_dict() const {
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::unordered_map<std::string, const Tensor*> given;
   for (const auto& [name, t] : state) {
-    if (!given.emplace(name, &t).second)
-      throw ValueError("load_state_dict: the entry \"" + name + "\" appears twice");
+    if (!given.emplace(name, &t).second) throw ValueError("load_state_dict: the entry \"" + name + "\" appears twice");
   }
   const NamedTensors own = state_dict();
   std::vector<std::string> missing;

@@ -71,7 +71,7 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
     if (rows.empty()) continue;
     const std::int64_t m = static_cast<std::int64_t>(rows.size());
     const Tensor row_index = from_vector(rows, {m});
-    const Tensor expert_in = index_select(tokens, 0, row_index);  // (m, D)
+    const Tensor expert_in = index_select(tokens, 0, row_index);                 // (m, D)
     const Tensor expert_out = experts_[static_cast<std::size_t>(e)](expert_in);  // (m, D)
     const Tensor w = index_select(flat_weights, 0, from_vector(weight_slots[static_cast<std::size_t>(e)], {m}));
     const Tensor contribution = expert_out * w.unsqueeze(1);  // (m, D)

@@ -43,13 +43,13 @@ struct MoEOptions {
 };
 
 struct MoEOutput {
-  Tensor output;               // same shape as the input
-  Tensor load_balancing_loss;  // scalar
-  Tensor importance_loss;      // scalar
-  Tensor router_z_loss;        // scalar
-  Tensor router_logits;        // (N, E)
-  Tensor expert_indices;       // (N, k) Int64
-  Tensor routing_weights;      // (N, k)
+  Tensor output;                                // same shape as the input
+  Tensor load_balancing_loss;                   // scalar
+  Tensor importance_loss;                       // scalar
+  Tensor router_z_loss;                         // scalar
+  Tensor router_logits;                         // (N, E)
+  Tensor expert_indices;                        // (N, k) Int64
+  Tensor routing_weights;                       // (N, k)
   std::vector<std::int64_t> tokens_per_expert;  // top-k assignments per expert (sums to N * k)
   std::vector<std::int64_t> top1_per_expert;    // top-1 assignments per expert (sums to N)
 };

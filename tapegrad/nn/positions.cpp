@@ -34,8 +34,7 @@ void check_sizes(const char* module, std::int64_t max_len, std::int64_t dim) {
 
 // pos / base^(2i / dim) for column 2i and 2i + 1; computed in double whatever the table's dtype.
 double angle(std::int64_t pos, std::int64_t pair, std::int64_t dim, double base) {
-  return static_cast<double>(pos) *
-         std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(dim));
+  return static_cast<double>(pos) * std::pow(base, -2.0 * static_cast<double>(pair) / static_cast<double>(dim));
 }
 
 }  // namespace

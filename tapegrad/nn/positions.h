@@ -45,8 +45,8 @@ class SinusoidalPositionalEncodingImpl : public UnaryModule {
 
  private:
   SinusoidalPositionalEncodingOptions options_;
-  Tensor table64_;            // (max_len, dim), float64: the values every dtype's table is rounded from
-  Tensor table_;              // the buffer "pe"
+  Tensor table64_;              // (max_len, dim), float64: the values every dtype's table is rounded from
+  Tensor table_;                // the buffer "pe"
   mutable DType filled_dtype_;  // the dtype table_ was last filled in (Module::to changes table_'s)
 };
 TAPEGRAD_MODULE(SinusoidalPositionalEncoding);

@@ -200,8 +200,7 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
 }
 
 Tensor LanguageModelImpl::forward(const Tensor& tokens, std::vector<KVCache>* caches) {
-  if (tokens.dim() != 2)
-    throw ShapeError("LanguageModel: expected tokens (B, T), got shape " + tokens.shape().str());
+  if (tokens.dim() != 2) throw ShapeError("LanguageModel: expected tokens (B, T), got shape " + tokens.shape().str());
   if (caches) caches->resize(blocks_.size());
   const std::int64_t offset = caches ? caches->front().length() : 0;
   Tensor h = pos_emb_(tok_emb_(tokens), offset);  // h: (B, T, d)
@@ -212,7 +211,8 @@ Tensor LanguageModelImpl::forward(const Tensor& tokens, std::vector<KVCache>* ca
 
 Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.shape()[1] == 0)
-    throw ShapeError("LanguageModel::generate: expected a prompt (B, T) with T >= 1, got shape " + prompt.shape().str());
+    throw ShapeError("LanguageModel::generate: expected a prompt (B, T) with T >= 1, got shape " +
+                     prompt.shape().str());
   if (options.temperature < 0 || options.top_k < 0)
     throw ValueError("LanguageModel::generate: temperature and top_k must be non-negative, got " +
                      std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
@@ -302,8 +302,7 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
 }
 
 Tensor EncoderDecoderImpl::embed(Side& side, const Tensor& tokens, std::int64_t offset) {
-  if (tokens.dim() != 2)
-    throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
+  if (tokens.dim() != 2) throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
   Tensor x = side.tokens(tokens);  // x: (B, T, d)
   if (options_.scale_embeddings()) x = x * std::sqrt(static_cast<double>(options_.layer().d_model()));
   if (side.learned) return side.learned(x, offset);

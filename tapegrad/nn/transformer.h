@@ -138,8 +138,8 @@ struct LanguageModelOptions {
 
 struct GenerationOptions {
   std::int64_t max_new_tokens = 16;
-  double temperature = 1.0;  // 0 = greedy (argmax)
-  std::int64_t top_k = 0;    // 0 = sample from the whole vocabulary
+  double temperature = 1.0;               // 0 = greedy (argmax)
+  std::int64_t top_k = 0;                 // 0 = sample from the whole vocabulary
   std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
 };
 

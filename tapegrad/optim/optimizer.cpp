@@ -125,8 +125,7 @@ void Optimizer::load_state(const NamedTensors& state) {
     if (std::sscanf(entry.c_str(), "group%zu.param%zu.%n", &g, &i, &consumed) != 2 || consumed == 0)
       fail(entry, "unexpected name (expected group<g>.param<i>.<buffer>)");
     const std::string buffer_name = entry.substr(static_cast<std::size_t>(consumed));
-    if (g >= groups_.size() || i >= groups_[g].params.size())
-      fail(entry, "no such parameter in this optimiser");
+    if (g >= groups_.size() || i >= groups_[g].params.size()) fail(entry, "no such parameter in this optimiser");
     if (buffer_name == "step") {
       loaded[g][i].step = read_count(entry, t);
       continue;
@@ -152,8 +151,8 @@ void Optimizer::load_state(const NamedTensors& state) {
       std::vector<std::string> got;
       for (const auto& entry : s.buffers) got.push_back(entry.first);  // std::map: sorted
       if (got != expected)
-        fail(prefix + "*", std::string("holds the buffers ") + list(got) + " but " + name_ + " keeps " + list(expected) +
-                               " (state saved by another optimiser or with other options)");
+        fail(prefix + "*", std::string("holds the buffers ") + list(got) + " but " + name_ + " keeps " +
+                               list(expected) + " (state saved by another optimiser or with other options)");
     }
   state_ = std::move(loaded);
   steps_taken_ = steps_taken;

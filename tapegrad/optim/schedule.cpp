@@ -43,13 +43,13 @@ Schedule linear_warmup(std::int64_t warmup_steps) {
 
 Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps, double min_ratio) {
   if (warmup_steps < 0) fail("cosine_with_warmup", "warmup_steps", static_cast<double>(warmup_steps));
-  if (total_steps <= warmup_steps) fail("cosine_with_warmup", "total_steps (must exceed warmup_steps)",
-                                        static_cast<double>(total_steps));
+  if (total_steps <= warmup_steps)
+    fail("cosine_with_warmup", "total_steps (must exceed warmup_steps)", static_cast<double>(total_steps));
   if (!(min_ratio >= 0.0 && min_ratio <= 1.0)) fail("cosine_with_warmup", "min_ratio", min_ratio);
   return [warmup_steps, total_steps, min_ratio](std::int64_t step) {
     if (step < warmup_steps) return static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
-    const double progress = std::min(
-        1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps));
+    const double progress =
+        std::min(1.0, static_cast<double>(step - warmup_steps) / static_cast<double>(total_steps - warmup_steps));
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(kPi * progress));
   };
 }

@@ -39,7 +39,8 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   if (o.eval_every < 0) throw ValueError("Trainer: eval_every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.checkpoint_every < 0)
     throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
-  if (!(o.clip_grad_norm >= 0.0)) throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + format_number(o.clip_grad_norm));
+  if (!(o.clip_grad_norm >= 0.0))
+    throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + format_number(o.clip_grad_norm));
   if (o.steps_per_epoch < 0 || o.max_epochs < 0)
     throw ValueError("Trainer: steps_per_epoch and max_epochs must be >= 0, got " + std::to_string(o.steps_per_epoch) +
                      " and " + std::to_string(o.max_epochs));
@@ -95,7 +96,8 @@ NonFiniteLoss Trainer::non_finite(std::int64_t step, double value, const std::st
 
 Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& params, Window& window) {
   const std::int64_t s = step_;
-  const double max_norm = options_.clip_grad_norm > 0 ? options_.clip_grad_norm : std::numeric_limits<double>::infinity();
+  const double max_norm =
+      options_.clip_grad_norm > 0 ? options_.clip_grad_norm : std::numeric_limits<double>::infinity();
   optimizer_.zero_grad();
   StepRecord record;
   {
@@ -179,7 +181,8 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     progress.message("resumed from " + checkpoint_dir() + " at step " + std::to_string(step_));
 
   TensorList params;
-  for (const optim::ParamGroup& g : optimizer_.param_groups()) params.insert(params.end(), g.params.begin(), g.params.end());
+  for (const optim::ParamGroup& g : optimizer_.param_groups())
+    params.insert(params.end(), g.params.begin(), g.params.end());
   const bool was_training = model_.is_training();
   model_.train();
   Window window;

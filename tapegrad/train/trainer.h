@@ -59,18 +59,18 @@
 namespace tapegrad::train {
 
 struct TrainerOptions {
-  std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
-  std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
-                                        // progress shows it (e.g. DataLoader::batches_per_epoch())
-  std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
-  std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
-  std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
-  std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)
-  double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
-  std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
-  bool resume = true;                   // continue from run_dir's last good checkpoint if present
+  std::int64_t max_steps = 1000;       // total optimiser steps of the run (not of this call)
+  std::int64_t steps_per_epoch = 0;    // 0: unknown; else metrics lines carry "epoch" (fractional) and the
+                                       // progress shows it (e.g. DataLoader::batches_per_epoch())
+  std::int64_t max_epochs = 0;         // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
+  std::int64_t log_every = 10;         // a metrics.jsonl line and a progress update every N steps (>= 1)
+  std::int64_t eval_every = 0;         // 0: never (the last step is always evaluated if eval given)
+  std::int64_t checkpoint_every = 0;   // 0: only at the end (when run_dir is set)
+  double clip_grad_norm = 0.0;         // 0: off; else global L2 clip, the norm is logged either way
+  std::string run_dir;                 // empty: no files; else metrics.jsonl + checkpoint/ inside
+  bool resume = true;                  // continue from run_dir's last good checkpoint if present
   Progress progress = Progress::Auto;  // see progress.h
-  std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
+  std::ostream* out = &std::cerr;      // where the bar / lines / messages go (nullptr: nowhere)
 };
 
 // What step_fn returns: the scalar loss to minimise, and how many examples / tokens it covered

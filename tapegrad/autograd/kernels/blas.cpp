@@ -57,18 +57,17 @@ blasint leading_dim(std::int64_t ld, std::int64_t rows, std::int64_t row_len, co
 }
 
 template <class T, class BlasFn>
-void gemm_blas_impl(BlasFn blas_fn, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
-                    T alpha, const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c,
-                    std::int64_t ldc) {
+void gemm_blas_impl(BlasFn blas_fn, bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, T alpha,
+                    const T* a, std::int64_t lda, const T* b, std::int64_t ldb, T beta, T* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   num_threads();  // builds the pool on first use, which keeps OpenBLAS single-threaded
-  if (k == 0) {  // C = beta * C; not every BLAS accepts k = 0
+  if (k == 0) {   // C = beta * C; not every BLAS accepts k = 0
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
     return;
   }
-  blas_fn(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-          to_blas_int(m, "m"), to_blas_int(n, "n"), to_blas_int(k, "k"), alpha, a,
+  blas_fn(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, to_blas_int(m, "m"),
+          to_blas_int(n, "n"), to_blas_int(k, "k"), alpha, a,
           trans_a ? leading_dim(lda, k, m, "lda") : leading_dim(lda, m, k, "lda"), b,
           trans_b ? leading_dim(ldb, n, k, "ldb") : leading_dim(ldb, k, n, "ldb"), beta, c,
           leading_dim(ldc, m, n, "ldc"));
@@ -163,13 +162,19 @@ void gemm_loop_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
       ldbb = n;
     }
     std::int64_t i = 0;
-    for (; i + 4 <= m; i += 4)
-      gemm_rows<4>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
+    for (; i + 4 <= m; i += 4) gemm_rows<4>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
     switch (m - i) {
-      case 3: gemm_rows<3>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
-      case 2: gemm_rows<2>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
-      case 1: gemm_rows<1>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc); break;
-      default: break;
+      case 3:
+        gemm_rows<3>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
+        break;
+      case 2:
+        gemm_rows<2>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
+        break;
+      case 1:
+        gemm_rows<1>(n, k, alpha, a + i * a_row, a_row, a_col, bb, ldbb, beta, c + i * ldc, ldc);
+        break;
+      default:
+        break;
     }
     return;
   }
@@ -210,9 +215,8 @@ void gemm_loop_impl(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
 
 bool gemm_uses_loop(std::int64_t m, std::int64_t n, std::int64_t k) { return m * n * k <= kLoopGemmMaxWork; }
 
-void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-               std::int64_t ldc) {
+void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+               std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   gemm_blas_impl<float>(cblas_sgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -222,9 +226,8 @@ void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
   gemm_blas_impl<double>(cblas_dgemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-               std::int64_t ldc) {
+void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+               std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   gemm_loop_impl<float>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -27,9 +27,8 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
 
 // Always cblas_sgemm / cblas_dgemm. Throws ValueError when a size does not fit BLAS's int.
-void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-               std::int64_t ldc);
+void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+               std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
                const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
                std::int64_t ldc);
@@ -37,9 +36,8 @@ void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::
 // Always the loop gemm uses below the crossover: four rows of C at a time held in vector
 // registers over the whole k loop (a transposed B is first repacked on the stack when k n <=
 // 4096); one dot product per entry of C when n < 4 or the repack would not fit.
-void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-               const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-               std::int64_t ldc);
+void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+               std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void gemm_loop(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha,
                const double* a, std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c,
                std::int64_t ldc);

@@ -41,22 +41,22 @@ Tensor map2(const Tensor& a, const Tensor& b, const Shape& out_shape, F f) {
   const U* pb = b.data_ptr<U>();
   R* po = out.data_ptr<R>();
   parallel_for_each_run<3>(out_shape, {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape)},
-                  [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
-                    R* o = po + off[0];
-                    const T* x = pa + off[1];
-                    const U* y = pb + off[2];
-                    if (st[1] == 1 && st[2] == 1) {
-                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
-                    } else if (st[1] == 1 && st[2] == 0) {
-                      const U yv = *y;
-                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
-                    } else if (st[1] == 0 && st[2] == 1) {
-                      const T xv = *x;
-                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
-                    } else {
-                      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
-                    }
-                  });
+                           [&](Offsets<3> off, std::int64_t n, Offsets<3> st) {
+                             R* o = po + off[0];
+                             const T* x = pa + off[1];
+                             const U* y = pb + off[2];
+                             if (st[1] == 1 && st[2] == 1) {
+                               for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+                             } else if (st[1] == 1 && st[2] == 0) {
+                               const U yv = *y;
+                               for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+                             } else if (st[1] == 0 && st[2] == 1) {
+                               const T xv = *x;
+                               for (std::int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+                             } else {
+                               for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]]);
+                             }
+                           });
   return out;
 }
 
@@ -69,18 +69,19 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_
   const V* pc = c.data_ptr<V>();
   R* po = out.data_ptr<R>();
   parallel_for_each_run<4>(out_shape,
-                  {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape),
-                   broadcast_strides(c, out_shape)},
-                  [&](Offsets<4> off, std::int64_t n, Offsets<4> st) {
-                    R* o = po + off[0];
-                    const T* x = pa + off[1];
-                    const U* y = pb + off[2];
-                    const V* z = pc + off[3];
-                    if (st[1] == 1 && st[2] == 1 && st[3] == 1)
-                      for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
-                    else
-                      for (std::int64_t i = 0; i < n; ++i) o[i * st[0]] = f(x[i * st[1]], y[i * st[2]], z[i * st[3]]);
-                  });
+                           {out.strides(), broadcast_strides(a, out_shape), broadcast_strides(b, out_shape),
+                            broadcast_strides(c, out_shape)},
+                           [&](Offsets<4> off, std::int64_t n, Offsets<4> st) {
+                             R* o = po + off[0];
+                             const T* x = pa + off[1];
+                             const U* y = pb + off[2];
+                             const V* z = pc + off[3];
+                             if (st[1] == 1 && st[2] == 1 && st[3] == 1)
+                               for (std::int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+                             else
+                               for (std::int64_t i = 0; i < n; ++i)
+                                 o[i * st[0]] = f(x[i * st[1]], y[i * st[2]], z[i * st[3]]);
+                           });
   return out;
 }
 

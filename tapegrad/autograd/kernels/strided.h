@@ -23,8 +23,8 @@ using Offsets = std::array<std::int64_t, N>;
 // every operand merged, the last remaining axis being the inner run.
 template <std::size_t N>
 struct RunLayout {
-  int rank = 0;         // merged axes; 0 for a single element
-  bool empty = false;   // some axis has size 0
+  int rank = 0;        // merged axes; 0 for a single element
+  bool empty = false;  // some axis has size 0
   std::int64_t size[kMaxRank];
   std::int64_t stride[N][kMaxRank];
 
@@ -46,8 +46,7 @@ RunLayout<N> run_layout(const Shape& shape, const std::array<Dims, N>& strides) 
     }
     if (shape[d] == 1) continue;
     bool mergeable = l.rank > 0;
-    for (std::size_t k = 0; k < N && mergeable; ++k)
-      mergeable = l.stride[k][l.rank - 1] == strides[k][d] * shape[d];
+    for (std::size_t k = 0; k < N && mergeable; ++k) mergeable = l.stride[k][l.rank - 1] == strides[k][d] * shape[d];
     if (mergeable) {
       l.size[l.rank - 1] *= shape[d];
       for (std::size_t k = 0; k < N; ++k) l.stride[k][l.rank - 1] = strides[k][d];
@@ -146,8 +145,7 @@ void parallel_for_each_run(const Shape& shape, const std::array<Dims, N>& stride
 inline Dims broadcast_strides(const Shape& shape, const Dims& strides, const Shape& out_shape) {
   Dims result = Dims::filled(out_shape.size(), 0);
   const int shift = out_shape.size() - shape.size();
-  for (int d = 0; d < shape.size(); ++d)
-    result[d + shift] = shape[d] == 1 ? 0 : strides[d];
+  for (int d = 0; d < shape.size(); ++d) result[d + shift] = shape[d] == 1 ? 0 : strides[d];
   return result;
 }
 inline Dims broadcast_strides(const Tensor& t, const Shape& out_shape) {

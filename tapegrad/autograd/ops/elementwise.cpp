@@ -50,30 +50,34 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (any_requires_grad({&a, &b}))
-    record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape(), need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-      return {sum_to(g, sa), need_b ? sum_to(neg(g), sb) : Tensor()};
-    });
+    record("sub", out, {a, b},
+           [sa = a.shape(), sb = b.shape(), need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+             return {sum_to(g, sa), need_b ? sum_to(neg(g), sb) : Tensor()};
+           });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (any_requires_grad({&a, &b}))
-    record("mul", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
-                                need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-      return {need_a ? sum_to(g * b, a.shape()) : Tensor(), need_b ? sum_to(g * a, b.shape()) : Tensor()};
-    });
+    record("mul", out, {a, b},
+           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
+            need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+             return {need_a ? sum_to(g * b, a.shape()) : Tensor(), need_b ? sum_to(g * a, b.shape()) : Tensor()};
+           });
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic(a, b, "div", [](auto x, auto y) { return x / y; });
   if (any_requires_grad({&a, &b}))
-    record("div", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
-                                need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-      // d(a/b)/db = -a / b^2
-      return {need_a ? sum_to(g / b, a.shape()) : Tensor(), need_b ? sum_to(neg(g * a) / (b * b), b.shape()) : Tensor()};
-    });
+    record("div", out, {a, b},
+           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
+            need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+             // d(a/b)/db = -a / b^2
+             return {need_a ? sum_to(g / b, a.shape()) : Tensor(),
+                     need_b ? sum_to(neg(g * a) / (b * b), b.shape()) : Tensor()};
+           });
   return out;
 }
 
@@ -122,9 +126,8 @@ Tensor extremum(const Tensor& a, const Tensor& b, const char* op, bool take_max)
     record(op, out, {a, b}, [a = a.detach(), b = b.detach(), take_max](const Tensor& g) -> TensorList {
       const Tensor share_a = dispatch_floating(a.dtype(), "backward", [&](auto tag) {
         using T = decltype(tag);
-        return map2<T, T>(a, b, broadcast_shapes(a.shape(), b.shape(), "backward"), [take_max](T x, T y) {
-          return x == y ? T(0.5) : ((x > y) == take_max ? T(1) : T(0));
-        });
+        return map2<T, T>(a, b, broadcast_shapes(a.shape(), b.shape(), "backward"),
+                          [take_max](T x, T y) { return x == y ? T(0.5) : ((x > y) == take_max ? T(1) : T(0)); });
       });
       return {sum_to(g * share_a, a.shape()), sum_to(g * (1.0 - share_a), b.shape())};
     });
@@ -159,18 +162,42 @@ Tensor compare_scalar(const Tensor& a, double b, F f) {
 
 }  // namespace
 
-Tensor eq(const Tensor& a, const Tensor& b) { return compare(a, b, "eq", [](auto x, auto y) { return x == y; }); }
-Tensor ne(const Tensor& a, const Tensor& b) { return compare(a, b, "ne", [](auto x, auto y) { return x != y; }); }
-Tensor lt(const Tensor& a, const Tensor& b) { return compare(a, b, "lt", [](auto x, auto y) { return x < y; }); }
-Tensor le(const Tensor& a, const Tensor& b) { return compare(a, b, "le", [](auto x, auto y) { return x <= y; }); }
-Tensor gt(const Tensor& a, const Tensor& b) { return compare(a, b, "gt", [](auto x, auto y) { return x > y; }); }
-Tensor ge(const Tensor& a, const Tensor& b) { return compare(a, b, "ge", [](auto x, auto y) { return x >= y; }); }
-Tensor eq(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x == y; }); }
-Tensor ne(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x != y; }); }
-Tensor lt(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x < y; }); }
-Tensor le(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x <= y; }); }
-Tensor gt(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x > y; }); }
-Tensor ge(const Tensor& a, double b) { return compare_scalar(a, b, [](double x, double y) { return x >= y; }); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "eq", [](auto x, auto y) { return x == y; });
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ne", [](auto x, auto y) { return x != y; });
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "lt", [](auto x, auto y) { return x < y; });
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "le", [](auto x, auto y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "gt", [](auto x, auto y) { return x > y; });
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return compare(a, b, "ge", [](auto x, auto y) { return x >= y; });
+}
+Tensor eq(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x == y; });
+}
+Tensor ne(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x != y; });
+}
+Tensor lt(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x < y; });
+}
+Tensor le(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x <= y; });
+}
+Tensor gt(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x > y; });
+}
+Tensor ge(const Tensor& a, double b) {
+  return compare_scalar(a, b, [](double x, double y) { return x >= y; });
+}
 
 namespace {
 
@@ -210,11 +237,13 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     return map3<T, bool, T, T>(condition, a, b, shape, [](bool c, T x, T y) { return c ? x : y; });
   });
   if (any_requires_grad({&a, &b}))
-    record("where", out, {a, b}, [c = condition, sa = a.shape(), sb = b.shape(), need_a = a.requires_grad(),
-                                  need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-      const Tensor zero = scalar_tensor(0.0, g.dtype());
-      return {need_a ? sum_to(where(c, g, zero), sa) : Tensor(), need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
-    });
+    record(
+        "where", out, {a, b},
+        [c = condition, sa = a.shape(), sb = b.shape(), need_a = a.requires_grad(),
+         need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+          const Tensor zero = scalar_tensor(0.0, g.dtype());
+          return {need_a ? sum_to(where(c, g, zero), sa) : Tensor(), need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
+        });
   return out;
 }
 

@@ -146,8 +146,8 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
       const std::int64_t rows = a.numel() / s.k;
       const GemmLayout rows_layout = gemm_layout(rows, s.k, *row_stride, a.strides()[a.dim() - 1]);
       if (rows_layout.usable) {
-        kernels::gemm(rows_layout.transposed, lb.transposed, rows, s.m, s.k, T(1), pa, rows_layout.ld, pb, lb.ld,
-                      T(0), po, s.m);
+        kernels::gemm(rows_layout.transposed, lb.transposed, rows, s.m, s.k, T(1), pa, rows_layout.ld, pb, lb.ld, T(0),
+                      po, s.m);
         return;
       }
     }
@@ -212,41 +212,43 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
 
   if (any_requires_grad({&a, &b}))
-    record("matmul", out, {a, b}, [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
-                                   need_b = b.requires_grad(), s](const Tensor& g) -> TensorList {
-      const Tensor a_p = promote_lhs(a);  // a_p: (batch_a..., n, k)
-      const Tensor b_p = promote_rhs(b);  // b_p: (batch_b..., k, m)
-      const Tensor g_p = reshape(g, s.out);  // g_p: (batch..., n, m)
-      Tensor grad_a;
-      Tensor grad_b;
-      if (need_a) grad_a = reshape(sum_to(matmul(g_p, b_p.mT()), a_p.shape()), a.shape());
-      if (need_b) {
-        if (batch_numel(b_p.shape()) == 1 && (a_p.dim() > 2 || b.dim() == 2)) {
-          // B was shared by the whole batch: sum_i A_i^T G_i = A_rows^T G_rows over all
-          // prod(batch) * n rows, one gemm instead of a batched product and a sum.
-          const Tensor a_rows = reshape(a_p, {-1, s.k});  // a_rows: (N, k)
-          const Tensor g_rows = reshape(g_p, {-1, s.m});  // g_rows: (N, m)
-          if (b.dim() == 2 && b.strides()[0] == 1 && b.strides()[1] == s.k && s.k > 1 && s.m > 1) {
-            // B is a transposed view of a contiguous (m, k) matrix (x @ W^T): its gradient is
-            // computed as (G_rows^T A_rows)^T, so it arrives in W's own layout and reaches
-            // W.grad without a transposing copy.
-            grad_b = matmul(g_rows.mT(), a_rows).mT();
-          } else {
-            grad_b = reshape(matmul(a_rows.mT(), g_rows), b.shape());
-          }
-        } else {
-          grad_b = reshape(sum_to(matmul(a_p.mT(), g_p), b_p.shape()), b.shape());
-        }
-      }
-      return {grad_a, grad_b};
-    });
+    record("matmul", out, {a, b},
+           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(), need_b = b.requires_grad(),
+            s](const Tensor& g) -> TensorList {
+             const Tensor a_p = promote_lhs(a);     // a_p: (batch_a..., n, k)
+             const Tensor b_p = promote_rhs(b);     // b_p: (batch_b..., k, m)
+             const Tensor g_p = reshape(g, s.out);  // g_p: (batch..., n, m)
+             Tensor grad_a;
+             Tensor grad_b;
+             if (need_a) grad_a = reshape(sum_to(matmul(g_p, b_p.mT()), a_p.shape()), a.shape());
+             if (need_b) {
+               if (batch_numel(b_p.shape()) == 1 && (a_p.dim() > 2 || b.dim() == 2)) {
+                 // B was shared by the whole batch: sum_i A_i^T G_i = A_rows^T G_rows over all
+                 // prod(batch) * n rows, one gemm instead of a batched product and a sum.
+                 const Tensor a_rows = reshape(a_p, {-1, s.k});  // a_rows: (N, k)
+                 const Tensor g_rows = reshape(g_p, {-1, s.m});  // g_rows: (N, m)
+                 if (b.dim() == 2 && b.strides()[0] == 1 && b.strides()[1] == s.k && s.k > 1 && s.m > 1) {
+                   // B is a transposed view of a contiguous (m, k) matrix (x @ W^T): its gradient is
+                   // computed as (G_rows^T A_rows)^T, so it arrives in W's own layout and reaches
+                   // W.grad without a transposing copy.
+                   grad_b = matmul(g_rows.mT(), a_rows).mT();
+                 } else {
+                   grad_b = reshape(matmul(a_rows.mT(), g_rows), b.shape());
+                 }
+               } else {
+                 grad_b = reshape(sum_to(matmul(a_p.mT(), g_p), b_p.shape()), b.shape());
+               }
+             }
+             return {grad_a, grad_b};
+           });
   return out;
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw TypeError(std::string("linear: dtype mismatch, x ") + dtype_name(x.dtype()) + ", weight " +
-                    dtype_name(weight.dtype()) + (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : ""));
+                    dtype_name(weight.dtype()) +
+                    (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : ""));
   if (weight.dim() != 2 || x.dim() == 0 || x.shape().back() != weight.shape()[1])
     throw ShapeError("linear: expected x (..., in) and weight (out, in), got " + x.shape().str() + " and " +
                      weight.shape().str());
@@ -294,7 +296,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
              Tensor grad_x, grad_w, grad_b;
              if (need_x) grad_x = matmul(g, weight);  // (..., in)
              if (need_w || need_b) {
-               const Tensor g_rows = reshape(g, {-1, out_features});  // (N, out)
+               const Tensor g_rows = reshape(g, {-1, out_features});            // (N, out)
                if (need_w) grad_w = matmul(g_rows.mT(), reshape(x, {-1, in}));  // (out, in), weight's layout
                if (need_b) grad_b = sum(g_rows, {0});
              }

@@ -41,8 +41,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   for (int i = 0; i < k && trailing_match; ++i) trailing_match = x.shape()[x.dim() - k + i] == normalized_shape[i];
   if (!trailing_match)
     throw ShapeError("layer_norm: normalized_shape " + normalized_shape.str() +
-                     " must be non-empty and equal the trailing axes of the input, which has shape " +
-                     x.shape().str());
+                     " must be non-empty and equal the trailing axes of the input, which has shape " + x.shape().str());
   check_affine(weight, "weight", x, normalized_shape);
   check_affine(bias, "bias", x, normalized_shape);
   if (!(eps >= 0.0)) throw ValueError("layer_norm: eps must be >= 0, got " + std::to_string(eps));

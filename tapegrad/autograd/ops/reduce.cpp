@@ -28,7 +28,8 @@ ReducedAxes resolve_axes(const Shape& shape, const Dims& axes, const char* op) {
     for (std::int64_t axis : axes) {
       const int a = normalize_axis(axis, rank, op);
       if (rank == 0) continue;
-      if (r.reduced[a]) throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " appears twice in " + axes.str());
+      if (r.reduced[a])
+        throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " appears twice in " + axes.str());
       r.reduced[a] = true;
     }
   }
@@ -193,9 +194,8 @@ Tensor arg_extremum(const Tensor& x, std::int64_t axis, bool keepdim, const char
     using T = decltype(tag);
     const kernels::AxisSplit s = kernels::split_at(x.shape(), a);
     if (s.n == 0)
-      throw ValueError(std::string(op) + ": axis " + std::to_string(axis) + " of a tensor of shape " +
-                       x.shape().str() + " is empty, so there is no " + (take_max ? "largest" : "smallest") +
-                       " value");
+      throw ValueError(std::string(op) + ": axis " + std::to_string(axis) + " of a tensor of shape " + x.shape().str() +
+                       " is empty, so there is no " + (take_max ? "largest" : "smallest") + " value");
     Tensor out = empty(keepdim ? kept_shape : out_shape, kInt64);
     if (out.numel() == 0) return out;
     const Tensor xd = kernels::dense(x);

@@ -32,7 +32,8 @@ Shape infer_shape(const Shape& requested, std::int64_t numel, const Shape& from,
   }
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
-      throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " into " + requested.str());
+      throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " into " +
+                       requested.str());
     shape[infer] = numel / known;
   }
   if (shape.numel() != numel)
@@ -72,7 +73,8 @@ std::optional<Dims> view_strides(const Shape& shape, const Dims& strides, const 
 
 // A view of x recorded with backward `grad_fn`.
 template <class F>
-Tensor record_view(const char* op, const Tensor& x, const Shape& shape, const Dims& strides, std::int64_t offset, F grad_fn) {
+Tensor record_view(const char* op, const Tensor& x, const Shape& shape, const Dims& strides, std::int64_t offset,
+                   F grad_fn) {
   Tensor out = detail::make_view(x, shape, strides, offset);
   if (any_requires_grad({&x})) record(op, out, {x}, grad_fn);
   return out;
@@ -170,8 +172,8 @@ Tensor squeeze(const Tensor& x, std::int64_t axis) {
   const int a = normalize_axis(axis, x.dim(), "squeeze");
   if (x.dim() == 0) return x;
   if (x.shape()[a] != 1)
-    throw ShapeError("squeeze: axis " + str(axis) + " of shape " + x.shape().str() + " has size " +
-                     str(x.shape()[a]) + ", not 1");
+    throw ShapeError("squeeze: axis " + str(axis) + " of shape " + x.shape().str() + " has size " + str(x.shape()[a]) +
+                     ", not 1");
   Shape shape = x.shape();
   Dims strides = x.strides();
   shape.erase(a);
@@ -219,10 +221,11 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
                      str(axis) + " of shape " + x.shape().str());
   Shape shape = x.shape();
   shape[a] = length;
-  return record_view("narrow", x, shape, x.strides(), x.offset() + start * x.strides()[a],
-                     [in = x.shape(), a, start, length](const Tensor& g) -> TensorList {
-                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return narrow(gx, a, start, length); })};
-                     });
+  return record_view(
+      "narrow", x, shape, x.strides(), x.offset() + start * x.strides()[a],
+      [in = x.shape(), a, start, length](const Tensor& g) -> TensorList {
+        return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return narrow(gx, a, start, length); })};
+      });
 }
 
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step) {
@@ -238,10 +241,11 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   shape[a] = (end - start + step - 1) / step;
   Dims strides = x.strides();
   strides[a] *= step;
-  return record_view("slice", x, shape, strides, x.offset() + start * x.strides()[a],
-                     [in = x.shape(), a, start, end, step](const Tensor& g) -> TensorList {
-                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return slice(gx, a, start, end, step); })};
-                     });
+  return record_view(
+      "slice", x, shape, strides, x.offset() + start * x.strides()[a],
+      [in = x.shape(), a, start, end, step](const Tensor& g) -> TensorList {
+        return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return slice(gx, a, start, end, step); })};
+      });
 }
 
 Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
