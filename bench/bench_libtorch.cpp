@@ -1,3 +1,4 @@
+// Over 400 lines: the five workloads in one program, mirroring bench_main.cpp.
 // libtorch_bench: the workloads of docs/bench.md written with PyTorch's C++ API, the
 // reference tapegrad_bench is compared against (bench/compare.sh). Built only with
 // -DTAPEGRAD_BENCH_LIBTORCH=ON; see docs/bench.md. The models mirror tapegrad's nn modules

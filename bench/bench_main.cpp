@@ -1,7 +1,8 @@
 // tapegrad_bench: per-op timings and the workloads of docs/bench.md: the sgemm ceiling
 // (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3) and
 // the mixture-of-experts layer (W4). A measuring program, not a test; see docs/bench.md.
-// bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both.
+// bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both. Over 400
+// lines: the five workloads and the ops table in one program, mirroring bench_libtorch.cpp.
 //
 //   tapegrad_bench                         # every workload, as text
 //   tapegrad_bench --workload w3 --json    # one JSON object per line

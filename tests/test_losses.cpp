@@ -1,6 +1,7 @@
 // Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits, mse_loss and
 // the distribution helpers. Expected values come from the seed's worked numbers and from
-// torch.nn.functional 1.13 in float64 (the script's inputs are the literals written here).
+// torch.nn.functional 1.13 in float64 (the script's inputs are the literals written here). Over
+// 400 lines: one file for the losses, each with values, gradcheck and errors, as losses.cpp is one.
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,5 @@
 // optim: SGD / Adam / AdamW update rules, parameter groups, clipping, schedules, state save and load.
+// Over 400 lines: every optimiser variant's trajectory against torch.optim's numbers lives here.
 //
 // Reference trajectories: x0 = (1, -2) float64, fixed gradient function g(x) = 2x + 0.5, three steps. The
 // expected numbers were worked from the torch.optim documented update rules in plain Python double arithmetic

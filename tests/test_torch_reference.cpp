@@ -1,3 +1,4 @@
+// Over 400 lines: one runner per fixture case, kept beside the fixture's loader.
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
 // causal, key padding, cross, cross with kv_dim), TransformerEncoderLayer and
 // TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """Writes tests/data/torch_reference.json: golden values and gradients from PyTorch 1.13.
 
+Over 400 lines: one script writes every case of the one fixture file.
+
 Every case is a small float64 computation with a tapegrad counterpart. For each case the file
 holds the module's configuration, the inputs, every parameter under tapegrad's state_dict name,
 the outputs, one fixed random "cotangent" per differentiable output, and the gradients of
