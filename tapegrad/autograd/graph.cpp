@@ -94,7 +94,8 @@ bool exclusively_owned(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 && t.is_contiguous() && !t.requires_grad();
 }
 
-void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {
+// grad is taken by value: a gradient the caller moves in is exclusively owned and is kept without a copy.
+void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {  // NOLINT(performance-unnecessary-value-param)
   if (!leaf.grad) {
     leaf.grad = exclusively_owned(grad) ? grad.impl_ptr() : grad.clone().impl_ptr();
   } else {

@@ -177,7 +177,8 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   }
   if (strict) {
     if (!missing.empty()) throw ValueError("load_state_dict: missing entry \"" + missing.front() + "\"");
-    for (const auto& [name, t] : state) {
+    for (const auto& entry_in : state) {
+      const std::string& name = entry_in.first;
       const bool known = std::any_of(own.begin(), own.end(), [&](const auto& entry) { return entry.first == name; });
       if (!known) throw ValueError("load_state_dict: unexpected entry \"" + name + "\"");
     }

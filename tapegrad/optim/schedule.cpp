@@ -26,7 +26,10 @@ Schedule constant() {
 Schedule step_decay(std::int64_t step_size, double gamma) {
   if (step_size <= 0) fail("step_decay", "step_size", static_cast<double>(step_size));
   if (!(gamma >= 0.0)) fail("step_decay", "gamma", gamma);
-  return [step_size, gamma](std::int64_t step) { return std::pow(gamma, static_cast<double>(step / step_size)); };
+  return [step_size, gamma](std::int64_t step) {
+    const std::int64_t decays = step / step_size;  // whole periods completed
+    return std::pow(gamma, static_cast<double>(decays));
+  };
 }
 
 Schedule exponential(double gamma) {
