@@ -17,8 +17,6 @@ using tapegrad::testing::check_values;
 
 namespace {
 
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
 // logits: (4, 3)
 Tensor four_by_three() {
   return tensor({{1.0, 2.0, 0.5}, {0.0, -1.0, 3.0}, {2.0, 2.0, -2.0}, {0.3, -0.7, 1.1}}, kFloat64);

@@ -261,7 +261,7 @@ TEST_CASE("module: Linear forward, errors, and float64 gradcheck through to()") 
 TEST_CASE("module: a handle shares its module; empty handles; register_module returns what it was given") {
   manual_seed(0);
   nn::Linear a(3, 2);
-  nn::Linear b = a;  // a copy of the handle is the same module
+  const nn::Linear b = a;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the test
   CHECK(b.get() == a.get());
   CHECK(b.ptr() == a.ptr());
   CHECK(&*b == a.get());

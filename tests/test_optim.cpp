@@ -26,7 +26,7 @@ using tapegrad::testing::check_values;
 
 namespace {
 
-Tensor make_param(std::vector<double> values = {1.0, -2.0}) {
+Tensor make_param(const std::vector<double>& values = {1.0, -2.0}) {
   const auto n = static_cast<std::int64_t>(values.size());
   return from_vector(values, Shape{n}).requires_grad_();
 }
@@ -265,7 +265,9 @@ std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimize
 }
 
 TEST_CASE("optim: every optimiser converges on a quadratic and on Rosenbrock") {
-  for (const auto& [name, make] : every_optimizer(0.05, 0.05)) {
+  for (const auto& named : every_optimizer(0.05, 0.05)) {
+    const std::string& name = named.first;
+    const auto& make = named.second;
     CAPTURE(name);
     // f(x) = sum (x - 3)^2
     Tensor p = make_param({-4.0, 10.0});
@@ -283,7 +285,9 @@ TEST_CASE("optim: every optimiser converges on a quadratic and on Rosenbrock") {
   }
   // f(x, y) = (1 - x)^2 + 100 (y - x^2)^2, minimum at (1, 1) at the end of a curved valley; SGD needs a
   // small rate (the curvature across the valley is ~1000) and many steps, the cosine schedule lets each settle.
-  for (const auto& [name, make] : every_optimizer(1e-3, 0.05)) {
+  for (const auto& named : every_optimizer(1e-3, 0.05)) {
+    const std::string& name = named.first;
+    const auto& make = named.second;
     CAPTURE(name);
     Tensor p = make_param({-1.5, 2.0});
     const auto opt = make(p);

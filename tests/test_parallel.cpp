@@ -262,7 +262,8 @@ TEST_CASE("parallel: batched products give the one-thread bits; split products a
 
   // One large product is cut into blocks of C's rows or columns; each block is its own BLAS call,
   // whose kernels may round differently from the whole product's, so the check is a tolerance.
-  for (const auto& [m, n, kk] : {std::array<std::int64_t, 3>{300, 70, 90}, std::array<std::int64_t, 3>{70, 300, 90}}) {
+  for (const auto& sizes : {std::array<std::int64_t, 3>{300, 70, 90}, std::array<std::int64_t, 3>{70, 300, 90}}) {
+    const std::int64_t m = sizes[0], n = sizes[1], kk = sizes[2];
     CAPTURE(m);
     const Tensor a = randn({m, kk}, gen);
     const Tensor bt = randn({n, kk}, gen);

@@ -80,7 +80,9 @@ TEST_CASE("positions: sinusoidal table in the model's dtype, with a base option"
   std::vector<double> expected;
   for (std::int64_t pos = 0; pos < max_len; ++pos)
     for (std::int64_t j = 0; j < dim; ++j) {
-      const double a = static_cast<double>(pos) / std::pow(base, static_cast<double>(2 * (j / 2)) / dim);
+      const std::int64_t pair = j / 2;  // columns 2i and 2i + 1 share the frequency base^(-2i / dim)
+      const double a =
+          static_cast<double>(pos) / std::pow(base, static_cast<double>(2 * pair) / static_cast<double>(dim));
       expected.push_back(j % 2 == 0 ? std::sin(a) : std::cos(a));
     }
   // float32 by default: each value the double one rounded once.
@@ -99,7 +101,7 @@ TEST_CASE("positions: sinusoidal table in the model's dtype, with a base option"
     if (f64[i] != expected[i] && f64[i] == f32[i]) ++widened;
   }
   CHECK(widened == 0);
-  const Tensor& buffer = pe->state_dict().front().second;
+  const Tensor buffer = pe->state_dict().front().second;
   CHECK(buffer.dtype() == kFloat64);
   CHECK(buffer.to_vector<double>() == f64);
   check_values(pe(zeros({1, max_len, dim}, kFloat64)), expected, 1e-15);

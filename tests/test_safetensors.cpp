@@ -94,7 +94,9 @@ TEST_CASE("checkpoint: round trip of every dtype, 0-d, empty and non-contiguous 
   CHECK(n % 8 == 0);
   const nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
   std::vector<std::string> header_order;
-  for (const auto& [name, entry] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();
+    const auto& entry = item.value();
     if (name == "__metadata__") continue;
     header_order.push_back(name);
     const std::string dtype = entry.at("dtype").get<std::string>();

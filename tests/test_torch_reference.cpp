@@ -277,21 +277,27 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
 
   const TensorMap outputs = built.forward(inputs);
   std::vector<Comparison> results;
-  for (const auto& [output, entry] : c.at("outputs").items()) {
+  for (const auto& item : c.at("outputs").items()) {
+    const std::string& output = item.key();
+    const json& entry = item.value();
     REQUIRE_MESSAGE(outputs.count(output) == 1, "case " << name << ": tapegrad gives no output \"" << output << "\"");
     results.push_back(compare(name, "outputs[" + output + "]", outputs.at(output), entry));
   }
 
   // loss = sum_o sum(o * cotangent_o)
   Tensor loss = zeros({}, kFloat64);
-  for (const auto& [output, entry] : c.at("cotangents").items()) {
+  for (const auto& item : c.at("cotangents").items()) {
+    const std::string& output = item.key();
+    const json& entry = item.value();
     REQUIRE_MESSAGE(outputs.count(output) == 1, "case " << name << ": tapegrad gives no output \"" << output << "\"");
     loss = loss + (outputs.at(output) * tensor_from(entry)).sum();
   }
   loss.backward();
 
   const json& input_grads = c.at("input_grads");
-  for (const auto& [input, t] : inputs) {
+  for (const auto& named : inputs) {
+    const std::string& input = named.first;
+    const Tensor& t = named.second;
     if (!t.is_floating_point()) continue;
     REQUIRE_MESSAGE(input_grads.contains(input), "case " << name << ": no PyTorch gradient for input " << input);
     results.push_back(compare(name, "input_grads[" + input + "]", t.grad(), input_grads.at(input)));
@@ -303,7 +309,9 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
   const json& param_grads = c.at("param_grads");
   const NamedTensors params = module.named_parameters();
   REQUIRE(param_grads.size() == params.size());
-  for (const auto& [param, p] : params) {
+  for (const auto& named : params) {
+    const std::string& param = named.first;
+    const Tensor& p = named.second;
     REQUIRE_MESSAGE(param_grads.contains(param), "case " << name << ": no PyTorch gradient for parameter " << param);
     results.push_back(compare(name, "param_grads[" + param + "]", p.grad(), param_grads.at(param)));
   }

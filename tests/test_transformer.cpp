@@ -31,7 +31,7 @@ nn::EncoderDecoderOptions tiny_seq2seq(nn::PositionEncoding positions = nn::Posi
       .layer(tiny(true));
 }
 
-Tensor padding(std::vector<bool> values, std::int64_t b, std::int64_t t) { return from_vector(values, {b, t}); }
+Tensor padding(const std::vector<bool>& values, std::int64_t b, std::int64_t t) { return from_vector(values, {b, t}); }
 
 double max_diff(const Tensor& a, const Tensor& b) { return (a.to(kFloat64) - b.to(kFloat64)).abs().max().item(); }
 

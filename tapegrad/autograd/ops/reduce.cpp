@@ -144,7 +144,8 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
   }
   Tensor out = finish_shape(kept, r, keepdim);
   if (any_requires_grad({&x}))
-    record("norm", out, {x}, [x = x.detach(), kept, r, axes, p, inf](const Tensor& g) -> TensorList {
+    // kept is captured detached: with keepdim it is out itself, and a closure holding its own output leaks.
+    record("norm", out, {x}, [x = x.detach(), kept = kept.detach(), r, axes, p, inf](const Tensor& g) -> TensorList {
       // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
       // with |x| = max, as PyTorch does.
       const Tensor xc = x.contiguous();
