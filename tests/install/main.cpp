@@ -3,8 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tapegrad/autograd/autograd.h"
-#include "tapegrad/nn/linear.h"
+#include <tapegrad/tapegrad.h>  // the umbrella header: every layer, as installed
 
 using namespace tapegrad;
 
