@@ -93,8 +93,11 @@ TEST_CASE("positions: sinusoidal table in the model's dtype, with a base option"
   // After Module::to(kFloat64): the double values themselves, not the float32 ones widened; in the
   // table, in the state dict's buffer and in forward.
   pe->to(kFloat64);
+  // Read before any table() or forward call: to() itself refills the buffer.
+  const std::vector<double> buffer_after_to = pe->state_dict().front().second.to_vector<double>();
   CHECK(pe->table().dtype() == kFloat64);
   const std::vector<double> f64 = pe->table().to_vector<double>();
+  CHECK(buffer_after_to == f64);
   int widened = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) {
     CHECK(f64[i] == doctest::Approx(expected[i]).epsilon(1e-15));

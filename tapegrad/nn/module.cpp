@@ -144,6 +144,13 @@ void Module::to(DType dtype) {
   };
   for (const Tensor& p : parameters()) convert(p);
   for (const Tensor& b : buffers()) convert(b);
+  notify_converted(dtype);
+}
+
+void Module::notify_converted(DType dtype) {
+  converted_to(dtype);
+  for (const auto& child : children_)
+    if (child.second) child.second->notify_converted(dtype);
 }
 
 NamedTensors Module::state_dict() const {

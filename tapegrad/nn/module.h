@@ -72,8 +72,9 @@ class Module {
   // Zeroes (or drops) the gradient of every parameter.
   void zero_grad(bool set_to_none = false);
 
-  // Converts every parameter and buffer to dtype in place: handles held elsewhere see the change.
-  // Used to run a model in float64 for gradcheck.
+  // Converts every parameter and buffer to dtype in place: handles held elsewhere see the change,
+  // then calls converted_to(dtype) on this module and every descendant. Used to run a model in
+  // float64 for gradcheck.
   void to(DType dtype);
 
   // --- state ---
@@ -86,6 +87,10 @@ class Module {
   void load_state_dict(const NamedTensors& state, bool strict = true);
 
  protected:
+  // Called by to(dtype) once every parameter and buffer has the new dtype: a module whose state is
+  // derived from values it keeps elsewhere (a table computed in double) refills it here.
+  virtual void converted_to(DType /*dtype*/) {}
+
   // Registers a parameter (made a leaf that requires grad) and returns its handle.
   Tensor register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
   // Registers a tensor that is state but not trained (e.g. a fixed position table).
@@ -106,6 +111,7 @@ class Module {
   }
 
  private:
+  void notify_converted(DType dtype);
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;

@@ -42,7 +42,7 @@ double angle(std::int64_t pos, std::int64_t pair, std::int64_t dim, double base)
 // ---------------------------------------------------------------- sinusoidal
 
 SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(const SinusoidalPositionalEncodingOptions& options)
-    : options_(options), filled_dtype_(kFloat32) {
+    : options_(options) {
   const std::int64_t max_len = options.max_len(), dim = options.dim();
   const double base = options.base();
   check_sizes("SinusoidalPositionalEncoding", max_len, dim);
@@ -61,14 +61,9 @@ SinusoidalPositionalEncodingImpl::SinusoidalPositionalEncodingImpl(const Sinusoi
   table_ = register_buffer("pe", table64_.to(kFloat32));
 }
 
-const Tensor& SinusoidalPositionalEncodingImpl::table() const {
-  if (table_.dtype() != filled_dtype_) {
-    // Module::to converted the buffer in place (from the rounded values): refill it from the doubles.
-    NoGradGuard no_grad;
-    table_.copy_(table64_.to(table_.dtype()));
-    filled_dtype_ = table_.dtype();
-  }
-  return table_;
+void SinusoidalPositionalEncodingImpl::converted_to(DType dtype) {
+  NoGradGuard no_grad;
+  table_.copy_(table64_.to(dtype));
 }
 
 Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t offset) {

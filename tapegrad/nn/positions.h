@@ -27,8 +27,8 @@ struct SinusoidalPositionalEncodingOptions {
 // An odd dim is allowed: the last column is then a sine (it has no cosine partner).
 // forward(x: (..., T, dim), offset) = x + PE[offset : offset + T]; offset serves cached decoding.
 // The table is in the model's dtype: computed in double and rounded once to the buffer's dtype, also
-// after Module::to (a float64 model gets the double values, not widened float32 ones; the buffer is
-// refilled at the next forward or table()). Rows are cast to x's dtype when they differ.
+// after Module::to (a float64 model gets the double values, not widened float32 ones: converted_to
+// refills the buffer). Rows are cast to x's dtype when they differ.
 //   nn::SinusoidalPositionalEncoding pe{nn::SinusoidalPositionalEncodingOptions(512, 64).base(10000)};
 class SinusoidalPositionalEncodingImpl : public UnaryModule {
  public:
@@ -38,16 +38,19 @@ class SinusoidalPositionalEncodingImpl : public UnaryModule {
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
 
-  const Tensor& table() const;  // (max_len, dim), in the buffer's dtype
+  const Tensor& table() const { return table_; }  // (max_len, dim), in the buffer's dtype
   std::int64_t max_len() const { return options_.max_len(); }
   std::int64_t dim() const { return options_.dim(); }
   double base() const { return options_.base(); }
 
+ protected:
+  // Module::to converted the buffer from the rounded values: refill it from the doubles.
+  void converted_to(DType dtype) override;
+
  private:
   SinusoidalPositionalEncodingOptions options_;
-  Tensor table64_;              // (max_len, dim), float64: the values every dtype's table is rounded from
-  Tensor table_;                // the buffer "pe"
-  mutable DType filled_dtype_;  // the dtype table_ was last filled in (Module::to changes table_'s)
+  Tensor table64_;  // (max_len, dim), float64: the values every dtype's table is rounded from
+  Tensor table_;    // the buffer "pe"
 };
 TAPEGRAD_MODULE(SinusoidalPositionalEncoding);
 
