@@ -266,4 +266,24 @@ static Tensor logsumexp_reduced(const Tensor& x, const ReducedAxes& r) {
   return out;
 }
 
+// The gradient of a p-norm, elementwise over n entries of x's shape (all contiguous):
+//   gx = g * sign(x) (|x| / norm)^(p-1),  0 where the norm is 0 (PyTorch's subgradient);
+//   p = inf: g * sign(x) / ties where |x| equals the norm (ties: how many entries share it), else 0.
+// x, norm, g, ties (p = inf only, else null) and gx: (n).
+template <class T>
+static void norm_backward(const T* x, const T* norm, const T* g, const T* ties, T* gx, std::int64_t n, double p) {
+  const bool inf = std::isinf(p);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const T v = x[i], norm_v = norm[i];
+    const T sign = v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
+    T d;
+    if (norm_v == T(0)) d = T(0);
+    else if (inf) d = std::abs(v) == norm_v ? sign / ties[i] : T(0);
+    else if (p == 1.0) d = sign;
+    else if (p == 2.0) d = v / norm_v;
+    else d = sign * static_cast<T>(std::pow(std::abs(v) / norm_v, p - 1.0));
+    gx[i] = g[i] * d;
+  }
+}
+
 }  // namespace tapegrad::kernels

@@ -159,22 +159,8 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
       Tensor gx = empty(x.shape(), x.dtype());
       dispatch_floating(x.dtype(), "norm backward", [&](auto tag) {
         using T = decltype(tag);
-        const T* xv = xc.data_ptr<T>();
-        const T* nv = nb.data_ptr<T>();
-        const T* gv = gb.data_ptr<T>();
-        const T* tv = inf ? ties.data_ptr<T>() : nullptr;
-        T* out = gx.data_ptr<T>();
-        for (std::int64_t i = 0, n = x.numel(); i < n; ++i) {
-          const T v = xv[i], norm_v = nv[i];
-          const T sign = v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));
-          T d;
-          if (norm_v == T(0)) d = T(0);
-          else if (inf) d = std::abs(v) == norm_v ? sign / tv[i] : T(0);
-          else if (p == 1.0) d = sign;
-          else if (p == 2.0) d = v / norm_v;
-          else d = sign * static_cast<T>(std::pow(std::abs(v) / norm_v, p - 1.0));
-          out[i] = gv[i] * d;
-        }
+        kernels::norm_backward(xc.data_ptr<T>(), nb.data_ptr<T>(), gb.data_ptr<T>(), inf ? ties.data_ptr<T>() : nullptr,
+                               gx.data_ptr<T>(), x.numel(), p);
       });
       return {gx};
     });
