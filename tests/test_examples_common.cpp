@@ -4,11 +4,7 @@
 
 #include <doctest/doctest.h>
 
-#include <unistd.h>
-
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -19,10 +15,11 @@
 #include "examples/common/svg.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
+#include "tests/testing.h"
 
 using namespace tapegrad;
 using namespace tapegrad::examples;
-namespace fs = std::filesystem;
+using tapegrad::testing::TempDir;
 
 namespace {
 
@@ -39,22 +36,6 @@ Config sample_config() {
 std::vector<std::string> parse(Config& c, std::vector<const char*> args) {
   args.insert(args.begin(), "prog");
   return c.parse_args(static_cast<int>(args.size()), args.data());
-}
-
-// A scratch directory removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() : path(fs::temp_directory_path() / ("tapegrad_examples_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
 }
 
 std::size_t count(const std::string& text, const std::string& needle) {
@@ -112,7 +93,7 @@ TEST_CASE("examples config: unknown and ill-typed flags name the key and the exp
 TEST_CASE("examples config: JSON files are type-checked and flags override them") {
   TempDir dir;
   const std::string good = dir.file("good.json");
-  write_file(good, R"({"steps": 20, "lr": 3, "positions": "rotary"})");
+  testing::write_text(good, R"({"steps": 20, "lr": 3, "positions": "rotary"})");
   Config c = sample_config();
   // The flag wins although it comes before --config on the line.
   parse(c, {"--steps", "5", "--config", good.c_str()});
@@ -121,22 +102,22 @@ TEST_CASE("examples config: JSON files are type-checked and flags override them"
   CHECK(c.get_string("positions") == "rotary");
 
   const std::string unknown = dir.file("unknown.json");
-  write_file(unknown, R"({"stpes": 20})");
+  testing::write_text(unknown, R"({"stpes": 20})");
   Config d = sample_config();
   const std::string unknown_message = unknown + ": unknown key \"stpes\" (see --help)";
   CHECK_THROWS_WITH_AS(parse(d, {"--config", unknown.c_str()}), unknown_message.c_str(), ConfigError);
   const std::string typed = dir.file("typed.json");
-  write_file(typed, R"({"steps": 2.5})");
+  testing::write_text(typed, R"({"steps": 2.5})");
   const std::string int_message = typed + ": key \"steps\" expects an integer, got 2.5";
   CHECK_THROWS_WITH_AS(parse(d, {"--config", typed.c_str()}), int_message.c_str(), ConfigError);
-  write_file(typed, R"({"resume": "yes"})");
+  testing::write_text(typed, R"({"resume": "yes"})");
   const std::string bool_message = typed + ": key \"resume\" expects a bool, got \"yes\"";
   CHECK_THROWS_WITH_AS(parse(d, {"--config", typed.c_str()}), bool_message.c_str(), ConfigError);
   const std::string broken = dir.file("broken.json");
-  write_file(broken, "{\"steps\": ");
+  testing::write_text(broken, "{\"steps\": ");
   CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains((broken + ": not valid JSON").c_str()),
                        ConfigError);
-  write_file(broken, "[1, 2]");
+  testing::write_text(broken, "[1, 2]");
   CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains("expected a JSON object"),
                        ConfigError);
   const std::string absent = dir.file("absent.json");
@@ -380,28 +361,24 @@ TEST_CASE("examples run files: atomic writes, JSON lines, loss plot from metrics
   const std::string path = dir.file("a.svg");
   write_svg(path, "<svg/>");
   write_svg(path, "<svg>second</svg>");
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(text == "<svg>second</svg>");
-  std::size_t files = 0;
-  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir.path)) ++files;
-  CHECK(files == 1);  // no temporary file left behind
+  CHECK(testing::read_text(path) == "<svg>second</svg>");
+  CHECK(dir.count_files() == 1);  // no temporary file left behind
   CHECK_THROWS_AS(io::write_file_atomic(dir.file("missing/a.txt"), "x"), IoError);
 
   const std::string metrics = dir.file("metrics.jsonl");
-  write_file(metrics,
-             "{\"step\":10,\"loss\":2.0}\n\n{\"step\":20,\"loss\":1.0}\n{\"step\":20,\"eval\":{\"val_loss\":1.5}}\n");
+  testing::write_text(
+      metrics, "{\"step\":10,\"loss\":2.0}\n\n{\"step\":20,\"loss\":1.0}\n{\"step\":20,\"eval\":{\"val_loss\":1.5}}\n");
   const auto lines = read_jsonl(metrics);
   REQUIRE(lines.size() == 3);
   CHECK(lines[2]["eval"]["val_loss"] == 1.5);
   const std::string svg = loss_plot_from_metrics(lines, "t");
   CHECK(count(svg, "<polyline") == 2);  // train loss and val_loss
-  write_file(metrics, "{\"step\":10}\nnot json\n");
+  testing::write_text(metrics, "{\"step\":10}\nnot json\n");
   CHECK_THROWS_WITH_AS(read_jsonl(metrics), doctest::Contains((metrics + ":2: not valid JSON").c_str()), IoError);
 
   RunDir run(dir.file("runs/x"));
-  write_file(run.file("metrics.jsonl"), "{\"step\":1,\"loss\":1.0}\n");
-  write_file(run.file("vocab.json"), "{}");
+  testing::write_text(run.file("metrics.jsonl"), "{\"step\":1,\"loss\":1.0}\n");
+  testing::write_text(run.file("vocab.json"), "{}");
   CHECK(run.write_loss_plot("x"));
   run.write_summary({{"f1", 0.5}});
   CHECK(read_json_file(run.file("summary.json"))["f1"] == 0.5);
