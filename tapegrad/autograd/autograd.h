@@ -7,6 +7,7 @@
 #include "tapegrad/autograd/generator.h"
 #include "tapegrad/autograd/gradcheck.h"
 #include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/hooks.h"
 #include "tapegrad/autograd/ops.h"
 #include "tapegrad/autograd/parallel.h"
 #include "tapegrad/autograd/tensor.h"
