@@ -220,4 +220,72 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
   return check(f, inputs, options, tensors, names);
 }
 
+namespace {
+
+// gradgradcheck's function: (inputs..., u) -> the gradients of sum(f(inputs) * u) with respect
+// to the differentiated inputs and the parameters, flattened and joined, taped so that gradcheck
+// can differentiate them once more.
+GradcheckResult check_second_order(const GradcheckFunction& f, const TensorList& inputs,
+                                   const GradcheckOptions& options, const TensorList& parameters,
+                                   const std::vector<std::string>& names) {
+  TensorList x;
+  for (const Tensor& input : inputs) {
+    NoGradGuard guard;
+    x.push_back(input.is_floating_point() ? input.detach().to(kFloat64).clone() : input);
+  }
+  Shape out_shape;
+  {
+    NoGradGuard guard;
+    out_shape = evaluate(f, x).shape();
+  }
+  Generator gen(options.seed + 1);
+  TensorList extended = inputs;
+  extended.push_back(randn(out_shape, gen, kFloat64));
+  const std::size_t n = inputs.size();
+  auto first_order = [&f, &parameters, n](const TensorList& args) {
+    const TensorList xs(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(n));
+    TensorList wrt;
+    for (const Tensor& t : xs)
+      if (t.is_floating_point()) wrt.push_back(t);
+    for (const Tensor& p : parameters) wrt.push_back(p);
+    const Tensor y = evaluate(f, xs);
+    TensorList pieces;
+    if (y.requires_grad()) {
+      autograd::GradOptions grad_options;
+      grad_options.create_graph = true;
+      grad_options.allow_unused = true;
+      const TensorList grads = autograd::grad({y}, wrt, {args[n]}, grad_options);
+      for (std::size_t k = 0; k < wrt.size(); ++k)
+        pieces.push_back(grads[k].defined() ? grads[k].reshape({wrt[k].numel()}) : zeros({wrt[k].numel()}, kFloat64));
+    } else {
+      for (const Tensor& t : wrt) pieces.push_back(zeros({t.numel()}, kFloat64));
+    }
+    // Depends on u even where f is linear in everything, so the result always requires grad.
+    pieces.push_back(args[n].reshape({args[n].numel()}) * 0.0);
+    return concat(pieces, 0);
+  };
+  GradcheckResult result = check(first_order, extended, options, parameters, names);
+  GradcheckInputReport& u_report = result.inputs[n];
+  u_report.name = "grad_output";
+  return result;
+}
+
+}  // namespace
+
+GradcheckResult gradgradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
+                              const TensorList& parameters) {
+  return check_second_order(f, inputs, options, parameters, {});
+}
+
+GradcheckResult gradgradcheck(const GradcheckFunction& f, const TensorList& inputs, const NamedTensors& parameters,
+                              const GradcheckOptions& options) {
+  TensorList tensors;
+  std::vector<std::string> names;
+  for (const auto& [name, p] : parameters) {
+    names.push_back(name);
+    tensors.push_back(p);
+  }
+  return check_second_order(f, inputs, options, tensors, names);
+}
+
 }  // namespace tapegrad

@@ -72,4 +72,14 @@ GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, 
 GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const NamedTensors& parameters,
                           const GradcheckOptions& options = {});
 
+// gradgradcheck: the second derivatives, with PyTorch's rule. For a random upstream gradient u of
+// f's output shape, the first-order gradients g(x, u) = d sum(f(x) * u) / dx, computed by a
+// backward taped with create_graph, are themselves checked by gradcheck against finite
+// differences, with respect to the inputs, the parameters and u (reported last among the inputs,
+// as "grad_output"). Every op whose backward is written with differentiable ops passes.
+GradcheckResult gradgradcheck(const GradcheckFunction& f, const TensorList& inputs,
+                              const GradcheckOptions& options = {}, const TensorList& parameters = {});
+GradcheckResult gradgradcheck(const GradcheckFunction& f, const TensorList& inputs, const NamedTensors& parameters,
+                              const GradcheckOptions& options = {});
+
 }  // namespace tapegrad

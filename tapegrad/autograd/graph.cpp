@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <string>
 
@@ -15,13 +16,40 @@ namespace tapegrad {
 namespace {
 
 thread_local bool grad_enabled = true;
+thread_local bool anomaly_enabled = false;
 std::atomic<std::uint64_t> next_sequence{0};
+std::atomic<std::uint64_t> next_walk{1};
+// Set once any leaf has had a hook registered: from then on a backward first counts the edges
+// into hooked leaves, so that their hooks run once, on the whole gradient.
+std::atomic<bool> leaf_hooks_exist{false};
+
+// The labels in scope (AnomalyLabel), joined with dots.
+thread_local std::vector<std::string> anomaly_labels;
+
+struct SavedHooks {
+  autograd::PackHook pack;
+  autograd::UnpackHook unpack;
+};
+thread_local std::vector<SavedHooks> saved_hooks;
+
+// The node whose backward is running on this thread (SavedTensor::unpack names it and gives it
+// back to the outputs it unpacks under create_graph).
+thread_local const std::shared_ptr<Node>* running_node = nullptr;
 
 // Deferred release. Destroying the last handle to a long chain would otherwise recurse once
 // per node (tensor -> node -> saved tensor -> node ...) and overflow the stack. The first
 // release on a thread drains a work list; releases that happen while it drains only append.
-thread_local bool draining = false;
-thread_local std::vector<std::shared_ptr<Node>>* pending = nullptr;
+// The list is a thread_local object freed with its thread; after that (later thread_local
+// destructors releasing nodes) a release frees its node directly.
+thread_local bool pending_gone = false;
+struct PendingReleases {
+  std::vector<std::shared_ptr<Node>> nodes;
+  bool draining = false;
+  PendingReleases() = default;
+  PendingReleases(const PendingReleases&) = delete;
+  PendingReleases& operator=(const PendingReleases&) = delete;
+  ~PendingReleases() { pending_gone = true; }
+};
 
 }  // namespace
 
@@ -29,20 +57,20 @@ namespace detail {
 
 void release_node(std::shared_ptr<Node>&& node) {
   if (!node) return;
-  if (node.use_count() > 1) {  // other owners remain: dropping ours frees nothing
+  if (node.use_count() > 1 || pending_gone) {  // other owners remain, or the thread is exiting
     node.reset();
     return;
   }
-  if (!pending) pending = new std::vector<std::shared_ptr<Node>>();  // lives as long as the thread
-  pending->push_back(std::move(node));
-  if (draining) return;
-  draining = true;
-  while (!pending->empty()) {
-    std::shared_ptr<Node> next = std::move(pending->back());
-    pending->pop_back();
+  thread_local PendingReleases pending;
+  pending.nodes.push_back(std::move(node));
+  if (pending.draining) return;
+  pending.draining = true;
+  while (!pending.nodes.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.nodes.back());
+    pending.nodes.pop_back();
     next.reset();  // may append more
   }
-  draining = false;
+  pending.draining = false;
 }
 
 }  // namespace detail
@@ -53,6 +81,7 @@ Node::~Node() {
   detail::count_nodes(-1);
   {
     BackwardFn closure = std::move(backward);  // saved tensors go first, through ~TensorImpl
+    MultiBackwardFn multi = std::move(backward_multi);
   }
   for (Edge& edge : edges) detail::release_node(std::move(edge.node));
 }
@@ -65,11 +94,18 @@ bool any_requires_grad(const std::vector<Tensor>& inputs) {
   return std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.requires_grad(); });
 }
 
-void record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
-  if (!any_requires_grad(inputs)) return;
-  if (output.grad_fn())
-    throw ValueError(std::string(name) + ": cannot record the op on a tensor that already has a grad_fn (" +
-                     output.grad_fn()->name + ")");
+namespace {
+
+std::string join_labels() {
+  std::string out;
+  for (const std::string& label : anomaly_labels) {
+    if (!out.empty()) out += '.';
+    out += label;
+  }
+  return out;
+}
+
+std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inputs) {
   auto node = std::allocate_shared<Node>(detail::BlockAllocator<Node>());
   node->name = name;
   node->edges.resize(inputs.size());
@@ -77,15 +113,124 @@ void record(const char* name, const Tensor& output, const std::vector<Tensor>& i
     const Tensor& in = inputs[i];
     if (!in.defined() || !in.requires_grad()) continue;
     Edge& edge = node->edges[i];
-    if (in.grad_fn()) edge.node = in.grad_fn();
-    else edge.leaf = in.impl_ptr();
+    if (in.grad_fn()) {
+      edge.node = in.grad_fn();
+      edge.output_nr = in.impl()->output_nr;
+    } else {
+      edge.leaf = in.impl_ptr();
+    }
     edge.shape = in.shape();
     edge.dtype = in.dtype();
   }
+  if (anomaly_enabled) node->anomaly_context = join_labels();
+  return node;
+}
+
+void check_unrecorded(const char* name, const Tensor& output) {
+  if (!output.defined()) throw ValueError(std::string(name) + ": cannot record the op on an undefined output");
+  if (output.grad_fn())
+    throw ValueError(std::string(name) + ": cannot record the op on a tensor that already has a grad_fn (" +
+                     output.grad_fn()->name + ")");
+}
+
+}  // namespace
+
+void record(const char* name, const Tensor& output, const std::vector<Tensor>& inputs, BackwardFn backward) {
+  if (!any_requires_grad(inputs)) return;
+  check_unrecorded(name, output);
+  std::shared_ptr<Node> node = make_node(name, inputs);
   node->backward = std::move(backward);
   node->output = output.impl_ptr();
   output.impl()->grad_fn = std::move(node);
+  output.impl()->output_nr = 0;
 }
+
+void record_multi(const char* name, const TensorList& outputs, const std::vector<Tensor>& inputs,
+                  MultiBackwardFn backward) {
+  if (!any_requires_grad(inputs)) return;
+  if (outputs.empty()) throw ValueError(std::string(name) + ": cannot record an op with no outputs");
+  for (const Tensor& out : outputs) check_unrecorded(name, out);
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (outputs[i].impl() == outputs[j].impl())
+        throw ValueError(std::string(name) + ": outputs " + std::to_string(j) + " and " + std::to_string(i) +
+                         " are the same tensor");
+  std::shared_ptr<Node> node = make_node(name, inputs);
+  node->backward_multi = std::move(backward);
+  node->num_outputs = static_cast<int>(outputs.size());
+  node->output = outputs[0].impl_ptr();
+  node->extra_accum.resize(outputs.size() - 1);
+  for (std::size_t k = 1; k < outputs.size(); ++k) node->extra_outputs.emplace_back(outputs[k].impl_ptr());
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    outputs[k].impl()->grad_fn = node;
+    outputs[k].impl()->output_nr = static_cast<int>(k);
+  }
+}
+
+// ---------------------------------------------------------------- saved tensors
+
+namespace {
+
+struct HookedTensor {
+  std::shared_ptr<void> packed;
+  autograd::UnpackHook unpack;
+};
+
+std::string running_op() {
+  return running_node != nullptr ? std::string("backward of ") + (*running_node)->name : std::string("backward");
+}
+
+}  // namespace
+
+SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output) {
+  if (!t.defined()) return;
+  defined_ = true;
+  version_ = t.impl()->storage->version();
+  if (!saved_hooks.empty()) {
+    // Copied: the hook may register further guards while it runs.
+    const SavedHooks hooks = saved_hooks.back();
+    storage_ = t.impl()->storage;
+    auto hooked = std::make_shared<HookedTensor>();
+    hooked->unpack = hooks.unpack;
+    hooked->packed = hooks.pack(is_output ? t.detach() : t);
+    hooked_ = std::move(hooked);
+    return;
+  }
+  data_ = is_output ? t.detach() : t;
+}
+
+Tensor SavedTensor::unpack() const {
+  if (!defined_) return Tensor();
+  Tensor t;
+  std::shared_ptr<Storage> storage;
+  if (hooked_) {
+    const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
+    t = hooked.unpack(hooked.packed);
+    if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
+    storage = storage_.lock();  // gone: nothing can have written to it
+  } else {
+    t = data_;
+    storage = t.impl()->storage;
+  }
+  if (storage && storage->version() != version_)
+    throw GraphError(running_op() +
+                     ": one of the variables needed for gradient computation has been modified by an inplace "
+                     "operation: a tensor of shape " +
+                     t.shape().str() + " saved at version " + std::to_string(version_) + " is now at version " +
+                     std::to_string(storage->version()) +
+                     " (an in-place write between the forward and the backward, such as an optimiser step, "
+                     "fill_, copy_, add_ or mul_; write into a clone instead)");
+  if (is_output_ && grad_enabled && running_node != nullptr) {
+    // create_graph: the output is connected to the node again, for the duration of this backward.
+    Tensor connected = detail::make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+    connected.impl()->grad_fn = *running_node;
+    connected.impl()->output_nr = output_nr_;
+    return connected;
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------- the engine
 
 namespace {
 
@@ -94,19 +239,23 @@ bool exclusively_owned(const Tensor& t) {
   return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 && t.is_contiguous() && !t.requires_grad();
 }
 
-// grad is taken by value: a gradient the caller moves in is exclusively owned and is kept without a copy.
-void accumulate_into_leaf(TensorImpl& leaf, Tensor grad) {  // NOLINT(performance-unnecessary-value-param)
-  if (!leaf.grad) {
-    leaf.grad = exclusively_owned(grad) ? grad.impl_ptr() : grad.clone().impl_ptr();
+// Sets or adds to a .grad. grad is taken by value: a gradient the caller moves in is exclusively
+// owned and is kept without a copy. Under create_graph a gradient that is taped is kept as it is,
+// and sums are taped too.
+void add_to_grad(TensorImpl& impl, Tensor grad) {  // NOLINT(performance-unnecessary-value-param)
+  if (!impl.grad) {
+    impl.grad = exclusively_owned(grad) || grad.requires_grad() ? grad.impl_ptr() : grad.clone().impl_ptr();
+  } else if (grad_enabled && (grad.requires_grad() || impl.grad->grad_fn || impl.grad->requires_grad)) {
+    impl.grad = (Tensor(impl.grad) + grad).impl_ptr();
   } else {
-    Tensor(leaf.grad).add_(grad);
+    Tensor(impl.grad).add_(grad);
   }
 }
 
-void accumulate_into_node(Node& node, Tensor grad) {
-  if (!node.grad_accum.defined()) node.grad_accum = std::move(grad);
-  else if (exclusively_owned(node.grad_accum)) node.grad_accum.add_(grad);
-  else node.grad_accum = node.grad_accum + grad;
+void add_to_accum(Tensor& accum, Tensor grad) {
+  if (!accum.defined()) accum = std::move(grad);
+  else if (exclusively_owned(accum) && !grad.requires_grad()) accum.add_(grad);
+  else accum = accum + grad;
 }
 
 struct LaterFirst {
@@ -115,26 +264,167 @@ struct LaterFirst {
   }
 };
 
-}  // namespace
-
-void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
-  if (!root.requires_grad()) throw GraphError("backward: the tensor does not require grad and has no grad_fn");
-  Tensor seed = grad;
-  if (!seed.defined()) {
-    if (root.numel() != 1)
-      throw GraphError("backward: a gradient is implied only for a one-element output; got shape " +
-                       root.shape().str() + ", so pass a gradient of that shape");
-    seed = ones(root.shape(), root.dtype());
-  } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
-    throw ShapeError("backward: gradient of shape " + seed.shape().str() + " (" + dtype_name(seed.dtype()) +
-                     ") for a tensor of shape " + root.shape().str() + " (" + dtype_name(root.dtype()) + ")");
+Tensor run_tensor_hooks(const HookList<TensorHook>& hooks, Tensor grad, const char* where) {
+  for (const auto& [id, hook] : hooks.hooks()) {
+    Tensor replaced = hook(grad);
+    if (!replaced.defined()) continue;
+    if (replaced.shape() != grad.shape() || replaced.dtype() != grad.dtype())
+      throw GraphError(std::string("backward: a hook on ") + where + " returned a gradient of shape " +
+                       replaced.shape().str() + " (" + dtype_name(replaced.dtype()) + ") for one of shape " +
+                       grad.shape().str() + " (" + dtype_name(grad.dtype()) + ")");
+    grad = std::move(replaced);
   }
-  NoGradGuard no_grad;
-  if (root.is_leaf()) {
-    accumulate_into_leaf(*root.impl(), seed);
+  return grad;
+}
+
+bool has_non_finite(const Tensor& t) {
+  if (!t.defined() || !t.is_floating_point()) return false;
+  const std::vector<double> values = t.to_vector<double>();
+  return std::any_of(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
+}
+
+// One backward: the roots, what to do with leaf gradients, and (for autograd::grad) which
+// tensors' gradients to return.
+class GraphTask {
+ public:
+  GraphTask(bool retain_graph, bool create_graph, const TensorList* inputs)
+      : retain_graph_(retain_graph), create_graph_(create_graph), inputs_(inputs) {
+    if (inputs_ != nullptr) results_.resize(inputs_->size());
+  }
+
+  void run(const TensorList& roots, const TensorList& seeds);
+  TensorList take_results() { return std::move(results_); }
+
+ private:
+  void prepare(const std::vector<std::shared_ptr<Node>>& starts);
+  void to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad);
+  void finish_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad);
+  void capture_leaf(const TensorImpl* leaf, const Tensor& grad);
+  void capture_node(const Node& node, int output_nr, const Tensor& grad);
+  void check_anomaly(const Node& node, const TensorList& grads) const;
+
+  bool retain_graph_;
+  bool create_graph_;
+  const TensorList* inputs_;  // autograd::grad's inputs; null for a backward into .grad
+  TensorList results_;
+  std::uint64_t walk_ = 0;  // nonzero when prepare() walked the graph
+  // Hooked leaves: edges still to deliver, and the gradient summed so far.
+  struct PendingLeaf {
+    std::shared_ptr<TensorImpl> leaf;
+    int remaining = 0;
+    Tensor grad;
+  };
+  std::vector<PendingLeaf> hooked_;
+};
+
+// Walks the graph once before a backward that needs it: for autograd::grad, marks the nodes
+// whose backward leads to an input (the others are skipped); when leaves have hooks, counts the
+// edges into each hooked leaf so its hooks run once, when its gradient is complete.
+void GraphTask::prepare(const std::vector<std::shared_ptr<Node>>& starts) {
+  const bool hooks = leaf_hooks_exist.load(std::memory_order_relaxed) && inputs_ == nullptr;
+  if (!hooks && inputs_ == nullptr) return;
+  walk_ = next_walk.fetch_add(1);
+  struct Frame {
+    Node* node;
+    std::size_t next_edge;
+  };
+  std::vector<Frame> stack;
+  auto is_input_node = [&](const Node* node) {
+    for (const Tensor& in : *inputs_)
+      if (in.defined() && in.grad_fn().get() == node) return true;
+    return false;
+  };
+  auto is_input_leaf = [&](const TensorImpl* leaf) {
+    for (const Tensor& in : *inputs_)
+      if (in.impl() == leaf) return true;
+    return false;
+  };
+  auto enter = [&](Node* node) {
+    node->visit = walk_;
+    node->needed = inputs_ == nullptr || is_input_node(node);
+    stack.push_back({node, 0});
+  };
+  for (const auto& start : starts)
+    if (start->visit != walk_) enter(start.get());
+  while (!stack.empty()) {
+    Frame& frame = stack.back();
+    Node* node = frame.node;
+    if (frame.next_edge == node->edges.size()) {
+      stack.pop_back();
+      if (!stack.empty() && node->needed) stack.back().node->needed = true;
+      continue;
+    }
+    Edge& edge = node->edges[frame.next_edge++];
+    if (edge.leaf) {
+      if (inputs_ != nullptr) {
+        if (is_input_leaf(edge.leaf.get())) node->needed = true;
+      } else if (edge.leaf->hooks) {
+        auto it =
+            std::find_if(hooked_.begin(), hooked_.end(), [&](const PendingLeaf& p) { return p.leaf == edge.leaf; });
+        if (it == hooked_.end()) hooked_.push_back({edge.leaf, 1, Tensor()});
+        else ++it->remaining;
+      }
+    } else if (edge.node) {
+      if (edge.node->visit != walk_) enter(edge.node.get());  // its needed flag reaches us when it is popped
+      else if (edge.node->needed) node->needed = true;
+    }
+  }
+}
+
+void GraphTask::capture_leaf(const TensorImpl* leaf, const Tensor& grad) {
+  for (std::size_t i = 0; i < inputs_->size(); ++i)
+    if ((*inputs_)[i].impl() == leaf && !(*inputs_)[i].grad_fn()) add_to_accum(results_[i], grad);
+}
+
+void GraphTask::capture_node(const Node& node, int output_nr, const Tensor& grad) {
+  for (std::size_t i = 0; i < inputs_->size(); ++i) {
+    const Tensor& in = (*inputs_)[i];
+    if (in.defined() && in.grad_fn().get() == &node && in.impl()->output_nr == output_nr) results_[i] = grad;
+  }
+}
+
+void GraphTask::finish_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad) {
+  if (leaf->hooks) grad = run_tensor_hooks(*leaf->hooks->tensor_hooks, std::move(grad), "a leaf");
+  add_to_grad(*leaf, std::move(grad));
+  if (leaf->hooks && !leaf->hooks->post_accumulate->empty()) {
+    const auto hooks = leaf->hooks->post_accumulate->hooks();  // a copy: a hook may remove itself
+    const Tensor handle(leaf);
+    for (const auto& entry : hooks) entry.second(handle);
+  }
+}
+
+void GraphTask::to_leaf(const std::shared_ptr<TensorImpl>& leaf, Tensor grad) {
+  if (inputs_ != nullptr) {
+    capture_leaf(leaf.get(), grad);
     return;
   }
+  if (walk_ != 0 && leaf->hooks) {
+    auto it = std::find_if(hooked_.begin(), hooked_.end(), [&](const PendingLeaf& p) { return p.leaf == leaf; });
+    if (it != hooked_.end()) {
+      if (grad.defined()) add_to_accum(it->grad, std::move(grad));
+      if (--it->remaining == 0 && it->grad.defined()) {
+        Tensor total = std::move(it->grad);
+        it->grad = Tensor();
+        finish_leaf(leaf, std::move(total));
+      }
+      return;
+    }
+  }
+  if (grad.defined()) finish_leaf(leaf, std::move(grad));
+}
 
+void GraphTask::check_anomaly(const Node& node, const TensorList& grads) const {
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!has_non_finite(grads[i])) continue;
+    std::string message = std::string("anomaly: the backward of ") + node.name +
+                          " returned a gradient with NaN or infinite values for its input " + std::to_string(i) +
+                          " (shape " + grads[i].shape().str() + "); the tensor was made by the forward op " + node.name;
+    if (!node.anomaly_context.empty()) message += " under '" + node.anomaly_context + "'";
+    throw GraphError(message);
+  }
+}
+
+void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
   std::vector<std::shared_ptr<Node>> heap;  // max-heap on sequence: the tape in reverse
   // On an exception, leave no gradient parked in a node for the next backward to find.
   struct ClearOnExit {
@@ -142,51 +432,94 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
     ~ClearOnExit() {
       for (auto& node : heap) {
         node->grad_accum = Tensor();
+        for (Tensor& g : node->extra_accum) g = Tensor();
         node->queued = false;
       }
     }
   } clear_on_exit{heap};
 
-  const std::shared_ptr<Node>& start = root.grad_fn();
-  start->grad_accum = seed;
-  start->queued = true;
-  heap.push_back(start);
+  std::vector<std::shared_ptr<Node>> starts;
+  for (const Tensor& root : roots)
+    if (root.grad_fn()) starts.push_back(root.grad_fn());
+  prepare(starts);
+
+  for (std::size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    if (root.is_leaf()) {
+      to_leaf(root.impl_ptr(), seeds[r]);
+      continue;
+    }
+    const std::shared_ptr<Node>& node = root.grad_fn();
+    if (walk_ != 0 && !node->needed) continue;
+    add_to_accum(node->accum(root.impl()->output_nr), seeds[r]);
+    if (!node->queued) {
+      node->queued = true;
+      heap.push_back(node);
+      std::push_heap(heap.begin(), heap.end(), LaterFirst());
+    }
+  }
+
   while (!heap.empty()) {
     std::pop_heap(heap.begin(), heap.end(), LaterFirst());
     std::shared_ptr<Node> node = std::move(heap.back());
     heap.pop_back();
-    Tensor grad_output = std::move(node->grad_accum);
-    node->grad_accum = Tensor();
     node->queued = false;
+    TensorList grad_outputs(static_cast<std::size_t>(node->num_outputs));
+    grad_outputs[0] = std::move(node->grad_accum);
+    node->grad_accum = Tensor();
+    for (int k = 1; k < node->num_outputs; ++k) {
+      grad_outputs[k] = std::move(node->extra_accum[k - 1]);
+      node->extra_accum[k - 1] = Tensor();
+    }
     if (node->released)
       throw GraphError(std::string("backward: the graph through ") + node->name +
                        " has already been released by an earlier backward; pass retain_graph=true to that "
                        "backward to go through the graph again");
-    if (auto out = node->output.lock(); out && out->retains_grad) accumulate_into_leaf(*out, grad_output);
+    for (int k = 0; k < node->num_outputs; ++k) {
+      Tensor& g = grad_outputs[k];
+      if (!g.defined()) continue;
+      if (static_cast<std::size_t>(k) < node->output_hooks.size() && node->output_hooks[k])
+        g = run_tensor_hooks(*node->output_hooks[k], std::move(g), node->name);
+      if (auto out = node->output_impl(k); out && out->retains_grad) add_to_grad(*out, g);
+      if (inputs_ != nullptr) capture_node(*node, k, g);
+    }
 
-    TensorList grads = node->backward(grad_output);
+    TensorList grads;
+    {
+      const std::shared_ptr<Node>* outer = running_node;
+      running_node = &node;
+      struct Restore {
+        const std::shared_ptr<Node>* outer;
+        ~Restore() { running_node = outer; }
+      } restore{outer};
+      if (node->backward_multi) grads = node->backward_multi(grad_outputs);
+      else grads = node->backward(grad_outputs[0]);
+    }
     // Dropped before the gradients are passed on: a gradient that is a view of grad_output
     // (transpose, reshape) then owns its buffer alone and is kept or updated in place
     // instead of copied.
-    grad_output = Tensor();
-    if (!retain_graph) {
+    grad_outputs.clear();
+    if (!retain_graph_) {
       node->backward = nullptr;
+      node->backward_multi = nullptr;
       node->released = true;
     }
     if (grads.size() != node->edges.size())
       throw GraphError(std::string("backward: ") + node->name + " returned " + std::to_string(grads.size()) +
                        " gradients for " + std::to_string(node->edges.size()) + " inputs");
+    if (anomaly_enabled) check_anomaly(*node, grads);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       Edge& edge = node->edges[i];
-      if (!edge.needed() || !grads[i].defined()) continue;
-      if (grads[i].shape() != edge.shape || grads[i].dtype() != edge.dtype)
+      if (!edge.needed()) continue;
+      if (grads[i].defined() && (grads[i].shape() != edge.shape || grads[i].dtype() != edge.dtype))
         throw GraphError(std::string("backward: ") + node->name + " returned a gradient of shape " +
                          grads[i].shape().str() + " (" + dtype_name(grads[i].dtype()) + ") for input " +
                          std::to_string(i) + " of shape " + edge.shape.str() + " (" + dtype_name(edge.dtype) + ")");
       if (edge.leaf) {
-        accumulate_into_leaf(*edge.leaf, std::move(grads[i]));
-      } else {
-        accumulate_into_node(*edge.node, std::move(grads[i]));
+        to_leaf(edge.leaf, std::move(grads[i]));
+      } else if (grads[i].defined()) {
+        if (walk_ != 0 && edge.node->visit == walk_ && !edge.node->needed) continue;
+        add_to_accum(edge.node->accum(edge.output_nr), std::move(grads[i]));
         if (!edge.node->queued) {
           edge.node->queued = true;
           heap.push_back(edge.node);
@@ -195,6 +528,134 @@ void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph) {
       }
     }
   }
+  // Hooked leaves some of whose edges carried no gradient (their ops were not reached).
+  for (PendingLeaf& pending : hooked_)
+    if (pending.remaining > 0 && pending.grad.defined()) finish_leaf(pending.leaf, std::move(pending.grad));
+}
+
+// The gradient each root starts from: 1 for a one-element root with none given.
+TensorList make_seeds(const TensorList& roots, const TensorList& grads, const char* op) {
+  if (!grads.empty() && grads.size() != roots.size())
+    throw ValueError(std::string(op) + ": " + std::to_string(grads.size()) + " gradients for " +
+                     std::to_string(roots.size()) + " outputs");
+  TensorList seeds(roots.size());
+  for (std::size_t r = 0; r < roots.size(); ++r) {
+    const Tensor& root = roots[r];
+    if (!root.defined()) throw ValueError(std::string(op) + ": output " + std::to_string(r) + " is undefined");
+    if (!root.requires_grad())
+      throw GraphError(std::string(op) + ": the tensor does not require grad and has no grad_fn");
+    Tensor seed = grads.empty() ? Tensor() : grads[r];
+    if (!seed.defined()) {
+      if (root.numel() != 1)
+        throw GraphError(std::string(op) + ": a gradient is implied only for a one-element output; got shape " +
+                         root.shape().str() + ", so pass a gradient of that shape");
+      seed = ones(root.shape(), root.dtype());
+    } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
+      throw ShapeError(std::string(op) + ": gradient of shape " + seed.shape().str() + " (" + dtype_name(seed.dtype()) +
+                       ") for a tensor of shape " + root.shape().str() + " (" + dtype_name(root.dtype()) + ")");
+    }
+    seeds[r] = seed;
+  }
+  return seeds;
+}
+
+// Grad mode during a backward: on exactly when the backward is taped.
+class GradModeFor {
+ public:
+  explicit GradModeFor(bool create_graph) : previous_(grad_enabled) { grad_enabled = create_graph; }
+  ~GradModeFor() { grad_enabled = previous_; }
+  GradModeFor(const GradModeFor&) = delete;
+  GradModeFor& operator=(const GradModeFor&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad, bool retain_graph, bool create_graph) {
+  TensorList seeds = make_seeds({root}, {grad}, "backward");
+  GradModeFor mode(create_graph);
+  GraphTask task(retain_graph, create_graph, nullptr);
+  task.run({root}, seeds);
+}
+
+namespace autograd {
+
+TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs,
+                const GradOptions& options) {
+  if (outputs.empty()) throw ValueError("grad: no outputs given");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) throw ValueError("grad: input " + std::to_string(i) + " is undefined");
+    if (!inputs[i].requires_grad())
+      throw GraphError("grad: input " + std::to_string(i) + " (shape " + inputs[i].shape().str() +
+                       ") does not require grad");
+  }
+  TensorList seeds = make_seeds(outputs, grad_outputs, "grad");
+  TensorList results;
+  {
+    GradModeFor mode(options.create_graph);
+    GraphTask task(options.retain_graph.value_or(options.create_graph), options.create_graph, &inputs);
+    task.run(outputs, seeds);
+    results = task.take_results();
+  }
+  for (std::size_t i = 0; i < results.size(); ++i)
+    if (!results[i].defined() && !options.allow_unused)
+      throw GraphError("grad: input " + std::to_string(i) + " (shape " + inputs[i].shape().str() +
+                       ") was not used to compute the outputs; pass allow_unused to get an undefined gradient");
+  return results;
+}
+
+DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly_enabled) { anomaly_enabled = true; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { anomaly_enabled = previous_; }
+bool is_anomaly_enabled() { return anomaly_enabled; }
+
+AnomalyLabel::AnomalyLabel(const std::string& label) : pushed_(anomaly_enabled) {
+  if (pushed_) anomaly_labels.push_back(label);
+}
+AnomalyLabel::~AnomalyLabel() {
+  if (pushed_) anomaly_labels.pop_back();
+}
+
+SavedTensorHooksGuard::SavedTensorHooksGuard(PackHook pack, UnpackHook unpack) {
+  if (!pack || !unpack) throw ValueError("SavedTensorHooksGuard: both a pack and an unpack hook are needed");
+  saved_hooks.push_back({std::move(pack), std::move(unpack)});
+}
+SavedTensorHooksGuard::~SavedTensorHooksGuard() { saved_hooks.pop_back(); }
+
+}  // namespace autograd
+
+// ---------------------------------------------------------------- hooks on tensors
+
+RemovableHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) const {
+  TensorImpl& t = checked();
+  if (!requires_grad())
+    throw GraphError("register_hook: the tensor does not require grad, so no gradient will reach the hook");
+  if (!fn) throw ValueError("register_hook: the hook is empty");
+  if (t.grad_fn) {
+    Node& node = *t.grad_fn;
+    if (node.output_hooks.size() <= static_cast<std::size_t>(t.output_nr))
+      node.output_hooks.resize(static_cast<std::size_t>(t.output_nr) + 1);
+    auto& list = node.output_hooks[t.output_nr];
+    if (!list) list = std::make_shared<HookList<TensorHook>>();
+    return HookList<TensorHook>::add(list, std::move(fn));
+  }
+  if (!t.hooks) t.hooks = std::make_shared<LeafHooks>();
+  leaf_hooks_exist.store(true, std::memory_order_relaxed);
+  return HookList<TensorHook>::add(t.hooks->tensor_hooks, std::move(fn));
+}
+
+RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
+  TensorImpl& t = checked();
+  if (t.grad_fn)
+    throw GraphError(std::string("register_post_accumulate_grad_hook: only a leaf accumulates a gradient; this "
+                                 "tensor was made by ") +
+                     t.grad_fn->name);
+  if (!t.requires_grad) throw GraphError("register_post_accumulate_grad_hook: the leaf does not require grad");
+  if (!fn) throw ValueError("register_post_accumulate_grad_hook: the hook is empty");
+  if (!t.hooks) t.hooks = std::make_shared<LeafHooks>();
+  leaf_hooks_exist.store(true, std::memory_order_relaxed);
+  return HookList<PostAccumulateGradHook>::add(t.hooks->post_accumulate, std::move(fn));
 }
 
 Tensor sum_to(const Tensor& grad, const Shape& shape) {

@@ -171,7 +171,9 @@ Tensor Tensor::detach() const {
   return detail::make_tensor(t.storage, t.shape, t.strides, t.offset, t.dtype);
 }
 
-void Tensor::backward(const Tensor& grad, bool retain_graph) const { run_backward(*this, grad, retain_graph); }
+void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool create_graph) const {
+  run_backward(*this, grad, retain_graph.value_or(create_graph), create_graph);
+}
 
 // ---------------------------------------------------------------- in-place writes
 const Tensor& Tensor::fill_(double value) const {

@@ -10,21 +10,25 @@
 //   std::cout << w.grad();
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/dtype.h"
 #include "tapegrad/autograd/generator.h"
+#include "tapegrad/autograd/hooks.h"
 #include "tapegrad/autograd/shape.h"
 #include "tapegrad/autograd/storage.h"
 
 namespace tapegrad {
 
 struct Node;
+struct LeafHooks;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -36,7 +40,9 @@ struct TensorImpl {
   bool requires_grad = false;     // set by the user on leaves; true on every op output that needs grad
   bool retains_grad = false;      // a non-leaf whose gradient backward should keep
   std::shared_ptr<Node> grad_fn;  // the op that made this tensor (null for leaves)
+  int output_nr = 0;              // which output of grad_fn this is
   std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<LeafHooks> hooks;  // a leaf's hooks (graph.h), null until one is registered
 
   TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
@@ -93,14 +99,26 @@ class Tensor {
   void set_grad(const Tensor& grad) const;
   // Zeroes the gradient in place, keeping its buffer; set_to_none drops it instead.
   void zero_grad(bool set_to_none = false) const;
-  // Asks backward to keep the gradient of this non-leaf tensor.
+  // Asks backward to keep the gradient of this non-leaf tensor (after its hooks ran).
   void retain_grad() const;
+  bool retains_grad() const { return checked().retains_grad; }
+  // A hook on the gradient computed for this tensor: fn(grad) may return a replacement (an
+  // undefined Tensor keeps grad). On a leaf it sees the sum of the gradient one backward
+  // computes for the leaf, before that is added to .grad; on a non-leaf, the gradient before it
+  // flows on into the op that made the tensor. Hooks run in registration order.
+  RemovableHandle register_hook(std::function<Tensor(const Tensor&)> fn) const;
+  // A hook on a leaf that requires grad, run after a backward has updated its .grad (what a
+  // data-parallel wrapper starts its gradient all-reduce from).
+  RemovableHandle register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
   const std::shared_ptr<Node>& grad_fn() const { return checked().grad_fn; }
   // A tensor sharing this one's storage, cut from the graph.
   Tensor detach() const;
   // Backpropagates from this tensor. A scalar needs no gradient (1 is used); any other shape
-  // needs `grad` of its own shape. The graph is released afterwards unless retain_graph.
-  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  // needs `grad` of its own shape. The graph is released afterwards unless retain_graph. With
+  // create_graph the backward itself is taped, so the .grads it leaves can be differentiated
+  // again (higher-order gradients); retain_graph then defaults to true.
+  void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
 
   // --- copies and conversions (recorded on the tape) ---
   Tensor contiguous() const;
