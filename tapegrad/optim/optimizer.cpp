@@ -8,6 +8,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
 
@@ -103,6 +104,8 @@ void Optimizer::step() {
       ParamState& state = state_[g][i];
       ++state.step;
       update(groups_[g], p, grad, state);
+      // update() wrote p's data directly: count it as an in-place write, so a graph that saved p sees the change.
+      p.impl()->storage->bump_version();
     }
   }
   ++steps_taken_;

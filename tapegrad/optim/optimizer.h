@@ -92,7 +92,8 @@ class Optimizer {
 
  protected:
   // p: contiguous leaf; g: contiguous, same shape/dtype as p; group.lr and group.weight_decay are set. Called with
-  // state.step already incremented.
+  // state.step already incremented. step() bumps p's version afterwards; an update that writes its state buffers
+  // through data_ptr bumps theirs.
   virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
   // Optimiser name used in error messages.
   const char* name_;
