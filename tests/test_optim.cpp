@@ -243,6 +243,65 @@ TEST_CASE("optim: parameter groups with their own lr and weight decay") {
   CHECK(opt.param_groups()[1].lr == 0.5);
 }
 
+TEST_CASE("optim: a parameter given twice is a ValueError naming both places, on every way in") {
+  const Tensor a = make_param(), b = zeros({3, 4}, kFloat64).requires_grad_(), c = make_param();
+  const std::string repeated_b =
+      " (shape (3,4)) is the same tensor as group 0 parameter 1; a parameter may appear only once across all "
+      "parameter groups";
+  // Twice in one list, for each optimiser.
+  CHECK_THROWS_WITH_AS(optim::SGD({a, b, b}, optim::SGDOptions(0.1)), ("SGD: group 0 parameter 2" + repeated_b).c_str(),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adam({a, b, c, b}), ("Adam: group 0 parameter 3" + repeated_b).c_str(), ValueError);
+  CHECK_THROWS_WITH_AS(optim::AdamW({a, b, b}), ("AdamW: group 0 parameter 2" + repeated_b).c_str(), ValueError);
+  // Another handle on the same tensor is the same parameter.
+  const Tensor b_again = b;
+  CHECK_THROWS_WITH_AS(optim::SGD({a, b, b_again}, optim::SGDOptions(0.1)),
+                       ("SGD: group 0 parameter 2" + repeated_b).c_str(), ValueError);
+  // In two groups.
+  CHECK_THROWS_WITH_AS(optim::AdamW(std::vector<optim::ParamGroup>{{{a, b}}, {{c, b}, 0.01}}, optim::AdamWOptions()),
+                       ("AdamW: group 1 parameter 1" + repeated_b).c_str(), ValueError);
+  // Through add_param_group, against an earlier group or within the new one; nothing is added.
+  optim::Adam opt({a, b});
+  CHECK_THROWS_WITH_AS(opt.add_param_group({{c, b}}), ("Adam: group 1 parameter 1" + repeated_b).c_str(), ValueError);
+  CHECK_THROWS_WITH_AS(
+      opt.add_param_group({{c, c}}),
+      "Adam: group 1 parameter 1 (shape (2)) is the same tensor as group 1 parameter 0; a parameter may appear only "
+      "once across all parameter groups",
+      ValueError);
+  CHECK(opt.param_groups().size() == 1);
+  // A copy of the same values is another parameter.
+  CHECK_NOTHROW(optim::SGD({a, a.detach().clone().requires_grad_()}, optim::SGDOptions(0.1)));
+}
+
+TEST_CASE("optim: add_param_group appends a group with the optimiser's defaults, stepped from then on") {
+  Tensor a = make_param({1.0}), b = make_param({1.0}), c = make_param({1.0});
+  optim::SGD opt({a}, optim::SGDOptions(0.1).weight_decay(0.5));
+  opt.add_param_group({{b}});
+  opt.add_param_group({{c}, 0.01, 0.0});
+  REQUIRE(opt.param_groups().size() == 3);
+  CHECK(opt.param_groups()[1].lr == 0.1);
+  CHECK(opt.param_groups()[1].weight_decay == 0.5);
+  CHECK(opt.param_groups()[2].lr == 0.01);
+  CHECK(opt.param_groups()[2].weight_decay == 0.0);
+  for (const Tensor& p : {a, b, c}) p.set_grad(from_vector(std::vector<double>{1.0}, Shape{1}));
+  opt.step();
+  check_values(a, {0.85}, 1e-12);  // 1 - 0.1 * (1 + 0.5 * 1)
+  check_values(b, {0.85}, 1e-12);
+  check_values(c, {0.99}, 1e-12);  // 1 - 0.01 * 1
+  CHECK_THROWS_WITH_AS(opt.add_param_group({{make_param()}, -1.0}), "SGD: group 3 invalid learning rate -1",
+                       ValueError);
+  CHECK(opt.param_groups().size() == 3);
+  // Parameters added through param_groups() bypass the checks; step() refuses them and updates nothing.
+  opt.param_groups()[0].params.push_back(a);
+  CHECK_THROWS_WITH_AS(
+      opt.step(), "SGD: group 0 holds 2 parameters but 1 were added (add parameters with add_param_group)", ValueError);
+  opt.param_groups()[0].params.pop_back();
+  opt.param_groups().push_back(optim::ParamGroup{{make_param()}, 0.1, 0.0});
+  CHECK_THROWS_WITH_AS(opt.step(), "SGD: 4 parameter groups but 3 were added (add groups with add_param_group)",
+                       ValueError);
+  check_values(a, {0.85}, 1e-12);
+}
+
 // Every optimiser the tests drive to a minimum, by name.
 std::vector<std::pair<std::string, std::function<std::unique_ptr<optim::Optimizer>(const Tensor&)>>> every_optimizer(
     double sgd_lr, double adam_lr) {

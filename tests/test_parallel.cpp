@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -339,4 +341,118 @@ TEST_CASE("parallel: Adam, AdamW and SGD steps on a large parameter give the one
     }
     return out;
   });
+}
+
+namespace {
+
+// A small model trained with Adam whose every step uses the pool: a product large enough to be
+// split (256 x 256 x 64 multiply-adds, and as many for its weight gradient), layer norm, GELU and
+// softmax on 256 rows of 256 (two grains of rows), sums over the leading and trailing axes of
+// (256, 256), and a product small enough for one direct BLAS call. Returns the final parameters.
+TensorList train_small_model(std::uint64_t seed, int steps) {
+  Generator gen(seed);
+  const Tensor x = randn({256, 64}, gen);      // x: (B, 64)
+  const Tensor target = randn({256, 8}, gen);  // target: (B, 8)
+  TensorList params{(randn({256, 64}, gen) * 0.1).requires_grad_(), zeros({256}).requires_grad_(),
+                    ones({256}).requires_grad_(), zeros({256}).requires_grad_(),
+                    (randn({8, 256}, gen) * 0.05).requires_grad_()};
+  const Tensor &w1 = params[0], &b1 = params[1], &gamma = params[2], &beta = params[3], &w2 = params[4];
+  optim::Adam adam(params, optim::AdamOptions(1e-2));
+  for (int step = 0; step < steps; ++step) {
+    adam.zero_grad();
+    const Tensor h = gelu(layer_norm(linear(x, w1, b1), {256}, gamma, beta, 1e-5));  // h: (B, 256)
+    const Tensor y = linear(h, w2);                                                  // y: (B, 8)
+    const Tensor p = softmax(h, -1);                                                 // p: (B, 256)
+    const Tensor loss =
+        ((y - target) * (y - target)).mean() + 0.1 * sum(p * h, {0}).pow(2).mean() + 0.01 * mean(h * h, {1}).mean();
+    loss.backward();
+    adam.step();
+  }
+  return params;
+}
+
+bool same_bytes(const TensorList& a, const TensorList& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Tensor x = a[i].detach().contiguous(), y = b[i].detach().contiguous();
+    if (x.shape() != y.shape() || x.dtype() != y.dtype()) return false;
+    if (std::memcmp(x.data_ptr<float>(), y.data_ptr<float>(), sizeof(float) * static_cast<std::size_t>(x.numel())))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("parallel: two models trained at once on two threads end bit-identical to training them in turn") {
+  // With two user threads one often finds the pool busy and runs its job's chunks itself; the
+  // chunks (and so the split product's BLAS calls) must be the ones the pool would have run.
+  ThreadCount t(2);
+  constexpr int kSteps = 100;
+  const TensorList first = train_small_model(11, kSteps);
+  const TensorList second = train_small_model(12, kSteps);
+  REQUIRE_FALSE(same_bytes(first, second));  // different seeds: the comparison below can fail
+  for (int repetition = 0; repetition < 2; ++repetition) {
+    CAPTURE(repetition);
+    TensorList a, b;
+    std::thread ta([&] { a = train_small_model(11, kSteps); });
+    std::thread tb([&] { b = train_small_model(12, kSteps); });
+    ta.join();
+    tb.join();
+    CHECK(same_bytes(a, first));
+    CHECK(same_bytes(b, second));
+  }
+}
+
+TEST_CASE("parallel: a call that finds the pool busy runs the pool's chunks itself, inside the region") {
+  ThreadCount t(2);
+  const std::vector<Chunk> expected = chunks_of(0, 100'000, 1000);
+  REQUIRE(expected.size() == 2);
+  // Thread `holder` keeps the pool busy until the other call has finished.
+  std::atomic<bool> holding{false}, done{false};
+  std::thread holder([&] {
+    parallel_for(0, 2, 1, [&](std::int64_t lo, std::int64_t) {
+      if (lo != 0) return;
+      holding = true;
+      while (!done) std::this_thread::yield();
+    });
+  });
+  while (!holding) std::this_thread::yield();
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<Chunk> seen;
+  bool in_region = true, on_caller = true;
+  parallel_for(0, 100'000, 1000, [&](std::int64_t lo, std::int64_t hi) {
+    seen.push_back({lo, hi});  // one thread: no lock needed
+    in_region = in_region && in_parallel_region();
+    on_caller = on_caller && std::this_thread::get_id() == caller;
+  });
+  done = true;
+  holder.join();
+  CHECK_FALSE(in_parallel_region());
+  REQUIRE(seen.size() == expected.size());
+  for (std::size_t i = 0; i < seen.size(); ++i) CHECK((seen[i].lo == expected[i].lo && seen[i].hi == expected[i].hi));
+  CHECK(in_region);
+  CHECK(on_caller);
+
+  // An exception from one chunk still lets the others run, and reaches the caller afterwards.
+  done = false;
+  holding = false;
+  std::thread holder2([&] {
+    parallel_for(0, 2, 1, [&](std::int64_t lo, std::int64_t) {
+      if (lo != 0) return;
+      holding = true;
+      while (!done) std::this_thread::yield();
+    });
+  });
+  while (!holding) std::this_thread::yield();
+  int finished = 0;
+  CHECK_THROWS_WITH_AS(parallel_for(0, 30, 10,
+                                    [&](std::int64_t lo, std::int64_t) {
+                                      if (lo == 0) throw ShapeError("first chunk failed");
+                                      ++finished;
+                                    }),
+                       "first chunk failed", ShapeError);
+  done = true;
+  holder2.join();
+  CHECK(finished == 1);
 }

@@ -1,9 +1,11 @@
 #include "tapegrad/autograd/gradcheck.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad {
 
@@ -140,7 +142,9 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
   const std::int64_t n_out = y.numel();
   result.full_jacobian = n_out * total_in <= options.full_jacobian_limit;
 
-  // Central difference of g(y) = sum(y * weights) along `direction` of input k.
+  // Central difference of g(y) = sum(y * weights) along `direction` of input k. The perturbations
+  // are in-place writes of the target, counted in its version so that a graph which saved the
+  // target can tell it changed; every backward through y therefore runs before the first of them.
   auto numeric_derivative = [&](std::size_t k, const std::vector<double>& direction, const Tensor& weights) {
     double* p = targets[k].data_ptr<double>();
     const std::vector<double> saved(p, p + targets[k].numel());
@@ -150,6 +154,7 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
     for (std::size_t i = 0; i < saved.size(); ++i) p[i] = saved[i] - options.eps * direction[i];
     const double minus = dot(evaluate(f, x), weights);
     for (std::size_t i = 0; i < saved.size(); ++i) p[i] = saved[i];
+    targets[k].impl()->storage->bump_version();
     return (plus - minus) / (2 * options.eps);
   };
 
@@ -177,6 +182,7 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
           p[i] = saved - options.eps;
           down = evaluate(f, x).to_vector<double>();
           p[i] = saved;
+          targets[k].impl()->storage->bump_version();
         }
         for (std::int64_t o = 0; o < n_out; ++o) {
           const double numeric = (up[o] - down[o]) / (2 * options.eps);
@@ -185,16 +191,29 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
       }
     }
   } else {
+    // Per direction d: an upstream gradient u over y and a direction v[k] in each differentiated
+    // input, drawn in that order; all backwards first (see numeric_derivative), then the differences.
+    struct Direction {
+      Tensor u;
+      std::vector<std::vector<double>> grads, v;
+    };
     Generator gen(options.seed);
-    for (int d = 0; d < options.random_directions; ++d) {
-      const Tensor u = randn(y.shape(), gen, kFloat64);
-      const std::vector<std::vector<double>> grads = analytic_grads(y, u, targets, differentiated);
+    std::vector<Direction> directions(static_cast<std::size_t>(std::max(options.random_directions, 0)));
+    for (Direction& dir : directions) {
+      dir.u = randn(y.shape(), gen, kFloat64);
+      dir.grads = analytic_grads(y, dir.u, targets, differentiated);
+      dir.v.resize(targets.size());
+      for (std::size_t k = 0; k < targets.size(); ++k)
+        if (differentiated[k]) dir.v[k] = randn(targets[k].shape(), gen, kFloat64).to_vector<double>();
+    }
+    for (std::size_t d = 0; d < directions.size(); ++d) {
+      const Direction& dir = directions[d];
       for (std::size_t k = 0; k < targets.size(); ++k) {
         if (!differentiated[k]) continue;
-        const std::vector<double> v = randn(targets[k].shape(), gen, kFloat64).to_vector<double>();
         double analytic = 0.0;
-        for (std::size_t i = 0; i < v.size(); ++i) analytic += grads[k][i] * v[i];
-        compare(result.inputs[k], analytic, numeric_derivative(k, v, u), options, -1, -1, d);
+        for (std::size_t i = 0; i < dir.v[k].size(); ++i) analytic += dir.grads[k][i] * dir.v[k][i];
+        compare(result.inputs[k], analytic, numeric_derivative(k, dir.v[k], dir.u), options, -1, -1,
+                static_cast<int>(d));
       }
     }
   }

@@ -61,8 +61,9 @@ struct GradcheckResult {
 using GradcheckFunction = std::function<Tensor(const TensorList&)>;
 
 // `parameters` are float64 leaves that f reads directly (a module's parameters after
-// module.to(kFloat64)): they are perturbed in place, restored, and checked like inputs; their
-// reports follow the inputs' in the result, and their .grad is overwritten.
+// module.to(kFloat64)): they are perturbed in place (in-place writes: their versions grow),
+// restored, and checked like inputs; their reports follow the inputs' in the result, and their
+// .grad is overwritten.
 GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},
                           const TensorList& parameters = {});
 

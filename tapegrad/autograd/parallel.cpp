@@ -5,7 +5,9 @@
 // chunk count (16) | next chunk (16). A compare-and-swap that claims a chunk also checks the
 // generation, so a worker that wakes late can never run a chunk of a newer job with an older
 // job's description, and because the caller waits for all claimed chunks, the job it describes
-// (fn, range) stays alive and unchanged while any claimed chunk runs.
+// (fn, range) stays alive and unchanged while any claimed chunk runs. A thread that finds the
+// pool held by another thread's job does not wait: it runs its own job's chunks itself, cut as
+// the pool would cut them, so the bits never depend on contention.
 //
 // Idle workers spin for a short while (a training step issues the next parallel op within
 // microseconds) and then sleep on a condition variable, so an idle process costs nothing.
@@ -23,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -74,11 +77,13 @@ class Pool {
 
   void run(std::int64_t begin, std::int64_t end, int chunks, const detail::RangeFn& fn) {
     std::unique_lock<std::mutex> dispatch(dispatch_, std::try_to_lock);
-    if (!dispatch.owns_lock()) {  // another thread's job is running: do this one here
-      fn(begin, end);
+    if (!dispatch.owns_lock()) {
+      // Another thread's job holds the pool: run this job's chunks here, one after another. They
+      // are the chunks the pool would have run, cut the same way and run as a worker runs them
+      // (tls_in_region set), so the result does not depend on whether the pool was free.
+      run_inline(begin, end, chunks, fn);
       return;
     }
-    chunks = std::min(chunks, threads_);
     begin_ = begin;
     end_ = end;
     fn_ = &fn;
@@ -109,6 +114,35 @@ class Pool {
     start_workers();
   }
 
+  // Chunk `index` of [begin, end) cut into `chunks`: the one cut every path uses.
+  static std::pair<std::int64_t, std::int64_t> chunk_bounds(std::int64_t begin, std::int64_t end, int chunks,
+                                                            int index) {
+    const std::int64_t n = end - begin;
+    return {begin + n * index / chunks, begin + n * (index + 1) / chunks};
+  }
+
+  // Runs chunk [lo, hi) as part of a job: inside the region, and with its exception kept in
+  // `error` (the first one wins) rather than thrown, so the job's other chunks still run.
+  static void run_chunk(const detail::RangeFn& fn, std::int64_t lo, std::int64_t hi, std::exception_ptr& error) {
+    const bool was_in_region = tls_in_region;
+    tls_in_region = true;
+    try {
+      fn(lo, hi);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+    tls_in_region = was_in_region;
+  }
+
+  static void run_inline(std::int64_t begin, std::int64_t end, int chunks, const detail::RangeFn& fn) {
+    std::exception_ptr error;
+    for (int i = 0; i < chunks; ++i) {
+      const auto [lo, hi] = chunk_bounds(begin, end, chunks, i);
+      run_chunk(fn, lo, hi, error);
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
   static std::uint64_t make_ticket(std::uint32_t generation, int chunks, int next) {
     return (std::uint64_t{generation} << 32) | (std::uint64_t(chunks) << 16) | std::uint64_t(next);
   }
@@ -123,18 +157,13 @@ class Pool {
       if (next >= chunks) return;
       if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
       // Claimed: the caller waits for this chunk, so the job's fields are stable until it ends.
-      const std::int64_t n = end_ - begin_;
-      const std::int64_t lo = begin_ + n * next / chunks;
-      const std::int64_t hi = begin_ + n * (next + 1) / chunks;
-      const bool was_in_region = tls_in_region;
-      tls_in_region = true;
-      try {
-        (*fn_)(lo, hi);
-      } catch (...) {
+      const auto [lo, hi] = chunk_bounds(begin_, end_, chunks, next);
+      std::exception_ptr error;
+      run_chunk(*fn_, lo, hi, error);
+      if (error) {
         std::lock_guard<std::mutex> lock(error_mutex_);
-        if (!error_) error_ = std::current_exception();
+        if (!error_) error_ = error;
       }
-      tls_in_region = was_in_region;
       pending_.fetch_sub(1, std::memory_order_acq_rel);
       t = ticket_.load(std::memory_order_acquire);
     }

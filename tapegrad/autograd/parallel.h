@@ -11,10 +11,12 @@
 //   });
 //
 // A range is cut into at most num_threads() contiguous chunks of at least `grain` elements; the
-// cut depends only on the range, the grain and the thread count, never on timing, so a kernel
-// that writes each output from one chunk gives the same bits on every run. Work below one
-// grain, nested calls (from inside a chunk) and calls while another thread is using the pool
-// run inline on the calling thread.
+// cut depends only on the range, the grain, the thread count and whether the call is nested,
+// never on timing, so a kernel's bits depend only on its inputs and the thread count, on every
+// run and with any number of user threads computing at once. Work below two grains and nested
+// calls (from inside a chunk) run inline as one chunk. A call made while another user thread's
+// job holds the pool runs the same chunks inline, one after another, each inside the region
+// (in_parallel_region() true) as on a worker.
 //
 // Default thread count: TAPEGRAD_NUM_THREADS if set, else the CPUs this process may run on.
 

@@ -29,6 +29,10 @@ class Storage {
   // tensor saved for backward was modified after it was saved.
   std::uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // For a storage that takes the place of `replaced` under a tensor (Module::to converting a
+  // parameter to another dtype): continues replaced's count one write further, so the swap reads
+  // as one more in-place write of the tensor.
+  void continue_version_from(const Storage& replaced) { version_ = replaced.version_ + 1; }
 
  private:
   void* data_ = nullptr;

@@ -4,6 +4,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tapegrad/autograd/storage.h"
+
 namespace tapegrad::nn {
 
 void Module::check_new_name(const std::string& name, const char* what) const {
@@ -135,6 +137,7 @@ void Module::to(DType dtype) {
     if (t.dtype() == dtype || !t.is_floating_point()) return;
     Tensor converted = t.to(dtype).contiguous();
     TensorImpl& impl = *t.impl();
+    converted.impl()->storage->continue_version_from(*impl.storage);
     impl.storage = converted.impl()->storage;
     impl.shape = converted.shape();
     impl.strides = converted.strides();

@@ -5,6 +5,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
 
@@ -57,6 +58,7 @@ double clip_grad_norm(const TensorList& params, double max_norm, double norm_typ
         const T c = static_cast<T>(coef);
         for (std::int64_t k = 0, n = g.numel(); k < n; ++k) data[k] *= c;
       });
+      g.impl()->storage->bump_version();
     }
   }
   return total;
@@ -74,6 +76,7 @@ void clip_grad_value(const TensorList& params, double clip) {
       const T hi = static_cast<T>(clip);
       for (std::int64_t k = 0, n = g.numel(); k < n; ++k) data[k] = std::clamp(data[k], -hi, hi);
     });
+    g.impl()->storage->bump_version();
   }
 }
 

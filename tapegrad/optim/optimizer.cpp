@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
+#include <utility>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
 
@@ -20,33 +23,49 @@ std::vector<ParamGroup> single_group(const TensorList& params) {
 }
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name)
-    : name_(name), groups_(std::move(groups)) {
+    : name_(name), defaults_(defaults) {
   if (!(defaults.lr >= 0.0))
     throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(defaults.lr));
   if (!(defaults.weight_decay >= 0.0))
     throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(defaults.weight_decay));
-  if (groups_.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
-  for (std::size_t g = 0; g < groups_.size(); ++g) {
-    ParamGroup& group = groups_[g];
-    if (!group.lr) group.lr = defaults.lr;
-    if (!group.weight_decay) group.weight_decay = defaults.weight_decay;
-    if (!(*group.lr >= 0.0))
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " +
-                       format_number(*group.lr));
-    if (!(*group.weight_decay >= 0.0))
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid weight_decay " +
-                       format_number(*group.weight_decay));
-    for (std::size_t i = 0; i < group.params.size(); ++i) {
-      const Tensor& p = group.params[i];
-      if (!p.defined())
-        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                         " is undefined");
-      if (!p.is_floating_point() || !p.is_contiguous())
-        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                         " must be a contiguous floating-point tensor");
-    }
-    state_.emplace_back(group.params.size());
+  if (groups.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
+  for (ParamGroup& group : groups) append_group(std::move(group));
+}
+
+void Optimizer::add_param_group(ParamGroup group) { append_group(std::move(group)); }
+
+void Optimizer::append_group(ParamGroup group) {
+  const std::size_t g = groups_.size();
+  if (!group.lr) group.lr = defaults_.lr;
+  if (!group.weight_decay) group.weight_decay = defaults_.weight_decay;
+  if (!(*group.lr >= 0.0))
+    throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " +
+                     format_number(*group.lr));
+  if (!(*group.weight_decay >= 0.0))
+    throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid weight_decay " +
+                     format_number(*group.weight_decay));
+  // Where each parameter already held sits, to name the first place of a repeated one.
+  std::map<const TensorImpl*, std::pair<std::size_t, std::size_t>> held;
+  for (std::size_t h = 0; h < groups_.size(); ++h)
+    for (std::size_t i = 0; i < groups_[h].params.size(); ++i)
+      held.emplace(groups_[h].params[i].impl(), std::pair{h, i});
+  for (std::size_t i = 0; i < group.params.size(); ++i) {
+    const Tensor& p = group.params[i];
+    if (!p.defined())
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                       " is undefined");
+    if (!p.is_floating_point() || !p.is_contiguous())
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                       " must be a contiguous floating-point tensor");
+    const auto [it, added] = held.emplace(p.impl(), std::pair{g, i});
+    if (!added)
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                       " (shape " + p.shape().str() + ") is the same tensor as group " +
+                       std::to_string(it->second.first) + " parameter " + std::to_string(it->second.second) +
+                       "; a parameter may appear only once across all parameter groups");
   }
+  state_.emplace_back(group.params.size());
+  groups_.push_back(std::move(group));
 }
 
 void Optimizer::set_lr(std::size_t group, double lr) {
@@ -58,11 +77,22 @@ void Optimizer::set_lr(std::size_t group, double lr) {
 }
 
 void Optimizer::step() {
-  NoGradGuard no_grad;
+  // param_groups() hands out the groups mutably: checked before anything is updated, so a bad group leaves every
+  // parameter as it was. An lr or weight_decay reset to nullopt there has no default left, and parameters added
+  // there (not through add_param_group) have no state and were never checked for repeats.
+  if (groups_.size() != state_.size())
+    throw ValueError(std::string(name_) + ": " + std::to_string(groups_.size()) + " parameter groups but " +
+                     std::to_string(state_.size()) + " were added (add groups with add_param_group)");
   for (std::size_t g = 0; g < groups_.size(); ++g) {
-    // param_groups() hands out the groups mutably; an lr or weight_decay reset to nullopt there has no default left.
     if (!groups_[g].lr || !groups_[g].weight_decay)
       throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " has no lr or weight_decay set");
+    if (groups_[g].params.size() != state_[g].size())
+      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " holds " +
+                       std::to_string(groups_[g].params.size()) + " parameters but " +
+                       std::to_string(state_[g].size()) + " were added (add parameters with add_param_group)");
+  }
+  NoGradGuard no_grad;
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
       Tensor grad = p.grad();
@@ -74,6 +104,8 @@ void Optimizer::step() {
       ParamState& state = state_[g][i];
       ++state.step;
       update(groups_[g], p, grad, state);
+      // update() wrote p's data directly: count it as an in-place write, so a graph that saved p sees the change.
+      p.impl()->storage->bump_version();
     }
   }
   ++steps_taken_;

@@ -52,7 +52,8 @@ struct ParamState {
 class Optimizer {
  public:
   // Fills the groups' unset fields from `defaults`; ValueError for a negative lr or weight_decay (in the defaults
-  // or a group), an empty group list, or a parameter that is not a contiguous floating-point tensor.
+  // or a group), an empty group list, a parameter that is not a contiguous floating-point tensor, or a parameter
+  // given more than once (in one group or in two), which would otherwise be stepped twice per step().
   Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -63,6 +64,13 @@ class Optimizer {
   // Zeroes (or, with set_to_none, drops) the gradient of every parameter.
   void zero_grad(bool set_to_none = false);
 
+  // Appends a group, its unset fields taken from the defaults the optimiser was built with, checked as the
+  // constructor checks its groups (a parameter already in this optimiser is a ValueError); its parameters start
+  // with empty state. A scheduler built earlier keeps scheduling only the groups it saw.
+  void add_param_group(ParamGroup group);
+
+  // The groups may be edited (lr, weight_decay); adding or removing parameters through them is a ValueError at
+  // the next step(): add_param_group adds parameters.
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // Sets the lr of group `group` (ValueError on a negative lr or a bad index).
@@ -84,12 +92,18 @@ class Optimizer {
 
  protected:
   // p: contiguous leaf; g: contiguous, same shape/dtype as p; group.lr and group.weight_decay are set. Called with
-  // state.step already incremented.
+  // state.step already incremented. step() bumps p's version afterwards; an update that writes its state buffers
+  // through data_ptr bumps theirs.
   virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
   // Optimiser name used in error messages.
   const char* name_;
 
  private:
+  // Checks `group` (its index will be groups_.size()) against the defaults and the parameters already held,
+  // then appends it with empty state; on a ValueError nothing changes.
+  void append_group(ParamGroup group);
+
+  GroupDefaults defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;
   std::int64_t steps_taken_ = 0;

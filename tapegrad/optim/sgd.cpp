@@ -4,6 +4,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels/optim.h"
+#include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
 
@@ -52,6 +53,7 @@ void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Para
     T* buf = use_momentum ? state.buffers["momentum_buffer"].data_ptr<T>() : nullptr;
     kernels::sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), buf, p.numel(), step);
   });
+  if (use_momentum) state.buffers["momentum_buffer"].impl()->storage->bump_version();
 }
 
 }  // namespace tapegrad::optim
