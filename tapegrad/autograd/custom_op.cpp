@@ -4,6 +4,7 @@
 
 #include <mutex>
 #include <set>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 
@@ -40,12 +41,16 @@ Tensor custom_op(const std::string& name, const TensorList& inputs, const Custom
     throw ValueError("custom_op '" + name +
                      "': forward returned a leaf that requires grad (an input returned unchanged?); return a new "
                      "tensor, e.g. x.clone()");
-  TensorList saved;
+  std::vector<SavedTensor> saved;
   saved.reserve(inputs.size());
-  for (const Tensor& in : inputs) saved.push_back(in.defined() ? in.detach() : Tensor());
+  for (const Tensor& in : inputs) saved.emplace_back(in);
   record(intern(name), output, inputs,
-         [backward = std::move(backward), saved = std::move(saved), out = output.detach()](const Tensor& grad) {
-           return backward(grad, saved, out);
+         [backward = std::move(backward), saved = std::move(saved),
+          out = SavedTensor::output(output)](const Tensor& grad) {
+           TensorList values;
+           values.reserve(saved.size());
+           for (const SavedTensor& s : saved) values.push_back(s.unpack());
+           return backward(grad, values, out.unpack());
          });
   return output;
 }

@@ -12,10 +12,13 @@
 //                      });
 //   }
 //
-// The backward receives the inputs and the output as detached values (keeping the output itself would be a reference
-// cycle), returns exactly one gradient per input, each of that input's shape and dtype, or an undefined Tensor for
-// "no gradient"; the engine checks both and names the op on a mismatch. It runs when the graph is walked, so
-// gradients of gradients are not taped. When no input requires grad (or grad mode is off) nothing is recorded.
+// The backward receives the inputs and the output, returns exactly one gradient per input, each of that input's
+// shape and dtype, or an undefined Tensor for "no gradient"; the engine checks both and names the op on a mismatch.
+// The inputs and the output are saved tensors (graph.h): written in place between the forward and the backward,
+// they are a GraphError naming the op. A backward written with ops, as above, is itself differentiable: under
+// backward(create_graph=true) or autograd::grad with create_graph it runs with grad mode on, the inputs carry their
+// history and the output is connected to this op, so gradients of gradients are taped. When no input requires grad
+// (or grad mode is off) nothing is recorded.
 
 #include <functional>
 #include <string>

@@ -464,26 +464,19 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
     std::shared_ptr<Node> node = std::move(heap.back());
     heap.pop_back();
     node->queued = false;
-    TensorList grad_outputs(static_cast<std::size_t>(node->num_outputs));
-    grad_outputs[0] = std::move(node->grad_accum);
-    node->grad_accum = Tensor();
-    for (int k = 1; k < node->num_outputs; ++k) {
-      grad_outputs[k] = std::move(node->extra_accum[k - 1]);
-      node->extra_accum[k - 1] = Tensor();
-    }
     if (node->released)
       throw GraphError(std::string("backward: the graph through ") + node->name +
                        " has already been released by an earlier backward; pass retain_graph=true to that "
                        "backward to go through the graph again");
-    for (int k = 0; k < node->num_outputs; ++k) {
-      Tensor& g = grad_outputs[k];
-      if (!g.defined()) continue;
+    // The gradient of each output, through its hooks; kept for retain_grad and autograd::grad.
+    auto arrived = [&](int k, Tensor g) {
+      if (!g.defined()) return g;
       if (static_cast<std::size_t>(k) < node->output_hooks.size() && node->output_hooks[k])
         g = run_tensor_hooks(*node->output_hooks[k], std::move(g), node->name);
       if (auto out = node->output_impl(k); out && out->retains_grad) add_to_grad(*out, g);
       if (inputs_ != nullptr) capture_node(*node, k, g);
-    }
-
+      return g;
+    };
     TensorList grads;
     {
       const std::shared_ptr<Node>* outer = running_node;
@@ -492,13 +485,24 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
         const std::shared_ptr<Node>* outer;
         ~Restore() { running_node = outer; }
       } restore{outer};
-      if (node->backward_multi) grads = node->backward_multi(grad_outputs);
-      else grads = node->backward(grad_outputs[0]);
+      if (node->backward_multi) {
+        TensorList grad_outputs(static_cast<std::size_t>(node->num_outputs));
+        grad_outputs[0] = arrived(0, std::move(node->grad_accum));
+        node->grad_accum = Tensor();
+        for (int k = 1; k < node->num_outputs; ++k) {
+          grad_outputs[k] = arrived(k, std::move(node->extra_accum[k - 1]));
+          node->extra_accum[k - 1] = Tensor();
+        }
+        grads = node->backward_multi(grad_outputs);
+      } else {
+        Tensor grad_output = arrived(0, std::move(node->grad_accum));
+        node->grad_accum = Tensor();
+        grads = node->backward(grad_output);
+        // Dropped before the gradients are passed on: a gradient that is a view of grad_output
+        // (transpose, reshape) then owns its buffer alone and is kept or updated in place
+        // instead of copied.
+      }
     }
-    // Dropped before the gradients are passed on: a gradient that is a view of grad_output
-    // (transpose, reshape) then owns its buffer alone and is kept or updated in place
-    // instead of copied.
-    grad_outputs.clear();
     if (!retain_graph_) {
       node->backward = nullptr;
       node->backward_multi = nullptr;

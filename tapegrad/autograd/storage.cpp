@@ -176,6 +176,14 @@ PoolStats pool_stats() {
   return stats;
 }
 
+void reset_peak_pool_stats() {
+  thread_cache();
+  Shared& s = shared();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.retired.peak.store(s.retired.in_use.load());
+  for (Counters* c : s.live) c->peak.store(c->in_use.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
 void empty_pool_cache() {
   if (ThreadCache* cache = thread_cache()) {
     for (auto& [size, buffers] : cache->free)

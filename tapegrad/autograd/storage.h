@@ -49,6 +49,8 @@ struct PoolStats {
   std::size_t pool_hits = 0;          // of those, served from the cache
 };
 PoolStats pool_stats();
+// Starts the peak over: peak_bytes_in_use becomes the bytes in use now (to measure one phase).
+void reset_peak_pool_stats();
 // Returns the calling thread's cached buffers, and those of exited threads, to the system.
 void empty_pool_cache();
 
