@@ -62,6 +62,17 @@ TEST_CASE("module: hierarchical names, own entries before children's, as in PyTo
   CHECK_FALSE(net->first->steps.requires_grad());
 }
 
+TEST_CASE("module: name() is the class name without namespaces or the Impl suffix") {
+  manual_seed(0);
+  Net net;
+  CHECK(net->name() == "Net");  // a user's NetImpl in an anonymous namespace
+  CHECK(net->first->name() == "Block");
+  CHECK(net->head->name() == "Linear");
+  CHECK(nn::Sequential()->name() == "Sequential");
+  CHECK(nn::ModuleList()->name() == "ModuleList");
+  CHECK(nn::MultiHeadAttention(4, 2)->name() == "MultiHeadAttention");
+}
+
 TEST_CASE("module: train and eval are separate from grad mode") {
   manual_seed(0);
   Net net;

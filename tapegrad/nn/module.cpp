@@ -1,8 +1,14 @@
 #include "tapegrad/nn/module.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
+
+#if __has_include(<cxxabi.h>)
+#include <cxxabi.h>
+#endif
 
 #include "tapegrad/autograd/storage.h"
 
@@ -199,6 +205,38 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     auto it = given.find(name);
     if (it != given.end()) target.copy_(*it->second);
   }
+}
+
+// ---------------------------------------------------------------- type names
+
+namespace {
+
+// The type's name as written in the source ("tapegrad::nn::LinearImpl") where the compiler's ABI can
+// demangle it, else the compiler's own name for it.
+std::string readable_type_name(const std::type_info& type) {
+#if __has_include(<cxxabi.h>)
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
+  if (status == 0 && demangled != nullptr) {
+    std::string out(demangled);
+    std::free(demangled);
+    return out;
+  }
+#endif
+  return type.name();
+}
+
+}  // namespace
+
+std::string Module::name() const {
+  std::string type = readable_type_name(typeid(*this));
+  // Drop the namespaces (the last "::" before any template arguments), then the "Impl" suffix.
+  const std::size_t scope = type.rfind("::", type.find('<'));
+  if (scope != std::string::npos) type.erase(0, scope + 2);
+  const std::string suffix = "Impl";
+  if (type.size() > suffix.size() && type.compare(type.size() - suffix.size(), suffix.size(), suffix) == 0)
+    type.erase(type.size() - suffix.size());
+  return type;
 }
 
 }  // namespace tapegrad::nn

@@ -77,6 +77,10 @@ class Module {
   // float64 for gradcheck.
   void to(DType dtype);
 
+  // The module's type for messages: its class name without namespaces and without a trailing "Impl"
+  // ("Linear", "MultiHeadAttention", "Mlp" for a user's MlpImpl). Override to name it otherwise.
+  virtual std::string name() const;
+
   // --- state ---
   // Parameters then buffers, by hierarchical name.
   NamedTensors state_dict() const;
