@@ -2,12 +2,13 @@
 // Module handles and chainable options, the idiom of PyTorch's C++ API (TORCH_MODULE, TORCH_ARG).
 //
 // ModuleHolder<Impl> holds a std::shared_ptr<Impl>: copying a handle shares the module, and
-// calling it forwards to impl->forward(...). TAPEGRAD_MODULE(Linear) declares the handle class
-// Linear over LinearImpl, so users write values, never std::make_shared or (*ptr)(x):
+// calling it runs impl->forward(...) with the module's forward hooks (module.h). TAPEGRAD_MODULE(Linear)
+// declares the handle class Linear over LinearImpl, so users write values, never std::make_shared or
+// (*ptr)(x):
 //
 //   nn::Linear fc(64, 10);                                   // LinearImpl(64, 10)
 //   nn::Linear fc2{nn::LinearOptions(64, 10).bias(false)};   // LinearImpl(options)
-//   Tensor y = fc(x);                                        // fc->forward(x)
+//   Tensor y = fc(x);                                        // fc->forward(x), with fc's hooks
 //   nn::Linear empty{nullptr};                               // no module yet (assign one later)
 //
 // TAPEGRAD_ARG(type, name) (tapegrad/autograd/arg.h, shared with optim's options) declares an
@@ -25,6 +26,7 @@
 
 #include "tapegrad/autograd/arg.h"
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/forward_hooks.h"
 
 namespace tapegrad::nn {
 
@@ -69,11 +71,13 @@ class ModuleHolder {
   explicit ModuleHolder(Head&& head, Tail&&... tail)
       : impl_(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
 
-  // Calls the module's forward with the arguments: one pointer dereference. Like operator->, it is
-  // const: a const handle is a handle that cannot be re-seated, not a const module.
+  // Calls the module's forward with the arguments, with the module's forward pre-hooks and forward
+  // hooks around it (forward_hooks.h; a module without hooks pays one check of two empty lists).
+  // fc->forward(x) calls forward alone, without the hooks. Like operator->, it is const: a const
+  // handle is a handle that cannot be re-seated, not a const module.
   template <class... Args>
   decltype(auto) operator()(Args&&... args) const {
-    return checked()->forward(std::forward<Args>(args)...);
+    return detail::ForwardCall::call(*checked(), std::forward<Args>(args)...);
   }
 
   Impl* operator->() const { return checked(); }

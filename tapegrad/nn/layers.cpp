@@ -127,7 +127,7 @@ const std::shared_ptr<UnaryModule>& SequentialImpl::at(std::size_t index) const 
 
 Tensor SequentialImpl::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& module : modules_) h = module->forward(h);
+  for (const auto& module : modules_) h = (*module)(h);  // with each module's hooks
   return h;
 }
 

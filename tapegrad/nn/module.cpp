@@ -239,4 +239,38 @@ std::string Module::name() const {
   return type;
 }
 
+// ---------------------------------------------------------------- forward hooks
+
+void Module::run_forward_pre_hooks(TensorList& tensor_args) {
+  if (!forward_pre_hooks_ || forward_pre_hooks_->empty()) return;
+  // A copy: a hook may remove itself or register another while the list is being run.
+  const auto hooks = forward_pre_hooks_->hooks();
+  for (const auto& entry : hooks) {
+    std::optional<TensorList> replacement = entry.second(*this, tensor_args);
+    if (!replacement) continue;
+    if (replacement->size() != tensor_args.size()) {
+      const std::size_t n = tensor_args.size();
+      throw ValueError(name() + ": a forward pre-hook returned " + std::to_string(replacement->size()) +
+                       " tensors for a call with " + std::to_string(n) + " Tensor argument" + (n == 1 ? "" : "s"));
+    }
+    tensor_args = std::move(*replacement);
+  }
+}
+
+void Module::run_forward_hooks(const TensorList& tensor_args, void* output, const std::type_info& output_type) {
+  if (!forward_hooks_ || forward_hooks_->empty()) return;
+  const auto hooks = forward_hooks_->hooks();  // a copy, as in run_forward_pre_hooks
+  for (const auto& entry : hooks) entry.second(*this, tensor_args, output, output_type);
+}
+
+namespace detail {
+
+void throw_forward_hook_type_error(const Module& module, const std::type_info& expected, const std::type_info& got) {
+  throw TypeError(module.name() + ": a forward hook registered for output type " + readable_type_name(expected) +
+                  " was called with the output of a forward returning " + readable_type_name(got) +
+                  " (name the type: register_forward_hook<" + readable_type_name(got) + ">)");
+}
+
+}  // namespace detail
+
 }  // namespace tapegrad::nn

@@ -22,14 +22,30 @@
 //   Tensor y = mlp(x);          // x: (B, 16) -> y: (B, 16)
 //
 // Training mode (train()/eval(), read by dropout) is separate from grad mode (NoGradGuard).
+//
+// Forward hooks (PyTorch's register_forward_pre_hook / register_forward_hook) run when a module is
+// called through its handle (mlp(x)) or UnaryModule's operator(), which is how Sequential calls its
+// children; net->forward(x) runs forward alone. Capturing a hidden activation:
+//
+//   nn::Sequential net(nn::Linear(16, 64), nn::ReLU(), nn::Linear(64, 16));
+//   std::vector<Tensor> hidden;
+//   RemovableHandle h = net->at(1)->register_forward_hook(
+//       [&](nn::Module&, const TensorList& /*inputs*/, const Tensor& y) { hidden.push_back(y.detach()); });
+//   net(x);      // hidden holds the ReLU's output
+//   h.remove();  // later calls record nothing
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
+#include "tapegrad/autograd/hooks.h"
+#include "tapegrad/nn/forward_hooks.h"
 #include "tapegrad/nn/holder.h"
 
 namespace tapegrad::nn {
@@ -77,6 +93,42 @@ class Module {
   // float64 for gradcheck.
   void to(DType dtype);
 
+  // --- forward hooks ---
+  // Hooks run around forward when the module is called through its handle or UnaryModule's
+  // operator() (forward_hooks.h), pre-hooks first, each kind in registration order; a direct
+  // forward() call skips them. Each registration returns a handle whose remove() unregisters the
+  // hook: removing twice does nothing, and a handle outliving the module does nothing. Hooks are not
+  // state: state_dict, load_state_dict and parameters() ignore them. Each kind's list is copied when
+  // it starts running (as in PyTorch): a hook that registers or removes a hook of its own kind
+  // changes the next call, while a forward hook a pre-hook registers runs after this call's forward.
+  // ValueError for an empty std::function or null function pointer.
+
+  // fn(Module& module, const TensorList& tensor_args) runs before forward. tensor_args are the
+  // call's arguments of type Tensor, in order; other arguments (options, offsets, cache pointers)
+  // pass through unseen. fn returns void, or std::optional<TensorList>: a list of the same length
+  // replaces the Tensor arguments for the next pre-hook, forward and the forward hooks (another
+  // length is a ValueError naming the module and both counts); std::nullopt keeps them.
+  //   fc->register_forward_pre_hook(
+  //       [](nn::Module&, const TensorList& in) { return std::optional<TensorList>({in[0] * 2.0}); });
+  template <class Fn>
+  RemovableHandle register_forward_pre_hook(Fn fn);
+
+  // fn(Module& module, const TensorList& tensor_args, const Output& output) runs after forward, with
+  // the Tensor arguments forward received. fn returns void, or std::optional<Output>: a value replaces
+  // the output for the next hook and the caller. Output is Tensor unless named, for a forward that
+  // returns a struct:
+  //   attn->register_forward_hook<nn::AttentionResult>(
+  //       [&](nn::Module&, const TensorList&, const nn::AttentionResult& r) { maps.push_back(r.weights); });
+  // A call whose forward returns another type than Output throws a TypeError naming the module and
+  // both types (the type forward returns is known only at the call, so the check happens there).
+  template <class Output = Tensor, class Fn>
+  RemovableHandle register_forward_hook(Fn fn);
+
+  // True when a forward pre-hook or forward hook is registered.
+  bool has_forward_hooks() const noexcept {
+    return (forward_pre_hooks_ && !forward_pre_hooks_->empty()) || (forward_hooks_ && !forward_hooks_->empty());
+  }
+
   // The module's type for messages: its class name without namespaces and without a trailing "Impl"
   // ("Linear", "MultiHeadAttention", "Mlp" for a user's MlpImpl). Override to name it otherwise.
   virtual std::string name() const;
@@ -115,6 +167,13 @@ class Module {
   }
 
  private:
+  friend struct detail::ForwardCall;
+
+  // Runs the pre-hooks on the call's Tensor arguments, replacing them where a hook returns tensors.
+  void run_forward_pre_hooks(TensorList& tensor_args);
+  // Runs the forward hooks on the output (of type output_type), replacing it where a hook returns one.
+  void run_forward_hooks(const TensorList& tensor_args, void* output, const std::type_info& output_type);
+
   void notify_converted(DType dtype);
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
@@ -126,7 +185,55 @@ class Module {
   NamedGenerators generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  // Created at the first registration; a handle holds a weak_ptr to its list.
+  std::shared_ptr<HookList<detail::StoredPreHook>> forward_pre_hooks_;
+  std::shared_ptr<HookList<detail::StoredForwardHook>> forward_hooks_;
 };
+
+template <class Fn>
+RemovableHandle Module::register_forward_pre_hook(Fn fn) {
+  static_assert(std::is_invocable_v<Fn&, Module&, const TensorList&>,
+                "a forward pre-hook is called as fn(Module&, const TensorList& tensor_args)");
+  using Result = std::invoke_result_t<Fn&, Module&, const TensorList&>;
+  static_assert(std::is_void_v<Result> || std::is_convertible_v<Result, std::optional<TensorList>>,
+                "a forward pre-hook returns void or std::optional<TensorList>");
+  if (detail::is_null_callable(fn)) throw ValueError(name() + ": register_forward_pre_hook: the hook is empty");
+  if (!forward_pre_hooks_) forward_pre_hooks_ = std::make_shared<HookList<detail::StoredPreHook>>();
+  return HookList<detail::StoredPreHook>::add(
+      forward_pre_hooks_,
+      [fn = std::move(fn)](Module& module, const TensorList& tensor_args) mutable -> std::optional<TensorList> {
+        if constexpr (std::is_void_v<Result>) {
+          fn(module, tensor_args);
+          return std::nullopt;
+        } else {
+          return fn(module, tensor_args);
+        }
+      });
+}
+
+template <class Output, class Fn>
+RemovableHandle Module::register_forward_hook(Fn fn) {
+  static_assert(std::is_same_v<Output, std::decay_t<Output>>, "name the output type without const or &");
+  static_assert(std::is_invocable_v<Fn&, Module&, const TensorList&, const Output&>,
+                "a forward hook is called as fn(Module&, const TensorList& tensor_args, const Output& output)");
+  using Result = std::invoke_result_t<Fn&, Module&, const TensorList&, const Output&>;
+  static_assert(std::is_void_v<Result> || std::is_convertible_v<Result, std::optional<Output>>,
+                "a forward hook returns void or std::optional<Output>");
+  if (detail::is_null_callable(fn)) throw ValueError(name() + ": register_forward_hook: the hook is empty");
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<HookList<detail::StoredForwardHook>>();
+  return HookList<detail::StoredForwardHook>::add(
+      forward_hooks_, [fn = std::move(fn)](Module& module, const TensorList& tensor_args, void* output,
+                                           const std::type_info& output_type) mutable {
+        if (output_type != typeid(Output)) detail::throw_forward_hook_type_error(module, typeid(Output), output_type);
+        Output& out = *static_cast<Output*>(output);
+        if constexpr (std::is_void_v<Result>) {
+          fn(module, tensor_args, std::as_const(out));
+        } else {
+          std::optional<Output> replacement = fn(module, tensor_args, std::as_const(out));
+          if (replacement) out = std::move(*replacement);
+        }
+      });
+}
 
 // An indexed list of child modules named "0", "1", ... (a stack's "layers"). push_back takes a
 // handle or a shared_ptr and returns it.
@@ -143,11 +250,12 @@ class ModuleListImpl : public Module {
 };
 TAPEGRAD_MODULE(ModuleList);
 
-// A module whose forward maps one tensor to one tensor; Sequential composes these.
+// A module whose forward maps one tensor to one tensor; Sequential composes these. operator() runs
+// forward with the module's hooks, as a handle's call does.
 class UnaryModule : public Module {
  public:
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  Tensor operator()(const Tensor& x) { return detail::ForwardCall::call(*this, x); }
 };
 
 }  // namespace tapegrad::nn
