@@ -87,7 +87,8 @@ TEST_CASE("module hooks: a forward hook replacing the output; hooks returning no
   const Tensor x = from_vector(std::vector<float>{1, 1}, {1, 2});
   int observed = 0;
   fc->register_forward_pre_hook([&](nn::Module&, const TensorList&) { ++observed; });
-  fc->register_forward_pre_hook([](nn::Module&, const TensorList&) -> std::optional<TensorList> { return std::nullopt; });
+  fc->register_forward_pre_hook(
+      [](nn::Module&, const TensorList&) -> std::optional<TensorList> { return std::nullopt; });
   fc->register_forward_hook([&](nn::Module&, const TensorList&, const Tensor&) { ++observed; });
   check_values(fc(x), {3.5, 6.5});
   CHECK(observed == 2);
@@ -107,9 +108,8 @@ TEST_CASE("module hooks: each kind runs in registration order, each hook seeing 
     log.push_back("hook1 in=" + value(in[0]) + " y=" + value(y));
     return y + 1.0;
   });
-  scale->register_forward_hook([&](nn::Module&, const TensorList&, const Tensor& y) {
-    log.push_back("hook2 y=" + value(y));
-  });
+  scale->register_forward_hook(
+      [&](nn::Module&, const TensorList&, const Tensor& y) { log.push_back("hook2 y=" + value(y)); });
   scale->register_forward_pre_hook([&](nn::Module&, const TensorList& in) {
     log.push_back("pre1 x=" + value(in[0]));
     return std::optional<TensorList>({in[0] + 1.0});
@@ -123,9 +123,8 @@ TEST_CASE("module hooks: hooks on Sequential's children fire in order, inside th
   nn::Sequential seq(Scale(2.0), nn::ReLU(), Scale(3.0));
   std::vector<std::string> log;
   auto trace = [&](nn::Module& m, const std::string& tag) {
-    m.register_forward_pre_hook([&log, tag](nn::Module& module, const TensorList&) {
-      log.push_back("pre " + tag + " " + module.name());
-    });
+    m.register_forward_pre_hook(
+        [&log, tag](nn::Module& module, const TensorList&) { log.push_back("pre " + tag + " " + module.name()); });
     return m.register_forward_hook([&log, tag](nn::Module& module, const TensorList&, const Tensor&) {
       log.push_back("post " + tag + " " + module.name());
     });
@@ -133,8 +132,8 @@ TEST_CASE("module hooks: hooks on Sequential's children fire in order, inside th
   trace(*seq, "seq");
   for (std::size_t i = 0; i < seq->size(); ++i) trace(*seq->at(i), std::to_string(i));
   check_values(seq(from_vector(std::vector<float>{-1, 2}, {2})), {0, 12});
-  CHECK(log == std::vector<std::string>{"pre seq Sequential", "pre 0 Scale", "post 0 Scale", "pre 1 ReLU", "post 1 ReLU",
-                                        "pre 2 Scale", "post 2 Scale", "post seq Sequential"});
+  CHECK(log == std::vector<std::string>{"pre seq Sequential", "pre 0 Scale", "post 0 Scale", "pre 1 ReLU",
+                                        "post 1 ReLU", "pre 2 Scale", "post 2 Scale", "post seq Sequential"});
   // A child's replacement reaches the next child: Scale(2)'s output negated, so the ReLU zeroes it.
   seq->at(0)->register_forward_hook(
       [](nn::Module&, const TensorList&, const Tensor& y) -> std::optional<Tensor> { return -y; });
@@ -176,7 +175,9 @@ TEST_CASE("module hooks: remove() stops a hook, removing twice does nothing, the
   scale(x);
   CHECK(b == 3);
   // A handle dropped without remove() leaves its hook registered, as in PyTorch.
-  { scale->register_forward_hook([&](nn::Module&, const TensorList&, const Tensor&) { ++a; }); }
+  {
+    scale->register_forward_hook([&](nn::Module&, const TensorList&, const Tensor&) { ++a; });
+  }
   scale(x);
   CHECK(a == 3);
   RemovableHandle empty;
@@ -334,15 +335,17 @@ TEST_CASE("module hooks: hooks are not state") {
 TEST_CASE("module hooks: errors name the module and the counts or types") {
   nn::Linear fc = known_linear();
   const Tensor x = ones({1, 2});
-  RemovableHandle wrong_count = fc->register_forward_pre_hook(
-      [](nn::Module&, const TensorList& in) { return std::optional<TensorList>({in[0], in[0]}); });
+  RemovableHandle wrong_count = fc->register_forward_pre_hook([](nn::Module&, const TensorList& in) {
+    return std::optional<TensorList>({in[0], in[0]});
+  });
   CHECK_THROWS_WITH_AS(fc(x), "Linear: a forward pre-hook returned 2 tensors for a call with 1 Tensor argument",
                        ValueError);
   wrong_count.remove();
   Affine affine;
-  affine->register_forward_pre_hook([](nn::Module&, const TensorList&) { return std::optional<TensorList>(TensorList{}); });
-  CHECK_THROWS_WITH_AS(affine(x, 1.0, x), "Affine: a forward pre-hook returned 0 tensors for a call with 2 Tensor arguments",
-                       ValueError);
+  affine->register_forward_pre_hook(
+      [](nn::Module&, const TensorList&) { return std::optional<TensorList>(TensorList{}); });
+  CHECK_THROWS_WITH_AS(affine(x, 1.0, x),
+                       "Affine: a forward pre-hook returned 0 tensors for a call with 2 Tensor arguments", ValueError);
   check_values(fc(x), {3.5, 6.5});
 
   manual_seed(0);
@@ -360,4 +363,21 @@ TEST_CASE("module hooks: errors name the module and the counts or types") {
   std::optional<Tensor> (*null_hook)(nn::Module&, const TensorList&, const Tensor&) = nullptr;
   CHECK_THROWS_WITH_AS(fc->register_forward_hook(null_hook), "Linear: register_forward_hook: the hook is empty",
                        ValueError);
+}
+
+TEST_CASE("module hooks: hooks on attention's rotary embedding fire, once for q and once for k") {
+  manual_seed(0);
+  nn::MultiHeadAttention attn(nn::MultiHeadAttentionOptions(4, 2).rotary_max_len(8));
+  Generator gen(1);
+  const Tensor x = randn({1, 3, 4}, gen);
+  const Tensor plain = attn(x).output;
+  std::shared_ptr<nn::Module> rotary;
+  for (const auto& [child_name, child] : attn->named_children())
+    if (child_name == "rotary") rotary = child;
+  REQUIRE(rotary);
+  std::vector<Shape> shapes;
+  rotary->register_forward_hook(
+      [&](nn::Module&, const TensorList& in, const Tensor&) { shapes.push_back(in[0].shape()); });
+  CHECK(testing::max_abs_diff(attn(x).output, plain) == 0.0);
+  CHECK(shapes == std::vector<Shape>{Shape{1, 2, 3, 2}, Shape{1, 2, 3, 2}});  // q, k: (B, H, T, Dh)
 }

@@ -260,7 +260,7 @@ AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tenso
     if (key.defined() || value.defined())
       throw ValueError("MultiHeadAttention: built for self-attention, but given a key/value sequence of shape " +
                        (key.defined() ? key : value).shape().str() + "; build it with cross_attention = true");
-    if (rotary_) weights.rotary(rotary_.get());
+    if (rotary_) weights.rotary(rotary_);
     return functional::multi_head_attention_forward(query, query, query, weights, options);
   }
   if (cache != nullptr && cache->k.defined()) {

@@ -29,8 +29,8 @@ namespace detail {
 // The hooks as a module stores them. A pre-hook returns the replacement tensors or nothing; a
 // forward hook gets the output behind `output` with its type, checks the type and may overwrite it.
 using StoredPreHook = std::function<std::optional<TensorList>(Module& module, const TensorList& tensor_args)>;
-using StoredForwardHook = std::function<void(Module& module, const TensorList& tensor_args, void* output,
-                                             const std::type_info& output_type)>;
+using StoredForwardHook =
+    std::function<void(Module& module, const TensorList& tensor_args, void* output, const std::type_info& output_type)>;
 
 // Throws the TypeError of a forward hook registered for `expected` called on an output of type `got`.
 [[noreturn]] void throw_forward_hook_type_error(const Module& module, const std::type_info& expected,
@@ -44,10 +44,8 @@ struct is_std_function<std::function<R(A...)>> : std::true_type {};
 // True for a null function pointer or an empty std::function, which cannot be called.
 template <class Fn>
 bool is_null_callable([[maybe_unused]] const Fn& fn) {
-  if constexpr (std::is_pointer_v<Fn> || is_std_function<Fn>::value)
-    return !fn;
-  else
-    return false;
+  if constexpr (std::is_pointer_v<Fn> || is_std_function<Fn>::value) return !fn;
+  else return false;
 }
 
 template <class T>
@@ -114,10 +112,8 @@ struct ForwardCall {
   // The argument forward receives: the hooks' tensor for a Tensor argument, else the argument itself.
   template <std::size_t Slot, class Arg>
   static decltype(auto) pick([[maybe_unused]] const TensorList& tensors, [[maybe_unused]] Arg&& arg) {
-    if constexpr (is_tensor_arg_v<Arg>)
-      return tensors[Slot];
-    else
-      return std::forward<Arg>(arg);
+    if constexpr (is_tensor_arg_v<Arg>) return tensors[Slot];
+    else return std::forward<Arg>(arg);
   }
 };
 

@@ -134,10 +134,10 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
     k = split_heads(tapegrad::linear(key, wk, bias_block(in_bias, 1, e)), h);
     v = split_heads(tapegrad::linear(value, wv, bias_block(in_bias, 2, e)), h);
   }
-  if (options.rotary() != nullptr) {
+  if (options.rotary()) {
     // Positions of the new tokens start after the cached ones.
-    q = options.rotary()->forward(q, cached);
-    if (!reuse_cache) k = options.rotary()->forward(k, cached);
+    q = options.rotary()(q, cached);
+    if (!reuse_cache) k = options.rotary()(k, cached);
   }
   if (cache != nullptr && !reuse_cache) {
     if (cache->k.defined()) {

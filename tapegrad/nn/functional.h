@@ -66,8 +66,8 @@ struct MultiHeadAttentionForwardFuncOptions {
   TAPEGRAD_ARG(bool, training) = true;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;  // the dropout masks' source (default generator if null)
   // Beyond torch: rotary position embeddings applied to the projected q and k (self-attention),
-  // positions continuing after the cached ones.
-  TAPEGRAD_ARG(const RotaryEmbeddingImpl*, rotary) = nullptr;
+  // positions continuing after the cached ones. Called through the handle, so its forward hooks run.
+  TAPEGRAD_ARG(RotaryEmbedding, rotary) = nullptr;
 };
 
 // torch's F.multi_head_attention_forward with the batch first (batch_first = true):
