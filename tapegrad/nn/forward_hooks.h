@@ -80,8 +80,15 @@ struct ForwardCall {
   template <class M, class... Args>
   static auto call(M& module, Args&&... args) -> decltype(module.forward(std::forward<Args>(args)...)) {
     if constexpr (std::is_base_of_v<Module, M>) {
-      if (module.has_forward_hooks())
-        return call_hooked(module, std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+      if (module.has_forward_hooks() || autograd::is_anomaly_enabled()) {
+        // In anomaly mode the ops of this call are labelled with the module's name (nested calls
+        // nest: "TransformerEncoderLayer.MultiHeadAttention.Linear").
+        std::optional<autograd::AnomalyLabel> label;
+        if (autograd::is_anomaly_enabled()) label.emplace(module.name());
+        if (module.has_forward_hooks())
+          return call_hooked(module, std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
+        return module.forward(std::forward<Args>(args)...);
+      }
     }
     return module.forward(std::forward<Args>(args)...);
   }
