@@ -267,6 +267,12 @@ TEST_CASE("module: Linear forward, errors, and float64 gradcheck through to()") 
   CHECK(named.inputs[1].name == "first.scale");
   CHECK(named.inputs[4].name == "head.weight");
   CHECK(named.message().find("parameter 'first.proj.weight' (2,3): ok") != std::string::npos);
+  // Second derivatives by name: the parameters' reports, then the upstream gradient's.
+  const GradcheckResult second = nn::gradgradcheck([&](const TensorList& in) { return net(in[0]); }, {x}, *net);
+  CHECK_MESSAGE(second.passed, second.message());
+  REQUIRE(second.inputs.size() == 6);
+  CHECK(second.inputs[1].name == "grad_output");
+  CHECK(second.inputs[5].name == "head.weight");
 }
 
 TEST_CASE("module: a handle shares its module; empty handles; register_module returns what it was given") {

@@ -105,11 +105,23 @@ inline std::vector<std::string> names(const NamedTensors& named) {
   return out;
 }
 
-// Runs gradcheck and fails the current test with its report when it does not pass.
+// Runs gradcheck and gradgradcheck (first and second derivatives) and fails the current test
+// with their reports when either does not pass.
 inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options = {},
                             const TensorList& parameters = {}) {
-  const GradcheckResult result = gradcheck(f, inputs, options, parameters);
-  CHECK_MESSAGE(result.passed, result.message());
+  const GradcheckResult first = gradcheck(f, inputs, options, parameters);
+  CHECK_MESSAGE(first.passed, first.message());
+  const GradcheckResult second = gradgradcheck(f, inputs, options, parameters);
+  CHECK_MESSAGE(second.passed, "second order: " << second.message());
+}
+
+// First derivatives only, for a function that is not twice differentiable; `reason` says why
+// (it is part of the test's source, for the reader).
+inline void check_first_order_gradients(const char* reason, const GradcheckFunction& f, const TensorList& inputs,
+                                        const GradcheckOptions& options = {}, const TensorList& parameters = {}) {
+  INFO("first order only: " << reason);
+  const GradcheckResult first = gradcheck(f, inputs, options, parameters);
+  CHECK_MESSAGE(first.passed, first.message());
 }
 
 // Checks every element of t against expected (row-major) within tol.

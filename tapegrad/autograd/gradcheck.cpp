@@ -267,6 +267,14 @@ GradcheckResult check_second_order(const GradcheckFunction& f, const TensorList&
     for (const Tensor& t : xs)
       if (t.is_floating_point()) wrt.push_back(t);
     for (const Tensor& p : parameters) wrt.push_back(p);
+    // gradcheck evaluates the function for its finite differences under no-grad; the gradients
+    // inside need the graph, so grad mode is on here whatever the caller's.
+    const bool previous = is_grad_enabled();
+    set_grad_enabled(true);
+    struct Restore {
+      bool previous;
+      ~Restore() { set_grad_enabled(previous); }
+    } restore{previous};
     const Tensor y = evaluate(f, xs);
     TensorList pieces;
     if (y.requires_grad()) {

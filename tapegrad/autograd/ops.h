@@ -168,6 +168,8 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis);
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis);
 std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& sizes, std::int64_t axis);
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis);
+// The slices of x along axis, each with that axis removed (views; one node for all of them).
+std::vector<Tensor> unbind(const Tensor& x, std::int64_t axis = 0);
 
 // ---------------------------------------------------------------- indexing
 // The entries of x at `index` (Int64, 1-D) along axis.

@@ -116,7 +116,9 @@ class Tensor {
   // Backpropagates from this tensor. A scalar needs no gradient (1 is used); any other shape
   // needs `grad` of its own shape. The graph is released afterwards unless retain_graph. With
   // create_graph the backward itself is taped, so the .grads it leaves can be differentiated
-  // again (higher-order gradients); retain_graph then defaults to true.
+  // again (higher-order gradients); retain_graph then defaults to true. Such a .grad refers to a
+  // graph that may have saved the leaf itself, a reference cycle: drop it (zero_grad(true)) when
+  // done, or use autograd::grad, which leaves .grad alone.
   void backward(const Tensor& grad = Tensor(), std::optional<bool> retain_graph = std::nullopt,
                 bool create_graph = false) const;
 

@@ -32,5 +32,10 @@ inline GradcheckResult gradcheck(const GradcheckFunction& f, const TensorList& i
                                  const GradcheckOptions& options = {}) {
   return tapegrad::gradcheck(f, inputs, module.named_parameters(), options);
 }
+// The same for second derivatives (gradcheck.h's gradgradcheck).
+inline GradcheckResult gradgradcheck(const GradcheckFunction& f, const TensorList& inputs, const Module& module,
+                                     const GradcheckOptions& options = {}) {
+  return tapegrad::gradgradcheck(f, inputs, module.named_parameters(), options);
+}
 
 }  // namespace tapegrad::nn

@@ -61,8 +61,9 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (any_requires_grad({&a, &b}))
     record("mul", out, {a, b},
-           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
+           [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(),
             need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+             const Tensor a = sa.unpack(), b = sb.unpack();
              return {need_a ? sum_to(g * b, a.shape()) : Tensor(), need_b ? sum_to(g * a, b.shape()) : Tensor()};
            });
   return out;
@@ -72,8 +73,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = arithmetic(a, b, "div", [](auto x, auto y) { return x / y; });
   if (any_requires_grad({&a, &b}))
     record("div", out, {a, b},
-           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(),
+           [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(),
             need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+             const Tensor a = sa.unpack(), b = sb.unpack();
              // d(a/b)/db = -a / b^2
              return {need_a ? sum_to(g / b, a.shape()) : Tensor(),
                      need_b ? sum_to(neg(g * a) / (b * b), b.shape()) : Tensor()};
@@ -110,8 +112,10 @@ Tensor div(const Tensor& a, double b) {
 Tensor rdiv(double a, const Tensor& b) {
   Tensor out = floating_map(b, "rdiv", [a](auto x) { return a / x; });
   if (any_requires_grad({&b}))
-    record("rdiv", out, {b}, [y = out.detach(), b = b.detach()](const Tensor& g) -> TensorList {
+    record("rdiv", out, {b}, [sy = SavedTensor::output(out), sb = SavedTensor(b)](const Tensor& g) -> TensorList {
       // d(a/b)/db = -(a/b) / b
+      const Tensor y = sy.unpack(), b = sb.unpack();
+      if (any_requires_grad({&g, &y, &b})) return {neg(g * y) / b};
       return {backward_map(g, y, [](auto gv, auto yv) { return -gv * yv; }) / b};
     });
   return out;
@@ -123,7 +127,9 @@ namespace {
 Tensor extremum(const Tensor& a, const Tensor& b, const char* op, bool take_max) {
   Tensor out = arithmetic(a, b, op, [take_max](auto x, auto y) { return (x > y) == take_max ? x : (x == y ? x : y); });
   if (any_requires_grad({&a, &b}))
-    record(op, out, {a, b}, [a = a.detach(), b = b.detach(), take_max](const Tensor& g) -> TensorList {
+    record(op, out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), take_max](const Tensor& g) -> TensorList {
+      // The shares are piecewise constant in a and b: constants to a gradient of the gradient.
+      const Tensor a = sa.unpack().detach(), b = sb.unpack().detach();
       const Tensor share_a = dispatch_floating(a.dtype(), "backward", [&](auto tag) {
         using T = decltype(tag);
         return map2<T, T>(a, b, broadcast_shapes(a.shape(), b.shape(), "backward"),
@@ -239,8 +245,9 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   if (any_requires_grad({&a, &b}))
     record(
         "where", out, {a, b},
-        [c = condition, sa = a.shape(), sb = b.shape(), need_a = a.requires_grad(),
+        [saved_c = SavedTensor(condition), sa = a.shape(), sb = b.shape(), need_a = a.requires_grad(),
          need_b = b.requires_grad()](const Tensor& g) -> TensorList {
+          const Tensor c = saved_c.unpack();
           const Tensor zero = scalar_tensor(0.0, g.dtype());
           return {need_a ? sum_to(where(c, g, zero), sa) : Tensor(), need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
         });
@@ -262,7 +269,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     return map2<T, T, bool>(x, mask, x.shape(), [v](T xv, bool m) { return m ? v : xv; });
   });
   if (any_requires_grad({&x}))
-    record("masked_fill", out, {x}, [mask](const Tensor& g) -> TensorList { return {masked_fill(g, mask, 0.0)}; });
+    record("masked_fill", out, {x},
+           [mask = SavedTensor(mask)](const Tensor& g) -> TensorList { return {masked_fill(g, mask.unpack(), 0.0)}; });
   return out;
 }
 

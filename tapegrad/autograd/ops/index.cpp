@@ -34,22 +34,17 @@ void check_has_axes(const Tensor& x, const char* op) {
   if (x.dim() == 0) throw ShapeError(std::string(op) + ": expected a tensor with at least one dimension, got a scalar");
 }
 
-// An index tensor saved for backward, with its storage version at save time: an in-place write
-// between forward and backward would silently send the gradient to the wrong rows.
-struct SavedIndex {
-  Tensor index;
-  std::uint64_t version;
-  explicit SavedIndex(const Tensor& t) : index(t.detach()), version(t.impl()->storage->version()) {}
-  const Tensor& get(const char* op) const {
-    const std::uint64_t now = index.impl()->storage->version();
-    if (now != version) {
-      const std::string versions = "(version " + std::to_string(version) + ", now " + std::to_string(now) + ")";
-      throw GraphError(std::string(op) +
-                       ": an index tensor saved for backward was modified in place after the forward " + versions);
-    }
-    return index;
-  }
-};
+// Index tensors are saved for backward as SavedTensors (graph.h): an in-place write between
+// forward and backward, which would silently send the gradient to the wrong rows, is an error.
+
+// g added into zeros of `shape` at `index` along axis (the backward of a gather): the kernel, or,
+// in a taped backward, the scatter_add op, whose own backward gathers again.
+Tensor scatter_into_zeros(const Tensor& g, int axis, const Tensor& index, const Shape& shape, const char* op) {
+  if (any_requires_grad({&g})) return scatter_add(zeros(shape, g.dtype()), axis, index, g);
+  Tensor gx = zeros(shape, g.dtype());
+  dispatch_floating(g.dtype(), op, [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, index, g, op); });
+  return gx;
+}
 
 // A 1-D index (n) seen as a tensor of out_shape (x's shape with n along axis) that varies only
 // along axis, so index_select and its backward are a gather and a scatter_add.
@@ -85,13 +80,8 @@ Tensor index_select(const Tensor& x, std::int64_t axis_arg, const Tensor& index)
   dispatch_all(x.dtype(), [&](auto tag) { kernels::gather<decltype(tag)>(x, axis, index_view, out, "index_select"); });
   if (any_requires_grad({&x}))
     record("index_select", out, {x},
-           [axis, saved = SavedIndex(index_view), in = x.shape()](const Tensor& g) -> TensorList {
-             const Tensor& idx = saved.get("index_select");
-             Tensor gx = zeros(in, g.dtype());
-             dispatch_floating(g.dtype(), "index_select", [&](auto tag) {
-               kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "index_select");
-             });
-             return {gx};
+           [axis, saved = SavedTensor(index_view), in = x.shape()](const Tensor& g) -> TensorList {
+             return {scatter_into_zeros(g, axis, saved.unpack(), in, "index_select")};
            });
   return out;
 }
@@ -105,12 +95,8 @@ Tensor gather(const Tensor& x, std::int64_t axis_arg, const Tensor& index) {
   Tensor out = empty(index.shape(), x.dtype());
   dispatch_all(x.dtype(), [&](auto tag) { kernels::gather<decltype(tag)>(x, axis, index, out, "gather"); });
   if (any_requires_grad({&x}))
-    record("gather", out, {x}, [axis, saved = SavedIndex(index), in = x.shape()](const Tensor& g) -> TensorList {
-      const Tensor& idx = saved.get("gather");
-      Tensor gx = zeros(in, g.dtype());
-      dispatch_floating(g.dtype(), "gather",
-                        [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "gather"); });
-      return {gx};
+    record("gather", out, {x}, [axis, saved = SavedTensor(index), in = x.shape()](const Tensor& g) -> TensorList {
+      return {scatter_into_zeros(g, axis, saved.unpack(), in, "gather")};
     });
   return out;
 }
@@ -141,12 +127,22 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
   });
   if (any_requires_grad({&x, &src}))
     record("scatter_add", out, {x, src},
-           [axis, saved = SavedIndex(index), src_shape = src.shape(), x_needs = x.requires_grad(),
+           [axis, saved = SavedTensor(index), src_shape = src.shape(), x_needs = x.requires_grad(),
             src_needs = src.requires_grad()](const Tensor& g) -> TensorList {
              // d out / d x is the identity; d out / d src reads g back where src was added.
              Tensor gsrc;
-             if (src_needs) {
-               const Tensor& idx = saved.get("scatter_add");
+             if (src_needs && any_requires_grad({&g})) {
+               // Taped: gather, then pad with zeros to src's shape (only its index-shaped corner was used).
+               const Tensor idx = saved.unpack();
+               gsrc = gather(g, axis, idx);
+               for (int d = 0; d < gsrc.dim(); ++d) {
+                 if (gsrc.shape()[d] == src_shape[d]) continue;
+                 Shape rest = gsrc.shape();
+                 rest[d] = src_shape[d] - gsrc.shape()[d];
+                 gsrc = concat({gsrc, zeros(rest, g.dtype())}, d);
+               }
+             } else if (src_needs) {
+               const Tensor idx = saved.unpack();
                gsrc = zeros(src_shape, g.dtype());
                // The index-shaped corner of gsrc; the rest of src was never used.
                const Tensor corner = detail::make_view(gsrc, idx.shape(), gsrc.strides(), gsrc.offset());
@@ -188,8 +184,18 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
   });
   if (any_requires_grad({&weight}))
     record("embedding", out, {weight},
-           [saved = SavedIndex(ids), num_embeddings, dim, pad](const Tensor& g) -> TensorList {
-             const Tensor& idx = saved.get("embedding");
+           [saved = SavedTensor(ids), num_embeddings, dim, pad](const Tensor& g) -> TensorList {
+             const Tensor ids = saved.unpack();
+             if (any_requires_grad({&g})) {
+               const Tensor idx = reshape(ids, {ids.numel()});  // (N)
+               // Taped: the rows of g added into zeros at their ids (scatter_add along axis 0), the
+               // padding row's left out.
+               Tensor rows = reshape(g, {idx.numel(), dim});  // (N, D)
+               if (pad) rows = masked_fill(rows, unsqueeze(eq(idx, static_cast<double>(*pad)), 1), 0.0);
+               const Tensor at = index_along_axis(idx, {idx.numel(), dim}, 0);  // (N, D), ids down the rows
+               return {scatter_add(zeros({num_embeddings, dim}, g.dtype()), 0, at, rows)};
+             }
+             const Tensor& idx = ids;
              const Tensor gd = kernels::dense(g);                  // gd: (N, D) flattened
              Tensor gw = zeros({num_embeddings, dim}, g.dtype());  // gw: (V, D)
              dispatch_floating(g.dtype(), "embedding", [&](auto tag) {
@@ -230,12 +236,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axi
                      indices.data_ptr<std::int64_t>());
   });
   if (any_requires_grad({&x}))
-    record("topk", values, {x}, [axis, saved = SavedIndex(indices), in = x.shape()](const Tensor& g) -> TensorList {
-      const Tensor& idx = saved.get("topk");
-      Tensor gx = zeros(in, g.dtype());
-      dispatch_floating(g.dtype(), "topk",
-                        [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, idx, g, "topk"); });
-      return {gx};
+    record("topk", values, {x}, [axis, saved = SavedTensor(indices), in = x.shape()](const Tensor& g) -> TensorList {
+      return {scatter_into_zeros(g, axis, saved.unpack(), in, "topk")};
     });
   return {values, indices};
 }

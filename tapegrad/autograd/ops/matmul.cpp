@@ -213,8 +213,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
   if (any_requires_grad({&a, &b}))
     record("matmul", out, {a, b},
-           [a = a.detach(), b = b.detach(), need_a = a.requires_grad(), need_b = b.requires_grad(),
+           [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(), need_b = b.requires_grad(),
             s](const Tensor& g) -> TensorList {
+             // Written with ops (matmul, sum_to, reshape): differentiable again under create_graph.
+             const Tensor a = sa.unpack(), b = sb.unpack();
              const Tensor a_p = promote_lhs(a);     // a_p: (batch_a..., n, k)
              const Tensor b_p = promote_rhs(b);     // b_p: (batch_b..., k, m)
              const Tensor g_p = reshape(g, s.out);  // g_p: (batch..., n, m)
@@ -290,9 +292,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   });
   if (any_requires_grad({&x, &weight, &bias}))
     record("linear", out, {x, weight, bias},
-           [x = x.detach(), weight = weight.detach(), need_x = x.requires_grad(), need_w = weight.requires_grad(),
+           [sx = SavedTensor(x), sw = SavedTensor(weight), need_x = x.requires_grad(), need_w = weight.requires_grad(),
             need_b = bias.defined() && bias.requires_grad(), in, out_features](const Tensor& g) -> TensorList {
-             // g: (..., out)
+             // g: (..., out). Written with ops: differentiable again under create_graph.
+             const Tensor x = sx.unpack(), weight = sw.unpack();
              Tensor grad_x, grad_w, grad_b;
              if (need_x) grad_x = matmul(g, weight);  // (..., in)
              if (need_w || need_b) {

@@ -32,6 +32,28 @@ T* data_or_null(const Tensor& t) {
   return t.defined() ? t.data_ptr<T>() : nullptr;
 }
 
+// layer_norm's backward written with ops, for a taped backward; the statistics are recomputed
+// from x so that their dependence on x is differentiated too. With xhat = (x - mean) * rstd and
+// gh = g * weight: dx = rstd (gh - mean(gh) - xhat mean(gh xhat)), dweight = sum(g xhat) and
+// dbias = sum(g) over the leading axes.
+TensorList layer_norm_backward_taped(const Tensor& g, const Tensor& x, const Tensor& weight,
+                                     const Shape& normalized_shape, double eps, bool need_x, bool need_w, bool need_b) {
+  Dims axes;
+  for (int i = x.dim() - normalized_shape.size(); i < x.dim(); ++i) axes.push_back(i);
+  const Tensor centered = x - tapegrad::mean(x, axes, /*keepdim=*/true);
+  const Tensor rstd = rdiv(1.0, sqrt(tapegrad::mean(centered * centered, axes, /*keepdim=*/true) + eps));
+  const Tensor xhat = centered * rstd;
+  Tensor dx, dw, db;
+  if (need_x) {
+    const Tensor gh = weight.defined() ? g * weight : g;
+    dx = rstd *
+         (gh - tapegrad::mean(gh, axes, /*keepdim=*/true) - xhat * tapegrad::mean(gh * xhat, axes, /*keepdim=*/true));
+  }
+  if (need_w) dw = sum_to(g * xhat, normalized_shape);
+  if (need_b) db = sum_to(g, normalized_shape);
+  return {dx, dw, db};
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -64,9 +86,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   });
   if (any_requires_grad({&x, &weight, &bias}))
     record("layer_norm", out, {x, weight, bias},
-           [xd, wd, mean, rstd, rows, d, normalized_shape, need_x = x.requires_grad(),
-            need_w = weight.defined() && weight.requires_grad(),
+           [sx = SavedTensor(x), sw = SavedTensor(weight), mean, rstd, rows, d, eps, normalized_shape,
+            need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
             need_b = bias.defined() && bias.requires_grad()](const Tensor& g) -> TensorList {
+             const Tensor x = sx.unpack(), weight = sw.unpack();
+             if (any_requires_grad({&g, &x, &weight}))
+               return layer_norm_backward_taped(g, x, weight, normalized_shape, eps, need_x, need_w, need_b);
+             const Tensor xd = kernels::dense(x).detach();
+             const Tensor wd = weight.defined() ? kernels::dense(weight).detach() : Tensor();
              Tensor dx = need_x ? empty(xd.shape(), xd.dtype()) : Tensor();
              Tensor dw = need_w ? zeros(normalized_shape, xd.dtype()) : Tensor();
              Tensor db = need_b ? zeros(normalized_shape, xd.dtype()) : Tensor();
@@ -107,6 +134,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   });
   if (any_requires_grad({&x}))
     record("dropout", out, {x}, [keep, scale](const Tensor& g) -> TensorList {
+      if (any_requires_grad({&g})) return {where(keep, g * scale, scalar_tensor(0.0, g.dtype()))};
       return {dispatch_floating(g.dtype(), "dropout backward", [&](auto tag) {
         using T = decltype(tag);
         const Tensor gd = kernels::dense(g);

@@ -94,15 +94,18 @@ Tensor extremum(const Tensor& x, const Dims& axes, bool keepdim, const char* op,
   });
   Tensor out = finish_shape(kept, r, keepdim);
   if (any_requires_grad({&x}))
-    // kept.detach(): with keepdim, kept is the output itself, which the closure must not own.
-    record(op, out, {x}, [x = x.detach(), best = kept.detach(), r, op](const Tensor& g) -> TensorList {
-      // Every element equal to the extremum gets an equal share of the gradient (torch.amax).
-      const Tensor hits = eq(x, best).to(x.dtype());  // hits: x's shape, 1 where x attains the extremum
-      const Tensor ties = dispatch_floating(x.dtype(), op, [&](auto tag) {
-        return kernels::sum_reduced<decltype(tag)>(hits, r);  // ties: (kept), how many share each extremum
-      });
-      return {hits * (reshape(g, r.kept_shape) / ties)};
-    });
+    // kept is saved as an output: with keepdim it is the output itself, which the closure must not own.
+    record(op, out, {x},
+           [sx = SavedTensor(x), sbest = SavedTensor::output(kept), r, op](const Tensor& g) -> TensorList {
+             // Every element equal to the extremum gets an equal share of the gradient (torch.amax). The
+             // shares are piecewise constant in x: constants to a gradient of the gradient.
+             const Tensor x = sx.unpack().detach(), best = sbest.unpack().detach();
+             const Tensor hits = eq(x, best).to(x.dtype());  // hits: x's shape, 1 where x attains the extremum
+             const Tensor ties = dispatch_floating(x.dtype(), op, [&](auto tag) {
+               return kernels::sum_reduced<decltype(tag)>(hits, r);  // ties: (kept), how many share each extremum
+             });
+             return {hits * (reshape(g, r.kept_shape) / ties)};
+           });
   return out;
 }
 
@@ -126,6 +129,32 @@ Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keep
 
 // ---------------------------------------------------------------- norm
 
+namespace {
+
+// norm's backward written with ops, for a taped backward. sign(x), the p = inf shares and the
+// zero-norm mask are piecewise constant in x; the norm itself is recomputed from x.
+Tensor norm_backward_taped(const Tensor& g, const Tensor& x, const Tensor& kept, const ReducedAxes& r, const Dims& axes,
+                           double p) {
+  const Tensor xd = x.detach();
+  const Tensor zero = scalar_tensor(0.0, x.dtype());
+  const Tensor sign = gt(xd, 0.0).to(x.dtype()) - lt(xd, 0.0).to(x.dtype());
+  const Tensor gb = expand(reshape(g, r.kept_shape), x.shape());
+  if (std::isinf(p)) {
+    const Tensor at_max = eq(abs(xd), expand(kept, x.shape())).to(x.dtype());
+    const Tensor ties = expand(sum(at_max, axes, /*keepdim=*/true), x.shape());
+    return gb * sign * (at_max / ties);
+  }
+  if (p == 1.0) return gb * sign;
+  const Tensor zero_norm = eq(expand(kept, x.shape()), 0.0);
+  const Tensor n = expand(norm(x, p, axes, /*keepdim=*/true), x.shape());
+  // Where the norm is 0 the division below is 0/0; the where() keeps that NaN out of both paths.
+  const Tensor safe_n = where(zero_norm, ones_like(xd), n);
+  const Tensor share = p == 2.0 ? x / safe_n : sign * pow(abs(x), p - 1.0) / pow(safe_n, p - 1.0);
+  return where(zero_norm, zero, gb * share);
+}
+
+}  // namespace
+
 Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
   dispatch_floating(x.dtype(), "norm", [](auto) {});
   if (!(p > 0.0)) throw ValueError("norm: p must be positive (or infinity), got " + format_number(p));
@@ -144,26 +173,30 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
   }
   Tensor out = finish_shape(kept, r, keepdim);
   if (any_requires_grad({&x}))
-    // kept is captured detached: with keepdim it is out itself, and a closure holding its own output leaks.
-    record("norm", out, {x}, [x = x.detach(), kept = kept.detach(), r, axes, p, inf](const Tensor& g) -> TensorList {
-      // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
-      // with |x| = max, as PyTorch does.
-      const Tensor xc = x.contiguous();
-      const Tensor nb = expand(kept, x.shape()).contiguous();                      // nb: x's shape
-      const Tensor gb = expand(reshape(g, r.kept_shape), x.shape()).contiguous();  // gb: x's shape
-      Tensor ties;  // for p = inf: how many entries share each maximum, x's shape
-      if (inf) {
-        const Tensor at_max = eq(abs(x), expand(kept, x.shape())).to(x.dtype());
-        ties = expand(sum(at_max, axes, /*keepdim=*/true), x.shape()).contiguous();
-      }
-      Tensor gx = empty(x.shape(), x.dtype());
-      dispatch_floating(x.dtype(), "norm backward", [&](auto tag) {
-        using T = decltype(tag);
-        kernels::norm_backward(xc.data_ptr<T>(), nb.data_ptr<T>(), gb.data_ptr<T>(), inf ? ties.data_ptr<T>() : nullptr,
-                               gx.data_ptr<T>(), x.numel(), p);
-      });
-      return {gx};
-    });
+    // kept is saved as an output: with keepdim it is out itself, and a closure holding its own output leaks.
+    record("norm", out, {x},
+           [sx = SavedTensor(x), skept = SavedTensor::output(kept), r, axes, p, inf](const Tensor& g) -> TensorList {
+             // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
+             // with |x| = max, as PyTorch does.
+             const Tensor x = sx.unpack();
+             const Tensor kept = skept.unpack().detach();
+             if (any_requires_grad({&g, &x})) return {norm_backward_taped(g, x, kept, r, axes, p)};
+             const Tensor xc = x.contiguous();
+             const Tensor nb = expand(kept, x.shape()).contiguous();                      // nb: x's shape
+             const Tensor gb = expand(reshape(g, r.kept_shape), x.shape()).contiguous();  // gb: x's shape
+             Tensor ties;  // for p = inf: how many entries share each maximum, x's shape
+             if (inf) {
+               const Tensor at_max = eq(abs(x), expand(kept, x.shape())).to(x.dtype());
+               ties = expand(sum(at_max, axes, /*keepdim=*/true), x.shape()).contiguous();
+             }
+             Tensor gx = empty(x.shape(), x.dtype());
+             dispatch_floating(x.dtype(), "norm backward", [&](auto tag) {
+               using T = decltype(tag);
+               kernels::norm_backward(xc.data_ptr<T>(), nb.data_ptr<T>(), gb.data_ptr<T>(),
+                                      inf ? ties.data_ptr<T>() : nullptr, gx.data_ptr<T>(), x.numel(), p);
+             });
+             return {gx};
+           });
   return out;
 }
 
@@ -212,16 +245,25 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
   });
   Tensor out = finish_shape(kept, r, keepdim);
   if (any_requires_grad({&x}))
-    record("logsumexp", out, {x}, [x = x.detach(), lse = kept.detach(), r](const Tensor& g) -> TensorList {
-      // d lse / dx = exp(x - lse) = softmax(x); an entry of -inf gets 0 even when the whole row
-      // is -inf (where exp(-inf - -inf) would be NaN).
-      return {dispatch_floating(x.dtype(), "logsumexp backward", [&](auto tag) {
-        using T = decltype(tag);
-        return kernels::map3<T, T, T, T>(reshape(g, r.kept_shape), x, lse, x.shape(), [](T gv, T xv, T lv) {
-          return xv == -std::numeric_limits<T>::infinity() ? T(0) : gv * std::exp(xv - lv);
-        });
-      })};
-    });
+    record("logsumexp", out, {x},
+           [sx = SavedTensor(x), slse = SavedTensor::output(kept), r, axes](const Tensor& g) -> TensorList {
+             // d lse / dx = exp(x - lse) = softmax(x); an entry of -inf gets 0 even when the whole row
+             // is -inf (where exp(-inf - -inf) would be NaN).
+             const Tensor x = sx.unpack();
+             const Tensor lse = slse.unpack().detach();
+             if (any_requires_grad({&g, &x})) {
+               // Taped: lse recomputed from x, so that its own dependence on x is differentiated too.
+               const Tensor share = exp(x - expand(logsumexp(x, axes, /*keepdim=*/true), x.shape()));
+               const Tensor zero = scalar_tensor(0.0, x.dtype());
+               return {where(eq(x.detach(), -INFINITY), zero, expand(reshape(g, r.kept_shape), x.shape()) * share)};
+             }
+             return {dispatch_floating(x.dtype(), "logsumexp backward", [&](auto tag) {
+               using T = decltype(tag);
+               return kernels::map3<T, T, T, T>(reshape(g, r.kept_shape), x, lse, x.shape(), [](T gv, T xv, T lv) {
+                 return xv == -std::numeric_limits<T>::infinity() ? T(0) : gv * std::exp(xv - lv);
+               });
+             })};
+           });
   return out;
 }
 

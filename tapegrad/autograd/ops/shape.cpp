@@ -80,12 +80,23 @@ Tensor record_view(const char* op, const Tensor& x, const Shape& shape, const Di
   return out;
 }
 
-// Backward of a view that picks part of x: scatter g into zeros of x's shape through the same view.
+// Backward of a view that picks part of x: scatter g into zeros of x's shape through the same
+// view. An op of its own (`op`), whose backward takes the same view of its gradient, so that the
+// backward of a view is differentiable again.
 template <class MakeView>
-Tensor scatter_into_zeros(const Tensor& g, const Shape& shape, MakeView make) {
+Tensor scatter_into_zeros(const Tensor& g, const Shape& shape, MakeView make, const char* op) {
   Tensor gx = zeros(shape, g.dtype());
-  make(gx).copy_(g);
+  make(gx).copy_(g.detach());
+  if (any_requires_grad({&g})) record(op, gx, {g}, [make](const Tensor& gg) -> TensorList { return {make(gg)}; });
   return gx;
+}
+
+// The first defined gradient of a node with several outputs (one always is: the node runs only
+// when a gradient reached it).
+const Tensor& first_defined(const TensorList& grads) {
+  for (const Tensor& g : grads)
+    if (g.defined()) return g;
+  throw GraphError("backward: no gradient reached any output");
 }
 
 }  // namespace
@@ -224,7 +235,8 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
   return record_view(
       "narrow", x, shape, x.strides(), x.offset() + start * x.strides()[a],
       [in = x.shape(), a, start, length](const Tensor& g) -> TensorList {
-        return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return narrow(gx, a, start, length); })};
+        return {scatter_into_zeros(
+            g, in, [a, start, length](const Tensor& gx) { return narrow(gx, a, start, length); }, "narrow_backward")};
       });
 }
 
@@ -241,11 +253,12 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   shape[a] = (end - start + step - 1) / step;
   Dims strides = x.strides();
   strides[a] *= step;
-  return record_view(
-      "slice", x, shape, strides, x.offset() + start * x.strides()[a],
-      [in = x.shape(), a, start, end, step](const Tensor& g) -> TensorList {
-        return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return slice(gx, a, start, end, step); })};
-      });
+  return record_view("slice", x, shape, strides, x.offset() + start * x.strides()[a],
+                     [in = x.shape(), a, start, end, step](const Tensor& g) -> TensorList {
+                       return {scatter_into_zeros(
+                           g, in, [a, start, end, step](const Tensor& gx) { return slice(gx, a, start, end, step); },
+                           "slice_backward")};
+                     });
 }
 
 Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
@@ -262,7 +275,8 @@ Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
   strides.erase(a);
   return record_view("select", x, shape, strides, x.offset() + index * x.strides()[a],
                      [in = x.shape(), a, index](const Tensor& g) -> TensorList {
-                       return {scatter_into_zeros(g, in, [&](const Tensor& gx) { return select(gx, a, index); })};
+                       return {scatter_into_zeros(
+                           g, in, [a, index](const Tensor& gx) { return select(gx, a, index); }, "select_backward")};
                      });
 }
 
@@ -337,10 +351,47 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
   std::vector<Tensor> pieces;
   std::int64_t start = 0;
   for (std::int64_t s : sizes) {
-    pieces.push_back(narrow(x, a, start, s));
+    Shape shape = x.shape();
+    shape[a] = s;
+    pieces.push_back(detail::make_view(x, shape, x.strides(), x.offset() + start * x.strides()[a]));
     start += s;
   }
+  // One node for every piece: its backward runs once and joins the pieces' gradients.
+  if (any_requires_grad({&x}))
+    record_multi("split", pieces, {x}, [a, sizes, in = x.shape()](const TensorList& grads) -> TensorList {
+      TensorList parts;
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (grads[i].defined()) {
+          parts.push_back(grads[i]);
+        } else {
+          Shape shape = in;
+          shape[a] = sizes[i];
+          parts.push_back(zeros(shape, first_defined(grads).dtype()));
+        }
+      }
+      return {concat(parts, a)};
+    });
   return pieces;
+}
+
+std::vector<Tensor> unbind(const Tensor& x, std::int64_t axis) {
+  const int a = normalize_axis(axis, x.dim(), "unbind");
+  if (x.dim() == 0) throw ShapeError("unbind: cannot unbind a 0-dimensional tensor");
+  Shape shape = x.shape();
+  Dims strides = x.strides();
+  shape.erase(a);
+  strides.erase(a);
+  std::vector<Tensor> slices;
+  for (std::int64_t i = 0; i < x.shape()[a]; ++i)
+    slices.push_back(detail::make_view(x, shape, strides, x.offset() + i * x.strides()[a]));
+  if (any_requires_grad({&x}) && !slices.empty())
+    record_multi("unbind", slices, {x}, [a, shape](const TensorList& grads) -> TensorList {
+      const DType dtype = first_defined(grads).dtype();
+      TensorList parts;
+      for (const Tensor& g : grads) parts.push_back(g.defined() ? g : zeros(shape, dtype));
+      return {stack(parts, a)};
+    });
+  return slices;
 }
 
 std::vector<Tensor> split(const Tensor& x, std::int64_t split_size, std::int64_t axis) {

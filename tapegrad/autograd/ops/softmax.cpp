@@ -13,6 +13,13 @@ namespace {
 
 using kernels::AxisSplit;
 
+// The backward written with ops, for a taped backward: softmax y (g - sum(g y)), log_softmax
+// g - exp(y) sum(g), along `axis`.
+Tensor softmax_backward_taped(const Tensor& g, const Tensor& y, int axis, bool log) {
+  if (log) return g - exp(y) * sum(g, {axis}, /*keepdim=*/true);
+  return y * (g - sum(g * y, {axis}, /*keepdim=*/true));
+}
+
 template <bool kLog>
 Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
   const int a = normalize_axis(axis, x.dim(), op);
@@ -24,7 +31,9 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
     return y;
   });
   if (any_requires_grad({&x}))
-    record(op, out, {x}, [y = out.detach(), split](const Tensor& g) -> TensorList {
+    record(op, out, {x}, [saved = SavedTensor::output(out), split, a](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {softmax_backward_taped(g, y, a, kLog)};
       return {dispatch_floating(y.dtype(), "softmax backward", [&](auto tag) {
         using T = decltype(tag);
         Tensor gx = empty(y.shape(), y.dtype());
@@ -60,7 +69,9 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
     return y;
   });
   if (any_requires_grad({&x}))
-    record("causal_softmax", out, {x}, [y = out.detach(), split](const Tensor& g) -> TensorList {
+    record("causal_softmax", out, {x}, [saved = SavedTensor::output(out), split](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {softmax_backward_taped(g, y, y.dim() - 1, false)};
       return {dispatch_floating(y.dtype(), "causal_softmax backward", [&](auto tag) {
         using T = decltype(tag);
         Tensor gx = empty(y.shape(), y.dtype());

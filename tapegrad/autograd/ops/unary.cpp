@@ -17,6 +17,38 @@ namespace {
 using kernels::backward_map;
 using kernels::floating_map;
 
+// gelu''(x), written with ops (so that it is differentiable in turn).
+Tensor gelu_second_derivative(const Tensor& x, bool use_tanh) {
+  constexpr double kSqrt2OverPi = 0.7978845608028654;
+  constexpr double kCubic = 0.044715;
+  if (use_tanh) {
+    // f = x (1 + t) / 2 with t = tanh(u), u = c (x + a x^3):
+    // f'' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2), u' = c (1 + 3 a x^2), u'' = 6 a c x.
+    const Tensor x2 = x * x;
+    const Tensor t = tanh((x + x2 * x * kCubic) * kSqrt2OverPi);
+    const Tensor du = (x2 * (3.0 * kCubic) + 1.0) * kSqrt2OverPi;
+    const Tensor ddu = x * (6.0 * kCubic * kSqrt2OverPi);
+    return rsub(1.0, t * t) * (du + x * (ddu - t * du * du * 2.0) * 0.5);
+  }
+  // f = x Phi(x): f'' = phi(x) (2 - x^2), phi the standard normal density.
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;
+  const Tensor x2 = x * x;
+  return exp(x2 * -0.5) * kInvSqrt2Pi * rsub(2.0, x2);
+}
+
+// g * gelu'(x) as an op of its own: the kernel computes it, and its backward (g's part is the
+// same op again, x's needs gelu'') keeps every order of derivative taped.
+Tensor gelu_backward(const Tensor& g, const Tensor& x, bool use_tanh) {
+  Tensor out = kernels::gelu_backward(g, x, use_tanh);
+  if (any_requires_grad({&g, &x}))
+    record("gelu_backward", out, {g, x},
+           [sg = SavedTensor(g), sx = SavedTensor(x), use_tanh](const Tensor& gg) -> TensorList {
+             const Tensor g = sg.unpack(), x = sx.unpack();
+             return {gelu_backward(gg, x, use_tanh), gg * g * gelu_second_derivative(x, use_tanh)};
+           });
+  return out;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- unary math
@@ -33,7 +65,12 @@ Tensor pow(const Tensor& x, double exponent) {
     return static_cast<T>(std::pow(v, static_cast<T>(exponent)));
   });
   if (any_requires_grad({&x}))
-    record("pow", out, {x}, [x = x.detach(), exponent](const Tensor& g) -> TensorList {
+    record("pow", out, {x}, [saved = SavedTensor(x), exponent](const Tensor& g) -> TensorList {
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x})) {
+        if (exponent == 0.0) return {zeros_like(g)};
+        return {g * pow(x, exponent - 1.0) * exponent};
+      }
       return {backward_map(g, x, [exponent](auto gv, auto xv) {
         using T = decltype(xv);
         if (exponent == 0.0) return T(0);
@@ -48,7 +85,7 @@ Tensor exp(const Tensor& x) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::exp(e); });
   });
   if (any_requires_grad({&x}))
-    record("exp", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList { return {g * y}; });
+    record("exp", out, {x}, [y = SavedTensor::output(out)](const Tensor& g) -> TensorList { return {g * y.unpack()}; });
   return out;
 }
 
@@ -57,7 +94,7 @@ Tensor log(const Tensor& x) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::log(e); });
   });
   if (any_requires_grad({&x}))
-    record("log", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList { return {g / x}; });
+    record("log", out, {x}, [x = SavedTensor(x)](const Tensor& g) -> TensorList { return {g / x.unpack()}; });
   return out;
 }
 
@@ -66,7 +103,9 @@ Tensor sqrt(const Tensor& x) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sqrt(e); });
   });
   if (any_requires_grad({&x}))
-    record("sqrt", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+    record("sqrt", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {g / (y * 2.0)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv / (yv + yv); })};
     });
   return out;
@@ -75,7 +114,12 @@ Tensor sqrt(const Tensor& x) {
 Tensor abs(const Tensor& x) {
   Tensor out = floating_map(x, "abs", [](auto v) { return std::abs(v); });
   if (any_requires_grad({&x}))
-    record("abs", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList {
+    record("abs", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x})) {  // sign(x) is piecewise constant: a constant here
+        const Tensor zero = scalar_tensor(0.0, g.dtype());
+        return {where(gt(x, 0.0), g, where(lt(x, 0.0), neg(g), zero))};
+      }
       return {backward_map(g, x, [](auto gv, auto xv) {
         using T = decltype(xv);
         return xv > T(0) ? gv : (xv < T(0) ? -gv : T(0));
@@ -89,7 +133,9 @@ Tensor tanh(const Tensor& x) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::tanh(e); });
   });
   if (any_requires_grad({&x}))
-    record("tanh", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+    record("tanh", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {g * rsub(1.0, y * y)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
     });
   return out;
@@ -101,7 +147,9 @@ Tensor sigmoid(const Tensor& x) {
     return kernels::vector_map<T>(x, [](const auto& e) { return T(1) / (T(1) + xt::exp(-e)); });
   });
   if (any_requires_grad({&x}))
-    record("sigmoid", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+    record("sigmoid", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {g * y * rsub(1.0, y)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
     });
   return out;
@@ -110,7 +158,9 @@ Tensor sigmoid(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (any_requires_grad({&x}))
-    record("relu", out, {x}, [y = out.detach()](const Tensor& g) -> TensorList {
+    record("relu", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor y = saved.unpack();
+      if (any_requires_grad({&g, &y})) return {where(gt(y, 0.0), g, scalar_tensor(0.0, g.dtype()))};
       return {backward_map(g, y, [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); })};
     });
   return out;
@@ -120,8 +170,8 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   Tensor out =
       dispatch_floating(x.dtype(), "gelu", [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
   if (any_requires_grad({&x}))
-    record("gelu", out, {x}, [x = x.detach(), use_tanh](const Tensor& g) -> TensorList {
-      return {kernels::gelu_backward(g, x, use_tanh)};
+    record("gelu", out, {x}, [x = SavedTensor(x), use_tanh](const Tensor& g) -> TensorList {
+      return {gelu_backward(g, x.unpack(), use_tanh)};
     });
   return out;
 }
@@ -132,7 +182,12 @@ Tensor silu(const Tensor& x) {
     return kernels::vector_map<T>(x, [](const auto& e) { return e / (T(1) + xt::exp(-e)); });
   });
   if (any_requires_grad({&x}))
-    record("silu", out, {x}, [x = x.detach()](const Tensor& g) -> TensorList {
+    record("silu", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x})) {
+        const Tensor s = sigmoid(x);
+        return {g * s * (x * rsub(1.0, s) + 1.0)};
+      }
       return {backward_map(g, x, [](auto gv, auto xv) {
         using T = decltype(xv);
         const T s = T(1) / (T(1) + std::exp(-xv));
@@ -153,7 +208,10 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
     return v < T(lo) ? T(lo) : (v > T(hi) ? T(hi) : v);
   });
   if (any_requires_grad({&x}))
-    record("clamp", out, {x}, [x = x.detach(), lo, hi](const Tensor& g) -> TensorList {
+    record("clamp", out, {x}, [saved = SavedTensor(x), lo, hi](const Tensor& g) -> TensorList {
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x}))
+        return {where(logical_and(ge(x, lo), le(x, hi)), g, scalar_tensor(0.0, g.dtype()))};
       return {backward_map(g, x, [lo, hi](auto gv, auto xv) {
         using T = decltype(xv);
         return xv >= T(lo) && xv <= T(hi) ? gv : T(0);
