@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,8 +52,9 @@ TEST_CASE("versions: writing in place to a tensor saved for backward is an error
     Tensor w = tensor({{1.0}, {1.0}}, kFloat64).requires_grad_();
     Tensor l = matmul(x, w).sum();
     x.fill_(0);
-    CHECK_THROWS_WITH_AS(l.backward(), Contains("backward of matmul: one of the variables needed for gradient "
-                                                "computation has been modified by an inplace operation"),
+    CHECK_THROWS_WITH_AS(l.backward(),
+                         Contains("backward of matmul: one of the variables needed for gradient "
+                                  "computation has been modified by an inplace operation"),
                          GraphError);
   }
   SUBCASE("the saved value is used when nothing wrote to it") {
@@ -104,6 +106,79 @@ TEST_CASE("versions: writing in place to a tensor saved for backward is an error
     // x itself was saved by mul (x * 1.0 saves nothing of x's values: its gradient is 1.0 * g).
     l.backward();
     check_values(x.grad(), {2.0, 4.0});
+  }
+}
+
+TEST_CASE("versions: every family of op checks what it saved") {
+  Generator gen(2);
+  struct Case {
+    const char* op;
+    // Builds a loss from x and returns it with the tensor to write in place afterwards.
+    std::function<std::pair<Tensor, Tensor>(const Tensor& x)> build;
+  };
+  const Tensor w = randn({4, 4}, gen, kFloat64).requires_grad_();
+  const std::vector<Case> cases = {
+      {"softmax",
+       [](const Tensor& x) {
+         Tensor y = softmax(x, 1);
+         return std::make_pair(y.select(1, 0).sum(), y);
+       }},
+      {"log_softmax",
+       [](const Tensor& x) {
+         Tensor y = log_softmax(x, 1);
+         return std::make_pair(y.sum(), y);
+       }},
+      {"tanh",
+       [](const Tensor& x) {
+         Tensor y = x.tanh();
+         return std::make_pair(y.sum(), y);
+       }},
+      {"sigmoid",
+       [](const Tensor& x) {
+         Tensor y = x.sigmoid();
+         return std::make_pair(y.sum(), y);
+       }},
+      {"pow",
+       [](const Tensor& x) {
+         Tensor h = x * 1.0;
+         return std::make_pair(h.pow(3.0).sum(), h);
+       }},
+      {"layer_norm",
+       [](const Tensor& x) {
+         Tensor h = x * 1.0;
+         return std::make_pair(layer_norm(h, {4}).pow(2.0).sum(), h);
+       }},
+      {"linear",
+       [&](const Tensor& x) {
+         Tensor h = x * 1.0;
+         return std::make_pair(linear(h, w).sum(), h);
+       }},
+      {"max",
+       [](const Tensor& x) {
+         Tensor h = x * 1.0;
+         return std::make_pair(max(h, {1}).sum(), h);
+       }},
+      {"gather",
+       [](const Tensor& x) {
+         Tensor index = zeros({3, 1}, kInt64);
+         return std::make_pair(gather(x, 1, index).sum(), index);
+       }},
+      {"where",
+       [](const Tensor& x) {
+         Tensor condition = gt(x.detach(), 0.0);
+         return std::make_pair(where(condition, x, 0.0).sum(), condition);
+       }},
+  };
+  for (const Case& c : cases) {
+    INFO(std::string(c.op));
+    Tensor x = randn({3, 4}, gen, kFloat64).requires_grad_();
+    auto [loss, victim] = c.build(x);
+    {
+      NoGradGuard guard;
+      victim.fill_(0);
+    }
+    const std::string expected = std::string("backward of ") + c.op + ": one of the variables";
+    CHECK_THROWS_WITH_AS(loss.backward(), Contains(expected.c_str()), GraphError);
   }
 }
 
@@ -286,8 +361,8 @@ TEST_CASE("hooks: retain_grad keeps a non-leaf's gradient after its hooks") {
 TEST_CASE("hooks: post-accumulate-grad hooks run once per backward, after .grad is complete") {
   Tensor w = tensor({1.0, 2.0}, kFloat64).requires_grad_();
   std::vector<std::vector<double>> seen;
-  RemovableHandle handle =
-      w.register_post_accumulate_grad_hook([&](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector<double>()); });
+  RemovableHandle handle = w.register_post_accumulate_grad_hook(
+      [&](const Tensor& leaf) { seen.push_back(leaf.grad().to_vector<double>()); });
   Tensor a = w * 2.0;
   Tensor b = w.exp();
   (a.sum() + b.sum() + (w * w).sum()).backward();
@@ -381,8 +456,7 @@ TEST_CASE("anomaly: the first backward producing NaN is named, with the label in
     autograd::AnomalyLabel outer("model");
     z = probe(x).sum();
   }
-  CHECK_THROWS_WITH_AS(z.backward(), Contains("made by the forward op nan_below_zero under 'model.Probe'"),
-                       GraphError);
+  CHECK_THROWS_WITH_AS(z.backward(), Contains("made by the forward op nan_below_zero under 'model.Probe'"), GraphError);
 }
 
 // ---------------------------------------------------------------- saved-tensor hooks and checkpointing

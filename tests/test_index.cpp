@@ -1,7 +1,7 @@
 // Indexing ops: index_select, gather, scatter_add, embedding, topk, one_hot.
 // Forward values were worked by hand and cross-checked with PyTorch 1.13 (except where noted);
 // gradients are checked against hand-worked numbers (repeated indices must accumulate) and with
-// gradcheck in float64, on contiguous and transposed inputs.
+// gradcheck and gradgradcheck in float64, on contiguous and transposed inputs.
 
 #include <doctest/doctest.h>
 
@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
+#include "tests/testing.h"
 
 using namespace tapegrad;
+using tapegrad::testing::check_gradients;
 
 namespace {
 
@@ -67,14 +69,11 @@ TEST_CASE("index: index_select gradcheck, contiguous and transposed") {
   Generator gen(1);
   const Tensor index = ints({3, 0, 3, 1}, {4});
   auto along1 = [&](const TensorList& x) { return index_select(x[0], 1, index); };
-  auto r1 = gradcheck(along1, {randn({3, 4}, gen, kFloat64)});
-  CHECK_MESSAGE(r1.passed, r1.message());
+  check_gradients(along1, {randn({3, 4}, gen, kFloat64)});
   auto transposed = [&](const TensorList& x) { return index_select(x[0].transpose(0, 1), 1, index); };
-  auto r2 = gradcheck(transposed, {randn({4, 3}, gen, kFloat64)});
-  CHECK_MESSAGE(r2.passed, r2.message());
+  check_gradients(transposed, {randn({4, 3}, gen, kFloat64)});
   auto along0 = [&](const TensorList& x) { return index_select(x[0].transpose(0, 1), 0, ints({2, 2, 0}, {3})); };
-  auto r3 = gradcheck(along0, {randn({4, 3}, gen, kFloat64)});
-  CHECK_MESSAGE(r3.passed, r3.message());
+  check_gradients(along0, {randn({4, 3}, gen, kFloat64)});
 }
 
 TEST_CASE("index: index_select errors") {
@@ -125,12 +124,10 @@ TEST_CASE("index: gather gradcheck, contiguous and transposed") {
   Generator gen(2);
   const Tensor index0 = ints({2, 0, 2, 1, 2, 2, 0, 1}, {2, 4});
   auto along0 = [&](const TensorList& x) { return gather(x[0], 0, index0); };
-  auto r1 = gradcheck(along0, {randn({3, 4}, gen, kFloat64)});
-  CHECK_MESSAGE(r1.passed, r1.message());
+  check_gradients(along0, {randn({3, 4}, gen, kFloat64)});
   const Tensor index1 = ints({3, 3, 0, 1, 2, 3}, {3, 2});
   auto transposed = [&](const TensorList& x) { return gather(x[0].transpose(0, 1), 1, index1); };
-  auto r2 = gradcheck(transposed, {randn({4, 3}, gen, kFloat64)});
-  CHECK_MESSAGE(r2.passed, r2.message());
+  check_gradients(transposed, {randn({4, 3}, gen, kFloat64)});
 }
 
 TEST_CASE("index: gather errors") {
@@ -200,16 +197,13 @@ TEST_CASE("index: scatter_add gradcheck for x and src, contiguous and transposed
   Generator gen(3);
   const Tensor index = ints({2, 0, 2, 1, 2, 2, 0, 1}, {2, 4});
   auto plain = [&](const TensorList& x) { return scatter_add(x[0], 0, index, x[1]); };
-  auto r1 = gradcheck(plain, {randn({3, 4}, gen, kFloat64), randn({2, 4}, gen, kFloat64)});
-  CHECK_MESSAGE(r1.passed, r1.message());
+  check_gradients(plain, {randn({3, 4}, gen, kFloat64), randn({2, 4}, gen, kFloat64)});
   auto transposed = [&](const TensorList& x) {
     return scatter_add(x[0].transpose(0, 1), 0, index, x[1].transpose(0, 1));
   };
-  auto r2 = gradcheck(transposed, {randn({4, 3}, gen, kFloat64), randn({4, 2}, gen, kFloat64)});
-  CHECK_MESSAGE(r2.passed, r2.message());
+  check_gradients(transposed, {randn({4, 3}, gen, kFloat64), randn({4, 2}, gen, kFloat64)});
   auto larger_src = [&](const TensorList& x) { return scatter_add(x[0], 1, ints({3, 0, 3, 1}, {2, 2}), x[1]); };
-  auto r3 = gradcheck(larger_src, {randn({3, 4}, gen, kFloat64), randn({3, 5}, gen, kFloat64)});
-  CHECK_MESSAGE(r3.passed, r3.message());
+  check_gradients(larger_src, {randn({3, 4}, gen, kFloat64), randn({3, 5}, gen, kFloat64)});
 }
 
 TEST_CASE("index: scatter_add errors") {
@@ -268,12 +262,10 @@ TEST_CASE("index: embedding gradcheck, contiguous and transposed weight") {
   Generator gen(4);
   const Tensor ids = ints({4, 0, 4, 2, 2, 1}, {2, 3});
   auto plain = [&](const TensorList& x) { return embedding(x[0], ids); };
-  auto r1 = gradcheck(plain, {randn({5, 3}, gen, kFloat64)});
-  CHECK_MESSAGE(r1.passed, r1.message());
+  check_gradients(plain, {randn({5, 3}, gen, kFloat64)});
   // No padding_idx here: its row deliberately gets no gradient although the output reads it.
   auto transposed = [&](const TensorList& x) { return embedding(x[0].transpose(0, 1), ids); };
-  auto r2 = gradcheck(transposed, {randn({3, 5}, gen, kFloat64)});
-  CHECK_MESSAGE(r2.passed, r2.message());
+  check_gradients(transposed, {randn({3, 5}, gen, kFloat64)});
 }
 
 TEST_CASE("index: embedding errors") {
@@ -356,11 +348,9 @@ TEST_CASE("index: topk gradient goes to the selected entries only") {
 
 TEST_CASE("index: topk gradcheck, contiguous and transposed") {
   auto largest = [](const TensorList& x) { return topk(x[0], 2, 1).first; };
-  auto r1 = gradcheck(largest, {distinct35()});
-  CHECK_MESSAGE(r1.passed, r1.message());
+  check_gradients(largest, {distinct35()});
   auto smallest_transposed = [](const TensorList& x) { return topk(x[0].transpose(0, 1), 3, 0, false).first; };
-  auto r2 = gradcheck(smallest_transposed, {distinct35()});
-  CHECK_MESSAGE(r2.passed, r2.message());
+  check_gradients(smallest_transposed, {distinct35()});
 }
 
 TEST_CASE("index: topk errors") {

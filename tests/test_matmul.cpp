@@ -17,6 +17,7 @@
 #include "testing.h"
 
 using namespace tapegrad;
+using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
 
 namespace {
@@ -229,9 +230,8 @@ TEST_CASE("matmul: gradcheck over every shape combination") {
   for (const ShapeCase& c : kShapeCases) {
     CAPTURE(c.a.str());
     CAPTURE(c.b.str());
-    auto r = gradcheck([](const TensorList& x) { return matmul(x[0], x[1]); },
-                       {randn(c.a, gen, kFloat64), randn(c.b, gen, kFloat64)});
-    CHECK_MESSAGE(r.passed, r.message());
+    check_gradients([](const TensorList& x) { return matmul(x[0], x[1]); },
+                    {randn(c.a, gen, kFloat64), randn(c.b, gen, kFloat64)});
   }
 }
 
@@ -278,8 +278,7 @@ TEST_CASE("matmul: gradcheck through transposed, sliced and expanded operands") 
   };
   for (const GradCase& c : cases) {
     CAPTURE(c.what);
-    auto r = gradcheck(c.f, c.inputs);
-    CHECK_MESSAGE(r.passed, r.message());
+    check_gradients(c.f, c.inputs);
   }
 }
 
@@ -452,10 +451,8 @@ TEST_CASE("linear: gradcheck for x, weight and bias, and gradients equal the com
   const Tensor x = randn({2, 3, 4}, gen);
   const Tensor w = randn({5, 4}, gen);
   const Tensor b = randn({5}, gen);
-  auto r = gradcheck([](const TensorList& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
-  CHECK_MESSAGE(r.passed, r.message());
-  r = gradcheck([](const TensorList& in) { return linear(in[0].mT(), in[1]); }, {randn({4, 6}, gen), w});
-  CHECK_MESSAGE(r.passed, r.message());
+  check_gradients([](const TensorList& in) { return linear(in[0], in[1], in[2]); }, {x, w, b});
+  check_gradients([](const TensorList& in) { return linear(in[0].mT(), in[1]); }, {randn({4, 6}, gen), w});
 
   const Tensor g = randn({2, 3, 5}, gen);
   TensorList fused, composite;

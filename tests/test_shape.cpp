@@ -106,6 +106,51 @@ TEST_CASE("shape: gradcheck of every view and join, including non-contiguous inp
       {x});
 }
 
+TEST_CASE("shape: split, chunk and unbind make one node whose backward runs once") {
+  Generator gen(4);
+  const Tensor x = randn({4, 6}, gen, kFloat64).requires_grad_();
+  const auto pieces = split(x, 2, 1);
+  REQUIRE(pieces.size() == 3);
+  CHECK(pieces[0].grad_fn() == pieces[2].grad_fn());
+  CHECK(std::string(pieces[0].grad_fn()->name) == "split");
+  CHECK(pieces[1].data_ptr<double>() == x.data_ptr<double>() + 2);  // still views
+  // Gradient through two of the three pieces: the third's columns get zeros.
+  (pieces[0].sum() + (pieces[2] * 3.0).sum()).backward();
+  for (std::int64_t r = 0; r < 4; ++r) {
+    CHECK(x.grad().at({r, 0}) == 1.0);
+    CHECK(x.grad().at({r, 2}) == 0.0);
+    CHECK(x.grad().at({r, 5}) == 3.0);
+  }
+  const auto rows = unbind(x, 0);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[3].shape() == Shape{6});
+  CHECK(rows[0].grad_fn() == rows[3].grad_fn());
+  CHECK(std::string(rows[0].grad_fn()->name) == "unbind");
+  check_values(rows[2], x.select(0, 2).to_vector<double>());
+  const auto halves = chunk(x, 2, 0);
+  CHECK(halves[0].grad_fn() == halves[1].grad_fn());
+  // First and second derivatives through several outputs of each.
+  check_gradients(
+      [](const TensorList& t) {
+        auto parts = split(t[0], std::vector<std::int64_t>{1, 3, 2}, 1);
+        return parts[0] * parts[2].sum({1}, true) + parts[1].tanh().sum({1}, true);
+      },
+      {randn({3, 6}, gen)});
+  check_gradients(
+      [](const TensorList& t) {
+        auto r = unbind(t[0], 1);
+        return r[0] * r[2] + r[1].exp();
+      },
+      {randn({4, 3}, gen)});
+  check_gradients(
+      [](const TensorList& t) {
+        auto c = chunk(t[0].transpose(0, 1), 2, 0);
+        return c[1] * c[1];
+      },
+      {randn({3, 4}, gen)});
+  CHECK_THROWS_WITH_AS(unbind(scalar_tensor(1.0), 0), "unbind: cannot unbind a 0-dimensional tensor", ShapeError);
+}
+
 TEST_CASE("shape: errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(zeros({2, 3}).reshape({4, 2}),
                        "reshape: cannot reshape a tensor of shape (2,3) (6 elements) into (4,2)", ShapeError);

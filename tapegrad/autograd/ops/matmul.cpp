@@ -217,9 +217,10 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
             s](const Tensor& g) -> TensorList {
              // Written with ops (matmul, sum_to, reshape): differentiable again under create_graph.
              const Tensor a = sa.unpack(), b = sb.unpack();
-             const Tensor a_p = promote_lhs(a);     // a_p: (batch_a..., n, k)
-             const Tensor b_p = promote_rhs(b);     // b_p: (batch_b..., k, m)
-             const Tensor g_p = reshape(g, s.out);  // g_p: (batch..., n, m)
+             // reshape (a recorded view), not promote_*: a taped backward must keep a's and b's history.
+             const Tensor a_p = a.dim() == 1 ? reshape(a, {1, s.k}) : a;  // a_p: (batch_a..., n, k)
+             const Tensor b_p = b.dim() == 1 ? reshape(b, {s.k, 1}) : b;  // b_p: (batch_b..., k, m)
+             const Tensor g_p = reshape(g, s.out);                        // g_p: (batch..., n, m)
              Tensor grad_a;
              Tensor grad_b;
              if (need_a) grad_a = reshape(sum_to(matmul(g_p, b_p.mT()), a_p.shape()), a.shape());
