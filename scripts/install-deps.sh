@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, everything tapegrad needs to build and test:
 # the compiler, CMake and Ninja, the header-only libraries (xtensor, xtl, xsimd, nlohmann_json,
-# doctest), OpenBLAS for cblas_sgemm, pkg-config, python3 (used by tests) and clang-format (the
-# formatting check).
+# doctest), OpenBLAS for cblas_sgemm, zlib for crc32, pkg-config, python3 (used by tests) and
+# clang-format (the formatting check).
 #
 # Idempotent: when every package is already installed it does nothing (set
 # TAPEGRAD_FORCE_APT=1 to run apt-get anyway). Uses sudo only when not run as root.
@@ -19,6 +19,7 @@ PACKAGES=(
   nlohmann-json3-dev
   doctest-dev
   libopenblas-dev
+  zlib1g-dev         # crc32 for the checksums in checkpoint files
   python3
   clang-format       # scripts/check-format.sh: CI checks the formatting (clang-format 14)
 )

@@ -2,10 +2,14 @@
 """Independent safetensors reader (json + struct only) for the file written by the doctest case
 "checkpoint: write the file for the independent Python reader". Parses the layout from the format
 description (u64 LE header length, JSON header, raw little-endian C-order data) and checks names,
-dtypes, shapes and values. Usage: read_safetensors.py FILE"""
+dtypes, shapes and values, and recomputes each tensor's checksum (the "tapegrad.crc32.<name>"
+metadata entries) with Python's zlib. Usage: read_safetensors.py FILE"""
 import json
 import struct
 import sys
+import zlib
+
+CHECKSUM_PREFIX = "tapegrad.crc32."
 
 FORMATS = {"F32": ("<f", 4), "F64": ("<d", 8), "I64": ("<q", 8), "BOOL": ("<?", 1)}
 
@@ -19,6 +23,7 @@ def read(path):
     data = raw[8 + n:]
     meta = header.pop("__metadata__", {})
     tensors = {}
+    checksums = {}
     end_max = 0
     for name, e in header.items():
         fmt, size = FORMATS[e["dtype"]]
@@ -29,8 +34,13 @@ def read(path):
         assert end - begin == count * size, name
         values = [struct.unpack_from(fmt, data, begin + i * size)[0] for i in range(count)]
         tensors[name] = (e["dtype"], e["shape"], values)
+        checksums[name] = "%08x" % zlib.crc32(data[begin:end])
         end_max = max(end_max, end)
     assert end_max == len(data), "data buffer %d bytes, tensors cover %d" % (len(data), end_max)
+    for name, crc in checksums.items():
+        stored = meta.pop(CHECKSUM_PREFIX + name, None)
+        assert stored == crc, "%s: stored checksum %s, computed %s" % (name, stored, crc)
+    assert not any(k.startswith(CHECKSUM_PREFIX) for k in meta), "checksums of absent tensors: %s" % meta
     return tensors, meta
 
 

@@ -53,6 +53,10 @@ TEST_CASE("data: word_tokenize lowercases, keeps inner apostrophes and UTF-8 let
   CHECK(word_tokenize("e-mail@x.com") == std::vector<std::string>{"e", "mail", "x", "com"});
   CHECK(word_tokenize("").empty());
   CHECK(word_tokenize(" ,.;!? ").empty());
+  // At most max_words: the scan stops there.
+  CHECK(word_tokenize("Don't WAIT: 100% free!", 2) == std::vector<std::string>{"don't", "wait"});
+  CHECK(word_tokenize("one two", 2) == std::vector<std::string>{"one", "two"});
+  CHECK(word_tokenize("one two", 0).empty());
 }
 
 TEST_CASE("data: char_tokenize splits into UTF-8 code points, a stray byte on its own") {
@@ -157,6 +161,15 @@ TEST_CASE("data: Vocab::load rejects bad files with errors naming the file and t
   const std::string missing = dir.file("missing.json");
   CHECK_THROWS_WITH_AS(Vocab::load(missing), doctest::Contains(missing.c_str()), IoError);
 
+  // Text that is not JSON (or JSON nested too deep, or with a repeated key) is an IoError; JSON
+  // with a wrong value is a ValueError. Both name the file.
+  const std::string truncated = dir.file("truncated.json");
+  for (const std::string& text : {std::string(R"({"tokens": ["<pad>", "<unk>")"),
+                                  std::string(R"({"tokens": [], "tokens": []})"), std::string(100000, '[')}) {
+    write_text(truncated, text);
+    CHECK_THROWS_WITH_AS(Vocab::load(truncated), doctest::Contains(("Vocab::load: " + truncated + ": ").c_str()),
+                         IoError);
+  }
   auto rejects = [&](const std::string& name, const std::string& text, const std::string& message) {
     const std::string path = dir.file(name);
     write_text(path, text);
@@ -164,7 +177,6 @@ TEST_CASE("data: Vocab::load rejects bad files with errors naming the file and t
     CHECK_THROWS_WITH_AS(Vocab::load(path), doctest::Contains(message.c_str()), ValueError);
     CHECK_THROWS_WITH_AS(Vocab::load(path), doctest::Contains(path.c_str()), ValueError);
   };
-  rejects("truncated.json", R"({"tokens": ["<pad>", "<unk>")", "not valid JSON");
   rejects("array.json", R"(["<pad>", "<unk>", "<sos>", "<eos>"])", "must be a JSON object");
   rejects("no_tokens.json", R"({"format": "tapegrad.vocab", "version": 1})", "field 'tokens' is missing");
   rejects("not_array.json", R"({"tokens": "abc"})", "field 'tokens' must be an array");

@@ -121,8 +121,24 @@ TEST_CASE("examples config: JSON files are type-checked and flags override them"
   CHECK_THROWS_WITH_AS(parse(d, {"--config", broken.c_str()}), doctest::Contains("expected a JSON object"),
                        ConfigError);
   const std::string absent = dir.file("absent.json");
-  CHECK_THROWS_WITH_AS(parse(d, {"--config", absent.c_str()}), doctest::Contains("cannot read config file"),
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", absent.c_str()}), doctest::Contains(("cannot open " + absent).c_str()),
                        ConfigError);
+  // A directory, a number beyond a double, a repeated key and nesting 100,000 levels deep: each a
+  // ConfigError naming the file (before, the first two escaped as std::ios_failure and
+  // nlohmann's out_of_range, and the last overflowed the stack).
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", dir.str().c_str()}),
+                       doctest::Contains(("cannot read " + dir.str() + ": it is a directory").c_str()), ConfigError);
+  const std::string bad = dir.file("bad.json");
+  testing::write_text(bad, R"({"lr": 1e400})");
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", bad.c_str()}),
+                       doctest::Contains((bad + ": number overflow parsing '1e400' (at lr)").c_str()), ConfigError);
+  testing::write_text(bad, R"({"steps": 1, "lr": 0.5, "steps": 2})");
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", bad.c_str()}),
+                       doctest::Contains((bad + ": duplicate key \"steps\" in one object (at steps)").c_str()),
+                       ConfigError);
+  testing::write_text(bad, std::string(100000, '[') + std::string(100000, ']'));
+  CHECK_THROWS_WITH_AS(parse(d, {"--config", bad.c_str()}),
+                       doctest::Contains((bad + ": JSON nested more than 64 levels deep").c_str()), ConfigError);
 }
 
 TEST_CASE("examples config: to_json round-trips and --help lists every key with type and default") {

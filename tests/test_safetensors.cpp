@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/generator.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/nn/module.h"
 #include "tests/testing.h"
@@ -190,7 +191,7 @@ TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming
     f[0] = 50;  // claims 50 header bytes, 2 present
     check_bad(f, "header length 50 exceeds the 2 bytes after the length field");
   }
-  check_bad(make_file("{\"a\":", ""), "header is not valid JSON");
+  check_bad(make_file("{\"a\":", ""), "header: not valid JSON");
   check_bad(make_file("[1,2]", ""), "header is not a JSON object");
   check_bad(make_file(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
             "tensor 'a': unsupported dtype 'F16'");
@@ -225,11 +226,94 @@ TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming
       make_file(
           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
           f32x2),
-      "duplicate key 'a' in header");
+      "header: duplicate key \"a\" in one object (at a)");
+  // An empty first axis does not make any shape acceptable: the strides of (0, 2^62, 2^62)
+  // overflow int64 (before, undefined behaviour in shape.h; loaded silently in Release).
+  check_bad(
+      make_file(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
+                ""),
+      "tensor 'a': shape [0,4611686018427387904,4611686018427387904] is too large");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1e400],"data_offsets":[0,0]}})", ""),
+            "header: number overflow parsing '1e400' (at a.shape[0])");
+  check_bad(make_file(std::string(100000, '[') + std::string(100000, ']'), ""), "header: JSON nested more than 64");
+  check_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"shape":[1],"data_offsets":[0,8]}})", f32x2),
+            "header: duplicate key \"shape\" in one object (at a.shape)");
   check_bad(make_file(R"({"__metadata__":{"k":3}})", ""), "__metadata__ value for 'k' is not a string");
   check_bad(make_file(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", std::string("\x01\x05", 2)),
             "BOOL element 1 has byte value 5");
   CHECK_THROWS_WITH_AS(io::load_safetensors(dir.file("absent")), doctest::Contains("cannot open"), IoError);
+  CHECK_THROWS_WITH_AS(io::load_safetensors(dir.str()),
+                       ("load_safetensors: cannot read " + dir.str() + ": it is a directory, not a file").c_str(),
+                       IoError);
+}
+
+TEST_CASE("checkpoint: every tensor carries a checksum, and a flipped bit anywhere in the data is caught") {
+  TempDir dir;
+  const std::string path = dir.file("c.safetensors");
+  Generator gen(3);
+  io::save_safetensors(path,
+                       {{"w", randn({4, 5}, gen)},
+                        {"d", randn({3}, gen).to(kFloat64)},
+                        {"i", tensor({1, -2, 3}, kInt64)},
+                        {"m", from_vector(std::vector<bool>{true, false}, {2})},
+                        {"e", zeros({0, 2})}},
+                       {{"step", "7"}});
+  const io::SafetensorsFile loaded = io::load_safetensors(path);
+  // The checksums are the format's own: not part of the metadata a caller sees.
+  CHECK(loaded.metadata == io::Metadata{{"format", "pt"}, {"step", "7"}});
+  const std::string good = testing::read_text(path);
+  std::uint64_t n = 0;
+  std::memcpy(&n, good.data(), 8);
+  const std::string header = good.substr(8, n);
+  for (const char* name : {"w", "d", "i", "m", "e"})
+    CHECK(header.find(std::string("\"tapegrad.crc32.") + name + "\":\"") != std::string::npos);
+  // Every single-bit flip in the data region: an IoError naming the tensor (a flip that makes a BOOL
+  // byte invalid may be reported as that instead), never changed values.
+  const std::string flipped = dir.file("flipped.safetensors");
+  int caught = 0;
+  for (std::size_t byte = 8 + n; byte < good.size(); ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = good;
+      bad[byte] = static_cast<char>(bad[byte] ^ (1 << bit));
+      testing::write_text(flipped, bad);
+      try {
+        io::load_safetensors(flipped);
+        FAIL("a flip at byte " << byte << " bit " << bit << " loaded");
+      } catch (const IoError& e) {
+        const std::string message = e.what();
+        if (message.find("checksum mismatch") != std::string::npos) ++caught;
+        else CHECK_MESSAGE(message.find("BOOL element") != std::string::npos, message);
+      }
+    }
+  CHECK(caught >= static_cast<int>(good.size() - 8 - n) * 8 - 16);  // all but the BOOL bytes' flips
+  // The message names the file and the tensor.
+  std::string bad = good;
+  bad[8 + n] = static_cast<char>(bad[8 + n] ^ 1);  // the first data byte: "w" or "d" (float64 goes first)
+  testing::write_text(flipped, bad);
+  CHECK_THROWS_WITH_AS(io::load_safetensors(flipped),
+                       doctest::Contains(("load_safetensors: " + flipped + ": tensor 'd': checksum mismatch").c_str()),
+                       IoError);
+}
+
+TEST_CASE("checkpoint: checksum entries must match the tensors, and the prefix is reserved") {
+  TempDir dir;
+  const std::string f32x2(8, '\0');
+  auto check_bad = [&](const std::string& bytes, const std::string& expected) {
+    const std::string path = dir.file("bad.safetensors");
+    testing::write_text(path, bytes);
+    CHECK_THROWS_WITH_AS(io::load_safetensors(path), doctest::Contains(expected.c_str()), IoError);
+  };
+  const std::string entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  check_bad(make_file(R"({"__metadata__":{"tapegrad.crc32.a":"00000000"},)" + entry + "}", f32x2),
+            "tensor 'a': checksum mismatch: the metadata says CRC-32 \"00000000\", the data has");
+  check_bad(make_file(R"({"__metadata__":{"tapegrad.crc32.b":"00000000"},)" + entry + "}", f32x2),
+            "tensor 'a' has no checksum, while the file has checksums for 1 tensors");
+  // Files from other writers have no checksums and load as before.
+  const std::string path = dir.file("plain.safetensors");
+  testing::write_text(path, make_file("{" + entry + "}", f32x2));
+  CHECK(io::load_safetensors(path).tensors.size() == 1);
+  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"a", zeros({2})}}, {{"tapegrad.crc32.a", "x"}}),
+                       doctest::Contains("metadata key 'tapegrad.crc32.a' uses the reserved prefix"), ValueError);
 }
 
 TEST_CASE("checkpoint: every truncation of a valid file is rejected") {

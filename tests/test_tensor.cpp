@@ -149,6 +149,15 @@ TEST_CASE("tensor: impossible sizes are errors, not crashes") {
                        "empty: shape (1099511627776,1099511627776) has too many elements", ShapeError);
   CHECK_THROWS_WITH_AS(empty({std::int64_t{1} << 58}), doctest::Contains("out of memory"), Error);
   CHECK_THROWS_AS(arange(0.0, 1e300, 1.0), ValueError);
+  // Empty, but with strides beyond int64: refused (before, signed overflow in contiguous_strides).
+  const std::int64_t big = std::int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(empty({0, big, big}), doctest::Contains("has too many elements"), ShapeError);
+  CHECK_THROWS_WITH_AS(contiguous_strides({0, big, big}), doctest::Contains("its strides overflow int64"), ShapeError);
+  // An element count beyond int64 is an error whatever the order of the axes; a zero anywhere makes it 0.
+  CHECK_THROWS_WITH_AS(Shape({big, big, 0, 3}).numel() == 0 ? Shape({big, 4}).numel() : 0,
+                       "shape (4611686018427387904,4) has too many elements", ShapeError);
+  CHECK(Shape({big, big, 0}).numel() == 0);
+  CHECK(Shape({3, 5, 7}).numel() == 105);
 }
 
 // GCC 12 with AVX-512 turned {1, 1, 1, 0} into {1, 1, 1, 1} (SLP vectoriser); the build turns that

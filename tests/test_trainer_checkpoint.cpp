@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -136,7 +137,7 @@ TEST_CASE("trainer: a resume with another dropout state diverges") {
   }
   REQUIRE(j.at("generators").contains("model.drop.generator"));
   j["generators"]["model.drop.generator"] = Generator(12345).state();
-  write_text(json_path, j.dump());
+  write_signed_trainer_json(json_path, j);
   Run c(99, quiet_options(dir_b.str(), kScheduleSteps));
   const train::TrainResult rest = c.trainer.fit(c.step_fn());
   REQUIRE(rest.resumed_from == 5);
@@ -220,7 +221,7 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
     j = json::parse(other_in);
   }
   j["generators"]["model.layer.self_attn.dropout_generator"] = Generator(999).state();
-  write_text(other_json, j.dump());
+  write_signed_trainer_json(other_json, j);
   EncoderRun e(11, quiet_options(dir_d.str(), kSteps));
   const train::TrainResult other = e.trainer.fit(e.step_fn());
   REQUIRE(other.resumed_from == kStop);
@@ -291,21 +292,51 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
     CHECK(run.params() == params_before);
   };
   expect_io_error("{\"format\": \"tapegrad.trainer\", \"ver", "not valid JSON");
-  json j = json::parse(good);
-  j["step"] = "five";
-  expect_io_error(j.dump(), "field 'step' must be an integer");
-  j = json::parse(good);
-  j["version"] = 2;
-  expect_io_error(j.dump(), "field 'version' must be 1");
-  j = json::parse(good);
-  j.erase("generators");
-  expect_io_error(j.dump(), "missing field 'generators'");
-  j = json::parse(good);
-  j["generators"]["model.drop.generator"] = "garbage";
-  expect_io_error(j.dump(), "field 'generators.model.drop.generator'");
-  j = json::parse(good);
-  j["generators"]["noise"] = j["generators"]["model.drop.generator"];
-  expect_io_error(j.dump(), "field 'generators.noise' names a generator that is not tracked");
+  // A flipped bit anywhere in trainer.json (the generator states are most of it) is caught: by the
+  // checksum, or as JSON that no longer parses, or as a field check. Before, most flips in the
+  // generator states resumed silently with other random streams.
+  int by_checksum = 0;
+  for (std::size_t at = 0; at < good.size(); at += 1 + good.size() / 150) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ 1);
+    CAPTURE(at);
+    write_text(json_path, bad);
+    try {
+      run.trainer.load_checkpoint();
+      FAIL("a flip at byte " << at << " resumed");
+    } catch (const IoError& e) {
+      by_checksum += std::string(e.what()).find("field 'checksum'") != std::string::npos;
+    }
+    CHECK(run.trainer.step() == 0);
+  }
+  CHECK(by_checksum > 100);
+  CHECK(run.params() == params_before);
+  // Edits with the checksum made anew reach the field checks behind it.
+  auto expect_field_error = [&](const std::function<void(json&)>& edit, const std::string& needle) {
+    json j = json::parse(good);
+    edit(j);
+    write_signed_trainer_json(json_path, j);
+    expect_io_error(testing::read_text(json_path.string()), needle);
+  };
+  expect_field_error([](json& j) { j["step"] = "five"; }, "field 'step' must be an integer");
+  expect_field_error([](json& j) { j["version"] = 3; }, "field 'version' must be 1 or 2, got 3");
+  expect_field_error([](json& j) { j.erase("generators"); }, "missing field 'generators'");
+  expect_field_error([](json& j) { j["generators"]["model.drop.generator"] = "garbage"; },
+                     "field 'generators.model.drop.generator'");
+  expect_field_error([](json& j) { j["generators"]["noise"] = j["generators"]["model.drop.generator"]; },
+                     "field 'generators.noise' names a generator that is not tracked");
+  expect_field_error([](json& j) { j["optimizer_steps"] = 1; }, "optimizer_steps");
+  expect_field_error([](json& j) { j["scheduler_step"] = 1; }, "scheduler_step 1 is below step 2");
+  expect_field_error([](json& j) { j["step"] = 3; }, "is from step 2 but");
+  // Nesting and numbers beyond a double: typed errors (they crashed and escaped before).
+  expect_io_error(std::string(100000, '[') + std::string(100000, ']'), "JSON nested more than 64 levels deep");
+  {
+    json j = json::parse(good);
+    j["loss"] = 1.0;
+    std::string text = j.dump();
+    text.replace(text.find("\"loss\":1.0"), 10, "\"loss\":1e400");
+    expect_io_error(text, "number overflow parsing '1e400' (at loss)");
+  }
   write_text(json_path, good);
   CHECK(run.trainer.load_checkpoint());
   CHECK(run.trainer.step() == 2);

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <zlib.h>
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/nn/nn.h"
@@ -134,6 +136,18 @@ inline std::map<std::string, std::string> read_all_files(const fs::path& dir) {
     out[entry.path().filename().string()] = buffer.str();
   }
   return out;
+}
+
+// Writes an edited trainer.json with its checksum recomputed as the format defines it (CRC-32 of the
+// compact, key-sorted JSON of every other field), so a test can make a consistent file with other
+// values and reach the checks behind the checksum.
+inline void write_signed_trainer_json(const fs::path& path, json j) {
+  j.erase("checksum");
+  const std::string text = j.dump();
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08lx", ::crc32(0L, reinterpret_cast<const Bytef*>(text.data()), text.size()));
+  j["checksum"] = hex;
+  write_text(path.string(), j.dump(2));
 }
 
 inline std::int64_t checkpoint_step(const fs::path& dir) {

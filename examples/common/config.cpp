@@ -40,7 +40,7 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
 std::string show(const nlohmann::json& value) {
   if (value.is_string()) return value.get<std::string>();
   if (value.is_number_float()) return format_number(value.get<double>());
-  return value.dump();
+  return io::json_excerpt(value);
 }
 
 }  // namespace
@@ -96,10 +96,10 @@ void Config::assign(const std::string& key, const nlohmann::json& value, const s
   }
   if (!ok)
     throw ConfigError(subject + " expects " + (option.type == ConfigType::Int ? "an " : "a ") + type_name(option.type) +
-                      ", got " + value.dump());
+                      ", got " + io::json_excerpt(value));
   if (!option.choices.empty() &&
       std::find(option.choices.begin(), option.choices.end(), stored.get<std::string>()) == option.choices.end())
-    throw ConfigError(subject + " expects one of " + join(option.choices, ", ") + ", got " + value.dump());
+    throw ConfigError(subject + " expects one of " + join(option.choices, ", ") + ", got " + io::json_excerpt(value));
   option.value = std::move(stored);
 }
 
@@ -112,13 +112,11 @@ void Config::merge_json(const nlohmann::json& values, const std::string& origin)
 }
 
 void Config::load_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(program_ + ": cannot read config file " + path);
   nlohmann::json values;
   try {
-    values = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError(path + ": not valid JSON (" + e.what() + ")");
+    values = io::read_json_file(path);
+  } catch (const IoError& e) {
+    throw ConfigError(program_ + ": " + e.what());
   }
   merge_json(values, path);
 }

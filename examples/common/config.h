@@ -39,6 +39,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/io/json.h"
 
 namespace tapegrad::examples {
 

@@ -5,12 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "examples/common/svg.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 
 namespace tapegrad::examples {
 
@@ -20,28 +20,15 @@ void write_json_atomic(const std::string& path, const nlohmann::json& value) {
   io::write_file_atomic(path, value.dump(2) + "\n");
 }
 
-nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot read " + path);
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw IoError(path + ": not valid JSON (" + e.what() + ")");
-  }
-}
+nlohmann::json read_json_file(const std::string& path) { return io::read_json_file(path); }
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot read " + path);
+  std::istringstream in(io::read_file(path));
   std::vector<nlohmann::json> lines;
   std::string line;
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    try {
-      lines.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::parse_error& e) {
-      throw IoError(path + ":" + std::to_string(number) + ": not valid JSON (" + e.what() + ")");
-    }
+    lines.push_back(io::parse_json(line, path + ":" + std::to_string(number)));
     if (!lines.back().is_object()) throw IoError(path + ":" + std::to_string(number) + ": expected a JSON object");
   }
   return lines;
@@ -103,8 +90,9 @@ void RunDir::check_same_config(const Config& config, const std::vector<std::stri
   for (const auto& [key, value] : now.items()) {
     if (is_free(key)) continue;
     if (!saved.contains(key) || saved.at(key) != value)
-      throw ConfigError("cannot resume " + path_ + ": --" + key + " is " + value.dump() + " but the run used " +
-                        (saved.contains(key) ? saved.at(key).dump() : std::string("no such key")));
+      throw ConfigError("cannot resume " + path_ + ": --" + key + " is " + io::json_excerpt(value) +
+                        " but the run used " +
+                        (saved.contains(key) ? io::json_excerpt(saved.at(key)) : std::string("no such key")));
   }
   for (const auto& [key, value] : saved.items())
     if (!now.contains(key) && !is_free(key))

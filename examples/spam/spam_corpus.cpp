@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "examples/spam/mail_text.h"
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 
 namespace tapegrad::examples {
 
@@ -222,23 +222,20 @@ bool starts_with_headers(std::string_view raw) {
   return first.substr(0, 5) == "From " || is_header_line(first);
 }
 
-std::string read_file(const std::string& path, const char* op) {
-  std::error_code error;
-  if (fs::is_directory(path, error)) throw IoError(std::string(op) + ": '" + path + "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(std::string(op) + ": cannot open '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw IoError(std::string(op) + ": reading '" + path + "' failed");
-  return buffer.str();
+std::string read_file(const std::string& path, const char* op, std::uint64_t max_bytes = std::uint64_t{1} << 34) {
+  try {
+    return io::read_file(path, max_bytes, io::Oversize::ReadHead);
+  } catch (const IoError& e) {
+    throw IoError(std::string(op) + ": " + e.what());
+  }
 }
 
 Email email_from_json(const std::string& path, const std::string& fallback_group, const char* op) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path, op));
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ValueError(std::string(op) + ": '" + path + "' is not valid JSON (" + e.what() + ")");
+    j = io::read_json_file(path);
+  } catch (const IoError& e) {
+    throw IoError(std::string(op) + ": " + e.what());
   }
   const std::string where = std::string(op) + ": '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
@@ -252,7 +249,15 @@ Email email_from_json(const std::string& path, const std::string& fallback_group
     if (!group->is_string()) throw ValueError(where + "field 'group' must be a string");
     email.group = group->get<std::string>();
   }
-  email.spam = email.group.rfind("spam", 0) == 0;
+  if (!email.group.empty()) {
+    // Every folder of the corpus says which it holds; a name that says neither is a mistake (a
+    // folder copied in by hand), not ham.
+    const bool spam = email.group.rfind("spam", 0) == 0;
+    if (!spam && email.group.find("ham") == std::string::npos)
+      throw ValueError(where + "group " + io::json_excerpt(nlohmann::json(email.group), 40) +
+                       " is neither spam (a name starting with \"spam\") nor ham (a name containing \"ham\")");
+    email.spam = spam;
+  }
   parse_email(text->get_ref<const std::string&>(), email.subject, email.body);
   return email;
 }
@@ -305,11 +310,13 @@ std::vector<Email> load_spam_corpus(const std::string& dir) {
   return emails;
 }
 
-Email read_email_file(const std::string& path) {
+Email read_email_file(const std::string& path, std::uint64_t max_bytes) {
   if (fs::path(path).extension() == ".json") return email_from_json(path, "", "read_email_file");
   Email email;
   email.id = fs::path(path).filename().string();
-  const std::string text = read_file(path, "read_email_file");
+  const std::string text = read_file(path, "read_email_file", max_bytes);
+  std::error_code ec;
+  email.truncated = text.size() == max_bytes && fs::file_size(path, ec) > max_bytes;
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw ValueError("read_email_file: '" + path + "' is empty (" + std::to_string(text.size()) +
                      " bytes of white space)");

@@ -4,8 +4,10 @@
 // Corpus layout (as scripts/fetch-spam-corpus.sh writes it, and as tests/data/spam-sample/ has it):
 //   <dir>/<group>/<name>.json    group: easy-ham-1, easy-ham-2, hard-ham-1, spam-1, spam-2
 // each file a JSON object {"id": "00001", "group": "easy-ham-1", "checksum": {...},
-// "text": "<the raw RFC 822 message>"}. A group whose name starts with "spam" holds spam.
+// "text": "<the raw RFC 822 message>"}. A group whose name starts with "spam" holds spam, one whose
+// name contains "ham" holds ham, and any other group name is a ValueError naming the file.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,11 +15,12 @@
 namespace tapegrad::examples {
 
 struct Email {
-  std::string id;       // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
-  std::string group;    // e.g. "spam-2"; empty for a raw mail file
-  bool spam = false;    // from the group; false for a raw mail file (unknown)
-  std::string subject;  // the decoded Subject header
-  std::string body;     // the cleaned body (see clean_email)
+  std::string id;          // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
+  std::string group;       // e.g. "spam-2"; empty for a raw mail file
+  bool spam = false;       // from the group; false for a raw mail file (unknown)
+  std::string subject;     // the decoded Subject header
+  std::string body;        // the cleaned body (see clean_email)
+  bool truncated = false;  // only the head of a raw mail file was read (read_email_file's max_bytes)
 
   // What a classifier reads: the subject, a newline, the body.
   std::string text() const { return subject + "\n" + body; }
@@ -50,8 +53,9 @@ std::string clean_email(std::string_view raw);
 // ValueError naming the file and the field for a malformed file.
 std::vector<Email> load_spam_corpus(const std::string& dir);
 
-// One email: a corpus JSON file (name ending in .json) or a raw RFC 822 message file.
-Email read_email_file(const std::string& path);
+// One email: a corpus JSON file (name ending in .json) or a raw RFC 822 message file, of which
+// at most max_bytes are read (Email::truncated says when the rest was left).
+Email read_email_file(const std::string& path, std::uint64_t max_bytes = UINT64_MAX);
 
 // $TAPEGRAD_DATA/spam-assassin when TAPEGRAD_DATA is set, else <source tree>/data/corpora/spam-assassin
 // (the folder scripts/fetch-spam-corpus.sh fills; git-ignored).

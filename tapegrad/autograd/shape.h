@@ -58,10 +58,13 @@ class Dims {
   void pop_back() { --size_; }
   bool contains(std::int64_t v) const { return std::find(begin(), end(), v) != end(); }
 
-  // Product of the entries (the element count of a shape); 1 for an empty shape.
+  // Product of the entries (the element count of a shape); 1 for an empty shape. A product
+  // beyond int64 (a shape read from a file, say) is a ShapeError, never an overflow.
   std::int64_t numel() const {
+    if (std::find(begin(), end(), 0) != end()) return 0;
     std::int64_t n = 1;
-    for (int i = 0; i < size_; ++i) n *= data_[i];
+    for (int i = 0; i < size_; ++i)
+      if (__builtin_mul_overflow(n, data_[i], &n)) throw ShapeError("shape " + str() + " has too many elements");
     return n;
   }
   std::vector<std::int64_t> vec() const { return std::vector<std::int64_t>(begin(), end()); }
@@ -92,10 +95,13 @@ class Dims {
 
 using Shape = Dims;
 
-// Row-major (C order) strides, in elements, of a shape.
+// Row-major (C order) strides, in elements, of a shape. Extents of 0 count as 1, so a shape such
+// as (0, 2^62, 2^62) has strides too large for int64 although it holds no element: ShapeError.
 inline Dims contiguous_strides(const Shape& shape) {
   Dims strides = Dims::filled(shape.size(), 1);
-  for (int i = shape.size() - 2; i >= 0; --i) strides[i] = strides[i + 1] * std::max<std::int64_t>(shape[i + 1], 1);
+  for (int i = shape.size() - 2; i >= 0; --i)
+    if (__builtin_mul_overflow(strides[i + 1], std::max<std::int64_t>(shape[i + 1], 1), &strides[i]))
+      throw ShapeError("shape " + shape.str() + ": its strides overflow int64");
   return strides;
 }
 

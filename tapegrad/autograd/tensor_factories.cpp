@@ -1,6 +1,7 @@
 // Creating tensors: empty (the one allocation path), full and its shorthands, arange, from
 // vectors and initializer lists, and random tensors drawn from a Generator.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -15,13 +16,15 @@
 namespace tapegrad {
 
 Tensor empty(const Shape& shape, DType dtype) {
-  // The element count and byte size must fit in 63 bits: check before multiplying.
+  // The byte size and every stride must fit in 63 bits: check before multiplying. Extents of 0
+  // count as 1 here, as in the strides, so (0, 2^62, 2^62) is refused although it is empty.
   const std::int64_t limit = std::numeric_limits<std::int64_t>::max() / 8;
-  std::int64_t numel = 1;
+  std::int64_t extent = 1;
   for (std::int64_t d : shape) {
     if (d < 0) throw ShapeError("empty: negative dimension in shape " + shape.str());
-    if (d > 0 && numel > limit / d) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
-    numel *= d;
+    const std::int64_t k = std::max<std::int64_t>(d, 1);
+    if (extent > limit / k) throw ShapeError("empty: shape " + shape.str() + " has too many elements");
+    extent *= k;
   }
   auto storage = std::allocate_shared<Storage>(detail::BlockAllocator<Storage>(),
                                                static_cast<std::size_t>(shape.numel()) * element_size(dtype));

@@ -34,10 +34,10 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
 
 }  // namespace
 
-std::vector<std::string> word_tokenize(std::string_view text) {
+std::vector<std::string> word_tokenize(std::string_view text, std::size_t max_words) {
   std::vector<std::string> words;
   std::string word;
-  for (std::size_t i = 0; i < text.size(); ++i) {
+  for (std::size_t i = 0; i < text.size() && words.size() < max_words; ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
     if (is_word_byte(c)) {
       word.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : static_cast<char>(c));
@@ -49,7 +49,7 @@ std::vector<std::string> word_tokenize(std::string_view text) {
       word.clear();
     }
   }
-  if (!word.empty()) words.push_back(std::move(word));
+  if (!word.empty() && words.size() < max_words) words.push_back(std::move(word));
   return words;
 }
 

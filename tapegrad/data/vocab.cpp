@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 
 namespace tapegrad::data {
 
@@ -108,22 +108,18 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("Vocab::load: cannot open '" + path + "'");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(buffer.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ValueError("Vocab::load: '" + path + "' is not valid JSON (" + e.what() + ")");
+    j = io::read_json_file(path);
+  } catch (const IoError& e) {
+    throw IoError(std::string("Vocab::load: ") + e.what());
   }
   const std::string where = "Vocab::load: '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
   if (j.contains("format") && j["format"] != "tapegrad.vocab")
-    throw ValueError(where + "field 'format' must be \"tapegrad.vocab\", got " + j["format"].dump());
+    throw ValueError(where + "field 'format' must be \"tapegrad.vocab\", got " + io::json_excerpt(j["format"]));
   if (j.contains("version") && j["version"] != 1)
-    throw ValueError(where + "field 'version' must be 1, got " + j["version"].dump());
+    throw ValueError(where + "field 'version' must be 1, got " + io::json_excerpt(j["version"]));
   if (!j.contains("tokens")) throw ValueError(where + "field 'tokens' is missing");
   const auto& tokens = j["tokens"];
   if (!tokens.is_array()) throw ValueError(where + "field 'tokens' must be an array");

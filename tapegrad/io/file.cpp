@@ -1,9 +1,11 @@
-// Durable file writes (POSIX open/write/fsync/rename). See file.h.
+// Whole-file reads and durable file writes (POSIX open/read/write/fsync/rename). See file.h.
 
 #include "tapegrad/io/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -64,6 +66,40 @@ void write_and_sync(const std::string& path, const std::vector<std::string_view>
 }
 
 }  // namespace
+
+std::string read_file(const std::string& path, std::uint64_t max_bytes, Oversize oversize) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw IoError("cannot open " + path + ": " + errno_text());
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw IoError("cannot stat " + path + ": " + errno_text());
+  if (S_ISDIR(st.st_mode)) throw IoError("cannot read " + path + ": it is a directory, not a file");
+  if (!S_ISREG(st.st_mode)) throw IoError("cannot read " + path + ": not a regular file");
+  std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+  if (size > max_bytes && oversize == Oversize::ReadHead) size = max_bytes;
+  if (size > max_bytes)
+    throw IoError("cannot read " + path + ": the file is " + std::to_string(size) + " bytes, more than the limit of " +
+                  std::to_string(max_bytes));
+  std::string out(static_cast<std::size_t>(size), '\0');
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError("cannot read " + path + ": " + errno_text());
+    }
+    if (n == 0) break;  // the file shrank while being read
+    got += static_cast<std::size_t>(n);
+  }
+  out.resize(got);
+  return out;
+}
+
+std::string crc32_hex(std::string_view bytes) {
+  const uLong crc = ::crc32_z(0L, reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08lx", crc & 0xffffffffUL);
+  return hex;
+}
 
 std::string parent_directory(const std::string& path) {
   const auto slash = path.find_last_of('/');

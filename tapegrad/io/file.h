@@ -1,7 +1,9 @@
 #pragma once
-// Durable file writes: a file is replaced whole or not at all, and once a call returns the new
-// contents survive a crash or a power cut. The one place in tapegrad that writes with fsync.
+// Whole-file reads, and durable file writes: a file is replaced whole or not at all, and once a
+// call returns the new contents survive a crash or a power cut. The one place in tapegrad that
+// reads a file whole or writes with fsync.
 //
+//   std::string text = io::read_file("runs/x/config.json");
 //   io::write_file_atomic("runs/x/summary.json", text);
 //
 // write_file_atomic writes "<path>.tmp.<pid>.<n>" in the same directory (so the rename stays on
@@ -9,11 +11,21 @@
 // removes the temporary file, leaves path as it was, and throws IoError naming the file and
 // the system's reason (strerror).
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace tapegrad::io {
+
+// What read_file does with a file larger than its max_bytes.
+enum class Oversize { Refuse, ReadHead };
+
+// The whole contents of path. IoError naming the file when it cannot be opened, is a directory
+// or another non-regular file, or a read fails (strerror's reason); a file larger than max_bytes
+// is an IoError too (Oversize::Refuse), or only its first max_bytes are read (Oversize::ReadHead).
+std::string read_file(const std::string& path, std::uint64_t max_bytes = std::uint64_t{1} << 34,
+                      Oversize oversize = Oversize::Refuse);
 
 // Replaces path by bytes atomically and durably.
 void write_file_atomic(const std::string& path, std::string_view bytes);
@@ -30,6 +42,10 @@ void sync_directory(const std::string& path);
 
 // rename(2): IoError naming both paths and the reason when it fails.
 void rename_path(const std::string& from, const std::string& to);
+
+// The CRC-32 of bytes (zlib's: the polynomial of gzip and PNG) as 8 lowercase hex digits, the form
+// checkpoint files store their checksums in.
+std::string crc32_hex(std::string_view bytes);
 
 // The directory holding path ("." for a bare file name).
 std::string parent_directory(const std::string& path);

@@ -3,11 +3,10 @@
 #include "tapegrad/io/safetensors.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -17,6 +16,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 
 // The data buffer is little-endian; tensors are stored in host order, so the host must be too.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tapegrad safetensors I/O assumes a little-endian host");
@@ -29,6 +29,11 @@ using json = nlohmann::json;
 
 // A header larger than this is refused before reading it (the limit the reference reader uses).
 constexpr std::uint64_t kMaxHeaderBytes = 100000000;
+
+// The metadata key holding a tensor's checksum.
+constexpr std::string_view kChecksumPrefix = "tapegrad.crc32.";
+
+bool is_checksum_key(const std::string& key) { return key.compare(0, kChecksumPrefix.size(), kChecksumPrefix) == 0; }
 
 const char* file_dtype_name(DType dtype) {
   switch (dtype) {
@@ -53,8 +58,6 @@ bool parse_file_dtype(const std::string& name, DType& out) {
   return true;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 // The bytes of a contiguous copy of t (C order).
 std::vector<char> tensor_bytes(const Tensor& t) {
   const Tensor c = t.detach().contiguous();
@@ -78,7 +81,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   Metadata meta = metadata;
   if (meta.find("format") == meta.end()) meta["format"] = "pt";
-  header["__metadata__"] = meta;
+  for (const auto& entry : metadata)
+    if (is_checksum_key(entry.first))
+      throw ValueError("save_safetensors: metadata key '" + entry.first + "' uses the reserved prefix '" +
+                       std::string(kChecksumPrefix) + "' (file " + path + ")");
+  header["__metadata__"] = nullptr;  // first in the header; filled in once the checksums are known
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
     if (name.empty()) throw ValueError("save_safetensors: empty tensor name (file " + path + ")");
@@ -88,6 +95,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     if (!t.defined()) throw ValueError("save_safetensors: tensor '" + name + "' is undefined (file " + path + ")");
     header[name] = nullptr;  // keeps the given order in the header; filled in below
   }
+  std::vector<std::vector<char>> data(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    data[i] = tensor_bytes(tensors[i].second);
+    meta[std::string(kChecksumPrefix) + tensors[i].first] = crc32_hex(std::string_view(data[i].data(), data[i].size()));
+  }
+  header["__metadata__"] = meta;
   // The data goes in order of decreasing element size (stable): with the header padded to 8 bytes,
   // every tensor then starts at a multiple of its element size, so a reader may map it in place.
   std::vector<std::size_t> order(tensors.size());
@@ -103,19 +116,19 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
         {"dtype", file_dtype_name(t.dtype())}, {"shape", t.shape().vec()}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // a name or metadata string that is not UTF-8
+    throw ValueError("save_safetensors: a tensor name or metadata string is not valid UTF-8 (file " + path + ")");
+  }
   while (text.size() % 8 != 0) text.push_back(' ');
   const std::uint64_t n = text.size();
   char len_bytes[8];
   std::memcpy(len_bytes, &n, 8);  // little-endian host (static_assert above)
 
-  std::vector<std::vector<char>> data;
-  data.reserve(order.size());
   std::vector<std::string_view> chunks{{len_bytes, 8}, text};
-  for (const std::size_t i : order) {
-    data.push_back(tensor_bytes(tensors[i].second));
-    chunks.emplace_back(data.back().data(), data.back().size());
-  }
+  for (const std::size_t i : order) chunks.emplace_back(data[i].data(), data[i].size());
   try {
     write_file_atomic(path, chunks);
   } catch (const IoError& e) {
@@ -125,17 +138,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "load_safetensors: " + path + ": ";
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw IoError(where + "cannot open: " + errno_text());
   // Read the whole file: checkpoints here are small, and bounds are then checked against one buffer.
-  std::vector<char> file;
-  {
-    char buf[1 << 16];
-    std::size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) file.insert(file.end(), buf, buf + got);
-    const bool error = std::ferror(f) != 0;
-    std::fclose(f);
-    if (error) throw IoError(where + "read error");
+  std::string file;
+  try {
+    file = read_file(path);
+  } catch (const IoError& e) {
+    throw IoError(std::string("load_safetensors: ") + e.what());
   }
   const std::uint64_t size = file.size();
   if (size < 8)
@@ -149,25 +157,12 @@ SafetensorsFile load_safetensors(const std::string& path) {
     throw IoError(where + "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
                   " bytes after the length field");
 
-  // Parse, recording duplicate top-level keys (nlohmann would silently keep the last one).
-  std::set<std::string> keys;
-  std::string duplicate;
-  json header;
-  try {
-    header = json::parse(file.data() + 8, file.data() + 8 + n, [&](int depth, json::parse_event_t event, json& parsed) {
-      if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-        const std::string& k = parsed.get_ref<const std::string&>();
-        if (!keys.insert(k).second && duplicate.empty()) duplicate = k;
-      }
-      return true;
-    });
-  } catch (const json::exception& e) {
-    throw IoError(where + "header is not valid JSON: " + e.what());
-  }
+  // parse_json refuses duplicate keys (nlohmann alone would keep the last one) and deep nesting.
+  const json header = parse_json(std::string_view(file).substr(8, n), "load_safetensors: " + path + ": header");
   if (!header.is_object()) throw IoError(where + "header is not a JSON object");
-  if (!duplicate.empty()) throw IoError(where + "duplicate key '" + duplicate + "' in header");
 
   SafetensorsFile out;
+  std::map<std::string, std::string> checksums;  // tensor name -> stored CRC-32
   struct Entry {
     std::string name;
     DType dtype;
@@ -179,13 +174,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (name == "__metadata__") {
       if (!value.is_object()) throw IoError(where + "__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
-        if (!v.is_string()) throw IoError(where + "__metadata__ value for '" + k + "' is not a string: " + v.dump());
-        out.metadata[k] = v.get<std::string>();
+        if (!v.is_string())
+          throw IoError(where + "__metadata__ value for '" + k + "' is not a string: " + json_excerpt(v));
+        if (is_checksum_key(k)) checksums[k.substr(kChecksumPrefix.size())] = v.get<std::string>();
+        else out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
     const std::string at = where + "tensor '" + name + "': ";
-    if (!value.is_object()) throw IoError(at + "entry is not an object: " + value.dump());
+    if (!value.is_object()) throw IoError(at + "entry is not an object: " + json_excerpt(value));
     if (!value.contains("dtype") || !value["dtype"].is_string()) throw IoError(at + "missing or non-string dtype");
     Entry e;
     e.name = name;
@@ -195,34 +192,32 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
     const json& shape = value["shape"];
     if (shape.size() > static_cast<std::size_t>(kMaxRank))
-      throw IoError(at + "shape " + shape.dump() + " has more than " + std::to_string(kMaxRank) + " dimensions");
-    // numel with overflow checks: the byte count must stay far below 2^63.
-    std::uint64_t numel = 1;
-    bool overflow = false;
-    const std::uint64_t kLimit = std::uint64_t{1} << 62;
+      throw IoError(at + "shape " + json_excerpt(shape) + " has more than " + std::to_string(kMaxRank) + " dimensions");
+    // The element count and the extent (the product with zeros counted as 1, which bounds the
+    // strides of a tensor of this shape) must stay far below 2^63; checked before multiplying.
+    std::uint64_t numel = 1, extent = 1;
+    const std::uint64_t kLimit = std::uint64_t{1} << 59;
     for (const json& d : shape) {
-      if (!d.is_number_integer() || (d.is_number_integer() && !d.is_number_unsigned() && d.get<std::int64_t>() < 0))
-        throw IoError(at + "shape " + shape.dump() + " has an entry that is not a non-negative integer");
+      if (!d.is_number_unsigned())
+        throw IoError(at + "shape " + json_excerpt(shape) + " has an entry that is not a non-negative integer");
       const std::uint64_t v = d.get<std::uint64_t>();
-      if (v > kLimit) overflow = true;
-      else if (numel != 0 && v != 0 && numel > kLimit / v) overflow = true;
-      else numel *= v;
+      if (extent > kLimit / std::max<std::uint64_t>(v, 1))
+        throw IoError(at + "shape " + json_excerpt(shape) + " is too large");
+      extent *= std::max<std::uint64_t>(v, 1);
+      numel *= v;
       e.shape.push_back(static_cast<std::int64_t>(v));
     }
-    if (overflow) throw IoError(at + "shape " + shape.dump() + " is too large");
     if (!value.contains("data_offsets")) throw IoError(at + "missing data_offsets");
     const json& offs = value["data_offsets"];
     if (!offs.is_array() || offs.size() != 2 || !offs[0].is_number_unsigned() || !offs[1].is_number_unsigned())
-      throw IoError(at + "data_offsets " + offs.dump() + " is not two non-negative integers");
+      throw IoError(at + "data_offsets " + json_excerpt(offs) + " is not two non-negative integers");
     e.begin = offs[0].get<std::uint64_t>();
     e.end = offs[1].get<std::uint64_t>();
-    if (e.end < e.begin) throw IoError(at + "data_offsets " + offs.dump() + " end < begin");
-    const std::uint64_t expected =
-        numel *
-        element_size(e.dtype);  // may wrap (unsigned) when numel > 2^59; only used after that is ruled out below
-    if (numel > kLimit / 8 || e.end - e.begin != expected)
-      throw IoError(at + "data_offsets " + offs.dump() + " span " + std::to_string(e.end - e.begin) +
-                    " bytes, but shape " + shape.dump() + " of " + dt + " needs " + std::to_string(expected));
+    if (e.end < e.begin) throw IoError(at + "data_offsets " + json_excerpt(offs) + " end < begin");
+    const std::uint64_t expected = numel * element_size(e.dtype);  // numel <= 2^59: no wrap
+    if (e.end - e.begin != expected)
+      throw IoError(at + "data_offsets " + json_excerpt(offs) + " span " + std::to_string(e.end - e.begin) +
+                    " bytes, but shape " + json_excerpt(shape) + " of " + dt + " needs " + std::to_string(expected));
     entries.push_back(std::move(e));
   }
   // Sorted by offset, the entries must tile [0, buffer size) exactly.
@@ -244,6 +239,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
                   " != file size " + std::to_string(size) + ")");
 
   const char* data = file.data() + 8 + n;
+  if (!checksums.empty()) {
+    for (const Entry& e : entries) {
+      const auto it = checksums.find(e.name);
+      if (it == checksums.end())
+        throw IoError(where + "tensor '" + e.name + "' has no checksum, while the file has checksums for " +
+                      std::to_string(checksums.size()) + " tensors");
+      const std::string actual = crc32_hex(std::string_view(data + e.begin, static_cast<std::size_t>(e.end - e.begin)));
+      if (it->second != actual)
+        throw IoError(where + "tensor '" + e.name + "': checksum mismatch: the metadata says CRC-32 " +
+                      json_excerpt(json(it->second), 20) + ", the data has " + actual + ": the file is corrupt");
+      checksums.erase(it);
+    }
+    if (!checksums.empty())
+      throw IoError(where + "metadata holds a checksum for " + json_excerpt(json(checksums.begin()->first)) +
+                    ", which is not a tensor of the file");
+  }
   for (const Entry& e : entries) {
     Tensor t = empty(Shape(e.shape), e.dtype);
     const std::size_t nbytes = static_cast<std::size_t>(e.end - e.begin);

@@ -11,6 +11,13 @@
 // Writes go through io::write_file_atomic (file.h): a failed or interrupted write leaves the previous
 // file as it was. Loading validates every header field and bounds every offset against the file size;
 // any corrupt, truncated or inconsistent file throws IoError naming the file, the entry and the values.
+//
+// Checksums: save_safetensors stores the CRC-32 of each tensor's bytes in the metadata, as
+// "tapegrad.crc32.<name>": "<8 hex digits>" (plain metadata strings, so other readers load the file
+// as before). When a file has such entries, load_safetensors requires one for every tensor and
+// recomputes each: a changed bit in the data is an IoError naming the file and the tensor. The
+// entries are the format's own: they are not returned in SafetensorsFile::metadata, and a caller's
+// metadata may not use the prefix.
 
 #include <map>
 #include <string>
@@ -29,7 +36,8 @@ struct SafetensorsFile {
 // Writes tensors and metadata to path atomically. The header lists the tensors in the given order; their
 // data goes in order of decreasing element size (stable), so that every tensor starts at a multiple of its
 // element size. metadata always contains "format": "pt" unless the caller sets "format".
-// Throws ValueError for duplicate or empty names, IoError (naming path) when the file cannot be written.
+// Throws ValueError for duplicate or empty names or a metadata key with the checksum prefix, IoError
+// (naming path) when the file cannot be written.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 
 // Reads a file written by save_safetensors (or any conforming writer). Tensors come back in the order

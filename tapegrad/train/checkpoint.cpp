@@ -11,13 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/train/trainer.h"
 
@@ -27,10 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-using ordered_json = nlohmann::ordered_json;
 
 constexpr const char* kFormat = "tapegrad.trainer";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: optimizer_steps and checksum added; 1 is still read
 constexpr const char* kTmpPrefix = "checkpoint.tmp-";
 
 // Runs f, prefixing the message of an IoError from the I/O layer with "Trainer: ".
@@ -67,29 +66,38 @@ const json& field(const json& j, const std::string& file, const char* name) {
 
 std::int64_t int_field(const json& j, const std::string& file, const char* name) {
   const json& v = field(j, file, name);
-  if (!v.is_number_integer()) bad_field(file, name, "must be an integer, got " + v.dump());
+  if (!v.is_number_integer()) bad_field(file, name, "must be an integer, got " + io::json_excerpt(v));
   const auto value = v.get<std::int64_t>();
-  if (value < 0) bad_field(file, name, "must not be negative, got " + v.dump());
+  if (value < 0) bad_field(file, name, "must not be negative, got " + io::json_excerpt(v));
   return value;
 }
 
 double double_field(const json& j, const std::string& file, const char* name) {
   const json& v = field(j, file, name);
-  if (!v.is_number()) bad_field(file, name, "must be a number, got " + v.dump());
+  if (!v.is_number()) bad_field(file, name, "must be a number, got " + io::json_excerpt(v));
   return v.get<double>();
 }
 
+// The checksum of trainer.json: CRC-32 of the compact dump of every field but "checksum" (nlohmann's
+// json sorts keys, and its numbers read back to the same text), as 8 hex digits.
+std::string content_checksum(json j) {
+  j.erase("checksum");
+  return io::crc32_hex(j.dump());
+}
+
 std::string trainer_json_text(const CheckpointState& state) {
-  ordered_json j;
+  json j;
   j["format"] = kFormat;
   j["version"] = kVersion;
   j["step"] = state.step;
   j["scheduler_step"] = state.scheduler_step >= 0 ? json(state.scheduler_step) : json(nullptr);
-  j["generators"] = ordered_json::object();
+  j["optimizer_steps"] = state.optimizer_steps;
+  j["generators"] = json::object();
   for (const auto& [name, value] : state.generators) j["generators"][name] = value;
   j["lrs"] = state.lrs;
   j["loss"] = state.loss;
   j["elapsed_s"] = state.elapsed_s;
+  j["checksum"] = content_checksum(j);
   return j.dump(2) + "\n";
 }
 
@@ -102,6 +110,36 @@ void remove_stale_tmp_dirs(const fs::path& run_dir) {
   }
 }
 
+// The three files of a checkpoint come from one save, and the step counts agree: each Trainer step
+// steps the optimiser and the scheduler once, so neither count can be below the Trainer's.
+void check_step_counts(const CheckpointState& state, const std::string& json_file, const std::string& model_file,
+                       const io::SafetensorsFile& model, const std::string& optimizer_file,
+                       const io::SafetensorsFile& optimizer) {
+  const std::string step = std::to_string(state.step);
+  const std::string where = "Trainer: checkpoint files disagree: ";
+  for (const auto& [file, contents] : {std::pair{&model_file, &model}, std::pair{&optimizer_file, &optimizer}}) {
+    const auto it = contents->metadata.find("step");
+    if (it == contents->metadata.end() || it->second != step)
+      throw IoError(
+          where + *file + " is from step " +
+          (it == contents->metadata.end() ? std::string("(none in its metadata)") : it->second.substr(0, 24)) +
+          " but " + json_file + " from step " + step);
+  }
+  if (state.optimizer_steps < 0) return;  // version 1: no optimiser count in trainer.json
+  const auto count = std::find_if(optimizer.tensors.begin(), optimizer.tensors.end(),
+                                  [](const auto& entry) { return entry.first == "stepcount"; });
+  if (count != optimizer.tensors.end() && count->second.numel() == 1 &&
+      count->second.item() != static_cast<double>(state.optimizer_steps))
+    throw IoError(where + optimizer_file + " has stepcount " + format_number(count->second.item()) + " but " +
+                  json_file + " has optimizer_steps " + std::to_string(state.optimizer_steps));
+  if (state.optimizer_steps < state.step)
+    throw IoError(where + json_file + ": optimizer_steps " + std::to_string(state.optimizer_steps) + " is below step " +
+                  step + " (every step steps the optimiser)");
+  if (state.scheduler_step >= 0 && state.scheduler_step < state.step)
+    throw IoError(where + json_file + ": scheduler_step " + std::to_string(state.scheduler_step) + " is below step " +
+                  step + " (every step steps the scheduler)");
+}
+
 }  // namespace
 
 [[noreturn]] void bad_field(const std::string& file, const std::string& name, const std::string& why) {
@@ -109,26 +147,32 @@ void remove_stale_tmp_dirs(const fs::path& run_dir) {
 }
 
 CheckpointState read_trainer_json(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError("Trainer: cannot open checkpoint file " + file + ": " + std::strerror(errno));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
   json j;
   try {
-    j = json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
-    throw IoError("Trainer: checkpoint file " + file + " is not valid JSON: " + e.what());
+    j = io::read_json_file(file);
+  } catch (const IoError& e) {
+    throw IoError(std::string("Trainer: checkpoint file ") + e.what());
   }
   if (!j.is_object())
     throw IoError("Trainer: checkpoint file " + file + ": expected a JSON object, got " + std::string(j.type_name()));
   const json& format = field(j, file, "format");
   if (!format.is_string() || format.get<std::string>() != kFormat)
-    bad_field(file, "format", "must be \"" + std::string(kFormat) + "\", got " + format.dump());
+    bad_field(file, "format", "must be \"" + std::string(kFormat) + "\", got " + io::json_excerpt(format));
   const json& version = field(j, file, "version");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != kVersion)
-    bad_field(file, "version", "must be " + std::to_string(kVersion) + ", got " + version.dump());
+  if (!version.is_number_integer() || version.get<std::int64_t>() < 1 || version.get<std::int64_t>() > kVersion)
+    bad_field(file, "version", "must be 1 or " + std::to_string(kVersion) + ", got " + io::json_excerpt(version));
 
   CheckpointState state;
+  if (version.get<std::int64_t>() >= 2) {
+    const json& checksum = field(j, file, "checksum");
+    if (!checksum.is_string()) bad_field(file, "checksum", "must be a string, got " + io::json_excerpt(checksum));
+    const std::string actual = content_checksum(j);
+    if (checksum.get<std::string>() != actual)
+      bad_field(
+          file, "checksum",
+          "is " + io::json_excerpt(checksum) + " but the contents have CRC-32 \"" + actual + "\": the file is corrupt");
+    state.optimizer_steps = int_field(j, file, "optimizer_steps");
+  }
   state.step = int_field(j, file, "step");
   if (!field(j, file, "scheduler_step").is_null()) state.scheduler_step = int_field(j, file, "scheduler_step");
   const json& gens = field(j, file, "generators");
@@ -141,7 +185,8 @@ CheckpointState read_trainer_json(const std::string& file) {
   if (!lrs.is_array()) bad_field(file, "lrs", "must be an array of numbers");
   for (std::size_t i = 0; i < lrs.size(); ++i) {
     if (!lrs[i].is_number() || !(lrs[i].get<double>() >= 0.0))
-      bad_field(file, "lrs[" + std::to_string(i) + "]", "must be a non-negative number, got " + lrs[i].dump());
+      bad_field(file, "lrs[" + std::to_string(i) + "]",
+                "must be a non-negative number, got " + io::json_excerpt(lrs[i]));
     state.lrs.push_back(lrs[i].get<double>());
   }
   state.loss = double_field(j, file, "loss");
@@ -219,6 +264,7 @@ void Trainer::save_checkpoint() {
   CheckpointState state;
   state.step = step_;
   state.scheduler_step = scheduler_ ? scheduler_->current_step() : -1;
+  state.optimizer_steps = optimizer_.steps_taken();
   for (const auto& [name, gen] : generators_) state.generators.emplace_back(name, gen->state());
   for (const optim::ParamGroup& g : optimizer_.param_groups()) state.lrs.push_back(*g.lr);
   state.loss = last_loss_;
@@ -244,6 +290,7 @@ bool Trainer::load_checkpoint() {
               "has " + std::to_string(state.lrs.size()) + " entries but the optimiser has " +
                   std::to_string(optimizer_.param_groups().size()) + " parameter groups");
   if (scheduler_ && state.scheduler_step < 0) bad_field(json_file, "scheduler_step", "is null but a scheduler is set");
+  check_step_counts(state, json_file, model_file, model_state, optimizer_file, optimizer_state);
   std::vector<Generator> restored(generators_.size());
   for (std::size_t i = 0; i < generators_.size(); ++i) {
     const std::string& name = generators_[i].first;

@@ -2,8 +2,13 @@
 // The Trainer's checkpoint directory, run_dir/checkpoint/:
 //   model.safetensors      model.state_dict()
 //   optimizer.safetensors  optimizer.state_tensors()
-//   trainer.json           {"format":"tapegrad.trainer","version":1,"step":k,"scheduler_step":..|null,
-//                           "generators":{name: state},"lrs":[per group],"loss":..,"elapsed_s":..}
+//   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
+//                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
+//                           "elapsed_s":..,"checksum":"<CRC-32>"}
+// The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and both
+// safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
+// of the three, or files from two different saves, are an IoError at load. Version 1 files (before
+// checksums) are still read.
 // A save writes checkpoint.tmp-XXXXXX/ (every file fsynced), renames checkpoint/ to checkpoint.old/, the
 // new directory to checkpoint/, fsyncs run_dir, then removes checkpoint.old/: a crash at any point leaves
 // one complete checkpoint. Loading falls back to checkpoint.old/ when checkpoint/ is missing, and both
@@ -22,6 +27,7 @@ namespace tapegrad::train {
 struct CheckpointState {
   std::int64_t step = 0;
   std::int64_t scheduler_step = -1;                             // -1: no scheduler (null in the file)
+  std::int64_t optimizer_steps = -1;                            // Optimizer::steps_taken(); -1: version 1
   std::vector<std::pair<std::string, std::string>> generators;  // name, Generator::state()
   std::vector<double> lrs;                                      // per parameter group
   double loss = 0.0;

@@ -8,6 +8,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/json.h"
 
 namespace tapegrad::train {
 
@@ -28,10 +29,10 @@ void MetricsFile::truncate_after(std::int64_t step) const {
   while (std::getline(in, line)) {
     bool keep = false;
     try {
-      const nlohmann::json j = nlohmann::json::parse(line);
+      const nlohmann::json j = io::parse_json(line, path_);
       keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
              j["step"].get<std::int64_t>() <= step && !j.value("end_of_run", false);
-    } catch (const nlohmann::json::exception&) {
+    } catch (const IoError&) {
       keep = false;  // a line torn by a crash
     }
     if (keep) kept += line + '\n';
