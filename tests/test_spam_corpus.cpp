@@ -158,6 +158,15 @@ TEST_CASE("spam corpus: clean_email reads text without headers as a body and nev
   CHECK(clean_email("").size() == 1);
 }
 
+TEST_CASE("spam corpus: control characters are dropped whether raw, UTF-8 encoded or written as HTML entities") {
+  // C0 controls (but tab and newline), DEL and the C1 block, as numeric entities in HTML ...
+  const std::string html = "Content-Type: text/html\n\n<p>a&#x14;b&#27;c&#127;d&#x85;e&#x9F;f&#9;g&#xA0;h&#x2026;i</p>";
+  CHECK(clean_email(html) == "\nabcdef g h\xE2\x80\xA6i");
+  // ... and as raw bytes: DEL, and U+0085 validly encoded (C2 85); a lone 0x85 byte is Windows-1252's
+  // ellipsis, as every other invalid byte is read.
+  CHECK(clean_email(std::string("x\x7Fy\xC2\x85z\x85w")) == "\nxyz\xE2\x80\xA6w");
+}
+
 // ---------------------------------------------------------------- corpus
 
 TEST_CASE("spam corpus: load_spam_corpus reads the committed sample") {
@@ -247,6 +256,26 @@ TEST_CASE("spam corpus: read_email_file reads a corpus JSON file or a raw mail f
   write_text(empty, " \r\n\n");
   const std::string empty_message = "read_email_file: '" + empty + "' is empty (4 bytes of white space)";
   CHECK_THROWS_WITH_AS(read_email_file(empty), empty_message.c_str(), ValueError);
+
+  // A corpus file in a folder that says neither spam nor ham is refused, not counted as ham.
+  const std::string stray = dir.file("stray.json");
+  write_text(stray, R"({"group": "newsletters", "text": "Subject: hi\n\nhello"})");
+  CHECK_THROWS_WITH_AS(read_email_file(stray),
+                       doctest::Contains("group \"newsletters\" is neither spam (a name starting with \"spam\")"),
+                       ValueError);
+  // The folder names the group when the file does not.
+  fs::create_directories(dir.path / "corpus" / "misc");
+  write_text((dir.path / "corpus" / "misc" / "a.json").string(), R"({"text": "Subject: hi\n\nhello"})");
+  CHECK_THROWS_WITH_AS(load_spam_corpus((dir.path / "corpus").string()),
+                       doctest::Contains("a.json': group \"misc\" is neither spam"), ValueError);
+
+  // Only the head of a large raw file is read when asked; the email says it was cut.
+  const std::string large = dir.file("large.eml");
+  write_text(large, "Subject: big\n\n" + std::string(5000, 'w') + " tail");
+  const Email head = read_email_file(large, 1000);
+  CHECK(head.truncated);
+  CHECK(head.body.size() < 1000);
+  CHECK_FALSE(read_email_file(raw, 1000).truncated);
 }
 
 TEST_CASE("spam corpus: a missing corpus says how to fetch it; TAPEGRAD_DATA moves the default folder") {

@@ -52,7 +52,10 @@ std::size_t decode_entity(std::string_view s, std::size_t i, std::string& out) {
     }
     if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
     if (cp == 0xA0) cp = ' ';
-    append_utf8(out, cp);
+    // Control characters written as entities are dropped like raw ones (C0 but tab and newline,
+    // DEL, and the C1 block 0x80..0x9F).
+    const bool control = (cp < 0x20 && cp != '\t' && cp != '\n') || (cp >= 0x7F && cp < 0xA0);
+    if (!control) append_utf8(out, cp);
     return semi - i + 1;
   }
   static const std::pair<const char*, const char*> kNamed[] = {
@@ -130,14 +133,17 @@ std::string sanitize_utf8(std::string_view s) {
       cp = (cp << 6) | (cc & 0x3F);
     }
     ok = ok && cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    // Control characters other than tab and newline (NUL, the escapes of ISO-2022 text ...) are
-    // dropped: they carry no words and upset terminals and JSON.
-    const bool control = c < 0x20 && c != '\t' && c != '\n';
-    if (ok && !control) {
+    // Control characters other than tab and newline (NUL, the escapes of ISO-2022 text, DEL, and
+    // the C1 controls U+0080..U+009F when validly encoded) are dropped: they carry no words and
+    // upset terminals and JSON.
+    const bool control = (c < 0x20 && c != '\t' && c != '\n') || c == 0x7F || (ok && cp >= 0x80 && cp < 0xA0);
+    if (control) {
+      i += ok ? n : 1;
+    } else if (ok) {
       out.append(s.substr(i, n));
       i += n;
     } else {
-      if (!control) append_utf8(out, c >= 0x80 && c < 0xA0 ? kWindows1252[c - 0x80] : c);
+      append_utf8(out, c >= 0x80 && c < 0xA0 ? kWindows1252[c - 0x80] : c);
       ++i;
     }
   }

@@ -20,7 +20,7 @@ std::size_t ifind(std::string_view s, std::string_view needle, std::size_t from 
 std::string_view trim(std::string_view s);
 
 // Valid UTF-8: invalid bytes read as Windows-1252, control characters other than tab and
-// newline dropped.
+// newline (C0, DEL and C1) dropped.
 std::string sanitize_utf8(std::string_view s);
 // The quoted-printable transfer encoding decoded (soft line breaks joined).
 std::string decode_quoted_printable(std::string_view s);
@@ -29,7 +29,7 @@ std::string decode_base64(std::string_view s);
 // RFC 2047 encoded words ("=?charset?B|Q?...?=") in a header value decoded.
 std::string decode_rfc2047(std::string_view s);
 // HTML as text: tags, comments, script and style dropped, block tags as line breaks, entities
-// decoded.
+// decoded (those of control characters, such as &#x14; or &#127;, dropped).
 std::string strip_html(std::string_view s);
 // Runs of blanks collapsed, lines trimmed, at most one blank line in a row and none at either end.
 std::string normalize_whitespace(std::string_view s);

@@ -1,8 +1,11 @@
 // spam_classifier predict --run_dir DIR FILE...: classifies email files (raw RFC 822 messages or corpus
 // .json files) with a trained run, printing each file's name, label and spam probability on one line:
 //   path/to/email.json	spam	0.9731
-// A file that cannot be read is reported on stderr and the exit status is 1.
+// A file that cannot be read is reported on stderr and the exit status is 1. The work per email is
+// bounded: a raw mail file is read up to its first 8 MiB, and the model reads the first max_length
+// words; stderr says when a file was cut either way.
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -15,6 +18,8 @@
 namespace tapegrad::examples::spam {
 
 namespace {
+
+constexpr std::uint64_t kMaxEmailBytes = std::uint64_t{8} << 20;
 
 struct PredictConfig {
   std::string run_dir = "runs/spam_classifier";
@@ -55,7 +60,19 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   int failures = 0;
   for (const std::string& file : files) {
     try {
-      const std::vector<std::int64_t> ids = encode_words(email_tokens(read_email_file(file)), vocab, saved.max_length);
+      // The work per email is bounded: a raw file is read up to kMaxEmailBytes, and only the words
+      // the model reads are split off (one more tells whether there were more).
+      const Email email = read_email_file(file, kMaxEmailBytes);
+      const auto max_words = static_cast<std::size_t>(saved.max_length);
+      const std::vector<std::string> words = email_tokens(email, max_words + 1);
+      if (email.truncated)
+        std::fprintf(stderr, "spam_classifier: %s: larger than %llu bytes; only its first %llu bytes were read\n",
+                     file.c_str(), static_cast<unsigned long long>(kMaxEmailBytes),
+                     static_cast<unsigned long long>(kMaxEmailBytes));
+      if (words.size() > max_words)
+        std::fprintf(stderr, "spam_classifier: %s: more than %zu words; the model reads the first %zu\n", file.c_str(),
+                     max_words, max_words);
+      const std::vector<std::int64_t> ids = encode_words(words, vocab, saved.max_length);
       const std::int64_t n = static_cast<std::int64_t>(ids.size());
       const Tensor logits = model.forward(from_vector(ids, {1, n}), zeros({1, n}, kBool));
       const double p = logits.softmax(-1).at({0, 1});

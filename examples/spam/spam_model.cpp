@@ -60,7 +60,9 @@ std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vec
   return out;
 }
 
-std::vector<std::string> email_tokens(const Email& email) { return data::word_tokenize(email.text()); }
+std::vector<std::string> email_tokens(const Email& email, std::size_t max_words) {
+  return data::word_tokenize(email.text(), max_words);
+}
 
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,
                                        std::int64_t max_length) {

@@ -151,8 +151,8 @@ Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, 
 
 std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vector<std::size_t>& rows);
 
-// The words of an email the classifier reads: its subject and cleaned body.
-std::vector<std::string> email_tokens(const Email& email);
+// The words of an email the classifier reads: its subject and cleaned body; the first max_words.
+std::vector<std::string> email_tokens(const Email& email, std::size_t max_words = SIZE_MAX);
 
 // The ids the model reads: the first max_length words, <unk> alone for an empty email (it still has one position).
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,
