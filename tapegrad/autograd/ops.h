@@ -22,6 +22,7 @@
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
 //   ops/nn.cpp           layer_norm, dropout
+//   ops/attention.cpp    fused_attention
 //   ops/random.cpp       multinomial
 
 #include <cstdint>
@@ -204,5 +205,25 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
 // the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// The masks fused_attention applies to the scores (L..., Tq, Tk).
+struct FusedAttentionMask {
+  bool causal = false;              // query i sees key j only when j <= i + causal_offset
+  std::int64_t causal_offset = 0;   // Tk - Tq when the queries are the last Tq positions
+  Tensor bias;  // q's dtype, broadcast to the scores and added to them; -inf = masked. Receives no gradient.
+};
+// Fused scaled dot-product attention ("flash attention" with an online softmax; nn's
+// scaled_dot_product_attention calls it when no weights are asked for):
+//   out = softmax(scale * q @ k^T + masks) @ v          q: (L..., Tq, D), k: (Lkv..., Tk, D),
+//                                                       v: (Lkv..., Tk, Dv) -> (L..., Tq, Dv)
+// Lkv equals L, except that the last leading axis (the heads) of q may be a multiple of k's and
+// v's: query head h then reads key/value head h / (H / Hkv) (grouped- and multi-query attention).
+// The scores are never materialised: key tiles stream through a running max and sum, only each
+// row's log-sum-exp is kept for the backward, which recomputes the probabilities tile by tile.
+// A row whose keys are all masked gives a zero output row and no gradient, never NaN. A taped
+// backward (create_graph) computes the same formulas with ops. Throws ShapeError / TypeError /
+// ValueError naming the shapes.
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
+                       const FusedAttentionMask& mask = {});
 
 }  // namespace tapegrad

@@ -1,0 +1,211 @@
+#pragma once
+// Fused scaled dot-product attention on contiguous buffers: the forward with an online softmax
+// over key tiles, saving only the log-sum-exp of each query row, and the backward that recomputes
+// the probabilities tile by tile (FlashAttention-2's arrangement, on the CPU). The op, its checks
+// and its taped backward are in ops/attention.cpp. Static, see rows.h.
+//
+// Per attention matrix n (a batch entry and head), with s = scale * q k^T + bias, masked entries -inf:
+//   forward:  m = max_j s_ij, l = sum_j exp(s_ij - m), o_i = sum_j exp(s_ij - m) v_j / l,
+//             lse_i = m + log l         (m and l are running values, updated key tile by key tile)
+//   backward: p_ij = exp(s_ij - lse_i), delta_i = sum_d do_id o_id,
+//             dv_j = sum_i p_ij do_i,  dp_ij = do_i . v_j,  ds_ij = p_ij (dp_ij - delta_i),
+//             dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i
+// A row whose keys are all masked has l = 0: its output is 0, its lse -inf, its p 0 (no NaN).
+// The causal mask lets query i see key j when j <= i + offset; key tiles wholly above the
+// diagonal are never visited, the one crossing it is masked entry by entry.
+//
+// Buffers: q (N, Tq, D), k (Nkv, Tk, D), v (Nkv, Tk, Dv), o (N, Tq, Dv), lse (N, Tq). N = Nkv *
+// group: attention matrix n reads keys and values n / group (grouped-query attention; group 1
+// otherwise). bias, when given, is read at bias + bias_offsets[n] + i * bias_q + j * bias_k
+// (broadcast axes have stride 0).
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include <xsimd/xsimd.hpp>
+
+#include "tapegrad/autograd/kernels/blas.h"
+#include "tapegrad/autograd/kernels/rows.h"
+#include "tapegrad/autograd/kernels/softmax.h"
+#include "tapegrad/autograd/parallel.h"
+
+namespace tapegrad::kernels {
+
+// Query and key rows per tile: a tile's scores (64 x 64) and its probabilities stay in L1/L2
+// next to the q, k and v rows they come from (head dims up to 128).
+constexpr std::int64_t kAttentionTile = 64;
+
+struct AttentionShape {
+  std::int64_t n = 0;      // attention matrices (batch x heads)
+  std::int64_t group = 1;  // query heads per key/value head
+  std::int64_t tq = 0, tk = 0, d = 0, dv = 0;
+  bool causal = false;
+  std::int64_t offset = 0;  // causal: query i sees keys j <= i + offset
+};
+
+template <class T>
+struct AttentionBias {
+  const T* data = nullptr;                  // null: no bias
+  const std::int64_t* offsets = nullptr;    // per attention matrix
+  std::int64_t stride_q = 0, stride_k = 0;  // between query rows, between keys
+};
+
+// The keys query rows [r0, r1) may see: [0, key_end).
+static inline std::int64_t attention_key_end(const AttentionShape& s, std::int64_t r1) {
+  if (!s.causal) return s.tk;
+  return std::clamp<std::int64_t>(r1 + s.offset, 0, s.tk);  // the last row, r1 - 1, sees j <= r1 - 1 + offset
+}
+
+// s (rows, kb) = scale * q_tile k_tile^T + bias, causally masked: the scores of query rows
+// [r0, r0 + rows) against keys [kj, kj + kb), row stride kAttentionTile.
+template <class T>
+static void attention_scores(const AttentionShape& sh, const AttentionBias<T>& bias, std::int64_t n, const T* q_tile,
+                             const T* k_tile, std::int64_t r0, std::int64_t rows, std::int64_t kj, std::int64_t kb,
+                             T scale, T* s) {
+  gemm(false, true, rows, kb, sh.d, scale, q_tile, sh.d, k_tile, sh.d, T(0), s, kAttentionTile);
+  if (bias.data) {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* b = bias.data + bias.offsets[n] + (r0 + r) * bias.stride_q + kj * bias.stride_k;
+      T* sr = s + r * kAttentionTile;
+      if (bias.stride_k == 1) {
+        for (std::int64_t j = 0; j < kb; ++j) sr[j] += b[j];
+      } else {
+        for (std::int64_t j = 0; j < kb; ++j) sr[j] += b[j * bias.stride_k];
+      }
+    }
+  }
+  if (sh.causal && kj + kb - 1 > r0 + sh.offset) {  // the tile crosses the diagonal
+    constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t first_hidden = std::max<std::int64_t>(r0 + r + sh.offset + 1 - kj, 0);
+      T* sr = s + r * kAttentionTile;
+      for (std::int64_t j = first_hidden; j < kb; ++j) sr[j] = kMinusInf;
+    }
+  }
+}
+
+// o = softmax(s) v per attention matrix, lse = the rows' log-sum-exp; parallel over (matrix,
+// query tile).
+template <class T>
+static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const T* q, const T* k,
+                              const T* v, T* o, T* lse) {
+  constexpr std::int64_t kTile = kAttentionTile;
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  const std::int64_t q_tiles = (sh.tq + kTile - 1) / kTile;
+  const std::int64_t items = sh.n * q_tiles;
+  // A grain of one tile: even a single tile holds 64 x 64 x D multiply-adds per key tile.
+  parallel_for(0, items, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> s(kTile * kTile), acc(kTile * sh.dv), m(kTile), l(kTile);
+    for (std::int64_t item = first; item < last; ++item) {
+      const std::int64_t n = item / q_tiles, r0 = (item % q_tiles) * kTile;
+      const std::int64_t rows = std::min(kTile, sh.tq - r0);
+      const T* q_tile = q + (n * sh.tq + r0) * sh.d;      // (rows, D)
+      const T* k_n = k + (n / sh.group) * sh.tk * sh.d;   // (Tk, D)
+      const T* v_n = v + (n / sh.group) * sh.tk * sh.dv;  // (Tk, Dv)
+      std::fill(m.begin(), m.end(), kMinusInf);
+      std::fill(l.begin(), l.end(), T(0));
+      std::fill(acc.begin(), acc.end(), T(0));
+      const std::int64_t key_end = attention_key_end(sh, r0 + rows);
+      for (std::int64_t kj = 0; kj < key_end; kj += kTile) {
+        const std::int64_t kb = std::min(kTile, key_end - kj);
+        attention_scores(sh, bias, n, q_tile, k_n + kj * sh.d, r0, rows, kj, kb, scale, s.data());
+        for (std::int64_t r = 0; r < rows; ++r) {
+          T* sr = s.data() + r * kTile;  // becomes p's row
+          const T m_new = std::max(m[r], row_max(sr, kb));
+          if (m_new == kMinusInf) {  // every key so far masked: nothing to add
+            std::fill(sr, sr + kb, T(0));
+            continue;
+          }
+          const T alpha = std::exp(m[r] - m_new);  // 0 while m was -inf
+          l[r] = l[r] * alpha + exp_shifted_sum(sr, m_new, sr, kb);
+          m[r] = m_new;
+          if (alpha != T(1)) {
+            T* ar = acc.data() + r * sh.dv;
+            for (std::int64_t c = 0; c < sh.dv; ++c) ar[c] *= alpha;
+          }
+        }
+        // acc (rows, Dv) += p (rows, kb) @ v_tile (kb, Dv)
+        gemm(false, false, rows, sh.dv, kb, T(1), s.data(), kTile, v_n + kj * sh.dv, sh.dv, T(1), acc.data(), sh.dv);
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        T* orow = o + (n * sh.tq + r0 + r) * sh.dv;
+        const T* ar = acc.data() + r * sh.dv;
+        if (l[r] == T(0)) {  // a fully masked row
+          std::fill(orow, orow + sh.dv, T(0));
+          lse[n * sh.tq + r0 + r] = kMinusInf;
+          continue;
+        }
+        const T inv = T(1) / l[r];
+        for (std::int64_t c = 0; c < sh.dv; ++c) orow[c] = ar[c] * inv;
+        lse[n * sh.tq + r0 + r] = m[r] + std::log(l[r]);
+      }
+    }
+  });
+}
+
+// dq, dk, dv from do, with the forward's o and lse; parallel over key/value heads (each owns its
+// dk, dv and its group's dq, so nothing is shared between threads). dq, dk, dv are overwritten.
+template <class T>
+static void attention_backward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const T* q, const T* k,
+                               const T* v, const T* o, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+  constexpr std::int64_t kTile = kAttentionTile;
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  const std::int64_t n_kv = sh.n / sh.group;
+  parallel_for(0, n_kv, 1, [&](std::int64_t first, std::int64_t last) {
+    std::vector<T> p(kTile * kTile), dp(kTile * kTile), delta(sh.tq);
+    for (std::int64_t g = first; g < last; ++g) {
+      const T* k_g = k + g * sh.tk * sh.d;  // (Tk, D)
+      const T* v_g = v + g * sh.tk * sh.dv;
+      T* dk_g = dk + g * sh.tk * sh.d;
+      T* dv_g = dv + g * sh.tk * sh.dv;
+      std::fill(dk_g, dk_g + sh.tk * sh.d, T(0));
+      std::fill(dv_g, dv_g + sh.tk * sh.dv, T(0));
+      for (std::int64_t n = g * sh.group; n < (g + 1) * sh.group; ++n) {
+        const T* q_n = q + n * sh.tq * sh.d;  // (Tq, D)
+        const T* do_n = dout + n * sh.tq * sh.dv;
+        const T* lse_n = lse + n * sh.tq;
+        T* dq_n = dq + n * sh.tq * sh.d;
+        std::fill(dq_n, dq_n + sh.tq * sh.d, T(0));
+        for (std::int64_t i = 0; i < sh.tq; ++i)
+          delta[i] = row_dot(do_n + i * sh.dv, o + (n * sh.tq + i) * sh.dv, sh.dv);
+        for (std::int64_t kj = 0; kj < sh.tk; kj += kTile) {
+          const std::int64_t kb = std::min(kTile, sh.tk - kj);
+          // Causal: the first query row that sees key kj is kj - offset.
+          const std::int64_t first_row = sh.causal ? std::clamp<std::int64_t>(kj - sh.offset, 0, sh.tq) : 0;
+          for (std::int64_t r0 = first_row / kTile * kTile; r0 < sh.tq; r0 += kTile) {
+            const std::int64_t rows = std::min(kTile, sh.tq - r0);
+            attention_scores(sh, bias, n, q_n + r0 * sh.d, k_g + kj * sh.d, r0, rows, kj, kb, scale, p.data());
+            for (std::int64_t r = 0; r < rows; ++r) {
+              T* pr = p.data() + r * kTile;
+              const T shift = lse_n[r0 + r];
+              if (shift == kMinusInf) std::fill(pr, pr + kb, T(0));  // a fully masked row
+              else exp_shifted_sum(pr, shift, pr, kb);
+            }
+            const T* do_tile = do_n + r0 * sh.dv;  // (rows, Dv)
+            // dv_tile (kb, Dv) += p^T (kb, rows) @ do_tile (rows, Dv)
+            gemm(true, false, kb, sh.dv, rows, T(1), p.data(), kTile, do_tile, sh.dv, T(1), dv_g + kj * sh.dv, sh.dv);
+            // dp (rows, kb) = do_tile (rows, Dv) @ v_tile^T (Dv, kb)
+            gemm(false, true, rows, kb, sh.dv, T(1), do_tile, sh.dv, v_g + kj * sh.dv, sh.dv, T(0), dp.data(), kTile);
+            for (std::int64_t r = 0; r < rows; ++r) {  // ds = p (dp - delta), in dp
+              const T* pr = p.data() + r * kTile;
+              T* dsr = dp.data() + r * kTile;
+              const T dl = delta[r0 + r];
+              for (std::int64_t j = 0; j < kb; ++j) dsr[j] = pr[j] * (dsr[j] - dl);
+            }
+            // dq_tile (rows, D) += scale ds (rows, kb) @ k_tile (kb, D)
+            gemm(false, false, rows, sh.d, kb, scale, dp.data(), kTile, k_g + kj * sh.d, sh.d, T(1), dq_n + r0 * sh.d,
+                 sh.d);
+            // dk_tile (kb, D) += scale ds^T (kb, rows) @ q_tile (rows, D)
+            gemm(true, false, kb, sh.d, rows, scale, dp.data(), kTile, q_n + r0 * sh.d, sh.d, T(1), dk_g + kj * sh.d,
+                 sh.d);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace tapegrad::kernels

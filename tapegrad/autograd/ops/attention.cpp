@@ -1,0 +1,202 @@
+// fused_attention: scaled dot-product attention in one op, forward and backward on the tiled
+// kernels of kernels/attention.h, and the same backward written with ops for a taped backward.
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/kernels/attention.h"
+#include "tapegrad/autograd/ops.h"
+
+namespace tapegrad {
+
+namespace {
+
+constexpr const char* kOp = "fused_attention";
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+std::string shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return "q " + q.shape().str() + ", k " + k.shape().str() + ", v " + v.shape().str();
+}
+
+// The kernel's view of the problem, after checking q (L..., Tq, D), k (Lkv..., Tk, D), v (Lkv..., Tk, Dv).
+kernels::AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    throw ShapeError(std::string(kOp) + ": expected q, k, v of one rank >= 2, got " + shapes(q, k, v));
+  if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
+    throw TypeError(std::string(kOp) + ": q, k, v must share one floating-point dtype, got " + dtype_name(q.dtype()) +
+                    ", " + dtype_name(k.dtype()) + ", " + dtype_name(v.dtype()));
+  const int r = q.dim();
+  kernels::AttentionShape s;
+  s.tq = q.shape()[r - 2];
+  s.tk = k.shape()[r - 2];
+  s.d = q.shape()[r - 1];
+  s.dv = v.shape()[r - 1];
+  bool fits = k.shape()[r - 1] == s.d && v.shape()[r - 2] == s.tk && s.d > 0 && s.dv > 0;
+  s.n = 1;
+  for (int a = 0; a < r - 2; ++a) {
+    const std::int64_t lq = q.shape()[a], lk = k.shape()[a];
+    fits = fits && v.shape()[a] == lk;
+    if (a == r - 3) {  // the heads: q's may be a multiple of k's and v's
+      fits = fits && lk > 0 && lq % lk == 0;
+      if (lk > 0) s.group = lq / lk;
+    } else {
+      fits = fits && lq == lk;
+    }
+    s.n *= lq;
+  }
+  if (!fits)
+    throw ShapeError(std::string(kOp) + ": " + shapes(q, k, v) +
+                     " do not fit (L..., Tq, D), (Lkv..., Tk, D), (Lkv..., Tk, Dv) with Lkv = L but for the heads, "
+                     "which must divide q's");
+  return s;
+}
+
+// k or v (..., Hkv, Tk, C) with each head repeated group times: (..., Hkv * group, Tk, C).
+Tensor repeat_heads(const Tensor& x, std::int64_t group) {
+  if (group == 1) return x;
+  const int r = x.dim();
+  Shape expanded = x.shape();
+  expanded.insert(r - 2, group);  // (..., Hkv, group, Tk, C)
+  Shape merged = x.shape();
+  merged[r - 3] *= group;
+  return reshape(expand(unsqueeze(x, r - 2), expanded), merged);
+}
+
+// The adjoint of repeat_heads: (..., Hkv * group, Tk, C) summed over each group.
+Tensor sum_heads(const Tensor& x, std::int64_t group) {
+  if (group == 1) return x;
+  const int r = x.dim();
+  Shape split = x.shape();
+  split[r - 3] /= group;
+  split.insert(r - 2, group);
+  return sum(reshape(x, split), {r - 2});
+}
+
+// The backward as ops, for create_graph: p is recomputed with softmax (so it stays a function of
+// q and k), and dv = p^T g, ds = p (g v^T - rowsum(p g v^T)), dq = scale ds k, dk = scale ds^T q.
+TensorList backward_taped(const Tensor& g, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& lse,
+                          const Tensor& bias, const FusedAttentionMask& mask, std::int64_t group, double scale) {
+  const int r = q.dim();
+  const std::int64_t tq = q.shape()[r - 2], tk = k.shape()[r - 2];
+  const Tensor kr = repeat_heads(k, group), vr = repeat_heads(v, group);
+  Tensor scores = matmul(q * scale, kr.mT());  // (L..., Tq, Tk)
+  Tensor excluded;                             // Bool, broadcast to the scores
+  if (bias.defined()) {
+    excluded = eq(bias, kMinusInf);
+    scores = scores + masked_fill(bias, excluded, 0.0);
+  }
+  if (mask.causal) {
+    const double offset = static_cast<double>(mask.causal_offset);
+    const Tensor key = arange(0.0, static_cast<double>(tk), 1.0, kFloat64).reshape({1, tk});
+    const Tensor query = arange(offset, offset + static_cast<double>(tq), 1.0, kFloat64).reshape({tq, 1});
+    const Tensor hidden = gt(key, query);  // (Tq, Tk)
+    excluded = excluded.defined() ? logical_or(excluded, hidden) : hidden;
+  }
+  // Rows with every key masked (lse -inf) keep their finite scores for the softmax and are zeroed
+  // after it, so no NaN appears and they pass no gradient.
+  const Tensor fully = eq(unsqueeze(lse, -1), kMinusInf);  // (L..., Tq, 1)
+  if (excluded.defined()) scores = masked_fill(scores, logical_and(excluded, logical_not(fully)), kMinusInf);
+  const Tensor p = masked_fill(softmax(scores, -1), fully, 0.0);
+  const Tensor dp = matmul(g, vr.mT());
+  const Tensor ds = p * (dp - sum(p * dp, {-1}, /*keepdim=*/true));
+  return {matmul(ds, kr) * scale, sum_heads(matmul(ds.mT(), q) * scale, group), sum_heads(matmul(p.mT(), g), group)};
+}
+
+// bias expanded to the scores (L..., Tq, Tk): each attention matrix's start and the two inner strides.
+template <class T>
+kernels::AttentionBias<T> bias_view(const Tensor& expanded, std::vector<std::int64_t>& offsets) {
+  kernels::AttentionBias<T> b;
+  if (!expanded.defined()) return b;
+  const int r = expanded.dim();
+  const Shape& shape = expanded.shape();
+  const Dims& strides = expanded.strides();
+  std::int64_t n = 1;
+  for (int a = 0; a < r - 2; ++a) n *= shape[a];
+  offsets.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {  // i's multi-index over the leading axes, last fastest
+    std::int64_t rest = i, offset = expanded.offset();
+    for (int a = r - 3; a >= 0; --a) {
+      offset += (rest % shape[a]) * strides[a];
+      rest /= shape[a];
+    }
+    offsets[static_cast<std::size_t>(i)] = offset;
+  }
+  b.data = expanded.data_ptr<T>() - expanded.offset();  // data_ptr includes the view's offset
+  b.offsets = offsets.data();
+  b.stride_q = strides[r - 2];
+  b.stride_k = strides[r - 1];
+  return b;
+}
+
+}  // namespace
+
+Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
+                       const FusedAttentionMask& mask) {
+  kernels::AttentionShape sh = attention_shape(q_in, k_in, v_in);
+  sh.causal = mask.causal;
+  sh.offset = mask.causal_offset;
+  if (!std::isfinite(scale))
+    throw ValueError(std::string(kOp) + ": scale must be finite, got " + std::to_string(scale));
+  Shape scores_shape = q_in.shape();
+  scores_shape[scores_shape.size() - 1] = sh.tk;  // (L..., Tq, Tk)
+  Tensor bias;                                    // detached, expanded to the scores
+  if (mask.bias.defined()) {
+    if (mask.bias.dtype() != q_in.dtype())
+      throw TypeError(std::string(kOp) + ": bias must have q's dtype " + dtype_name(q_in.dtype()) + ", got " +
+                      dtype_name(mask.bias.dtype()));
+    if (mask.bias.requires_grad() && is_grad_enabled())
+      throw ValueError(std::string(kOp) + ": the bias receives no gradient; pass it detached (shape " +
+                       mask.bias.shape().str() + ")");
+    if (mask.bias.dim() > scores_shape.size())
+      throw ShapeError(std::string(kOp) + ": bias of shape " + mask.bias.shape().str() +
+                       " does not broadcast to the scores' shape " + scores_shape.str());
+    bias = expand(mask.bias.detach(), scores_shape);  // ShapeError when it does not broadcast
+  }
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  Shape out_shape = q.shape();
+  out_shape[out_shape.size() - 1] = sh.dv;
+  Shape lse_shape = q.shape();
+  lse_shape.pop_back();  // (L..., Tq)
+  Tensor out = empty(out_shape, q.dtype());
+  Tensor lse = empty(lse_shape, q.dtype());
+  dispatch_floating(q.dtype(), kOp, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<std::int64_t> offsets;
+    const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+    if (out.numel() > 0 || lse.numel() > 0)
+      kernels::attention_forward<T>(sh, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
+                                    out.data_ptr<T>(), lse.data_ptr<T>());
+  });
+  FusedAttentionMask structure = mask;  // what the backward needs of the masks; the bias is saved apart
+  structure.bias = Tensor();
+  if (any_requires_grad({&q_in, &k_in, &v_in}))
+    record(kOp, out, {q_in, k_in, v_in},
+           [sq = SavedTensor(q_in), sk = SavedTensor(k_in), sv = SavedTensor(v_in), so = SavedTensor::output(out),
+            slse = SavedTensor(lse), sbias = bias.defined() ? SavedTensor(bias) : SavedTensor(), structure, sh,
+            scale](const Tensor& g) -> TensorList {
+             const Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack();
+             const Tensor lse = slse.unpack();
+             const Tensor bias = sbias.defined() ? sbias.unpack() : Tensor();
+             if (any_requires_grad({&g, &q, &k, &v}))
+               return backward_taped(g, q, k, v, lse, bias, structure, sh.group, scale);
+             const Tensor o = so.unpack();
+             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous();
+             Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
+                    dv = empty(vc.shape(), vc.dtype());
+             dispatch_floating(q.dtype(), "fused_attention backward", [&](auto tag) {
+               using T = decltype(tag);
+               std::vector<std::int64_t> offsets;
+               const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+               if (dq.numel() > 0 || dk.numel() > 0)
+                 kernels::attention_backward<T>(sh, b, static_cast<T>(scale), qc.data_ptr<T>(), kc.data_ptr<T>(),
+                                                vc.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(), gc.data_ptr<T>(),
+                                                dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>());
+             });
+             return {dq, dk, dv};
+           });
+  return out;
+}
+
+}  // namespace tapegrad
