@@ -201,17 +201,15 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 
 Tensor SavedTensor::unpack() const {
   if (!defined_) return Tensor();
-  Tensor t;
-  std::shared_ptr<Storage> storage;
-  if (hooked_) {
-    const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
-    t = hooked.unpack(hooked.packed);
-    if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
-    storage = storage_.lock();  // gone: nothing can have written to it
-  } else {
-    t = data_;
-    storage = t.impl()->storage;
-  }
+  if (!hooked_) return checked(data_, data_.impl()->storage.get());  // the common case: no reference counting
+  const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
+  Tensor t = hooked.unpack(hooked.packed);
+  if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
+  const std::shared_ptr<Storage> storage = storage_.lock();  // gone: nothing can have written to it
+  return checked(t, storage.get());
+}
+
+Tensor SavedTensor::checked(const Tensor& t, const Storage* storage) const {
   if (storage && storage->version() != version_)
     throw GraphError(running_op() +
                      ": one of the variables needed for gradient computation has been modified by an inplace "
@@ -473,7 +471,8 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
       if (!g.defined()) return g;
       if (static_cast<std::size_t>(k) < node->output_hooks.size() && node->output_hooks[k])
         g = run_tensor_hooks(*node->output_hooks[k], std::move(g), node->name);
-      if (auto out = node->output_impl(k); out && out->retains_grad) add_to_grad(*out, g);
+      if (node->retains_output_grads)
+        if (auto out = node->output_impl(k); out && out->retains_grad) add_to_grad(*out, g);
       if (inputs_ != nullptr) capture_node(*node, k, g);
       return g;
     };

@@ -67,6 +67,8 @@ struct Node {
   bool queued = false;
   std::uint64_t visit = 0;  // the last graph walk that visited the node (see graph.cpp)
   bool needed = true;       // whether that walk needs the node's backward
+  // Whether an output was marked with retain_grad (so the engine looks at the outputs only then).
+  bool retains_output_grads = false;
 
   Node();
   ~Node();
@@ -111,6 +113,10 @@ class SavedTensor {
   Tensor unpack() const;
 
  private:
+  // t after the version check against storage (null: not checked), reconnected to the running
+  // node when it is an output unpacked under create_graph.
+  Tensor checked(const Tensor& t, const Storage* storage) const;
+
   Tensor data_;                   // empty when packed by a hook
   std::shared_ptr<void> hooked_;  // the hook state (see graph.cpp), when a pack hook took it
   std::weak_ptr<Storage> storage_;

@@ -61,10 +61,13 @@ class Dims {
   // Product of the entries (the element count of a shape); 1 for an empty shape. A product
   // beyond int64 (a shape read from a file, say) is a ShapeError, never an overflow.
   std::int64_t numel() const {
-    if (std::find(begin(), end(), 0) != end()) return 0;
     std::int64_t n = 1;
-    for (int i = 0; i < size_; ++i)
-      if (__builtin_mul_overflow(n, data_[i], &n)) throw ShapeError("shape " + str() + " has too many elements");
+    bool overflow = false;
+    for (int i = 0; i < size_; ++i) overflow |= __builtin_mul_overflow(n, data_[i], &n);  // wraps, defined
+    if (overflow) {
+      if (contains(0)) return 0;
+      throw ShapeError("shape " + str() + " has too many elements");
+    }
     return n;
   }
   std::vector<std::int64_t> vec() const { return std::vector<std::int64_t>(begin(), end()); }

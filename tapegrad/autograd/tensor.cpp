@@ -163,7 +163,10 @@ void Tensor::zero_grad(bool set_to_none) const {
 void Tensor::retain_grad() const {
   TensorImpl& t = checked();
   if (!requires_grad()) throw GraphError("retain_grad: the tensor does not require grad");
-  if (t.grad_fn) t.retains_grad = true;  // leaves keep their gradient anyway
+  if (t.grad_fn) {  // leaves keep their gradient anyway
+    t.retains_grad = true;
+    t.grad_fn->retains_output_grads = true;
+  }
 }
 
 Tensor Tensor::detach() const {
