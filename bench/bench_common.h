@@ -78,10 +78,12 @@ inline double peak_rss_mib() {
 struct Options {
   std::string workload = "all";
   bool json = false;
-  int threads = 0;  // 0: the framework's default
-  int runs = 15;    // timed runs per op row (tapegrad's ops table only)
-  int warmup = -1;  // -1: the workload's defined count
-  int steps = -1;   // -1: the workload's defined count
+  int threads = 0;       // 0: the framework's default
+  int runs = 15;         // timed runs per op row (tapegrad's ops table only)
+  int warmup = -1;       // -1: the workload's defined count
+  int steps = -1;        // -1: the workload's defined count
+  int seq = 2048;        // W5's sequence length T
+  bool unfused = false;  // W5 on tapegrad: the unfused attention (weights materialised) instead of the fused kernel
 };
 
 // The workloads both programs run, and their defined warm-up and measured counts.
@@ -98,6 +100,7 @@ inline const std::vector<WorkloadSpec>& workload_specs() {
       {"w2conv", 0, 3000},  // reversal, steps to 100% held-out exact match (evaluated every 100)
       {"w3", 3, 30},        // causal LM step
       {"w4", 3, 30},        // MoE forward + backward
+      {"w5", 1, 5},         // one causal attention, forward + backward, at --seq T
   };
   return specs;
 }
@@ -119,10 +122,10 @@ inline int steps_of(const Options& o, const std::string& workload) {
   std::ostream& out = problem.empty() ? std::cout : std::cerr;
   if (!problem.empty()) out << program << ": " << problem << "\n";
   out << "usage: " << program << " [--workload " << extra_workloads
-      << "sgemm|w1|w2|w2conv|w3|w4|all] [--json] [--threads N]\n"
-      << "       [--warmup N] [--steps N] [--runs N]\n"
+      << "sgemm|w1|w2|w2conv|w3|w4|w5|all] [--json] [--threads N]\n"
+      << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused]\n"
       << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
-      << "  'all' runs every workload except w2conv.\n";
+      << "  'all' runs every workload except w2conv and w5 (which runs one --seq per process, for its memory).\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -150,6 +153,8 @@ inline Options parse_options(int argc, char** argv, const char* program, const s
     else if (arg == "--runs") o.runs = count(1);
     else if (arg == "--warmup" || arg == "--w1-warmup") o.warmup = count(0);
     else if (arg == "--steps" || arg == "--w1-steps") o.steps = count(1);
+    else if (arg == "--seq") o.seq = count(1);
+    else if (arg == "--unfused") o.unfused = true;
     else if (arg == "--help" || arg == "-h") usage(program, extra_list, "");
     else usage(program, extra_list, "unknown argument '" + arg + "'");
   }
@@ -262,10 +267,10 @@ struct MoeConfig {
   static constexpr std::int64_t kTokens = 2048, kDim = 256, kExperts = 8, kTopK = 2, kHidden = 1024;
 };
 
-// Standard normal (N, D) values, seed 0 (Box-Muller on a 64-bit Mersenne twister).
-inline std::vector<float> moe_input() {
-  std::mt19937_64 gen(0);
-  std::vector<float> x(static_cast<std::size_t>(MoeConfig::kTokens * MoeConfig::kDim));
+// n standard normal values from seed (Box-Muller on a 64-bit Mersenne twister).
+inline std::vector<float> normal_values(std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 gen(seed);
+  std::vector<float> x(static_cast<std::size_t>(n));
   auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) * 0x1p-53; };
   for (std::size_t i = 0; i < x.size(); i += 2) {
     const double r = std::sqrt(-2.0 * std::log(uniform()));
@@ -274,6 +279,31 @@ inline std::vector<float> moe_input() {
     if (i + 1 < x.size()) x[i + 1] = static_cast<float>(r * std::sin(a));
   }
   return x;
+}
+
+// Standard normal (N, D) values, seed 0.
+inline std::vector<float> moe_input() { return normal_values(MoeConfig::kTokens * MoeConfig::kDim, 0); }
+
+// ---------------------------------------------------------------- W5 data
+// One causal attention: q, k, v (1, 8, T, 64), out = softmax(q k^T / 8, causal) v, loss = sum(out * w)
+// with w a fixed (1, 8, T, 64) tensor, so the backward gets a non-uniform gradient.
+struct AttentionConfig {
+  static constexpr std::int64_t kBatch = 1, kHeads = 8, kHeadDim = 64;
+};
+
+// Standard normal values of (1, 8, T, 64) from seed.
+inline std::vector<float> attention_input(std::int64_t t, std::uint64_t seed) {
+  return normal_values(AttentionConfig::kBatch * AttentionConfig::kHeads * t * AttentionConfig::kHeadDim, seed);
+}
+
+// The process's resident set size now, in MiB (/proc/self/statm's second field, in pages).
+inline double current_rss_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0.0;
+  long pages = 0, resident = 0;
+  const int got = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return got == 2 ? static_cast<double>(resident) * 4096.0 / (1024.0 * 1024.0) : 0.0;
 }
 
 }  // namespace bench

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -469,6 +470,39 @@ void run_w4(const bench::Options& opt) {
   emit(opt, row, "W4 moe: " + std::to_string(bench::median(ms)) + " ms fwd+bwd");
 }
 
+// ---------------------------------------------------------------- W5 attention
+// libtorch 1.13's attention on the CPU is this math: scores, mask, softmax, weights @ v.
+void run_w5(const bench::Options& opt) {
+  using C = bench::AttentionConfig;
+  const std::int64_t t = opt.seq;
+  const std::vector<std::int64_t> shape{C::kBatch, C::kHeads, t, C::kHeadDim};
+  auto input = [&](std::uint64_t seed) { return torch::tensor(bench::attention_input(t, seed)).reshape(shape); };
+  auto q = input(1).requires_grad_(), k = input(2).requires_grad_(), v = input(3).requires_grad_();
+  const auto w = input(4);
+  const auto hidden = torch::ones({t, t}, torch::kBool).triu(1);  // key j > query i
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C::kHeadDim));
+  const double rss_before = bench::current_rss_mib();
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w5"), bench::steps_of(opt, "w5"), [&] {
+    for (auto* p : {&q, &k, &v}) p->mutable_grad() = torch::Tensor();
+    const auto scores = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    const auto weights = torch::softmax(scores.masked_fill(hidden, -std::numeric_limits<float>::infinity()), -1);
+    const auto loss = (torch::matmul(weights, v) * w).sum();
+    loss.backward();
+    last = loss.item<double>();
+  });
+  nlohmann::json row = record_base("w5");
+  row["variant"] = "math";
+  row["seq"] = t;
+  row["median_ms"] = bench::median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  row["attention_peak_mib"] = bench::peak_rss_mib() - rss_before;
+  emit(opt, row,
+       "W5 attention T=" + std::to_string(t) + ": " + std::to_string(bench::median(ms)) + " ms fwd+bwd, peak +" +
+           std::to_string(row["attention_peak_mib"].get<double>()) + " MiB");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -485,6 +519,7 @@ int main(int argc, char** argv) {
     if (w == "w2conv") run_w2conv(opt);
     if (w == "w3" || w == "all") run_w3(opt);
     if (w == "w4" || w == "all") run_w4(opt);
+    if (w == "w5") run_w5(opt);
   } catch (const std::exception& e) {
     std::cerr << "libtorch_bench: " << e.what() << "\n";
     return 1;

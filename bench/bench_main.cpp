@@ -520,6 +520,39 @@ void run_w4(const Options& opt) {
   emit(opt, row, "W4 moe: " + std::to_string(median(ms)) + " ms fwd+bwd");
 }
 
+// ---------------------------------------------------------------- W5 attention
+// The fused kernel (scaled_dot_product_attention without weights), or with --unfused the
+// unfused composition (weights asked for, so the scores are materialised as libtorch 1.13 does).
+void run_w5(const Options& opt) {
+  using C = bench::AttentionConfig;
+  const std::int64_t t = opt.seq;
+  const Shape shape{C::kBatch, C::kHeads, t, C::kHeadDim};
+  Tensor q = from_vector(bench::attention_input(t, 1), shape).requires_grad_();
+  Tensor k = from_vector(bench::attention_input(t, 2), shape).requires_grad_();
+  Tensor v = from_vector(bench::attention_input(t, 3), shape).requires_grad_();
+  const Tensor w = from_vector(bench::attention_input(t, 4), shape);
+  const double rss_before = bench::current_rss_mib();
+  double last = 0.0;
+  const auto options = nn::AttentionForwardOptions().is_causal(true).need_weights(opt.unfused);
+  const auto ms = time_steps(bench::warmup_of(opt, "w5"), bench::steps_of(opt, "w5"), [&] {
+    for (const Tensor* p : {&q, &k, &v}) p->zero_grad(/*set_to_none=*/true);
+    const Tensor loss = (nn::scaled_dot_product_attention(q, k, v, options).output * w).sum();
+    loss.backward();
+    last = loss.item();
+  });
+  nlohmann::json row = record_base("w5");
+  row["variant"] = opt.unfused ? "unfused" : "fused";
+  row["seq"] = t;
+  row["median_ms"] = median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  row["attention_peak_mib"] = bench::peak_rss_mib() - rss_before;
+  emit(opt, row,
+       "W5 attention T=" + std::to_string(t) + (opt.unfused ? " (unfused): " : " (fused): ") +
+           std::to_string(median(ms)) + " ms fwd+bwd, peak +" +
+           std::to_string(row["attention_peak_mib"].get<double>()) + " MiB");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -537,6 +570,7 @@ int main(int argc, char** argv) {
     if (w == "w2conv") run_w2conv(opt);
     if (w == "w3" || w == "all") run_w3(opt);
     if (w == "w4" || w == "all") run_w4(opt);
+    if (w == "w5") run_w5(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

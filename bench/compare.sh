@@ -57,10 +57,12 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 quick_args=()
 [[ $quick -eq 1 ]] && quick_args=(--warmup 1 --steps 3)
 
-# run VARIANT THREADS WORKLOAD: one process, its JSON line tagged with the variant.
+# run VARIANT THREADS WORKLOAD: one process, its JSON line tagged with the variant. WORKLOAD
+# w5:T is W5 at sequence length T.
 run() {
   local variant="$1" nthreads="$2" workload="$3" line
-  local args=(--workload "$workload" --json --threads "$nthreads")
+  local args=(--workload "${workload%%:*}" --json --threads "$nthreads")
+  [[ "$workload" == w5:* ]] && args+=(--seq "${workload#w5:}")
   if [[ $quick -eq 1 ]]; then
     case "$workload" in
       w1) args+=(--warmup 100 --steps 2000) ;;
@@ -70,6 +72,7 @@ run() {
   fi
   case "$variant" in
     tapegrad) line="$(OPENBLAS_NUM_THREADS="$nthreads" "$tapegrad_bin" "${args[@]}")" ;;
+    tapegrad-unfused) line="$(OPENBLAS_NUM_THREADS="$nthreads" "$tapegrad_bin" "${args[@]}" --unfused)" ;;
     libtorch-passive) line="$(OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$nthreads" "$libtorch_bin" "${args[@]}")" ;;
     libtorch-as-is) line="$(OPENBLAS_NUM_THREADS="$nthreads" "$libtorch_bin" "${args[@]}")" ;;
   esac
@@ -84,12 +87,16 @@ else: print("solved at step %s" % r.get("solved_at_step"))')" >&2
 }
 
 variants=(tapegrad libtorch-passive libtorch-as-is)
-jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads")
+attention_variants=(tapegrad tapegrad-unfused libtorch-passive)
+jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads"
+  "w5:512 $threads" "w5:1024 $threads" "w5:2048 $threads" "w5:4096 $threads")
 for ((round = 1; round <= rounds; ++round)); do
   for job in "${jobs[@]}"; do
     read -r workload nthreads <<<"$job"
     for ((i = 0; i < 3; ++i)); do
       variant="${variants[$(((i + round - 1) % 3))]}"
+      # W5 compares the fused kernel with tapegrad's unfused path and libtorch at its best.
+      [[ "$workload" == w5:* ]] && variant="${attention_variants[$(((i + round - 1) % 3))]}"
       # w2conv (a whole training run, minutes when it never converges) runs in the first round
       # only, and only against libtorch at its best.
       [[ "$workload" == w2conv && ( "$variant" == libtorch-as-is || $round -gt 1 ) ]] && continue
@@ -152,6 +159,26 @@ row("W4 MoE fwd+bwd (ms)", "w4", T, "median_ms", "", 1)
 lines.append("")
 lines.append("Ratios below 1 mean tapegrad is faster (for S0, a ratio of GFLOP/s: above 1 means faster).")
 lines.append("")
+
+# W5: one causal attention, forward + backward, by sequence length.
+w5 = sorted({r["seq"] for r in rows if r["workload"] == "w5"})
+if w5:
+    lines.append("W5, one causal attention (batch 1, 8 heads, head dim 64) forward + backward: time and the "
+                 "process's peak resident memory above what it held before the first step.")
+    lines.append("")
+    lines.append("| T | tapegrad fused | tapegrad unfused | libtorch (PASSIVE) | fused / libtorch | "
+                 "memory fused | memory unfused | memory libtorch | libtorch / fused memory |")
+    lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for t in w5:
+        def at(variant):
+            return [r for r in rows if r["workload"] == "w5" and r["variant"] == variant and r["seq"] == t]
+        f, u, p = at("tapegrad"), at("tapegrad-unfused"), at("libtorch-passive")
+        fm, um, pm = med(f, "median_ms"), med(u, "median_ms"), med(p, "median_ms")
+        fmem, umem, pmem = med(f, "attention_peak_mib"), med(u, "attention_peak_mib"), med(p, "attention_peak_mib")
+        lines.append(f"| {t} | {fmt(fm, ' ms', 1)} | {fmt(um, ' ms', 1)} | {fmt(pm, ' ms', 1)} | "
+                     f"{f'{fm / pm:.2f}' if fm and pm else 'n/a'} | {fmt(fmem, ' MiB', 1)} | {fmt(umem, ' MiB', 1)} | "
+                     f"{fmt(pmem, ' MiB', 1)} | {f'{pmem / fmem:.1f}' if fmem and pmem else 'n/a'} |")
+    lines.append("")
 
 # W3 FLOP rate as a fraction of S0, per framework.
 w3t, w3p = med(pick("w3", "tapegrad", T), "gflops"), med(pick("w3", "libtorch-passive", T), "gflops")

@@ -241,3 +241,58 @@ TEST_CASE("fused attention: argument errors name the op and the shapes") {
                        ValueError);
   CHECK_THROWS_AS(fused_attention(q, k, v, std::nan("")), ValueError);
 }
+
+TEST_CASE("fused attention: nn's attention takes the fused path without weights, with every kind of mask") {
+  Generator gen(10);
+  const std::int64_t b = 2, h = 3, t = 70, d = 8;
+  Tensor q = randn({b, h, t, d}, gen, kFloat64).requires_grad_(),
+         k = randn({b, h, t, d}, gen, kFloat64).requires_grad_(),
+         v = randn({b, h, t, d}, gen, kFloat64).requires_grad_();
+  std::vector<bool> pad(static_cast<std::size_t>(b * t), false);
+  for (std::int64_t j = 60; j < t; ++j) pad[static_cast<std::size_t>(t + j)] = true;  // batch 1: last 10 keys padding
+  std::vector<bool> keep(static_cast<std::size_t>(t * t), true);
+  for (std::int64_t j = 0; j < t; ++j) keep[static_cast<std::size_t>(5 * t + j)] = false;  // row 5 sees nothing
+  const Tensor additive = randn({1, h, t, t}, gen, kFloat64) * 0.3;
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    nn::AttentionForwardOptions o;
+    o.is_causal(causal).key_padding_mask(from_vector(pad, {b, t})).keep_mask(from_vector(keep, {t, t}));
+    o.additive_mask(additive);
+    const Tensor g = randn({b, h, t, d}, gen, kFloat64);
+    const Tensor fused = nn::scaled_dot_product_attention(q, k, v, o).output;
+    const Tensor reference =
+        nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions(o).need_weights(true)).output;
+    CHECK(max_abs_diff(fused, reference) < 1e-12);
+    CHECK(fused.grad_fn()->name == std::string("fused_attention"));
+    const TensorList a = autograd::grad({fused}, {q, k, v}, {g}), r = autograd::grad({reference}, {q, k, v}, {g});
+    for (int i = 0; i < 3; ++i) CHECK(max_abs_diff(a[i], r[i]) < 1e-11);
+  }
+  // MultiHeadAttention: the same output with and without weights asked for.
+  nn::MultiHeadAttention attn(nn::MultiHeadAttentionOptions(16, 4).generator(&gen));
+  const Tensor x = randn({2, 30, 16}, gen);
+  const auto causal = nn::AttentionForwardOptions().is_causal(true);
+  const Tensor without = attn(x, Tensor(), causal).output;
+  const Tensor with = attn(x, Tensor(), nn::AttentionForwardOptions(causal).need_weights(true)).output;
+  CHECK(max_abs_diff(without, with) < 1e-5);
+}
+
+TEST_CASE("fused attention: memory grows linearly in T, the scores are never materialised") {
+  Generator gen(11);
+  const std::int64_t t = 1024, h = 4, d = 16;
+  Tensor q = randn({1, h, t, d}, gen).requires_grad_(), k = randn({1, h, t, d}, gen).requires_grad_(),
+         v = randn({1, h, t, d}, gen).requires_grad_();
+  const std::size_t scores_bytes = static_cast<std::size_t>(h * t * t) * sizeof(float);  // 16 MiB
+  reset_peak_pool_stats();
+  const std::size_t before = pool_stats().bytes_in_use;
+  const Tensor out = nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().is_causal(true)).output;
+  out.sum().backward();
+  const std::size_t fused_peak = pool_stats().peak_bytes_in_use - before;
+  CHECK(fused_peak < scores_bytes / 8);
+  for (const Tensor* p : {&q, &k, &v}) p->zero_grad(/*set_to_none=*/true);
+  reset_peak_pool_stats();
+  const Tensor unfused =
+      nn::scaled_dot_product_attention(q, k, v, nn::AttentionForwardOptions().is_causal(true).need_weights(true))
+          .output;
+  unfused.sum().backward();
+  CHECK(pool_stats().peak_bytes_in_use - before > scores_bytes);  // the unfused path holds at least the scores
+}

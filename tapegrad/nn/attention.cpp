@@ -137,6 +137,30 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const AttentionForwardOptions masks = resolve_attn_mask(options);
   const std::int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
   const std::int64_t offset = causal_offset(masks, tq, tk);
+  const double scale = masks.scale() ? *masks.scale() : 1.0 / std::sqrt(static_cast<double>(d));
+
+  // The fused kernel (fused_attention) unless the weights are asked for, dropped out, or a mask
+  // is to be differentiated; it also needs one leading shape (the unfused path broadcasts).
+  const bool fused = !masks.need_weights() && dropout_p == 0.0 &&
+                     !(masks.additive_mask().defined() && masks.additive_mask().requires_grad()) &&
+                     leading(q) == leading(k) && leading(k) == leading(v);
+  if (fused) {
+    FusedAttentionMask mask;
+    mask.causal = masks.is_causal();
+    mask.causal_offset = offset;
+    AttentionForwardOptions others = masks;  // every mask but the causal one, as a bias (-inf = masked)
+    others.is_causal(false);
+    const Tensor excluded = excluded_keys(others, scores_shape, q.dtype());
+    const Tensor& add = masks.additive_mask();
+    if (excluded.defined())
+      mask.bias = add.defined() ? where(logical_not(excluded), add, kMinusInf)
+                                : masked_fill(zeros(excluded.shape(), q.dtype()), excluded, kMinusInf);
+    else
+      mask.bias = add;
+    AttentionResult result;
+    result.output = fused_attention(q, k, v, scale, mask);
+    return result;
+  }
 
   // A causal mask alone leaves every row at least one key when the offset is not negative (key
   // 0 for query 0): the fused causal_softmax needs no mask tensor and no check for fully masked rows.
@@ -147,7 +171,6 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
   // scores: (L..., Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
-  const double scale = masks.scale() ? *masks.scale() : 1.0 / std::sqrt(static_cast<double>(d));
   Tensor scores = matmul(q * scale, k.mT());
   if (masks.additive_mask().defined()) {
     // -inf entries are already in `excluded`; adding them would turn a fully masked row's

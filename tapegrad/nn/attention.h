@@ -19,8 +19,13 @@
 //   additive_mask     float broadcast to the scores, added to them; -inf entries count as masked.
 //   attn_mask         torch's argument of that name: a Bool mask is a keep_mask, a float one an
 //                     additive_mask (given instead of those).
+// Two paths compute it. When no weights are asked for, there is no dropout, q, k and v share their
+// leading shape and the additive mask needs no gradient, the fused kernel runs (fused_attention in
+// autograd/ops.h: an online softmax over key tiles, the scores never materialised, memory linear
+// in T); otherwise the unfused composition below, which is also the reference the tests hold the
+// fused one to.
 // A query row whose keys are all masked gets zero weights and a zero output, never NaN, and
-// passes no gradient: such rows are softmaxed over their raw (finite) scores and then zeroed
+// passes no gradient (on both paths). On the unfused one: such rows are softmaxed over their raw (finite) scores and then zeroed
 // with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are
 // set to -inf before the softmax, so they get exactly 0 weight.
 //
