@@ -32,6 +32,31 @@ Shape leading(const Tensor& x) {
   return s;
 }
 
+// Query heads per key/value head: H / Hkv when q (..., H, Tq, D) and k, v (..., Hkv, Tk, .) agree
+// but for the heads and Hkv divides H (grouped-query attention); 1 when the leading shapes are
+// equal; 0 otherwise (they broadcast, or fail to).
+std::int64_t head_group(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Shape lq = leading(q), lk = leading(k);
+  if (lk != leading(v) || lq.size() != lk.size()) return 0;
+  if (lq == lk) return 1;
+  const int heads = lq.size() - 1;
+  if (heads < 0 || lk[heads] <= 1 || lq[heads] % lk[heads] != 0) return 0;
+  for (int a = 0; a < heads; ++a)
+    if (lq[a] != lk[a]) return 0;
+  return lq[heads] / lk[heads];
+}
+
+// k or v (..., Hkv, Tk, C) with each head repeated group times: (..., Hkv * group, Tk, C), for
+// the unfused path (the fused kernel reads the shared heads in place).
+Tensor repeat_heads(const Tensor& x, std::int64_t group) {
+  const int r = x.dim();
+  Shape expanded = x.shape();
+  expanded.insert(r - 2, group);
+  Shape merged = x.shape();
+  merged[r - 3] *= group;
+  return x.unsqueeze(r - 2).expand(expanded).reshape(merged);
+}
+
 // Checks q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) and returns the scores' shape
 // (L..., Tq, Tk), L the broadcast of the three leading shapes.
 Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -43,7 +68,9 @@ Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
     throw ShapeError(std::string(kSdpa) + ": q " + q.shape().str() + ", k " + k.shape().str() + " and v " +
                      v.shape().str() + " do not fit (..., Tq, D), (..., Tk, D), (..., Tk, Dv)");
-  Shape scores = broadcast_shapes(broadcast_shapes(leading(q), leading(k), kSdpa), leading(v), kSdpa);
+  const std::int64_t group = head_group(q, k, v);
+  Shape scores =
+      group > 1 ? leading(q) : broadcast_shapes(broadcast_shapes(leading(q), leading(k), kSdpa), leading(v), kSdpa);
   scores.push_back(q.size(-2));
   scores.push_back(k.size(-2));
   return scores;
@@ -141,9 +168,9 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
   // The fused kernel (fused_attention) unless the weights are asked for, dropped out, or a mask
   // is to be differentiated; it also needs one leading shape (the unfused path broadcasts).
+  const std::int64_t group = head_group(q, k, v);
   const bool fused = !masks.need_weights() && dropout_p == 0.0 &&
-                     !(masks.additive_mask().defined() && masks.additive_mask().requires_grad()) &&
-                     leading(q) == leading(k) && leading(k) == leading(v);
+                     !(masks.additive_mask().defined() && masks.additive_mask().requires_grad()) && group >= 1;
   if (fused) {
     FusedAttentionMask mask;
     mask.causal = masks.is_causal();
@@ -155,8 +182,7 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
     if (excluded.defined())
       mask.bias = add.defined() ? where(logical_not(excluded), add, kMinusInf)
                                 : masked_fill(zeros(excluded.shape(), q.dtype()), excluded, kMinusInf);
-    else
-      mask.bias = add;
+    else mask.bias = add;
     AttentionResult result;
     result.output = fused_attention(q, k, v, scale, mask);
     return result;
@@ -171,7 +197,8 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 
   // Scaling q costs Tq * D multiplies instead of Tq * Tk for the scores.
   // scores: (L..., Tq, Tk); k.mT() is a view that gemm reads with a transpose flag.
-  Tensor scores = matmul(q * scale, k.mT());
+  const Tensor& keys = group > 1 ? repeat_heads(k, group) : k;
+  Tensor scores = matmul(q * scale, keys.mT());
   if (masks.additive_mask().defined()) {
     // -inf entries are already in `excluded`; adding them would turn a fully masked row's
     // scores into -inf and its softmax into NaN, so they are added as 0.
@@ -205,13 +232,17 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const Tensor mixed =
       dropout_p > 0.0 ? dropout(weights, dropout_p, /*training=*/true, generator_or_default(gen)) : weights;
   AttentionResult result;
-  result.output = matmul(mixed, v);  // (L..., Tq, Dv)
+  result.output = matmul(mixed, group > 1 ? repeat_heads(v, group) : v);  // (L..., Tq, Dv)
   if (masks.need_weights()) result.weights = weights;
   return result;
 }
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)
-    : d_model_(options.embed_dim()), num_heads_(options.num_heads()), head_dim_(0), options_(options) {
+    : d_model_(options.embed_dim()),
+      num_heads_(options.num_heads()),
+      num_kv_heads_(options.num_kv_heads() > 0 ? options.num_kv_heads() : options.num_heads()),
+      head_dim_(0),
+      options_(options) {
   const std::int64_t d_model = d_model_, num_heads = num_heads_;
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   if (d_model <= 0 || num_heads <= 0)
@@ -220,6 +251,9 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   if (d_model % num_heads != 0)
     throw ValueError("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by num_heads " +
                      std::to_string(num_heads));
+  if (options.num_kv_heads() < 0 || num_heads % num_kv_heads_ != 0)
+    throw ValueError("MultiHeadAttention: num_kv_heads " + std::to_string(options.num_kv_heads()) +
+                     " does not divide num_heads " + std::to_string(num_heads));
   if (!(options.dropout() >= 0.0 && options.dropout() < 1.0))
     throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout()));
   for (std::int64_t dim : {options.kdim(), options.vdim()})
@@ -239,14 +273,15 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
     const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
     return uniform(shape, -bound, bound, gen);
   };
+  const std::int64_t d_kv = num_kv_heads_ * head_dim_;  // rows of the k and v projections
   if (kdim == d_model && vdim == d_model) {
-    in_proj_weight_ = register_parameter("in_proj_weight", draw({3 * d_model, d_model}, d_model));
+    in_proj_weight_ = register_parameter("in_proj_weight", draw({d_model + 2 * d_kv, d_model}, d_model));
   } else {
     q_proj_weight_ = register_parameter("q_proj_weight", draw({d_model, d_model}, d_model));
-    k_proj_weight_ = register_parameter("k_proj_weight", draw({d_model, kdim}, kdim));
-    v_proj_weight_ = register_parameter("v_proj_weight", draw({d_model, vdim}, vdim));
+    k_proj_weight_ = register_parameter("k_proj_weight", draw({d_kv, kdim}, kdim));
+    v_proj_weight_ = register_parameter("v_proj_weight", draw({d_kv, vdim}, vdim));
   }
-  if (options.bias()) in_proj_bias_ = register_parameter("in_proj_bias", draw({3 * d_model}, d_model));
+  if (options.bias()) in_proj_bias_ = register_parameter("in_proj_bias", draw({d_model + 2 * d_kv}, d_model));
   out_proj_ = register_module("out_proj", Linear(LinearOptions(d_model, d_model).bias(options.bias()).generator(&gen)));
   if (options.rotary_max_len() > 0)
     rotary_ = register_module("rotary", RotaryEmbedding(head_dim_, options.rotary_max_len()));
@@ -271,7 +306,8 @@ AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tenso
   const std::int64_t b = query.shape()[0];
   KVCache* cache = options.cache();
   functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out_proj_->weight(), out_proj_->bias());
-  weights.in_proj_weight(in_proj_weight_)
+  weights.num_kv_heads(num_kv_heads_)
+      .in_proj_weight(in_proj_weight_)
       .q_proj_weight(q_proj_weight_)
       .k_proj_weight(k_proj_weight_)
       .v_proj_weight(v_proj_weight_)

@@ -25,9 +25,9 @@
 // in T); otherwise the unfused composition below, which is also the reference the tests hold the
 // fused one to.
 // A query row whose keys are all masked gets zero weights and a zero output, never NaN, and
-// passes no gradient (on both paths). On the unfused one: such rows are softmaxed over their raw (finite) scores and then zeroed
-// with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are
-// set to -inf before the softmax, so they get exactly 0 weight.
+// passes no gradient (on both paths). On the unfused one: such rows are softmaxed over their raw (finite) scores and
+// then zeroed with masked_fill, so no NaN appears anywhere, forward or backward. Other masked entries are set to -inf
+// before the softmax, so they get exactly 0 weight.
 //
 //   nn::MultiHeadAttention attn(/*embed_dim=*/256, /*num_heads=*/8);
 //   Tensor y = attn(x, Tensor(), nn::AttentionForwardOptions().is_causal(true)).output;  // (B, T, 256)
@@ -101,6 +101,10 @@ struct MultiHeadAttentionOptions {
       : embed_dim_(embed_dim), num_heads_(num_heads) {}
   TAPEGRAD_ARG(std::int64_t, embed_dim);
   TAPEGRAD_ARG(std::int64_t, num_heads);
+  // Key/value heads, dividing num_heads (0: num_heads). Fewer is grouped-query attention (1:
+  // multi-query): query head h attends with key/value head h / (num_heads / num_kv_heads), the
+  // k and v projections have num_kv_heads * head_dim rows, and a KV cache holds only those heads.
+  TAPEGRAD_ARG(std::int64_t, num_kv_heads) = 0;
   TAPEGRAD_ARG(double, dropout) = 0.0;  // on the attention weights, in training mode only
   TAPEGRAD_ARG(bool, bias) = true;      // in_proj_bias and out_proj.bias
   // false: self-attention, forward(x). true: cross-attention, forward(query, key_value) or
@@ -129,6 +133,8 @@ struct MultiHeadAttentionOptions {
 //   kdim = vdim = d (self or cross): "in_proj_weight" (3d, d), rows [W_q; W_k; W_v]
 //   otherwise:                       "q_proj_weight" (d, d), "k_proj_weight" (d, kdim), "v_proj_weight" (d, vdim)
 //   then "in_proj_bias" (3d) (with bias) and the child "out_proj" = Linear(d, d).
+// With num_kv_heads < num_heads the k and v blocks have dkv = num_kv_heads * head_dim rows
+// instead of d: in_proj_weight (d + 2 dkv, d), k_proj_weight (dkv, kdim), in_proj_bias (d + 2 dkv).
 // Each projection is a gemm over its weight or a view of the fused weight's row block. Weights and
 // biases start uniform in +-1/sqrt(fan_in), as the Linear layers they stand for (torch's
 // MultiheadAttention starts with xavier_uniform weights and zero biases instead).
@@ -147,6 +153,7 @@ class MultiHeadAttentionImpl : public Module {
 
   std::int64_t d_model() const { return d_model_; }
   std::int64_t num_heads() const { return num_heads_; }
+  std::int64_t num_kv_heads() const { return num_kv_heads_; }
   std::int64_t head_dim() const { return head_dim_; }
   bool is_cross_attention() const { return options_.cross_attention(); }
   // torch's _qkv_same_embed_dim: the projections are the row blocks of in_proj_weight.
@@ -162,6 +169,7 @@ class MultiHeadAttentionImpl : public Module {
  private:
   std::int64_t d_model_;
   std::int64_t num_heads_;
+  std::int64_t num_kv_heads_;
   std::int64_t head_dim_;
   MultiHeadAttentionOptions options_;
   Tensor in_proj_weight_, q_proj_weight_, k_proj_weight_, v_proj_weight_, in_proj_bias_;

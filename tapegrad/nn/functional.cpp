@@ -20,9 +20,9 @@ Tensor split_heads(const Tensor& x, std::int64_t num_heads) {
   return x.view({b, t, num_heads, e / num_heads}).transpose(1, 2);
 }
 
-// Rows [block * e, (block + 1) * e) of a (3E) bias, or undefined.
-Tensor bias_block(const Tensor& in_proj_bias, std::int64_t block, std::int64_t e) {
-  return in_proj_bias.defined() ? in_proj_bias.narrow(0, block * e, e) : Tensor();
+// Entries [start, start + length) of in_proj_bias, or undefined.
+Tensor bias_rows(const Tensor& in_proj_bias, std::int64_t start, std::int64_t length) {
+  return in_proj_bias.defined() ? in_proj_bias.narrow(0, start, length) : Tensor();
 }
 
 void check_weight(const Tensor& w, const Shape& expected, const char* name) {
@@ -91,27 +91,32 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
                        query.shape().str() + ", got " + (key.defined() ? key.shape().str() : "undefined") + " and " +
                        (value.defined() ? value.shape().str() : "undefined"));
   }
+  const std::int64_t hkv = options.num_kv_heads() > 0 ? options.num_kv_heads() : h;
+  if (options.num_kv_heads() < 0 || h % hkv != 0)
+    throw ValueError(std::string(kMha) + ": num_kv_heads " + std::to_string(options.num_kv_heads()) +
+                     " does not divide num_heads " + std::to_string(h));
+  const std::int64_t ekv = hkv * (e / h);  // the key and value features
   check_weight(options.out_proj_weight(), Shape{e, e}, "out_proj_weight");
-  if (options.in_proj_bias().defined() && options.in_proj_bias().shape() != Shape{3 * e})
-    throw ShapeError(std::string(kMha) + ": in_proj_bias must have shape " + Shape{3 * e}.str() + ", got " +
+  if (options.in_proj_bias().defined() && options.in_proj_bias().shape() != Shape{e + 2 * ekv})
+    throw ShapeError(std::string(kMha) + ": in_proj_bias must have shape " + Shape{e + 2 * ekv}.str() + ", got " +
                      options.in_proj_bias().shape().str());
 
-  // The three projection weights (E, in): row blocks of in_proj_weight (views) or the separate ones.
+  // The three projection weights (out, in): row blocks of in_proj_weight (views) or the separate ones.
   const Tensor& fused = options.in_proj_weight();
   Tensor wq, wk, wv;
   if (fused.defined()) {
-    check_weight(fused, Shape{3 * e, e}, "in_proj_weight");
+    check_weight(fused, Shape{e + 2 * ekv, e}, "in_proj_weight");
     wq = fused.narrow(0, 0, e);
-    wk = fused.narrow(0, e, e);
-    wv = fused.narrow(0, 2 * e, e);
+    wk = fused.narrow(0, e, ekv);
+    wv = fused.narrow(0, e + ekv, ekv);
   } else {
     check_weight(options.q_proj_weight(), Shape{e, e}, "q_proj_weight (or in_proj_weight)");
     wq = options.q_proj_weight();
     wk = options.k_proj_weight();
     wv = options.v_proj_weight();
     if (!reuse_cache) {
-      check_weight(wk, Shape{e, key.size(2)}, "k_proj_weight");
-      check_weight(wv, Shape{e, value.size(2)}, "v_proj_weight");
+      check_weight(wk, Shape{ekv, key.size(2)}, "k_proj_weight");
+      check_weight(wv, Shape{ekv, value.size(2)}, "v_proj_weight");
     }
   }
   if (!reuse_cache && (key.size(2) != wk.size(1) || value.size(2) != wv.size(1)))
@@ -121,7 +126,7 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
 
   // Each projection is its own gemm over a view of the weight's rows, so each output is
   // contiguous and its gradient comes back whole. q, k, v: (B, H, T, Dh).
-  Tensor q = split_heads(tapegrad::linear(query, wq, bias_block(in_bias, 0, e)), h);
+  Tensor q = split_heads(tapegrad::linear(query, wq, bias_rows(in_bias, 0, e)), h);
   Tensor k, v;
   const std::int64_t cached = cache != nullptr ? cache->length() : 0;
   if (reuse_cache) {
@@ -131,8 +136,8 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
     k = cache->k;
     v = cache->v;
   } else {
-    k = split_heads(tapegrad::linear(key, wk, bias_block(in_bias, 1, e)), h);
-    v = split_heads(tapegrad::linear(value, wv, bias_block(in_bias, 2, e)), h);
+    k = split_heads(tapegrad::linear(key, wk, bias_rows(in_bias, e, ekv)), hkv);
+    v = split_heads(tapegrad::linear(value, wv, bias_rows(in_bias, e + ekv, ekv)), hkv);
   }
   if (options.rotary()) {
     // Positions of the new tokens start after the cached ones.
@@ -141,12 +146,12 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
   }
   if (cache != nullptr && !reuse_cache) {
     if (cache->k.defined()) {
-      const Shape expected{b, h, cached, e / h};
+      const Shape expected{b, hkv, cached, e / h};
       if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
         throw ShapeError(std::string(kMha) + ": KV cache holds k " + cache->k.shape().str() + " and v " +
                          (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
-                         ", expected (B, H, T_cached, head_dim) = " + expected.str());
-      k = concat({cache->k, k}, 2);  // (B, H, T_cached + Tk, Dh)
+                         ", expected (B, Hkv, T_cached, head_dim) = " + expected.str());
+      k = concat({cache->k, k}, 2);  // (B, Hkv, T_cached + Tk, Dh)
       v = concat({cache->v, v}, 2);
     }
     cache->k = k;

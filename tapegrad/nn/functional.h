@@ -50,19 +50,24 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // arguments. The input projection is either in_proj_weight (3E, E), rows [W_q; W_k; W_v], when
 // key and value have E features, or q_proj_weight (E, E), k_proj_weight (E, kdim) and
 // v_proj_weight (E, vdim) (torch's use_separate_proj_weight); in_proj_bias (3E) serves both.
+// Grouped-query attention (num_kv_heads = Hkv < H, dividing H; 1 is multi-query attention): keys
+// and values have Hkv heads of the same size, Ekv = Hkv * E / H features, so in_proj_weight is
+// (E + 2 Ekv, E), k_proj_weight (Ekv, kdim), v_proj_weight (Ekv, vdim), in_proj_bias (E + 2 Ekv),
+// and a KV cache holds (B, Hkv, T, E / H): query head h reads key/value head h / (H / Hkv).
 //   MultiHeadAttentionForwardFuncOptions(/*num_heads=*/8, out_w, out_b).in_proj_weight(w).in_proj_bias(b)
 struct MultiHeadAttentionForwardFuncOptions {
   MultiHeadAttentionForwardFuncOptions(std::int64_t num_heads, Tensor out_proj_weight, Tensor out_proj_bias)
       : num_heads_(num_heads), out_proj_weight_(std::move(out_proj_weight)), out_proj_bias_(std::move(out_proj_bias)) {}
   TAPEGRAD_ARG(std::int64_t, num_heads);
-  TAPEGRAD_ARG(Tensor, out_proj_weight);  // (E, E)
-  TAPEGRAD_ARG(Tensor, out_proj_bias);    // (E) or undefined
-  TAPEGRAD_ARG(Tensor, in_proj_weight);   // (3E, E), or undefined with the three below
-  TAPEGRAD_ARG(Tensor, in_proj_bias);     // (3E) or undefined
-  TAPEGRAD_ARG(Tensor, q_proj_weight);    // (E, E)
-  TAPEGRAD_ARG(Tensor, k_proj_weight);    // (E, kdim)
-  TAPEGRAD_ARG(Tensor, v_proj_weight);    // (E, vdim)
-  TAPEGRAD_ARG(double, dropout_p) = 0.0;  // on the attention weights, when training
+  TAPEGRAD_ARG(std::int64_t, num_kv_heads) = 0;  // 0: num_heads (see above)
+  TAPEGRAD_ARG(Tensor, out_proj_weight);         // (E, E)
+  TAPEGRAD_ARG(Tensor, out_proj_bias);           // (E) or undefined
+  TAPEGRAD_ARG(Tensor, in_proj_weight);          // (3E, E), or undefined with the three below
+  TAPEGRAD_ARG(Tensor, in_proj_bias);            // (3E) or undefined
+  TAPEGRAD_ARG(Tensor, q_proj_weight);           // (E, E)
+  TAPEGRAD_ARG(Tensor, k_proj_weight);           // (E, kdim)
+  TAPEGRAD_ARG(Tensor, v_proj_weight);           // (E, vdim)
+  TAPEGRAD_ARG(double, dropout_p) = 0.0;         // on the attention weights, when training
   TAPEGRAD_ARG(bool, training) = true;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;  // the dropout masks' source (default generator if null)
   // Beyond torch: rotary position embeddings applied to the projected q and k (self-attention),

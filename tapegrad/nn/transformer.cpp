@@ -20,7 +20,10 @@ namespace {
 
 // The children every layer shares, drawn from gen in the order the layers always used.
 MultiHeadAttentionOptions make_attention_options(const TransformerLayerOptions& options, Generator& gen) {
-  return MultiHeadAttentionOptions(options.d_model(), options.nhead()).dropout(options.dropout()).generator(&gen);
+  return MultiHeadAttentionOptions(options.d_model(), options.nhead())
+      .num_kv_heads(options.num_kv_heads())
+      .dropout(options.dropout())
+      .generator(&gen);
 }
 FeedForward make_feed_forward(const TransformerLayerOptions& options, Generator& gen) {
   return FeedForward(FeedForwardOptions(options.d_model(), options.dim_feedforward())

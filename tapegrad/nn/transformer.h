@@ -28,6 +28,7 @@ struct TransformerLayerOptions {
   TransformerLayerOptions(std::int64_t d_model, std::int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
   TAPEGRAD_ARG(std::int64_t, d_model);
   TAPEGRAD_ARG(std::int64_t, nhead);
+  TAPEGRAD_ARG(std::int64_t, num_kv_heads) = 0;  // < nhead: grouped-query attention (see MultiHeadAttentionOptions)
   TAPEGRAD_ARG(std::int64_t, dim_feedforward) = 2048;
   TAPEGRAD_ARG(double, dropout) = 0.1;  // after attention, in the feed-forward network, on the residual branches
   TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;
