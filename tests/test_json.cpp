@@ -26,7 +26,7 @@ TEST_CASE("json: parse_json reads ordinary JSON as nlohmann does") {
 TEST_CASE("json: nesting deeper than the limit is refused before it is built") {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   CHECK_THROWS_WITH_AS(io::parse_json(deep, "deep.json"),
-                       doctest::Contains("deep.json: JSON nested more than 64 levels deep (at [0][0][0]"), IoError);
+                       doctest::Contains("deep.json: JSON nested more than 64 levels deep (at ...[0][0]"), IoError);
   std::string objects;
   for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
   CHECK_THROWS_WITH_AS(io::parse_json(objects, "o.json"), doctest::Contains("o.json: JSON nested more than 64"),

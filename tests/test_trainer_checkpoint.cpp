@@ -373,3 +373,22 @@ TEST_CASE("trainer: a corrupt trainer.json or mismatching tensors are rejected, 
   CHECK(values(model) == model_before);
   CHECK(third.step() == 0);
 }
+
+TEST_CASE("trainer: metrics.jsonl is cut back on resume, whatever its lines hold") {
+  TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string kept = "{\"step\":1,\"loss\":0.5}\n{\"step\":2,\"loss\":0.4,\"end_of_run\":false}\n";
+  write_text(path, kept +
+                       "{\"step\":2,\"loss\":0.4,\"end_of_run\":true}\n"     // written only because a call ended there
+                       "{\"step\":1,\"loss\":0.5,\"end_of_run\":\"yes\"}\n"  // not a bool: once an uncaught type_error
+                       "{\"step\":18446744073709551615,\"loss\":1}\n"  // beyond int64: once wrapped to -1 and kept
+                       "{\"step\":3,\"loss\":0.3}\n"                   // after the checkpoint
+                       "[1,2]\n{\"loss\":1}\n{\"step\":\"2\"}\n{\"step\":1,\"lo");  // not lines of ours; torn
+  // What an interrupted rewrite leaves behind goes too; other files stay.
+  write_text(path + ".tmp.123.0", "partial");
+  write_text(dir.file("notes.txt"), "mine");
+  train::MetricsFile(path).truncate_after(2);
+  CHECK(testing::read_text(path) == kept);
+  CHECK_FALSE(fs::exists(path + ".tmp.123.0"));
+  CHECK(fs::exists(dir.file("notes.txt")));
+}

@@ -28,7 +28,8 @@ const char* type_name(ConfigType type) {
 
 namespace {
 
-std::string json_quoted(const std::string& text) { return nlohmann::json(text).dump(); }
+// text as a JSON string, cut short: keys come from the user's files and may be of any length.
+std::string json_quoted(const std::string& text) { return io::json_excerpt(nlohmann::json(text), 80); }
 
 std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;

@@ -133,13 +133,13 @@ Vocab Vocab::load(const std::string& path) {
     const std::string token = tokens[i].get<std::string>();
     if (i < static_cast<std::size_t>(kNumSpecials)) {
       if (token != kSpecials[i])
-        throw ValueError(where + "field '" + field + "' must be the special \"" + kSpecials[i] + "\", got \"" + token +
-                         "\"");
+        throw ValueError(where + "field '" + field + "' must be the special \"" + kSpecials[i] + "\", got " +
+                         io::json_excerpt(nlohmann::json(token), 60));
       continue;
     }
     if (vocab.contains(token))
-      throw ValueError(where + "field '" + field + "' repeats the token \"" + token + "\" (id " +
-                       std::to_string(vocab.id(token)) + ")");
+      throw ValueError(where + "field '" + field + "' repeats the token " +
+                       io::json_excerpt(nlohmann::json(token), 60) + " (id " + std::to_string(vocab.id(token)) + ")");
     vocab.add(token, "Vocab::load");
   }
   return vocab;

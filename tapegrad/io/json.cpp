@@ -41,6 +41,9 @@ struct Level {
   std::size_t index = 0;       // arrays: the index of the element being read
 };
 
+// The path to the value being read ("a.b[2].c"), its last kMaxPathChars characters when longer
+// (keys may be of any length).
+constexpr std::size_t kMaxPathChars = 120;
 std::string path_of(const std::vector<Level>& levels) {
   std::string path;
   for (const Level& level : levels) {
@@ -50,7 +53,7 @@ std::string path_of(const std::vector<Level>& levels) {
       path += "[" + std::to_string(level.index) + "]";
     }
   }
-  return path;
+  return path.size() > kMaxPathChars ? "..." + path.substr(path.size() - (kMaxPathChars - 3)) : path;
 }
 
 void append_excerpt(const json& value, std::string& out, std::size_t limit) {

@@ -33,6 +33,11 @@ constexpr std::uint64_t kMaxHeaderBytes = 100000000;
 // The metadata key holding a tensor's checksum.
 constexpr std::string_view kChecksumPrefix = "tapegrad.crc32.";
 
+// A tensor name or dtype from a file, quoted and cut short for a message.
+std::string shown(const std::string& text) {
+  return "'" + (text.size() > 80 ? text.substr(0, 77) + "..." : text) + "'";
+}
+
 bool is_checksum_key(const std::string& key) { return key.compare(0, kChecksumPrefix.size(), kChecksumPrefix) == 0; }
 
 const char* file_dtype_name(DType dtype) {
@@ -175,20 +180,20 @@ SafetensorsFile load_safetensors(const std::string& path) {
       if (!value.is_object()) throw IoError(where + "__metadata__ is not an object");
       for (const auto& [k, v] : value.items()) {
         if (!v.is_string())
-          throw IoError(where + "__metadata__ value for '" + k + "' is not a string: " + json_excerpt(v));
+          throw IoError(where + "__metadata__ value for " + shown(k) + " is not a string: " + json_excerpt(v));
         if (is_checksum_key(k)) checksums[k.substr(kChecksumPrefix.size())] = v.get<std::string>();
         else out.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    const std::string at = where + "tensor '" + name + "': ";
+    const std::string at = where + "tensor " + shown(name) + ": ";
     if (!value.is_object()) throw IoError(at + "entry is not an object: " + json_excerpt(value));
     if (!value.contains("dtype") || !value["dtype"].is_string()) throw IoError(at + "missing or non-string dtype");
     Entry e;
     e.name = name;
     const std::string dt = value["dtype"].get<std::string>();
     if (!parse_file_dtype(dt, e.dtype))
-      throw IoError(at + "unsupported dtype '" + dt + "' (expected F32, F64, I64 or BOOL)");
+      throw IoError(at + "unsupported dtype " + shown(dt) + " (expected F32, F64, I64 or BOOL)");
     if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
     const json& shape = value["shape"];
     if (shape.size() > static_cast<std::size_t>(kMaxRank))
@@ -227,7 +232,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::uint64_t expected_begin = 0;
   for (const Entry& e : entries) {
     if (e.begin != expected_begin)
-      throw IoError(where + "tensor '" + e.name + "': data_offsets begin " + std::to_string(e.begin) +
+      throw IoError(where + "tensor " + shown(e.name) + ": data_offsets begin " + std::to_string(e.begin) +
                     " but the previous tensor ends at " + std::to_string(expected_begin) +
                     (e.begin < expected_begin ? " (overlap)" : " (gap)"));
     expected_begin = e.end;
@@ -243,11 +248,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
     for (const Entry& e : entries) {
       const auto it = checksums.find(e.name);
       if (it == checksums.end())
-        throw IoError(where + "tensor '" + e.name + "' has no checksum, while the file has checksums for " +
+        throw IoError(where + "tensor " + shown(e.name) + " has no checksum, while the file has checksums for " +
                       std::to_string(checksums.size()) + " tensors");
       const std::string actual = crc32_hex(std::string_view(data + e.begin, static_cast<std::size_t>(e.end - e.begin)));
       if (it->second != actual)
-        throw IoError(where + "tensor '" + e.name + "': checksum mismatch: the metadata says CRC-32 " +
+        throw IoError(where + "tensor " + shown(e.name) + ": checksum mismatch: the metadata says CRC-32 " +
                       json_excerpt(json(it->second), 20) + ", the data has " + actual + ": the file is corrupt");
       checksums.erase(it);
     }
@@ -263,7 +268,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       for (std::size_t i = 0; i < nbytes; ++i) {
         const unsigned char b = static_cast<unsigned char>(data[e.begin + i]);
         if (b > 1)
-          throw IoError(where + "tensor '" + e.name + "': BOOL element " + std::to_string(i) + " has byte value " +
+          throw IoError(where + "tensor " + shown(e.name) + ": BOOL element " + std::to_string(i) + " has byte value " +
                         std::to_string(b));
       }
     }

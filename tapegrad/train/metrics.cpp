@@ -2,6 +2,7 @@
 
 #include "tapegrad/train/metrics.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -20,22 +21,50 @@ void MetricsFile::append(const std::string& line) const {
   if (!out) throw IoError("Trainer: cannot append to " + path_);
 }
 
+namespace {
+
+// Whether a line of metrics.jsonl stays on a resume from `step`: a JSON object with an integer
+// "step" <= step (an unsigned one beyond int64 is not <= anything) and "end_of_run", if present,
+// false. Lines torn by a crash, or not of this shape, go.
+bool kept_line(const std::string& line, const std::string& path, std::int64_t step) {
+  nlohmann::json j;
+  try {
+    j = io::parse_json(line, path);
+  } catch (const IoError&) {
+    return false;
+  }
+  if (!j.is_object()) return false;
+  const auto s = j.find("step");
+  if (s == j.end() || !s->is_number_integer()) return false;
+  if (s->is_number_unsigned() ? s->get<std::uint64_t>() > static_cast<std::uint64_t>(step)
+                              : s->get<std::int64_t>() > step)
+    return false;
+  const auto end = j.find("end_of_run");
+  return end == j.end() || (end->is_boolean() && !end->get<bool>());
+}
+
+// Removes what an interrupted write_file_atomic of path left: "<path>.tmp.<pid>.<n>" files.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file(path);
+  const std::string prefix = file.filename().string() + ".tmp.";
+  std::error_code ec;
+  const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) fs::remove(entry.path(), ec);
+}
+
+}  // namespace
+
 void MetricsFile::truncate_after(std::int64_t step) const {
   if (path_.empty()) return;
+  remove_stale_temporaries(path_);
   std::ifstream in(path_, std::ios::binary);
   if (!in) return;
   std::string kept, line;
   bool changed = false;
   while (std::getline(in, line)) {
-    bool keep = false;
-    try {
-      const nlohmann::json j = io::parse_json(line, path_);
-      keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
-             j["step"].get<std::int64_t>() <= step && !j.value("end_of_run", false);
-    } catch (const IoError&) {
-      keep = false;  // a line torn by a crash
-    }
-    if (keep) kept += line + '\n';
+    if (kept_line(line, path_, step)) kept += line + '\n';
     else changed = true;
   }
   in.close();

@@ -16,8 +16,9 @@ class MetricsFile {
 
   // Appends line and a newline; IoError naming the file when that fails.
   void append(const std::string& line) const;
-  // Keeps the lines with an integer "step" <= step and no "end_of_run": true, rewriting the file atomically
-  // when anything is dropped. A missing file is left missing.
+  // Keeps the lines with an integer "step" <= step and no "end_of_run" other than false, rewriting the
+  // file atomically when anything is dropped, and removes temporary files an interrupted rewrite left.
+  // A missing file is left missing.
   void truncate_after(std::int64_t step) const;
   const std::string& path() const { return path_; }
 
