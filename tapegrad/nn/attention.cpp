@@ -33,14 +33,14 @@ Shape leading(const Tensor& x) {
 }
 
 // Query heads per key/value head: H / Hkv when q (..., H, Tq, D) and k, v (..., Hkv, Tk, .) agree
-// but for the heads and Hkv divides H (grouped-query attention); 1 when the leading shapes are
-// equal; 0 otherwise (they broadcast, or fail to).
+// but for the heads and Hkv divides H (grouped-query attention; Hkv = 1 is multi-query); 1 when the
+// leading shapes are equal; 0 otherwise (they broadcast, or fail to).
 std::int64_t head_group(const Tensor& q, const Tensor& k, const Tensor& v) {
   const Shape lq = leading(q), lk = leading(k);
   if (lk != leading(v) || lq.size() != lk.size()) return 0;
   if (lq == lk) return 1;
   const int heads = lq.size() - 1;
-  if (heads < 0 || lk[heads] <= 1 || lq[heads] % lk[heads] != 0) return 0;
+  if (heads < 0 || lk[heads] < 1 || lq[heads] % lk[heads] != 0) return 0;
   for (int a = 0; a < heads; ++a)
     if (lq[a] != lk[a]) return 0;
   return lq[heads] / lk[heads];

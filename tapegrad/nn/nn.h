@@ -4,6 +4,7 @@
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/init.h"
+#include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linear.h"
 #include "tapegrad/nn/losses.h"
