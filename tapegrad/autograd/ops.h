@@ -208,8 +208,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 // The masks fused_attention applies to the scores (L..., Tq, Tk).
 struct FusedAttentionMask {
-  bool causal = false;              // query i sees key j only when j <= i + causal_offset
-  std::int64_t causal_offset = 0;   // Tk - Tq when the queries are the last Tq positions
+  bool causal = false;             // query i sees key j only when j <= i + causal_offset
+  std::int64_t causal_offset = 0;  // Tk - Tq when the queries are the last Tq positions
   Tensor bias;  // q's dtype, broadcast to the scores and added to them; -inf = masked. Receives no gradient.
 };
 // Fused scaled dot-product attention ("flash attention" with an online softmax; nn's
