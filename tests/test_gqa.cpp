@@ -96,6 +96,10 @@ TEST_CASE("gqa: num_kv_heads must divide num_heads") {
   CHECK_THROWS_WITH_AS(nn::MultiHeadAttention(nn::MultiHeadAttentionOptions(12, 4).num_kv_heads(3)),
                        "MultiHeadAttention: num_kv_heads 3 does not divide num_heads 4", ValueError);
   CHECK_THROWS_AS(nn::MultiHeadAttention(nn::MultiHeadAttentionOptions(12, 4).num_kv_heads(-1)), ValueError);
+  CHECK_THROWS_WITH_AS(repeat_heads(zeros({4, 3}), 2),
+                       "repeat_heads: expected (..., H, T, C) and a group >= 1, got (4,3) and 2", ValueError);
+  CHECK(repeat_heads(arange(4).reshape({1, 2, 2, 1}).to(kFloat32), 2).reshape({8}).to_vector<double>() ==
+        std::vector<double>{0, 1, 0, 1, 2, 3, 2, 3});
   // The functional form checks the weights against the heads it is told.
   const Tensor x = zeros({1, 2, 8});
   nn::functional::MultiHeadAttentionForwardFuncOptions o(4, zeros({8, 8}), Tensor());

@@ -206,6 +206,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
+// k or v (..., Hkv, Tk, C) with each head repeated group times: (..., Hkv * group, Tk, C), head h
+// of the result being head h / group of x (grouped-query attention without the fused kernel).
+Tensor repeat_heads(const Tensor& x, std::int64_t group);
+
 // The masks fused_attention applies to the scores (L..., Tq, Tk).
 struct FusedAttentionMask {
   bool causal = false;             // query i sees key j only when j <= i + causal_offset

@@ -46,17 +46,6 @@ std::int64_t head_group(const Tensor& q, const Tensor& k, const Tensor& v) {
   return lq[heads] / lk[heads];
 }
 
-// k or v (..., Hkv, Tk, C) with each head repeated group times: (..., Hkv * group, Tk, C), for
-// the unfused path (the fused kernel reads the shared heads in place).
-Tensor repeat_heads(const Tensor& x, std::int64_t group) {
-  const int r = x.dim();
-  Shape expanded = x.shape();
-  expanded.insert(r - 2, group);
-  Shape merged = x.shape();
-  merged[r - 3] *= group;
-  return x.unsqueeze(r - 2).expand(expanded).reshape(merged);
-}
-
 // Checks q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) and returns the scores' shape
 // (L..., Tq, Tk), L the broadcast of the three leading shapes.
 Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {

@@ -53,17 +53,6 @@ kernels::AttentionShape attention_shape(const Tensor& q, const Tensor& k, const 
   return s;
 }
 
-// k or v (..., Hkv, Tk, C) with each head repeated group times: (..., Hkv * group, Tk, C).
-Tensor repeat_heads(const Tensor& x, std::int64_t group) {
-  if (group == 1) return x;
-  const int r = x.dim();
-  Shape expanded = x.shape();
-  expanded.insert(r - 2, group);  // (..., Hkv, group, Tk, C)
-  Shape merged = x.shape();
-  merged[r - 3] *= group;
-  return reshape(expand(unsqueeze(x, r - 2), expanded), merged);
-}
-
 // The adjoint of repeat_heads: (..., Hkv * group, Tk, C) summed over each group.
 Tensor sum_heads(const Tensor& x, std::int64_t group) {
   if (group == 1) return x;
@@ -131,6 +120,19 @@ kernels::AttentionBias<T> bias_view(const Tensor& expanded, std::vector<std::int
 }
 
 }  // namespace
+
+Tensor repeat_heads(const Tensor& x, std::int64_t group) {
+  if (group == 1) return x;
+  const int r = x.dim();
+  if (r < 3 || group < 1)
+    throw ValueError("repeat_heads: expected (..., H, T, C) and a group >= 1, got " + x.shape().str() + " and " +
+                     std::to_string(group));
+  Shape expanded = x.shape();
+  expanded.insert(r - 2, group);  // (..., Hkv, group, Tk, C)
+  Shape merged = x.shape();
+  merged[r - 3] *= group;
+  return reshape(expand(unsqueeze(x, r - 2), expanded), merged);
+}
 
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                        const FusedAttentionMask& mask) {
