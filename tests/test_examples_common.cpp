@@ -397,7 +397,7 @@ TEST_CASE("examples run files: atomic writes, JSON lines, loss plot from metrics
   testing::write_text(run.file("vocab.json"), "{}");
   CHECK(run.write_loss_plot("x"));
   run.write_summary({{"f1", 0.5}});
-  CHECK(read_json_file(run.file("summary.json"))["f1"] == 0.5);
+  CHECK(io::read_json_file(run.file("summary.json"))["f1"] == 0.5);
   run.clear_previous_run();
   CHECK_FALSE(run.exists("metrics.jsonl"));
   CHECK_FALSE(run.exists("summary.json"));

@@ -20,8 +20,6 @@ void write_json_atomic(const std::string& path, const nlohmann::json& value) {
   io::write_file_atomic(path, value.dump(2) + "\n");
 }
 
-nlohmann::json read_json_file(const std::string& path) { return io::read_json_file(path); }
-
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::istringstream in(io::read_file(path));
   std::vector<nlohmann::json> lines;
@@ -82,7 +80,7 @@ bool RunDir::exists(const std::string& name) const { return fs::exists(file(name
 void RunDir::check_same_config(const Config& config, const std::vector<std::string>& free_keys) const {
   if (!exists("config.json"))
     throw ConfigError("cannot resume " + path_ + ": it holds no config.json (no earlier run to continue)");
-  const nlohmann::json saved = read_json_file(file("config.json"));
+  const nlohmann::json saved = io::read_json_file(file("config.json"));
   const nlohmann::json now = config.to_json();
   auto is_free = [&](const std::string& key) {
     return std::find(free_keys.begin(), free_keys.end(), key) != free_keys.end();

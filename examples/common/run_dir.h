@@ -20,8 +20,6 @@ namespace tapegrad::examples {
 
 // Pretty-printed JSON (indent 2) plus a newline, atomically.
 void write_json_atomic(const std::string& path, const nlohmann::json& value);
-// Parses a JSON file; IoError naming the file when it is missing or not valid JSON.
-nlohmann::json read_json_file(const std::string& path);
 // Parses one JSON object per non-empty line; IoError naming the file and line on a bad line.
 std::vector<nlohmann::json> read_jsonl(const std::string& path);
 

@@ -49,7 +49,7 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   const RunDir run(config.run_dir);
   // The run's own configuration decides the model; its keys are checked like a --config file.
   Config saved_options = train_config();
-  saved_options.merge_json(read_json_file(run.file("config.json")), run.file("config.json"));
+  saved_options.merge_json(io::read_json_file(run.file("config.json")), run.file("config.json"));
   const SpamTrainConfig saved = read_config<SpamTrainConfig>(saved_options);
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
   Generator unused(0);  // the weights are loaded below

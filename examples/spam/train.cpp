@@ -146,7 +146,7 @@ struct BestModel {
 
   // On resume: the best model so far competes with the rest of the run, as it would have without the interruption.
   void restore() {
-    const nlohmann::json best = read_json_file(json_path);
+    const nlohmann::json best = io::read_json_file(json_path);
     auto field = [&](const char* key) {
       const auto it = best.is_object() ? best.find(key) : best.end();
       if (it == best.end() || !it->is_number())
