@@ -46,6 +46,7 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
 
   const optim::Schedule schedule = optim::cosine_with_warmup(2, kScheduleSteps, 0.1);
   std::vector<std::int64_t> train_steps, eval_steps;
+  std::int64_t previous_logged = 0;
   for (const json& line : read_jsonl(dir.path / "metrics.jsonl")) {
     CAPTURE(line.dump());
     const std::int64_t step = line.at("step").get<std::int64_t>();
@@ -59,7 +60,14 @@ TEST_CASE("trainer: metrics.jsonl has every field, lr follows the schedule, eval
     train_steps.push_back(step);
     for (const char* key : {"loss", "lr", "grad_norm", "examples_per_s", "tokens_per_s"})
       CHECK(line.at(key).is_number());
-    CHECK(line.at("loss").get<double>() == result.losses[step - 1]);
+    // "loss" is the mean over the steps since the previous line, "step_loss" the last step's.
+    double sum = 0.0;
+    for (std::int64_t i = previous_logged; i < step; ++i) sum += result.losses[static_cast<std::size_t>(i)];
+    CHECK(line.at("loss").get<double>() ==
+          doctest::Approx(sum / static_cast<double>(step - previous_logged)).epsilon(1e-15));
+    CHECK(line.at("step_loss").get<double>() == result.losses[step - 1]);
+    if (step > 1) CHECK(line.at("loss").get<double>() != line.at("step_loss").get<double>());
+    previous_logged = step;
     CHECK(line.at("lr").get<double>() == doctest::Approx(0.02 * schedule(step - 1)).epsilon(1e-12));
     CHECK(line.at("grad_norm").get<double>() > 0.0);
     CHECK(line.at("examples_per_s").get<double>() > 0.0);

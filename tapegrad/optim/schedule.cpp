@@ -57,6 +57,48 @@ Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps,
   };
 }
 
+namespace {
+
+void check_fraction_schedule(const char* name, double warmup_fraction, double min_ratio) {
+  if (!(warmup_fraction >= 0.0 && warmup_fraction < 1.0))
+    fail(name, "warmup_fraction (must be in [0, 1))", warmup_fraction);
+  if (!(min_ratio >= 0.0 && min_ratio <= 1.0)) fail(name, "min_ratio (must be in [0, 1])", min_ratio);
+}
+
+// Where in the decay a fraction lies, in [0, 1], or -1 during warmup.
+double decay_progress(double fraction, double warmup_fraction) {
+  if (fraction < warmup_fraction) return -1.0;
+  return std::clamp((fraction - warmup_fraction) / (1.0 - warmup_fraction), 0.0, 1.0);
+}
+
+}  // namespace
+
+FractionSchedule warmup_cosine(double warmup_fraction, double min_ratio) {
+  check_fraction_schedule("warmup_cosine", warmup_fraction, min_ratio);
+  return [warmup_fraction, min_ratio](double fraction) {
+    const double p = decay_progress(fraction, warmup_fraction);
+    if (p < 0) return std::clamp(fraction / warmup_fraction, 0.0, 1.0);
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(kPi * p));
+  };
+}
+
+FractionSchedule warmup_linear(double warmup_fraction, double min_ratio) {
+  check_fraction_schedule("warmup_linear", warmup_fraction, min_ratio);
+  return [warmup_fraction, min_ratio](double fraction) {
+    const double p = decay_progress(fraction, warmup_fraction);
+    if (p < 0) return std::clamp(fraction / warmup_fraction, 0.0, 1.0);
+    return 1.0 - (1.0 - min_ratio) * p;
+  };
+}
+
+Schedule over_steps(FractionSchedule schedule, std::int64_t total_steps) {
+  if (total_steps <= 0) fail("over_steps", "total_steps", static_cast<double>(total_steps));
+  if (!schedule) throw ValueError("over_steps: the schedule is empty");
+  return [schedule = std::move(schedule), total_steps](std::int64_t step) {
+    return schedule(static_cast<double>(step + 1) / static_cast<double>(total_steps));
+  };
+}
+
 Scheduler::Scheduler(Optimizer& optimizer, Schedule schedule) : optimizer_(optimizer), schedule_(std::move(schedule)) {
   for (const ParamGroup& group : optimizer_.param_groups()) base_lrs_.push_back(*group.lr);
   apply();

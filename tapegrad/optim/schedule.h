@@ -29,6 +29,25 @@ Schedule linear_warmup(std::int64_t warmup_steps);
 // fraction of each group's base lr. ValueError unless 0 <= warmup_steps < total_steps and 0 <= min_ratio <= 1.
 Schedule cosine_with_warmup(std::int64_t warmup_steps, std::int64_t total_steps, double min_ratio = 0.0);
 
+// Schedules defined on the fraction of training done, in [0, 1], instead of the step: one schedule fits a run of
+// any length, also one whose end is a time budget (train::Trainer::set_schedule computes the fraction from the
+// steps and the time). multiplier(fraction) -> lr / base_lr.
+//
+//   trainer.set_schedule(optim::warmup_cosine(/*warmup_fraction=*/0.02, /*min_ratio=*/0.1));
+//   optim::Scheduler sched(opt, optim::over_steps(optim::warmup_cosine(0.02), 5000));   // the same by steps
+using FractionSchedule = std::function<double(double fraction)>;
+
+// fraction / warmup_fraction (at most 1) during warmup, then
+// min_ratio + (1 - min_ratio) * (1 + cos(pi * p)) / 2 with p = (fraction - warmup_fraction) / (1 - warmup_fraction).
+// ValueError unless 0 <= warmup_fraction < 1 and 0 <= min_ratio <= 1.
+FractionSchedule warmup_cosine(double warmup_fraction, double min_ratio = 0.0);
+// The same warmup, then a straight line from 1 down to min_ratio at fraction 1.
+FractionSchedule warmup_linear(double warmup_fraction, double min_ratio = 0.0);
+// The step schedule of a run of total_steps steps: multiplier(step) = schedule((step + 1) / total_steps), the
+// fraction done once the step ends (so the first step of a warmup does not run at lr 0). ValueError for
+// total_steps <= 0.
+Schedule over_steps(FractionSchedule schedule, std::int64_t total_steps);
+
 // Holds each group's base lr (read at construction) and sets group lr = base * schedule(step) for the current step;
 // the constructor applies step 0, step() advances and applies the next one.
 class Scheduler {

@@ -97,6 +97,15 @@ std::string trainer_json_text(const CheckpointState& state) {
   j["lrs"] = state.lrs;
   j["loss"] = state.loss;
   j["elapsed_s"] = state.elapsed_s;
+  if (state.early_metric.empty()) {
+    j["early_stopping"] = nullptr;
+  } else {
+    j["early_stopping"] = {{"metric", state.early_metric},
+                           {"best", state.best_step >= 0 ? json(state.best) : json(nullptr)},
+                           {"best_step", state.best_step},
+                           {"bad_evals", state.bad_evals}};
+  }
+  j["log_interval"] = {{"steps", state.interval_steps}, {"loss_sum", state.interval_loss_sum}};
   j["checksum"] = content_checksum(j);
   return j.dump(2) + "\n";
 }
@@ -191,6 +200,38 @@ CheckpointState read_trainer_json(const std::string& file) {
   }
   state.loss = double_field(j, file, "loss");
   state.elapsed_s = double_field(j, file, "elapsed_s");
+  const auto early = j.find("early_stopping");
+  if (early != j.end() && !early->is_null()) {
+    const auto bad = [&](const std::string& why) { bad_field(file, "early_stopping", why); };
+    if (!early->is_object()) bad("must be null or an object, got " + io::json_excerpt(*early));
+    const auto member = [&](const char* key) -> const json& {
+      const auto it = early->find(key);
+      if (it == early->end()) bad(std::string("has no '") + key + "'");
+      return *it;
+    };
+    const json& metric = member("metric");
+    if (!metric.is_string() || metric.get<std::string>().empty())
+      bad("metric must be a non-empty string, got " + io::json_excerpt(metric));
+    state.early_metric = metric.get<std::string>();
+    const json& best_step = member("best_step");
+    if (!best_step.is_number_integer() || best_step.get<std::int64_t>() < -1)
+      bad("best_step must be an integer >= -1, got " + io::json_excerpt(best_step));
+    state.best_step = best_step.get<std::int64_t>();
+    const json& best = member("best");
+    if (state.best_step >= 0 && !best.is_number()) bad("best must be a number, got " + io::json_excerpt(best));
+    if (state.best_step >= 0) state.best = best.get<double>();
+    const json& bad_evals = member("bad_evals");
+    if (!bad_evals.is_number_integer() || bad_evals.get<std::int64_t>() < 0)
+      bad("bad_evals must be an integer >= 0, got " + io::json_excerpt(bad_evals));
+    state.bad_evals = bad_evals.get<std::int64_t>();
+  }
+  const auto interval = j.find("log_interval");
+  if (interval != j.end()) {
+    if (!interval->is_object())
+      bad_field(file, "log_interval", "must be an object, got " + io::json_excerpt(*interval));
+    state.interval_steps = int_field(*interval, file, "steps");
+    state.interval_loss_sum = double_field(*interval, file, "loss_sum");
+  }
   return state;
 }
 
@@ -269,6 +310,12 @@ void Trainer::save_checkpoint() {
   for (const optim::ParamGroup& g : optimizer_.param_groups()) state.lrs.push_back(*g.lr);
   state.loss = last_loss_;
   state.elapsed_s = elapsed_before_ + elapsed_now_;
+  state.early_metric = options_.early_stopping.metric;
+  state.best = best_.value;
+  state.best_step = best_.step;
+  state.bad_evals = best_.bad_evals;
+  state.interval_steps = interval_steps_;
+  state.interval_loss_sum = interval_loss_sum_;
   write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state);
 }
 
@@ -328,6 +375,12 @@ bool Trainer::load_checkpoint() {
   last_loss_ = state.loss;
   elapsed_before_ = state.elapsed_s;
   elapsed_now_ = 0.0;
+  // Early stopping continues where it was when it watches the same metric, and starts afresh otherwise.
+  interval_steps_ = state.interval_steps;
+  interval_loss_sum_ = state.interval_loss_sum;
+  best_ = BestMetric();
+  if (!options_.early_stopping.metric.empty() && state.early_metric == options_.early_stopping.metric)
+    best_ = BestMetric{state.best, state.best_step, state.bad_evals};
   return true;
 }
 

@@ -4,7 +4,8 @@
 //   optimizer.safetensors  optimizer.state_tensors()
 //   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
 //                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
-//                           "elapsed_s":..,"checksum":"<CRC-32>"}
+//                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
+//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"checksum":"<CRC-32>"}
 // The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and both
 // safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
 // of the three, or files from two different saves, are an IoError at load. Version 1 files (before
@@ -32,6 +33,14 @@ struct CheckpointState {
   std::vector<double> lrs;                                      // per parameter group
   double loss = 0.0;
   double elapsed_s = 0.0;
+  // Early stopping (absent from files written without it: metric empty).
+  std::string early_metric;
+  double best = 0.0;
+  std::int64_t best_step = -1;  // -1: no evaluation yet
+  std::int64_t bad_evals = 0;
+  // The steps since the last metrics line and the sum of their losses (absent from older files: 0).
+  std::int64_t interval_steps = 0;
+  double interval_loss_sum = 0.0;
 };
 
 // Writes run_dir/checkpoint/ as above (creating run_dir if needed). IoError naming the path on failure,

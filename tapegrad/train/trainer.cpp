@@ -28,6 +28,20 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+const char* to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::MaxSteps:
+      return "max_steps";
+    case StopReason::TimeBudget:
+      return "time_budget";
+    case StopReason::EarlyStopping:
+      return "early_stopping";
+    case StopReason::Callback:
+      return "callback";
+  }
+  return "unknown";
+}
+
 Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions options)
     : model_(model),
       optimizer_(optimizer),
@@ -44,6 +58,12 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   if (o.steps_per_epoch < 0 || o.max_epochs < 0)
     throw ValueError("Trainer: steps_per_epoch and max_epochs must be >= 0, got " + std::to_string(o.steps_per_epoch) +
                      " and " + std::to_string(o.max_epochs));
+  if (!(o.time_budget_s >= 0.0) || !std::isfinite(o.time_budget_s))
+    throw ValueError("Trainer: time_budget_s must be a finite number >= 0, got " + format_number(o.time_budget_s));
+  if (!o.early_stopping.metric.empty() && (o.early_stopping.patience < 1 || !(o.early_stopping.min_delta >= 0.0)))
+    throw ValueError("Trainer: early stopping on '" + o.early_stopping.metric +
+                     "' needs patience >= 1 and min_delta >= 0, got " + std::to_string(o.early_stopping.patience) +
+                     " and " + format_number(o.early_stopping.min_delta));
   if (o.max_epochs > 0) {
     if (o.steps_per_epoch == 0)
       throw ValueError("Trainer: max_epochs " + std::to_string(o.max_epochs) + " needs steps_per_epoch");
@@ -54,7 +74,55 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   for (const auto& [name, gen] : model_.named_generators()) generators_.emplace_back(kModelGeneratorPrefix + name, gen);
 }
 
-void Trainer::set_scheduler(optim::Scheduler* scheduler) { scheduler_ = scheduler; }
+void Trainer::set_scheduler(optim::Scheduler* scheduler) {
+  if (scheduler && schedule_)
+    throw ValueError("Trainer::set_scheduler: a fraction schedule is set (set_schedule); use one or the other");
+  scheduler_ = scheduler;
+}
+
+void Trainer::set_schedule(optim::FractionSchedule schedule) {
+  if (schedule && scheduler_)
+    throw ValueError("Trainer::set_schedule: a step scheduler is set (set_scheduler); use one or the other");
+  schedule_ = std::move(schedule);
+  schedule_base_lrs_.clear();
+  for (const optim::ParamGroup& g : optimizer_.param_groups()) schedule_base_lrs_.push_back(*g.lr);
+}
+
+void Trainer::set_stop_callback(StopFn stop) { stop_fn_ = std::move(stop); }
+
+double Trainer::progress() const {
+  double done = options_.max_steps > 0 ? static_cast<double>(step_ + 1) / static_cast<double>(options_.max_steps) : 1.0;
+  if (options_.time_budget_s > 0) done = std::max(done, elapsed() / options_.time_budget_s);
+  return std::clamp(done, 0.0, 1.0);
+}
+
+std::optional<StopReason> Trainer::stop_before_step() const {
+  if (step_ >= options_.max_steps) return StopReason::MaxSteps;
+  if (options_.time_budget_s > 0 && elapsed() >= options_.time_budget_s) return StopReason::TimeBudget;
+  if (!options_.early_stopping.metric.empty() && best_.bad_evals >= options_.early_stopping.patience)
+    return StopReason::EarlyStopping;
+  return std::nullopt;
+}
+
+bool Trainer::update_early_stopping(const std::map<std::string, double>& metrics) {
+  const EarlyStopping& e = options_.early_stopping;
+  if (e.metric.empty()) return false;
+  const auto it = metrics.find(e.metric);
+  if (it == metrics.end()) {
+    std::string keys;
+    for (const auto& entry : metrics) keys += (keys.empty() ? "" : ", ") + entry.first;
+    throw ValueError("Trainer: early stopping watches '" + e.metric + "' but eval_fn returned only {" + keys + "}");
+  }
+  const double value = it->second;
+  const bool improved =
+      best_.step < 0 || (e.maximize ? value > best_.value + e.min_delta : value < best_.value - e.min_delta);
+  if (improved) {
+    best_ = BestMetric{value, step_, 0};
+  } else {
+    ++best_.bad_evals;
+  }
+  return best_.bad_evals >= e.patience;
+}
 
 void Trainer::track_generator(std::string name, Generator& gen) {
   if (name.empty()) throw ValueError("Trainer::track_generator: empty name");
@@ -99,6 +167,11 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
   const double max_norm =
       options_.clip_grad_norm > 0 ? options_.clip_grad_norm : std::numeric_limits<double>::infinity();
   optimizer_.zero_grad();
+  if (schedule_) {
+    const double multiplier = schedule_(progress());
+    for (std::size_t g = 0; g < schedule_base_lrs_.size(); ++g)
+      optimizer_.set_lr(g, schedule_base_lrs_[g] * multiplier);
+  }
   StepRecord record;
   {
     StepOutput out = step_fn(s);
@@ -113,6 +186,8 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
     if (!std::isfinite(record.grad_norm)) throw non_finite(s, record.grad_norm, "gradient norm");
     window.examples += out.examples;
     window.tokens += out.tokens;
+    interval_loss_sum_ += record.loss;
+    ++interval_steps_;
   }
   if (!optimizer_.param_groups().empty()) record.lr = *optimizer_.param_groups()[0].lr;
   optimizer_.step();
@@ -128,7 +203,8 @@ void Trainer::log_step(const StepRecord& record, bool end_of_run, Window& window
   line["step"] = step_;
   if (options_.steps_per_epoch > 0)
     line["epoch"] = static_cast<double>(step_) / static_cast<double>(options_.steps_per_epoch);
-  line["loss"] = record.loss;
+  line["loss"] = interval_steps_ > 0 ? interval_loss_sum_ / static_cast<double>(interval_steps_) : record.loss;
+  line["step_loss"] = record.loss;
   line["lr"] = record.lr;
   line["grad_norm"] = record.grad_norm;
   line["examples_per_s"] = static_cast<double>(window.examples) / seconds;
@@ -137,9 +213,15 @@ void Trainer::log_step(const StepRecord& record, bool end_of_run, Window& window
   if (end_of_run) line["end_of_run"] = true;
   metrics_.append(line.dump());
   window = Window();
+  // An end-of-run line is dropped when the run resumes, so the next scheduled line still averages from the
+  // previous scheduled one, as in a run never interrupted.
+  if (!end_of_run) {
+    interval_loss_sum_ = 0.0;
+    interval_steps_ = 0;
+  }
 }
 
-void Trainer::evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress) {
+std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress) {
   std::map<std::string, double> metrics;
   {
     NoGradGuard no_grad;
@@ -161,6 +243,7 @@ void Trainer::evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& 
   std::string text = "eval step " + std::to_string(step_) + ':';
   for (const auto& [name, value] : metrics) text += ' ' + name + ' ' + format_significant(value, 5);
   progress.message(text);
+  return metrics;
 }
 
 double Trainer::end_fit(Clock::time_point call_start, bool was_training) {
@@ -173,6 +256,8 @@ double Trainer::end_fit(Clock::time_point call_start, bool was_training) {
 
 TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   if (!step_fn) throw ValueError("Trainer::fit: step_fn is empty");
+  if (!options_.early_stopping.metric.empty() && !eval_fn)
+    throw ValueError("Trainer::fit: early stopping on '" + options_.early_stopping.metric + "' needs an eval_fn");
   const Clock::time_point call_start = Clock::now();
   TrainResult result;
   begin_fit(result);
@@ -186,22 +271,42 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   const bool was_training = model_.is_training();
   model_.train();
   Window window;
+  std::optional<StopReason> stop = stop_before_step();
+  if (stop && *stop != StopReason::MaxSteps)
+    progress.message(std::string("the run has already stopped (") + to_string(*stop) + ") at step " +
+                     std::to_string(step_));
   try {
-    while (step_ < options_.max_steps) {
+    while (!stop) {
       const StepRecord record = run_step(step_fn, params, window);
       result.losses.push_back(record.loss);
       elapsed_now_ = seconds_since(call_start);
+      stop = stop_before_step();  // max steps or time budget
 
-      const bool last = step_ == options_.max_steps;
       const bool log_due = step_ % options_.log_every == 0;
-      if (log_due || last) log_step(record, !log_due, window);
-      progress.update(step_, record.loss, record.lr, record.grad_norm, log_due || last);
+      bool logged = false;
+      if (log_due || stop) {
+        log_step(record, !log_due, window);
+        logged = true;
+      }
+      progress.update(step_, record.loss, record.lr, record.grad_norm, logged);
 
       const bool eval_due = options_.eval_every > 0 && step_ % options_.eval_every == 0;
-      if (eval_fn && (eval_due || last)) evaluate(eval_fn, !eval_due, progress);
+      std::optional<std::map<std::string, double>> metrics;
+      const auto run_eval = [&] {
+        metrics = evaluate(eval_fn, !eval_due, progress);
+        if (update_early_stopping(*metrics) && !stop) stop = StopReason::EarlyStopping;
+      };
+      if (eval_fn && (eval_due || stop)) run_eval();
+      if (!stop && stop_fn_) {
+        StepInfo info{step_, record.loss, record.lr, record.grad_norm, elapsed(), metrics ? &*metrics : nullptr};
+        if (stop_fn_(info)) stop = StopReason::Callback;
+      }
+      // A step that stops the run early is its last: logged and evaluated like one.
+      if (stop && !logged) log_step(record, !log_due, window);
+      if (stop && eval_fn && !metrics) run_eval();
 
       const bool checkpoint_due = options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0;
-      if (!options_.run_dir.empty() && (checkpoint_due || last)) {
+      if (!options_.run_dir.empty() && (checkpoint_due || stop)) {
         save_checkpoint();
         if (progress.mode() == Progress::Lines)
           progress.message("checkpoint at step " + std::to_string(step_) + " in " + checkpoint_dir());
@@ -212,6 +317,11 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     end_fit(call_start, was_training);
     throw;
   }
+  if (*stop != StopReason::MaxSteps)
+    progress.message(std::string("stopped at step ") + std::to_string(step_) + ": " + to_string(*stop));
+  result.stop_reason = *stop;
+  result.best_metric = best_.value;
+  result.best_step = best_.step;
   progress.finish();
   result.seconds = end_fit(call_start, was_training);
   result.steps = step_;

@@ -12,6 +12,11 @@
 //     return train::StepOutput{nn::cross_entropy(model(b.input), b.labels), b.size(), b.tokens};
 //   });
 //
+// Stopping: a run ends at max_steps, or earlier when its training time reaches time_budget_s, when early
+// stopping sees no improvement of a validation metric for `patience` evaluations, or when the stop callback
+// says so (TrainResult::stop_reason tells which). The step that stops it is logged, evaluated and checkpointed
+// as the last step is. A run that stopped early stays stopped when fit is called again on its run_dir.
+//
 // One step (global index s, 0-based): zero_grad; out = step_fn(s); a NaN/inf loss throws NonFiniteLoss;
 // backward; the global L2 gradient norm (clipped if clip_grad_norm > 0; a NaN/inf norm throws
 // NonFiniteLoss); optimizer.step(); scheduler step. After it, step() == s + 1, and logging, evaluation and
@@ -23,12 +28,13 @@
 //
 // Files in run_dir:
 //   metrics.jsonl  one JSON object per line:
-//     {"step":s,"loss":..,"lr":..,"grad_norm":..,"examples_per_s":..,"tokens_per_s":..,"elapsed_s":..}
+//     {"step":s,"loss":..,"step_loss":..,"lr":..,"grad_norm":..,"examples_per_s":..,"tokens_per_s":..,"elapsed_s":..}
 //     {"step":s,"eval":{"val_loss":..},"elapsed_s":..}
 //     with "epoch": s / steps_per_epoch when steps_per_epoch is set (epochs are counted in steps: an epoch
 //     is steps_per_epoch batches, e.g. loader.batches_per_epoch(), and max_epochs sets max_steps from it);
 //     s counts the optimiser steps done (1 after the first); loss, lr and grad_norm are those of step s
-//     (lr is the rate step s used); the rates are over the steps since the previous line. A line written
+//     (lr is the rate step s used) except loss, the mean over the steps since the previous scheduled line
+//     (the last step's own loss is "step_loss"); the rates are over the steps since the previous line. A line written
 //     only because the call ended off the logging schedule carries "end_of_run":true. When a run resumes
 //     from the checkpoint at step k, lines with step > k and end_of_run lines are dropped, so the file
 //     reads like that of an uninterrupted run (elapsed and throughput aside).
@@ -43,6 +49,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +65,16 @@
 
 namespace tapegrad::train {
 
+// Early stopping on an evaluation metric: an evaluation improves on the best so far when its value is lower
+// (higher with maximize) by more than min_delta; after `patience` evaluations in a row without improvement,
+// training stops. Its state (best value and step, evaluations without improvement) is checkpointed.
+struct EarlyStopping {
+  std::string metric;         // a key eval_fn returns, e.g. "val_loss"; empty: off
+  std::int64_t patience = 5;  // >= 1
+  double min_delta = 0.0;     // >= 0
+  bool maximize = false;      // true for accuracy-like metrics
+};
+
 struct TrainerOptions {
   std::int64_t max_steps = 1000;       // total optimiser steps of the run (not of this call)
   std::int64_t steps_per_epoch = 0;    // 0: unknown; else metrics lines carry "epoch" (fractional) and the
@@ -69,6 +86,9 @@ struct TrainerOptions {
   double clip_grad_norm = 0.0;         // 0: off; else global L2 clip, the norm is logged either way
   std::string run_dir;                 // empty: no files; else metrics.jsonl + checkpoint/ inside
   bool resume = true;                  // continue from run_dir's last good checkpoint if present
+  double time_budget_s = 0.0;          // > 0: stop after the step that brings the run's training time (this
+                                       // call and those it resumed) to this many seconds
+  EarlyStopping early_stopping;        // off unless early_stopping.metric is set (needs an eval_fn)
   Progress progress = Progress::Auto;  // see progress.h
   std::ostream* out = &std::cerr;      // where the bar / lines / messages go (nullptr: nowhere)
 };
@@ -84,6 +104,22 @@ struct StepOutput {
 using StepFn = std::function<StepOutput(std::int64_t step)>;                     // step = 0-based global index
 using EvalFn = std::function<std::map<std::string, double>(std::int64_t step)>;  // step = steps done; {"val_loss":..}
 
+enum class StopReason { MaxSteps, TimeBudget, EarlyStopping, Callback };
+// "max_steps", "time_budget", "early_stopping", "callback".
+const char* to_string(StopReason reason);
+
+// What the stop callback sees after each step (and its logging and evaluation).
+struct StepInfo {
+  std::int64_t step = 0;  // steps done
+  double loss = 0.0;      // this step's loss
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double elapsed_s = 0.0;                               // the run's training time so far
+  const std::map<std::string, double>* eval = nullptr;  // this step's evaluation, null if none ran
+};
+// Returns true to stop training after this step.
+using StopFn = std::function<bool(const StepInfo& info)>;
+
 struct TrainResult {
   std::int64_t steps = 0;          // global steps done when fit returned (= max_steps unless resumed past it)
   double final_loss = 0;           // loss of the last step (from the checkpoint if this call ran none)
@@ -91,6 +127,9 @@ struct TrainResult {
   double total_seconds = 0;        // training time of the whole run: this call and those it resumed
   std::int64_t resumed_from = -1;  // the checkpoint's step, or -1 if this call did not resume
   std::vector<double> losses;      // this call's per-step losses, losses[i] of global step resumed_from + i
+  StopReason stop_reason = StopReason::MaxSteps;
+  double best_metric = 0.0;     // early stopping's best value (of the whole run), when best_step >= 0
+  std::int64_t best_step = -1;  // the step whose evaluation gave it; -1 without early stopping or evaluations
 };
 
 // A NaN or infinite loss, or gradient norm, at some step. Thrown before the optimiser step, so parameters
@@ -127,6 +166,11 @@ class Trainer {
 
   // Stepped after every optimiser step; its step is checkpointed. nullptr: none.
   void set_scheduler(optim::Scheduler* scheduler);
+  // Sets every group's lr to base * schedule(progress()) before each step, base being the group's lr now.
+  // Defined on the fraction of training done, it suits a time budget. ValueError together with a scheduler.
+  void set_schedule(optim::FractionSchedule schedule);
+  // Called after every step; training stops when it returns true. Empty: none.
+  void set_stop_callback(StopFn stop);
   // The generator's state is checkpointed under name and restored on resume (ValueError on an empty or
   // repeated name, or one starting with "model."). The generator must outlive the trainer. The model's
   // own generators (model.named_generators(), e.g. dropout) are tracked by the constructor as
@@ -138,6 +182,9 @@ class Trainer {
 
   // Optimiser steps done so far (restored by load_checkpoint).
   std::int64_t step() const { return step_; }
+  // The fraction of training done once the next step ends, in [0, 1]: (step() + 1) / max_steps, or, with a
+  // time budget, the training time so far over the budget when that is larger.
+  double progress() const;
   const TrainerOptions& options() const { return options_; }
 
   // Writes run_dir/checkpoint atomically (ValueError if run_dir is empty, IoError on a failed write).
@@ -166,6 +213,12 @@ class Trainer {
     std::int64_t examples = 0;
     std::int64_t tokens = 0;
   };
+  // Early stopping's state (checkpointed).
+  struct BestMetric {
+    double value = 0.0;
+    std::int64_t step = -1;  // -1: no evaluation yet
+    std::int64_t bad_evals = 0;
+  };
 
   // Resumes if asked and possible (result.resumed_from), creates run_dir, drops metrics lines past the step.
   void begin_fit(TrainResult& result);
@@ -173,8 +226,14 @@ class Trainer {
   StepRecord run_step(const StepFn& step_fn, const TensorList& params, Window& window);
   // The metrics.jsonl line of the step just done; starts a new throughput window.
   void log_step(const StepRecord& record, bool end_of_run, Window& window);
-  // eval_fn in eval mode without gradients; its metrics line and a progress message.
-  void evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress);
+  // eval_fn in eval mode without gradients; its metrics line and a progress message. Returns the metrics.
+  std::map<std::string, double> evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress);
+  // Records an evaluation for early stopping; true when patience has run out.
+  bool update_early_stopping(const std::map<std::string, double>& metrics);
+  // The run's training time so far.
+  double elapsed() const { return elapsed_before_ + elapsed_now_; }
+  // Why the run should stop before taking another step (max steps, time budget, early stopping), if it should.
+  std::optional<StopReason> stop_before_step() const;
   // NonFiniteLoss for step_fn(step), saying which checkpoint is kept.
   NonFiniteLoss non_finite(std::int64_t step, double value, const std::string& quantity) const;
   // Restores the training mode and adds this call's time to the run's.
@@ -184,6 +243,13 @@ class Trainer {
   optim::Optimizer& optimizer_;
   TrainerOptions options_;
   optim::Scheduler* scheduler_ = nullptr;
+  optim::FractionSchedule schedule_;
+  std::vector<double> schedule_base_lrs_;
+  StopFn stop_fn_;
+  BestMetric best_;
+  // The losses since the last metrics line, for its mean (checkpointed, so a resumed run logs the same means).
+  double interval_loss_sum_ = 0.0;
+  std::int64_t interval_steps_ = 0;
   std::vector<std::pair<std::string, Generator*>> generators_;
   std::int64_t step_ = 0;
   double last_loss_ = 0.0;
