@@ -50,6 +50,10 @@ class Generator {
   double spare_normal_ = 0.0;
 };
 
+// The seed of stream `index` of `seed` (splitmix64 of both): neighbouring (seed, index) pairs give unrelated
+// seeds, not shifted copies of one mt19937 stream. Data loaders seed each epoch's or step's draws with it.
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t index);
+
 // The default generator of the calling thread. It is thread_local: each thread has its own,
 // starting at seed 0 (as Generator() does), so threads never share one without a lock and a
 // thread's draws do not depend on what other threads do. manual_seed seeds the calling thread's.

@@ -3,5 +3,6 @@
 
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/split.h"
+#include "tapegrad/data/token_stream.h"
 #include "tapegrad/data/tokenizer.h"
 #include "tapegrad/data/vocab.h"

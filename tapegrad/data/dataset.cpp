@@ -10,17 +10,10 @@ namespace tapegrad::data {
 
 namespace {
 
-std::uint64_t splitmix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
 // Seeds of neighbouring (seed, epoch) pairs land far apart, so the epochs' permutations are
 // unrelated rather than shifted copies of one mt19937 stream.
 std::uint64_t epoch_seed(std::uint64_t seed, std::int64_t epoch) {
-  return splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(epoch));
+  return derive_seed(seed, static_cast<std::uint64_t>(epoch));
 }
 
 // Pads rows of ids into a (B, T) tensor and its padding mask; T is the longest row, at least 1
