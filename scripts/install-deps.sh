@@ -2,7 +2,8 @@
 # Installs, from Debian 12's packages, everything tapegrad needs to build and test:
 # the compiler, CMake and Ninja, the header-only libraries (xtensor, xtl, xsimd, nlohmann_json,
 # doctest), OpenBLAS for cblas_sgemm, zlib for crc32, pkg-config, python3 (used by tests) and
-# clang-format (the formatting check).
+# clang-format (the formatting check), and the King James Bible (bible-kjv-text, the language
+# model's corpus, and bible-kjv, its reader, which the corpus loader's test compares against).
 #
 # Idempotent: when every package is already installed it does nothing (set
 # TAPEGRAD_FORCE_APT=1 to run apt-get anyway). Uses sudo only when not run as root.
@@ -22,6 +23,8 @@ PACKAGES=(
   zlib1g-dev         # crc32 for the checksums in checkpoint files
   python3
   clang-format       # scripts/check-format.sh: CI checks the formatting (clang-format 14)
+  bible-kjv-text     # /usr/lib/bible.data: examples/language_model's corpus
+  bible-kjv          # /usr/bin/bible: the reference the corpus loader's test compares with
 )
 
 missing=()
