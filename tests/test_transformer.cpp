@@ -95,7 +95,7 @@ TEST_CASE("transformer: stacks name their layers and keep decoder outputs causal
   CHECK(max_diff(full.narrow(1, 3, 2), again.narrow(1, 3, 2)) > 1e-3);
 }
 
-TEST_CASE("transformer: the encoder stack takes the padding mask through its call; unusable options are refused") {
+TEST_CASE("transformer: the encoder stack takes the padding mask through its call, unusable options are refused") {
   manual_seed(8);
   Generator& gen = default_generator();  // the modules and the inputs draw from it
   nn::TransformerEncoder encoder(tiny(true), /*num_layers=*/2);
@@ -167,7 +167,7 @@ TEST_CASE("transformer: language model cache, gradcheck and generation") {
   CHECK(logits.shape() == Shape{2, 6, 7});
   {
     NoGradGuard guard;
-    std::vector<nn::KVCache> caches;
+    nn::LanguageModelCache caches;
     const Tensor first = lm->forward(tokens.narrow(1, 0, 4), &caches);
     const Tensor rest = lm->forward(tokens.narrow(1, 4, 2), &caches);
     CHECK(max_diff(first, logits.narrow(1, 0, 4)) < 1e-5);

@@ -60,6 +60,8 @@ enum class CausalAlignment {
 // Self-attention appends the new positions on each call; cross-attention fills it on the first
 // call and reuses it afterwards (the memory does not change while decoding). Empty at first.
 // Decode under NoGradGuard: with gradients on, the cached tensors keep their graph alive.
+struct MLACache;  // latent_attention.h
+
 struct KVCache {
   Tensor k;
   Tensor v;
@@ -80,8 +82,10 @@ struct AttentionForwardOptions {
   TAPEGRAD_ARG(std::optional<double>, scale);  // multiplies q @ k^T; 1 / sqrt(D) when not given
   TAPEGRAD_ARG(bool, need_weights) = false;
   // Incremental decoding (see KVCache): read by MultiHeadAttention and a single layer; a stack
-  // takes a DecoderCache (or, for a language model, one KVCache per block) instead.
+  // takes a DecoderCache (or, for a language model, a LanguageModelCache) instead.
   TAPEGRAD_ARG(KVCache*, cache) = nullptr;
+  // The same for an encoder layer whose self-attention is latent attention (latent_attention.h).
+  TAPEGRAD_ARG(MLACache*, latent_cache) = nullptr;
 };
 
 // torch's F.scaled_dot_product_attention: q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv), the

@@ -1,5 +1,6 @@
 #include "tapegrad/nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -43,8 +44,17 @@ Dropout make_dropout(const TransformerLayerOptions& options, Generator& gen) {
 TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerLayerOptions& options) : options_(options) {
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
-  self_attn_ = register_module(
-      "self_attn", MultiHeadAttention(make_attention_options(options, gen).rotary_max_len(options.rotary_max_len())));
+  if (options.latent_attention()) {
+    MultiHeadLatentAttentionOptions latent = *options.latent_attention();
+    if (latent.d_model() != options.d_model())
+      throw ValueError("TransformerEncoderLayer: latent_attention has d_model " + std::to_string(latent.d_model()) +
+                       " but the layer " + std::to_string(options.d_model()));
+    options_.latent_attention()->generator(nullptr);
+    latent_attn_ = register_module("self_attn", MultiHeadLatentAttention(latent.generator(&gen)));
+  } else {
+    self_attn_ = register_module(
+        "self_attn", MultiHeadAttention(make_attention_options(options, gen).rotary_max_len(options.rotary_max_len())));
+  }
   ff_ = register_module("ff", make_feed_forward(options, gen));
   norm1_ = register_module("norm1", make_norm(options));
   norm2_ = register_module("norm2", make_norm(options));
@@ -58,7 +68,18 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& x, const AttentionForw
     throw ValueError(
         "TransformerEncoderLayer: need_weights is not supported (the layer returns one tensor); "
         "call its self-attention for the weights");
-  auto self_attention = [&](const Tensor& h) { return self_attn_(h, Tensor(), options).output; };
+  if (latent_attn_) {
+    if (!options.is_causal() || options.key_padding_mask().defined() || options.keep_mask().defined() ||
+        options.additive_mask().defined() || options.attn_mask().defined() || options.cache() != nullptr)
+      throw ValueError(
+          "TransformerEncoderLayer: latent attention is causal self-attention without masks: it needs is_causal, "
+          "no masks, and its cache in latent_cache (not cache)");
+  } else if (options.latent_cache() != nullptr) {
+    throw ValueError("TransformerEncoderLayer: latent_cache is given but the self-attention is not latent attention");
+  }
+  auto self_attention = [&](const Tensor& h) {
+    return latent_attn_ ? latent_attn_(h, options.latent_cache()) : self_attn_(h, Tensor(), options).output;
+  };
   Tensor h = x;  // h: (B, T, d)
   if (options_.norm_first()) {
     h = h + dropout1_(self_attention(norm1_(h)));
@@ -124,7 +145,7 @@ void check_stack(std::int64_t num_layers, const char* stack) {
 }
 
 void check_no_cache(const AttentionForwardOptions& options, const char* stack, const char* which) {
-  if (options.cache() != nullptr)
+  if (options.cache() != nullptr || options.latent_cache() != nullptr)
     throw ValueError(std::string(stack) + ": " + which +
                      ".cache must be null; a stack keeps one cache per layer (DecoderCache)");
 }
@@ -191,10 +212,21 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
   TransformerLayerOptions layer = options.layer();
   layer.generator(&gen);
   options_.layer().generator(nullptr);
+  if (options.positions() == PositionEncoding::Rotary) {
+    layer.rotary_max_len(options.max_len());
+    options_.layer().rotary_max_len(options.max_len());
+  }
+  if (layer.latent_attention() && layer.latent_attention()->max_len() < options.max_len())
+    throw ValueError("LanguageModel: latent_attention's max_len " +
+                     std::to_string(layer.latent_attention()->max_len()) + " is below the model's " +
+                     std::to_string(options.max_len()));
   const std::int64_t d = layer.d_model();
   tok_emb_ = register_module("tok_emb", Embedding(EmbeddingOptions(options.vocab_size(), d).generator(&gen)));
-  pos_emb_ = register_module(
-      "pos_emb", LearnedPositionEmbedding(LearnedPositionEmbeddingOptions(options.max_len(), d).generator(&gen)));
+  if (options.positions() == PositionEncoding::Learned)
+    pos_emb_ = register_module(
+        "pos_emb", LearnedPositionEmbedding(LearnedPositionEmbeddingOptions(options.max_len(), d).generator(&gen)));
+  else if (options.positions() == PositionEncoding::Sinusoidal)
+    sin_pos_ = register_module("pos_enc", SinusoidalPositionalEncoding(options.max_len(), d));
   auto list = register_module("blocks", ModuleList());
   for (std::int64_t i = 0; i < options.num_layers(); ++i)
     blocks_.push_back(list->push_back(TransformerEncoderLayer(layer)));
@@ -202,15 +234,72 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
   head_ = register_module("head", Linear(LinearOptions(d, options.vocab_size()).generator(&gen)));
 }
 
-Tensor LanguageModelImpl::forward(const Tensor& tokens, std::vector<KVCache>* caches) {
+std::int64_t LanguageModelCache::length() const {
+  if (!kv.empty()) return kv.front().length();
+  return latent.empty() ? 0 : latent.front().length();
+}
+
+double LanguageModelCache::bytes_per_token_per_layer() const {
+  double bytes = 0.0, tokens = 0.0;
+  const auto add = [&](const Tensor& t, double layer_tokens) {
+    if (!t.defined()) return;
+    bytes += static_cast<double>(t.numel()) * static_cast<double>(element_size(t.dtype()));
+    tokens += layer_tokens;
+  };
+  // Tokens counted once per layer (with the keys or the latent), so the quotient is per token and layer.
+  for (const KVCache& c : kv) {
+    if (!c.k.defined()) continue;
+    add(c.k, static_cast<double>(c.k.shape()[0] * c.k.shape()[2]));
+    add(c.v, 0.0);
+  }
+  for (const MLACache& c : latent) {
+    if (!c.latent.defined()) continue;
+    add(c.latent, static_cast<double>(c.latent.shape()[0] * c.latent.shape()[1]));
+    add(c.rotary_key, 0.0);
+  }
+  return tokens > 0 ? bytes / tokens : 0.0;
+}
+
+Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cache) {
   if (tokens.dim() != 2) throw ShapeError("LanguageModel: expected tokens (B, T), got shape " + tokens.shape().str());
-  if (caches) caches->resize(blocks_.size());
-  const std::int64_t offset = caches ? caches->front().length() : 0;
-  Tensor h = pos_emb_(tok_emb_(tokens), offset);  // h: (B, T, d)
+  const bool latent = options_.layer().latent_attention().has_value();
+  if (cache) (latent ? cache->latent.resize(blocks_.size()) : cache->kv.resize(blocks_.size()));
+  const std::int64_t offset = cache ? cache->length() : 0;
+  if (offset + tokens.shape()[1] > options_.max_len())
+    throw ValueError("LanguageModel: positions " + std::to_string(offset) + " .. " +
+                     std::to_string(offset + tokens.shape()[1] - 1) + " exceed max_len " +
+                     std::to_string(options_.max_len()));
+  Tensor h = tok_emb_(tokens);  // h: (B, T, d)
+  if (pos_emb_) h = pos_emb_(h, offset);
+  if (sin_pos_) h = sin_pos_(h, offset);
   AttentionForwardOptions causal = AttentionForwardOptions().is_causal(true);
-  for (std::size_t i = 0; i < blocks_.size(); ++i) h = blocks_[i](h, causal.cache(caches ? &(*caches)[i] : nullptr));
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    if (cache && latent) causal.latent_cache(&cache->latent[i]);
+    if (cache && !latent) causal.cache(&cache->kv[i]);
+    h = blocks_[i](h, causal);
+  }
   return head_(norm_(h));  // (B, T, vocab)
 }
+
+namespace {
+
+// Keeps, in each row of probs (rows of `vocab`), the smallest set of most likely tokens whose
+// probability reaches top_p (ties broken by token id), zeroes the rest and renormalises.
+void keep_nucleus(std::vector<double>& probs, std::size_t vocab, double top_p) {
+  std::vector<std::size_t> order(vocab);
+  for (std::size_t row = 0; row * vocab < probs.size(); ++row) {
+    double* p = probs.data() + row * vocab;
+    for (std::size_t v = 0; v < vocab; ++v) order[v] = v;
+    std::stable_sort(order.begin(), order.end(), [p](std::size_t a, std::size_t b) { return p[a] > p[b]; });
+    double mass = 0.0;
+    std::size_t kept = 0;
+    while (kept < vocab && (kept == 0 || mass < top_p)) mass += p[order[kept++]];
+    for (std::size_t i = kept; i < vocab; ++i) p[order[i]] = 0.0;
+    for (std::size_t v = 0; v < vocab; ++v) p[v] /= mass;
+  }
+}
+
+}  // namespace
 
 Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.shape()[1] == 0)
@@ -219,6 +308,8 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
   if (options.temperature < 0 || options.top_k < 0)
     throw ValueError("LanguageModel::generate: temperature and top_k must be non-negative, got " +
                      std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
+  if (!(options.top_p > 0.0 && options.top_p <= 1.0))
+    throw ValueError("LanguageModel::generate: top_p must be in (0, 1], got " + std::to_string(options.top_p));
   if (prompt.shape()[1] + options.max_new_tokens > options_.max_len())
     throw ValueError("LanguageModel::generate: prompt length " + std::to_string(prompt.shape()[1]) + " plus " +
                      std::to_string(options.max_new_tokens) + " new tokens exceeds max_len " +
@@ -227,9 +318,9 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
   const bool was_training = is_training();
   eval();
   const std::int64_t batch = prompt.shape()[0];
-  std::vector<KVCache> caches;
+  LanguageModelCache cache;
   Tensor sequence = prompt;
-  Tensor logits = forward(prompt, &caches);  // (B, T0, V)
+  Tensor logits = forward(prompt, &cache);  // (B, T0, V)
   std::vector<bool> finished(static_cast<std::size_t>(batch), false);
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
     Tensor last = logits.select(1, -1).to(kFloat64);  // (B, V)
@@ -242,8 +333,9 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
         Tensor threshold = topk(scaled, options.top_k, -1).first.narrow(1, options.top_k - 1, 1);  // (B, 1)
         scaled = masked_fill(scaled, lt(scaled, threshold), -INFINITY);
       }
-      const std::vector<double> probs = softmax(scaled, -1).to_vector<double>();
+      std::vector<double> probs = softmax(scaled, -1).to_vector<double>();
       const std::size_t vocab = static_cast<std::size_t>(options_.vocab_size());
+      if (options.top_p < 1.0) keep_nucleus(probs, vocab, options.top_p);
       for (std::size_t b = 0; b < next.size(); ++b) {
         // Inverse-CDF sampling; the last token with non-zero probability absorbs rounding.
         double u = gen.uniform();
@@ -270,7 +362,7 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
     bool all_done = options.eos_token.has_value();
     for (bool f : finished) all_done = all_done && f;
     if (all_done || step + 1 == options.max_new_tokens) break;
-    logits = forward(next_tokens, &caches);
+    logits = forward(next_tokens, &cache);
   }
   train(was_training);
   return sequence;

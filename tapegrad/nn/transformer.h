@@ -14,11 +14,16 @@
 #include <vector>
 
 #include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/positions.h"
 
 namespace tapegrad::nn {
+
+// How a model knows positions: learned or sinusoidal vectors added to the token embeddings, or
+// rotary embeddings in every self-attention (nothing added).
+enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
 // The options of an encoder or decoder layer, with torch.nn.TransformerEncoderLayer's defaults
 // (and, without arguments, torch.nn.Transformer's d_model 512 and nhead 8):
@@ -35,6 +40,9 @@ struct TransformerLayerOptions {
   TAPEGRAD_ARG(bool, norm_first) = false;  // false: post-norm (the original transformer)
   TAPEGRAD_ARG(double, layer_norm_eps) = 1e-5;
   TAPEGRAD_ARG(std::int64_t, rotary_max_len) = 0;  // > 0: RoPE in every self-attention (see MultiHeadAttentionOptions)
+  // Set: an encoder layer's self-attention is multi-head latent attention (latent_attention.h; causal, no
+  // masks, its own decoupled RoPE) instead of MultiHeadAttention. Its d_model must be this d_model.
+  TAPEGRAD_ARG(std::optional<MultiHeadLatentAttentionOptions>, latent_attention);
   // Draws the initial weights and the dropout generators' seeds from *generator (default generator if null).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
@@ -46,11 +54,13 @@ class TransformerEncoderLayerImpl : public Module {
   // x: (B, T, d) -> (B, T, d). options: the self-attention's masks (key_padding_mask: Bool (B, T),
   // true = padding); is_causal makes it the block of a decoder-only model; with a cache, x holds
   // only the new positions. need_weights is refused (ValueError): a layer returns one tensor.
+  // With latent attention: is_causal is required, masks are refused, and the cache is latent_cache.
   Tensor forward(const Tensor& x, const AttentionForwardOptions& options = {});
 
  private:
   TransformerLayerOptions options_;
   MultiHeadAttention self_attn_{nullptr};
+  MultiHeadLatentAttention latent_attn_{nullptr};  // instead of self_attn_ with options.latent_attention()
   FeedForward ff_{nullptr};
   LayerNorm norm1_{nullptr}, norm2_{nullptr};
   Dropout dropout1_{nullptr}, dropout2_{nullptr};
@@ -125,13 +135,18 @@ class TransformerDecoderImpl : public Module {
 };
 TAPEGRAD_MODULE(TransformerDecoder);
 
-// Decoder-only language model: token embedding + learned positions -> causal self-attention
-// blocks (encoder layers run with is_causal) -> final norm -> Linear to the vocabulary.
+// Decoder-only language model: token embedding (+ learned or sinusoidal positions) -> causal
+// self-attention blocks (encoder layers run with is_causal) -> final norm -> Linear to the vocabulary.
+// The blocks' attention is what layer() says: multi-head, grouped- or multi-query (num_kv_heads), or
+// multi-head latent attention (latent_attention).
 //   nn::LanguageModel lm{nn::LanguageModelOptions().vocab_size(256).layer(nn::TransformerLayerOptions(64, 4))};
 struct LanguageModelOptions {
   TAPEGRAD_ARG(std::int64_t, vocab_size) = 256;
   TAPEGRAD_ARG(std::int64_t, max_len) = 128;
   TAPEGRAD_ARG(std::int64_t, num_layers) = 4;
+  // Rotary sets layer().rotary_max_len(max_len); latent attention rotates its own decoupled key
+  // whatever this says, and with Rotary nothing else carries positions.
+  TAPEGRAD_ARG(PositionEncoding, positions) = PositionEncoding::Learned;
   TAPEGRAD_ARG(TransformerLayerOptions, layer);
   // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
@@ -141,19 +156,33 @@ struct GenerationOptions {
   std::int64_t max_new_tokens = 16;
   double temperature = 1.0;               // 0 = greedy (argmax)
   std::int64_t top_k = 0;                 // 0 = sample from the whole vocabulary
+  double top_p = 1.0;                     // < 1: sample from the smallest set of most likely tokens whose
+                                          // probability reaches top_p (nucleus sampling), after top_k
   std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
+};
+
+// What a language model keeps while decoding, one entry per block: keys and values (multi-head,
+// grouped- and multi-query attention) or the latent and rotary key (latent attention). Empty at
+// first; every forward given it appends the new positions.
+struct LanguageModelCache {
+  std::vector<KVCache> kv;
+  std::vector<MLACache> latent;
+  std::int64_t length() const;
+  // Bytes the cache holds per cached token and per block, counted from its tensors (0 when empty).
+  double bytes_per_token_per_layer() const;
 };
 
 class LanguageModelImpl : public Module {
  public:
-  // Children: "tok_emb", "pos_emb", "blocks.0" ..., "norm", "head".
+  // Children: "tok_emb", "pos_emb" (learned positions only), "blocks.0" ..., "norm", "head".
   explicit LanguageModelImpl(const LanguageModelOptions& options);
-  // tokens: Int64 (B, T) -> logits (B, T, vocab). With caches (one per block), tokens are the
-  // new positions only and positions continue from the cached length.
-  Tensor forward(const Tensor& tokens, std::vector<KVCache>* caches = nullptr);
-  // Continues prompt (Int64 (B, T0)) token by token with the KV cache, under no-grad; returns
+  // tokens: Int64 (B, T) -> logits (B, T, vocab). With a cache, tokens are the new positions only
+  // and positions continue from the cached length.
+  Tensor forward(const Tensor& tokens, LanguageModelCache* cache = nullptr);
+  // Continues prompt (Int64 (B, T0)) token by token with the cache, under no-grad; returns
   // (B, T0 + new). Greedy when temperature is 0, else samples from softmax(logits / temperature)
-  // restricted to the top_k most likely tokens when top_k > 0.
+  // restricted to the top_k most likely tokens when top_k > 0, then to the top_p nucleus when
+  // top_p < 1.
   Tensor generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen);
   const LanguageModelOptions& options() const { return options_; }
 
@@ -161,6 +190,7 @@ class LanguageModelImpl : public Module {
   LanguageModelOptions options_;
   Embedding tok_emb_{nullptr};
   LearnedPositionEmbedding pos_emb_{nullptr};
+  SinusoidalPositionalEncoding sin_pos_{nullptr};
   std::vector<TransformerEncoderLayer> blocks_;  // run with is_causal
   LayerNorm norm_{nullptr};
   Linear head_{nullptr};
@@ -171,7 +201,6 @@ TAPEGRAD_MODULE(LanguageModel);
 // embeddings plus positions, an encoder stack, a decoder stack with
 // causal self-attention and cross-attention, and Linear(d, tgt_vocab) on top.
 // Rotary: no positions are added to the embeddings; self-attention rotates q and k instead.
-enum class PositionEncoding { Learned, Sinusoidal, Rotary };
 
 //   nn::EncoderDecoderOptions().src_vocab(12).tgt_vocab(12).layer(nn::TransformerLayerOptions(64, 4))
 struct EncoderDecoderOptions {
