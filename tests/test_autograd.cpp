@@ -205,7 +205,7 @@ TEST_CASE("grad: returns gradients without touching .grad, with errors for unuse
   CHECK_THROWS_AS(autograd::grad({l}, {x}), GraphError);
 }
 
-TEST_CASE("grad: a non-leaf input gets the gradient flowing into it; grad_outputs weight each output") {
+TEST_CASE("grad: a non-leaf input gets the gradient flowing into it, grad_outputs weight each output") {
   Tensor x = tensor({1.0, -2.0}, kFloat64).requires_grad_();
   Tensor h = x * 3.0;
   Tensor out = h * h;
@@ -305,7 +305,7 @@ TEST_CASE("higher order: a gradient penalty (WGAN-GP style) trains and its loss 
 
 // ---------------------------------------------------------------- hooks
 
-TEST_CASE("hooks: a tensor hook sees the gradient and may replace it; handles remove it") {
+TEST_CASE("hooks: a tensor hook sees the gradient and may replace it, handles remove it") {
   Tensor w = tensor({1.0, 2.0}, kFloat64).requires_grad_();
   int calls = 0;
   RemovableHandle handle = w.register_hook([&](const Tensor& g) {
@@ -461,7 +461,7 @@ TEST_CASE("anomaly: the first backward producing NaN is named, with the label in
 
 // ---------------------------------------------------------------- saved-tensor hooks and checkpointing
 
-TEST_CASE("saved-tensor hooks: pack and unpack see every saved tensor; gradients unchanged") {
+TEST_CASE("saved-tensor hooks: pack and unpack see every saved tensor, gradients unchanged") {
   Tensor x = tensor({0.5, 1.5}, kFloat64).requires_grad_();
   int packed = 0, unpacked = 0;
   Tensor loss;
@@ -543,7 +543,7 @@ TEST_CASE("checkpoint: a deep MLP's peak memory falls and its gradients are equa
                        GraphError);
 }
 
-TEST_CASE("checkpoint: a function that saves differently when rerun is an error; bad arguments") {
+TEST_CASE("checkpoint: a function that saves differently when rerun is an error, bad arguments") {
   Tensor x = tensor({1.0, 2.0}, kFloat64).requires_grad_();
   int calls = 0;
   auto unsteady = [&calls](const TensorList& in) {

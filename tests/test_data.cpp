@@ -251,7 +251,7 @@ TEST_CASE("data: max_length keeps the first ids of inputs and targets") {
   CHECK(b.tokens == 3);
 }
 
-TEST_CASE("data: an epoch visits every row once; drop_last drops the short last batch") {
+TEST_CASE("data: an epoch visits every row once, drop_last drops the short last batch") {
   const Dataset d = numbered_dataset(10);
   DataLoaderOptions options;
   options.batch_size = 4;

@@ -146,7 +146,7 @@ TEST_CASE("engine: detach cuts the graph and shares storage") {
   CHECK(shared.data_ptr<float>() == x.data_ptr<float>());
 }
 
-TEST_CASE("engine: retain_grad keeps a non-leaf gradient; leaves only by default") {
+TEST_CASE("engine: retain_grad keeps a non-leaf gradient, leaves only by default") {
   Tensor x = tensor({1.0, 2.0}).requires_grad_();
   Tensor h = x * 2.0;
   h.retain_grad();

@@ -167,7 +167,7 @@ TEST_CASE("module: load_state_dict converts float64 state into a float32 module 
   CHECK(b->first->scale.to_vector<float>() == before);
 }
 
-TEST_CASE("ops: no implicit type promotion; mixed dtypes throw TypeError, scalars take the tensor's dtype") {
+TEST_CASE("ops: no implicit type promotion, mixed dtypes throw TypeError, scalars take the tensor's dtype") {
   const Tensor f32 = from_vector(std::vector<float>{1, 2}, {2});
   const Tensor f64 = from_vector(std::vector<double>{1, 2}, {2});
   const Tensor i64 = from_vector(std::vector<std::int64_t>{1, 2}, {2});
@@ -275,7 +275,7 @@ TEST_CASE("module: Linear forward, errors, and float64 gradcheck through to()") 
   CHECK(second.inputs[5].name == "head.weight");
 }
 
-TEST_CASE("module: a handle shares its module; empty handles; register_module returns what it was given") {
+TEST_CASE("module: a handle shares its module, empty handles, register_module returns what it was given") {
   manual_seed(0);
   nn::Linear a(3, 2);
   const nn::Linear b = a;  // NOLINT(performance-unnecessary-copy-initialization): the copy is the test
@@ -342,7 +342,7 @@ TEST_CASE("module: options are chainable setters over PyTorch's defaults") {
   CHECK(no_bias->named_parameters().size() == 1);
 }
 
-TEST_CASE("module: manual_seed makes the same model twice; an explicit generator is used instead of the default") {
+TEST_CASE("module: manual_seed makes the same model twice, an explicit generator is used instead of the default") {
   manual_seed(42);
   Net first;
   manual_seed(42);

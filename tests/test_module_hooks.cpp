@@ -63,7 +63,7 @@ std::optional<TensorList> doubled(const TensorList& tensors) {
 
 }  // namespace
 
-TEST_CASE("module hooks: a pre-hook replacing the input changes the output; the hook sees the module") {
+TEST_CASE("module hooks: a pre-hook replacing the input changes the output, the hook sees the module") {
   nn::Linear fc = known_linear();
   const Tensor x = from_vector(std::vector<float>{1, 1}, {1, 2});
   check_values(fc(x), {3.5, 6.5});
@@ -82,7 +82,7 @@ TEST_CASE("module hooks: a pre-hook replacing the input changes the output; the 
   check_values(fc->forward(x), {3.5, 6.5});
 }
 
-TEST_CASE("module hooks: a forward hook replacing the output; hooks returning nothing or std::nullopt change nothing") {
+TEST_CASE("module hooks: a forward hook replacing the output, hooks returning nothing or std::nullopt change nothing") {
   nn::Linear fc = known_linear();
   const Tensor x = from_vector(std::vector<float>{1, 1}, {1, 2});
   int observed = 0;
@@ -258,7 +258,7 @@ TEST_CASE("module hooks: gradients flow through a replaced input and a replaced 
   check_values(x.grad(), {12, 24});  // 12 x
 }
 
-TEST_CASE("module hooks: non-Tensor arguments pass through unseen; the Tensor arguments keep their places") {
+TEST_CASE("module hooks: non-Tensor arguments pass through unseen, the Tensor arguments keep their places") {
   Affine affine;
   const Tensor a = from_vector(std::vector<float>{1, 2}, {2});
   const Tensor b = from_vector(std::vector<float>{10, 20}, {2});

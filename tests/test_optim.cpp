@@ -215,7 +215,7 @@ TEST_CASE("optim: float32 parameters follow the same rule") {
   check_values(p, {-0.16152946, -0.34705423}, 1e-5);
 }
 
-TEST_CASE("optim: step skips parameters without a grad; zero_grad") {
+TEST_CASE("optim: step skips parameters without a grad, zero_grad") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({5.0});
   optim::SGD opt({a, b}, optim::SGDOptions(0.5));

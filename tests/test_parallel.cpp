@@ -256,7 +256,7 @@ TEST_CASE("parallel: reductions, softmax, layer norm and their backwards give th
   });
 }
 
-TEST_CASE("parallel: batched products give the one-thread bits; split products agree to rounding") {
+TEST_CASE("parallel: batched products give the one-thread bits, split products agree to rounding") {
   Generator gen(3);
   const Tensor q = randn({4, 8, 64, 32}, gen);  // 32 independent (64, 32) @ (32, 64) products
   const Tensor k = randn({4, 8, 64, 32}, gen);

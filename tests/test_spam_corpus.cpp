@@ -278,7 +278,7 @@ TEST_CASE("spam corpus: read_email_file reads a corpus JSON file or a raw mail f
   CHECK_FALSE(read_email_file(raw, 1000).truncated);
 }
 
-TEST_CASE("spam corpus: a missing corpus says how to fetch it; TAPEGRAD_DATA moves the default folder") {
+TEST_CASE("spam corpus: a missing corpus says how to fetch it, TAPEGRAD_DATA moves the default folder") {
   TempDir dir;
   const std::string missing = dir.file("spam-assassin");
   CHECK_THROWS_WITH_AS(load_spam_corpus(missing), doctest::Contains("run scripts/fetch-spam-corpus.sh"), IoError);

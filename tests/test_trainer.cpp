@@ -209,7 +209,7 @@ TEST_CASE("trainer: progress goes to the given stream: plain lines, a bar, or no
   CHECK(run_with(train::Progress::Off).empty());
 }
 
-TEST_CASE("trainer: without run_dir no files are written; bad options and bad step outputs are rejected") {
+TEST_CASE("trainer: without run_dir no files are written, bad options and bad step outputs are rejected") {
   train::TrainerOptions o;
   o.max_steps = 3;
   o.progress = train::Progress::Off;
@@ -243,7 +243,7 @@ TEST_CASE("trainer: without run_dir no files are written; bad options and bad st
                        ValueError);
 }
 
-TEST_CASE("trainer: clip_grad_norm scales the update; the logged norm is the one before clipping") {
+TEST_CASE("trainer: clip_grad_norm scales the update, the logged norm is the one before clipping") {
   TempDir dir;
   Mlp model(51);
   const auto start = values(model);

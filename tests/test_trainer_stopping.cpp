@@ -80,7 +80,7 @@ TEST_CASE("schedule: fraction schedules warm up, decay to min_ratio, and give st
                        ValueError);
 }
 
-TEST_CASE("trainer: set_schedule sets lr from the fraction of training done; not together with a scheduler") {
+TEST_CASE("trainer: set_schedule sets lr from the fraction of training done, not together with a scheduler") {
   TempDir dir;
   PlainRun run(3, options(dir.str(), 4));
   run.trainer.set_schedule(optim::warmup_linear(0.5, 0.0));
