@@ -95,7 +95,9 @@ TEST_CASE("language model: float64 gradients of the rotary, grouped-query and la
   }
 }
 
-TEST_CASE("language model: nucleus sampling keeps the smallest likely set, a tiny nucleus is greedy, bad values are errors") {
+TEST_CASE(
+    "language model: nucleus sampling keeps the smallest likely set, a tiny nucleus is greedy, a sliding window "
+    "continues past max_len") {
   manual_seed(9);
   nn::LanguageModel lm = make_lm(nn::PositionEncoding::Learned, Attn::MLA);
   const Tensor prompt = tensor({{1, 2}, {3, 4}}, kInt64);
@@ -141,6 +143,24 @@ TEST_CASE("language model: nucleus sampling keeps the smallest likely set, a tin
     const std::int64_t token = lm->generate(prompt.narrow(0, 0, 1), half, draws).to_vector<std::int64_t>().back();
     CHECK(inside[static_cast<std::size_t>(token)]);
   }
+
+  // Past max_len (12) with a sliding window: each token is the argmax over the last 12 tokens.
+  nn::GenerationOptions slide = greedy;
+  slide.max_new_tokens = 15;
+  slide.sliding_window = true;
+  const Tensor long_run = lm->generate(prompt, slide, gen);
+  CHECK(long_run.shape() == Shape{2, 17});
+  Tensor reference = prompt;
+  for (int i = 0; i < 15; ++i) {
+    NoGradGuard guard;
+    lm->eval();
+    const std::int64_t t = reference.shape()[1];
+    const Tensor seen = t > 12 ? reference.narrow(1, t - 12, 12).contiguous() : reference;
+    const Tensor next = argmax(lm(seen).select(1, -1), -1).unsqueeze(1);
+    reference = concat({reference, next}, 1);
+  }
+  lm->train();
+  CHECK(long_run.to_vector<std::int64_t>() == reference.to_vector<std::int64_t>());
 
   nn::GenerationOptions bad = plain;
   bad.top_p = 0.0;

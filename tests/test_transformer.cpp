@@ -204,7 +204,9 @@ TEST_CASE("transformer: language model cache, gradcheck and generation") {
   nn::GenerationOptions too_long;
   too_long.max_new_tokens = 11;
   CHECK_THROWS_WITH_AS(lm->generate(prompt, too_long, gen),
-                       "LanguageModel::generate: prompt length 2 plus 11 new tokens exceeds max_len 12", ValueError);
+                       "LanguageModel::generate: prompt length 2 plus 11 new tokens exceeds max_len 12 (sliding_window "
+                       "continues past it)",
+                       ValueError);
   CHECK_THROWS_WITH_AS(lm(zeros({2, 3, 4}, kInt64)), "LanguageModel: expected tokens (B, T), got shape (2,3,4)",
                        ShapeError);
 

@@ -310,17 +310,23 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
                      std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
   if (!(options.top_p > 0.0 && options.top_p <= 1.0))
     throw ValueError("LanguageModel::generate: top_p must be in (0, 1], got " + std::to_string(options.top_p));
-  if (prompt.shape()[1] + options.max_new_tokens > options_.max_len())
+  const std::int64_t max_len = options_.max_len();
+  if (!options.sliding_window && prompt.shape()[1] + options.max_new_tokens > max_len)
     throw ValueError("LanguageModel::generate: prompt length " + std::to_string(prompt.shape()[1]) + " plus " +
-                     std::to_string(options.max_new_tokens) + " new tokens exceeds max_len " +
-                     std::to_string(options_.max_len()));
+                     std::to_string(options.max_new_tokens) + " new tokens exceeds max_len " + std::to_string(max_len) +
+                     " (sliding_window continues past it)");
   NoGradGuard no_grad;
   const bool was_training = is_training();
   eval();
   const std::int64_t batch = prompt.shape()[0];
   LanguageModelCache cache;
   Tensor sequence = prompt;
-  Tensor logits = forward(prompt, &cache);  // (B, T0, V)
+  // The last max_len tokens of a sequence, which is what the model sees once it is longer.
+  const auto window = [&](const Tensor& seq) {
+    const std::int64_t t = seq.shape()[1];
+    return t > max_len ? seq.narrow(1, t - max_len, max_len).contiguous() : seq;
+  };
+  Tensor logits = forward(window(prompt), &cache);  // (B, T0, V)
   std::vector<bool> finished(static_cast<std::size_t>(batch), false);
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
     Tensor last = logits.select(1, -1).to(kFloat64);  // (B, V)
@@ -362,7 +368,13 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
     bool all_done = options.eos_token.has_value();
     for (bool f : finished) all_done = all_done && f;
     if (all_done || step + 1 == options.max_new_tokens) break;
-    logits = forward(next_tokens, &cache);
+    if (sequence.shape()[1] <= max_len) {
+      logits = forward(next_tokens, &cache);
+    } else {
+      // Past max_len there is no position for the new token: recompute over the last max_len tokens.
+      cache = LanguageModelCache();
+      logits = forward(window(sequence));
+    }
   }
   train(was_training);
   return sequence;

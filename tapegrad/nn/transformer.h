@@ -159,6 +159,9 @@ struct GenerationOptions {
   double top_p = 1.0;                     // < 1: sample from the smallest set of most likely tokens whose
                                           // probability reaches top_p (nucleus sampling), after top_k
   std::optional<std::int64_t> eos_token;  // stop a sequence once it emits this
+  // Past the model's max_len: false refuses (ValueError); true conditions each new token on the last
+  // max_len tokens, recomputed without the cache (a sliding window).
+  bool sliding_window = false;
 };
 
 // What a language model keeps while decoding, one entry per block: keys and values (multi-head,
