@@ -1,0 +1,299 @@
+// language_model: a byte-level transformer language model trained on the King James Bible (Debian's
+// bible-kjv-text, decoded by examples/common/kjv.h), evaluated on whole books it never saw, and
+// asked to continue a prompt.
+//
+//   data     the verses, one per line, as bytes (vocabulary 256); the books Ruth, Proverbs, Joel,
+//            Mark and James (4.7% of the text) held out; training windows of 128 bytes at random
+//            offsets (data::TokenStream), a fresh draw every step
+//   model    nn::LanguageModel: d_model 256, 8 heads, 4 pre-norm blocks, FFN 1024 with GELU, learned
+//            positions (or sinusoidal / rotary), multi-head attention (or grouped-query, multi-query,
+//            multi-head latent), final LayerNorm, Linear(256, 256)
+//   training AdamW (lr 1e-3, weight decay 0.01), gradient norm clipped at 1, warmup then cosine decay
+//            over the fraction of the run done, for 10 minutes of training time (time_budget_s)
+//   measures held-out loss in nats per byte and bits per character over every held-out window, training
+//            tokens per second, KV-cache bytes per token (measured from the caches), and samples:
+//            greedy, temperature, top-k and top-p continuations of the prompt
+//
+// Files (run_dir, default runs/language_model/): config.json, metrics.jsonl, checkpoint/, loss.svg,
+// summary.json, samples.txt.
+//
+// Usage: language_model [--config FILE] [--key value ...]   (--help lists the keys)
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "examples/common/run_dir.h"
+#include "examples/language_model/corpus.h"
+#include "examples/language_model/lm_config.h"
+#include "tapegrad/data/token_stream.h"
+#include "tapegrad/io/file.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
+
+using namespace tapegrad;
+using examples::Config;
+using examples::ConfigError;
+using examples::LmConfig;
+
+namespace {
+
+using C = LmConfig;
+constexpr std::int64_t kVocab = 256;
+
+void validate(const LmConfig& c) {
+  const auto positive = [](std::int64_t v, auto member) {
+    if (v < 1) throw ConfigError(examples::flag(member) + " must be positive, got " + std::to_string(v));
+  };
+  positive(c.context, &C::context);
+  positive(c.batch_size, &C::batch_size);
+  positive(c.d_model, &C::d_model);
+  positive(c.heads, &C::heads);
+  positive(c.layers, &C::layers);
+  positive(c.ff_hidden, &C::ff_hidden);
+  positive(c.steps, &C::steps);
+  positive(c.eval_every, &C::eval_every);
+  positive(c.eval_windows, &C::eval_windows);
+  positive(c.log_every, &C::log_every);
+  if (c.d_model % c.heads != 0)
+    throw ConfigError("--d_model must be a multiple of --heads, got " + std::to_string(c.d_model) + " and " +
+                      std::to_string(c.heads));
+  if (c.attention == "gqa" && (c.kv_heads < 1 || c.heads % c.kv_heads != 0))
+    throw ConfigError("--kv_heads must divide --heads for gqa, got " + std::to_string(c.kv_heads) + " and " +
+                      std::to_string(c.heads));
+  if (c.attention == "mla" && (c.kv_lora_rank < 1 || c.rope_head_dim < 2 || c.rope_head_dim % 2 != 0))
+    throw ConfigError("mla needs --kv_lora_rank >= 1 and an even --rope_head_dim >= 2, got " +
+                      std::to_string(c.kv_lora_rank) + " and " + std::to_string(c.rope_head_dim));
+  if (!(c.dropout >= 0.0 && c.dropout < 1.0))
+    throw ConfigError("--dropout must be in [0, 1), got " + format_number(c.dropout));
+  if (!(c.lr > 0.0) || !(c.weight_decay >= 0.0) || !(c.clip_grad_norm >= 0.0) || !(c.time_budget_s >= 0.0))
+    throw ConfigError("--lr must be positive and --weight_decay, --clip_grad_norm, --time_budget_s non-negative, got " +
+                      format_number(c.lr) + ", " + format_number(c.weight_decay) + ", " +
+                      format_number(c.clip_grad_norm) + ", " + format_number(c.time_budget_s));
+  if (!(c.warmup_fraction >= 0.0 && c.warmup_fraction < 1.0) || !(c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0))
+    throw ConfigError("--warmup_fraction must be in [0, 1) and --min_lr_ratio in [0, 1], got " +
+                      format_number(c.warmup_fraction) + " and " + format_number(c.min_lr_ratio));
+  if (c.patience < 0 || c.checkpoint_every < 0 || c.sample_tokens < 0 || c.top_k < 0)
+    throw ConfigError("--patience, --checkpoint_every, --sample_tokens and --top_k must be >= 0");
+  if (!(c.temperature > 0.0) || !(c.top_p > 0.0 && c.top_p <= 1.0))
+    throw ConfigError("--temperature must be positive and --top_p in (0, 1], got " + format_number(c.temperature) +
+                      " and " + format_number(c.top_p));
+  if (c.prompt.empty()) throw ConfigError("--prompt must not be empty");
+}
+
+nn::PositionEncoding position_encoding(const std::string& name) {
+  if (name == "sinusoidal") return nn::PositionEncoding::Sinusoidal;
+  if (name == "rotary") return nn::PositionEncoding::Rotary;
+  return nn::PositionEncoding::Learned;
+}
+
+// The model the options describe, with attention `attention` (mha, gqa, mqa, mla).
+nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& attention) {
+  nn::TransformerLayerOptions layer = nn::TransformerLayerOptions(c.d_model, c.heads)
+                                          .dim_feedforward(c.ff_hidden)
+                                          .activation(nn::Activation::GELU)
+                                          .dropout(c.dropout)
+                                          .norm_first(true);
+  if (attention == "gqa") layer.num_kv_heads(c.kv_heads);
+  if (attention == "mqa") layer.num_kv_heads(1);
+  if (attention == "mla") {
+    const std::int64_t head_dim = c.d_model / c.heads;
+    layer.latent_attention(nn::MultiHeadLatentAttentionOptions(c.d_model, c.heads)
+                               .kv_lora_rank(c.kv_lora_rank)
+                               .qk_nope_head_dim(head_dim)
+                               .qk_rope_head_dim(c.rope_head_dim)
+                               .v_head_dim(head_dim)
+                               .max_len(c.context));
+  }
+  return nn::LanguageModelOptions()
+      .vocab_size(kVocab)
+      .max_len(c.context)
+      .num_layers(c.layers)
+      .positions(position_encoding(c.positions))
+      .layer(layer);
+}
+
+// Mean cross-entropy per token (nats) over the batches.
+double heldout_loss(nn::LanguageModel& model, const std::vector<data::TokenBatch>& batches) {
+  double total = 0.0;
+  std::int64_t tokens = 0;
+  for (const data::TokenBatch& b : batches) {
+    const Tensor logits = model(b.input).reshape({-1, kVocab});
+    total += nn::cross_entropy(logits, b.target.reshape({-1})).item() * static_cast<double>(b.tokens());
+    tokens += b.tokens();
+  }
+  return total / static_cast<double>(tokens);
+}
+
+// KV-cache bytes per token and layer of each attention kind at these sizes, measured from the cache
+// of a (randomly initialised) model after one forward over a full window.
+nlohmann::json kv_cache_table(const LmConfig& c) {
+  nlohmann::json table = nlohmann::json::object();
+  NoGradGuard no_grad;
+  for (const char* attention : {"mha", "gqa", "mqa", "mla"}) {
+    Generator gen(0);
+    nn::LanguageModel model(model_options(c, attention).generator(&gen));
+    model->eval();
+    nn::LanguageModelCache cache;
+    model->forward(zeros({1, c.context}, kInt64), &cache);
+    table[attention] = cache.bytes_per_token_per_layer();
+  }
+  return table;
+}
+
+std::string continuation(nn::LanguageModel& model, const LmConfig& c, double temperature, std::int64_t top_k,
+                         double top_p, std::uint64_t seed) {
+  const std::vector<std::int64_t> prompt = examples::byte_tokens(c.prompt);
+  nn::GenerationOptions g;
+  g.max_new_tokens = c.sample_tokens;
+  g.temperature = temperature;
+  g.top_k = top_k;
+  g.top_p = top_p;
+  g.sliding_window = true;
+  Generator gen(seed);
+  const Tensor out = model->generate(from_vector(prompt, {1, static_cast<std::int64_t>(prompt.size())}), g, gen);
+  // The text is ASCII; a model may still emit any byte, shown as '?' (summary.json must be valid UTF-8).
+  std::string text = examples::bytes_text(out.to_vector<std::int64_t>());
+  for (char& ch : text)
+    if (ch != '\n' && (ch < ' ' || ch > '~')) ch = '?';
+  return text;
+}
+
+int run(const Config& options) {
+  const LmConfig c = examples::read_config<LmConfig>(options);
+  validate(c);
+
+  examples::RunDir run(c.run_dir);
+  if (c.resume) {
+    run.check_same_config(
+        options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every), examples::key_of(&C::progress),
+                  examples::key_of(&C::prompt), examples::key_of(&C::sample_tokens), examples::key_of(&C::temperature),
+                  examples::key_of(&C::top_k), examples::key_of(&C::top_p)});
+  } else {
+    run.clear_previous_run();
+  }
+  run.write_config(options);
+
+  const examples::Bible bible = examples::load_bible(c.data);
+  const examples::LmCorpus corpus = examples::kjv_corpus(bible, examples::split_books(c.heldout_books));
+  const auto stream_options = data::TokenStreamOptions().batch_size(c.batch_size).context(c.context);
+  const data::TokenStream train_stream(
+      examples::byte_tokens(corpus.train_text),
+      data::TokenStreamOptions(stream_options).seed(static_cast<std::uint64_t>(c.seed)));
+  const data::TokenStream heldout_stream(examples::byte_tokens(corpus.heldout_text), stream_options);
+  const std::vector<data::TokenBatch> eval_batches = heldout_stream.eval_batches(c.eval_windows);
+  std::cerr << "language_model: " << corpus.train_text.size() << " training bytes (" << corpus.train_verses
+            << " verses), " << corpus.heldout_text.size() << " held-out bytes (" << corpus.heldout_verses
+            << " verses of " << c.heldout_books << ")\n";
+
+  Generator init(static_cast<std::uint64_t>(c.seed));
+  nn::LanguageModel model(model_options(c, c.attention).generator(&init));
+  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+
+  train::TrainerOptions o;
+  o.max_steps = c.steps;
+  o.steps_per_epoch = train_stream.batches_per_epoch();
+  o.time_budget_s = c.time_budget_s;
+  o.log_every = c.log_every;
+  o.eval_every = c.eval_every;
+  o.checkpoint_every = c.checkpoint_every;
+  o.clip_grad_norm = c.clip_grad_norm;
+  o.run_dir = run.path();
+  o.resume = c.resume;
+  o.progress = train::parse_progress(c.progress);
+  if (c.patience > 0) o.early_stopping = train::EarlyStopping{"val_loss", c.patience, 0.0, false};
+  train::Trainer trainer(model, optimizer, o);
+  trainer.set_schedule(optim::warmup_cosine(c.warmup_fraction, c.min_lr_ratio));
+
+  const auto step_fn = [&](std::int64_t step) {
+    const data::TokenBatch b = train_stream.batch_at(step);
+    const Tensor logits = model(b.input).reshape({-1, kVocab});
+    return train::StepOutput{nn::cross_entropy(logits, b.target.reshape({-1})), b.size(), b.tokens()};
+  };
+  const auto eval_fn = [&](std::int64_t) {
+    const double loss = heldout_loss(model, eval_batches);
+    return std::map<std::string, double>{{"val_loss", loss}, {"val_bpc", loss / std::log(2.0)}};
+  };
+  std::cerr << "language_model: " << model->num_parameters() << " parameters, " << c.attention << " attention, "
+            << c.positions << " positions\n";
+  const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
+
+  // The final measure reads every held-out window.
+  double final_loss = 0.0;
+  {
+    NoGradGuard no_grad;
+    model->eval();
+    final_loss = heldout_loss(model, heldout_stream.eval_batches());
+    model->train();
+  }
+  double last_logged_loss = trained.final_loss;
+  for (const nlohmann::json& line : examples::read_jsonl(run.file("metrics.jsonl")))
+    if (line.contains("loss")) last_logged_loss = line.at("loss").get<double>();
+
+  nn::LanguageModelCache cache;
+  {
+    NoGradGuard no_grad;
+    model->eval();
+    model->forward(zeros({1, c.context}, kInt64), &cache);
+    model->train();
+  }
+  const double kv_bytes = cache.bytes_per_token_per_layer();
+
+  const std::uint64_t seed = static_cast<std::uint64_t>(c.seed);
+  const std::map<std::string, std::string> samples = {
+      {"greedy", continuation(model, c, 0.0, 0, 1.0, seed)},
+      {"temperature", continuation(model, c, c.temperature, 0, 1.0, seed + 1)},
+      {"top_k", continuation(model, c, c.temperature, c.top_k, 1.0, seed + 2)},
+      {"top_p", continuation(model, c, c.temperature, 0, c.top_p, seed + 3)},
+  };
+  std::string samples_text;
+  for (const auto& [name, text] : samples) samples_text += "== " + name + "\n" + text + "\n\n";
+  io::write_file_atomic(run.file("samples.txt"), samples_text);
+  std::cout << samples_text;
+
+  const double tokens = static_cast<double>(trained.steps * c.batch_size * c.context);
+  nlohmann::json summary;
+  summary["heldout_loss"] = final_loss;
+  summary["heldout_bpc"] = final_loss / std::log(2.0);
+  summary["heldout_windows"] = heldout_stream.eval_windows();
+  summary["train_loss"] = last_logged_loss;
+  summary["steps"] = trained.steps;
+  summary["stop_reason"] = train::to_string(trained.stop_reason);
+  summary["train_seconds"] = trained.total_seconds;
+  summary["tokens_per_s"] = trained.total_seconds > 0 ? tokens / trained.total_seconds : 0.0;
+  summary["epochs"] = tokens / static_cast<double>(train_stream.size());
+  summary["parameters"] = model->num_parameters();
+  summary["attention"] = c.attention;
+  summary["positions"] = c.positions;
+  summary["kv_cache_bytes_per_token_per_layer"] = kv_bytes;
+  summary["kv_cache_bytes_per_token"] = kv_bytes * static_cast<double>(c.layers);
+  summary["kv_cache_bytes_per_token_per_layer_by_attention"] = kv_cache_table(c);
+  summary["samples"] = samples;
+  run.write_summary(summary);
+  run.write_loss_plot("byte-level language model, King James Bible");
+  std::cerr << "language_model: held-out loss " << format_significant(final_loss, 4) << " nats/byte ("
+            << format_significant(final_loss / std::log(2.0), 4) << " bits/char) after " << trained.steps << " steps, "
+            << format_significant(summary["tokens_per_s"].get<double>(), 4) << " tokens/s; files in " << run.path()
+            << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Config config = examples::make_config<LmConfig>(
+      "language_model", "a byte-level transformer language model trained on the King James Bible, held-out books");
+  if (const int status = examples::parse_command_line(config, argc, argv, 1, nullptr); status >= 0) return status;
+  try {
+    return run(config);
+  } catch (const ConfigError& e) {
+    std::cerr << e.what() << "\n";
+    return examples::kConfigErrorExit;
+  } catch (const std::exception& e) {
+    std::cerr << "language_model: " << e.what() << "\n";
+    return 1;
+  }
+}
