@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <sstream>
 #include <thread>
 
 #include "tests/trainer_testing.h"
@@ -115,8 +116,12 @@ TEST_CASE("trainer: a time budget stops the run, counts resumed time, and drives
     };
   };
   std::int64_t steps = 0;
+  std::ostringstream shown;
   {
-    PlainRun run(5, o);
+    train::TrainerOptions shown_options = o;
+    shown_options.progress = train::Progress::Lines;
+    shown_options.out = &shown;
+    PlainRun run(5, shown_options);
     CHECK(run.trainer.progress() == doctest::Approx(1.0 / 100000));
     const train::TrainResult result = run.trainer.fit(slow(run));
     CHECK(result.stop_reason == train::StopReason::TimeBudget);
@@ -132,6 +137,16 @@ TEST_CASE("trainer: a time budget stops the run, counts resumed time, and drives
     const std::vector<json> lines = read_jsonl(dir.path / "metrics.jsonl");
     CHECK(lines.back().at("step").get<std::int64_t>() == steps);
     CHECK(checkpoint_step(dir.path / "checkpoint") == steps);
+    // The progress lines count down the budget, not the 100000 steps.
+    std::istringstream in(shown.str());
+    std::int64_t step_lines = 0;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("step ", 0) != 0) continue;
+      ++step_lines;
+      CAPTURE(line);
+      CHECK(line.find(" eta 0:00") != std::string::npos);
+    }
+    CHECK(step_lines == steps);
   }
   // Resumed, the budget is already spent: no step is taken.
   PlainRun again(5, o);

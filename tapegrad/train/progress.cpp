@@ -60,11 +60,22 @@ ProgressDisplay::ProgressDisplay(Progress mode, std::ostream* out, std::int64_t 
   mode_ = mode;
 }
 
+void ProgressDisplay::set_time_budget(double seconds, double elapsed_before) {
+  time_budget_ = seconds;
+  elapsed_before_ = elapsed_before;
+}
+
 void ProgressDisplay::update(std::int64_t step, double loss, double lr, double grad_norm, bool is_log) {
   if (mode_ == Progress::Off) return;
   const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
   const double rate = elapsed > 0 ? static_cast<double>(step - first_step_) / elapsed : 0.0;
-  const double eta = rate > 0 ? static_cast<double>(max_steps_ - step) / rate : -1.0;
+  double eta = rate > 0 ? static_cast<double>(max_steps_ - step) / rate : -1.0;
+  double frac = max_steps_ > 0 ? static_cast<double>(step) / static_cast<double>(max_steps_) : 1.0;
+  if (time_budget_ > 0) {
+    const double left = std::max(0.0, time_budget_ - elapsed_before_ - elapsed);
+    eta = eta < 0 ? left : std::min(eta, left);
+    frac = std::max(frac, (elapsed_before_ + elapsed) / time_budget_);
+  }
   const std::string steps = std::to_string(step) + '/' + std::to_string(max_steps_);
   const std::string epoch = steps_per_epoch_ > 0 ? " epoch " + epoch_text(step) : "";
   if (mode_ == Progress::Lines) {
@@ -79,7 +90,7 @@ void ProgressDisplay::update(std::int64_t step, double loss, double lr, double g
   if (!is_log && step != max_steps_ && std::chrono::duration<double>(Clock::now() - last_draw_).count() < 0.1) return;
   last_draw_ = Clock::now();
   constexpr int kWidth = 24;
-  const double frac = max_steps_ > 0 ? static_cast<double>(step) / static_cast<double>(max_steps_) : 1.0;
+  frac = std::min(frac, 1.0);
   const int filled = std::clamp(static_cast<int>(frac * kWidth), 0, kWidth);
   std::string percent = std::to_string(static_cast<int>(frac * 100));
   percent.insert(0, percent.size() < 3 ? 3 - percent.size() : 0, ' ');

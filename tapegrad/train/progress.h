@@ -32,6 +32,9 @@ class ProgressDisplay {
   ProgressDisplay(Progress mode, std::ostream* out, std::int64_t max_steps, std::int64_t first_step,
                   std::int64_t steps_per_epoch);
 
+  // A run bounded by time too: the bar's fraction and the ETA are those of whichever bound comes first,
+  // the steps or `seconds` of training time (of which `elapsed_before` were spent by earlier calls).
+  void set_time_budget(double seconds, double elapsed_before);
   // Called after every step (step = steps done); is_log marks the steps that write a metrics line.
   void update(std::int64_t step, double loss, double lr, double grad_norm, bool is_log);
   // A message on its own line (above the bar in Bar mode).
@@ -50,6 +53,8 @@ class ProgressDisplay {
   std::int64_t max_steps_;
   std::int64_t first_step_;
   std::int64_t steps_per_epoch_;
+  double time_budget_ = 0.0;  // 0: none
+  double elapsed_before_ = 0.0;
   Clock::time_point start_;
   Clock::time_point last_draw_;
   bool bar_open_ = false;

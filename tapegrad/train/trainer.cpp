@@ -262,6 +262,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   TrainResult result;
   begin_fit(result);
   ProgressDisplay progress(options_.progress, options_.out, options_.max_steps, step_, options_.steps_per_epoch);
+  if (options_.time_budget_s > 0) progress.set_time_budget(options_.time_budget_s, elapsed_before_);
   if (result.resumed_from >= 0)
     progress.message("resumed from " + checkpoint_dir() + " at step " + std::to_string(step_));
 
