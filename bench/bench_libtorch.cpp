@@ -2,12 +2,11 @@
 // libtorch_bench: the workloads of docs/bench.md written with PyTorch's C++ API, the
 // reference tapegrad_bench is compared against (bench/compare.sh). Built only with
 // -DTAPEGRAD_BENCH_LIBTORCH=ON; see docs/bench.md. The models mirror tapegrad's nn modules
-// shape for shape (fused qkv projection, pre-norm blocks, the same losses); initial values
-// differ, the data are the same (bench_common.h).
+// shape for shape (fused qkv projection, pre-norm blocks, the same losses; the transformer parts
+// shared with libtorch_lm are in libtorch_models.h); initial values differ, the data are the same
+// (bench_common.h).
 //
 //   libtorch_bench --workload w3 --json --threads 2
-
-#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
@@ -21,29 +20,19 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_common.h"
+#include "bench/libtorch_models.h"
+#include "bench/libtorch_threads.h"
 
 using bench::Clock;
 using bench::ms_since;
 
 namespace {
 
-// OpenBLAS, which runs libtorch's matrix products here, keeps its own thread pool besides
-// libtorch's OpenMP threads; it is found at run time so the program links against libtorch alone.
-void set_openblas_threads(int threads) {
-  using SetFn = void (*)(int);
-  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(threads);
-}
-int openblas_threads() {
-  using GetFn = int (*)();
-  auto fn = reinterpret_cast<GetFn>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return fn ? fn() : -1;
-}
-
 nlohmann::json record_base(const std::string& workload) {
   return {{"workload", workload},
           {"framework", "libtorch"},
           {"threads", torch::get_num_threads()},
-          {"blas_threads", openblas_threads()}};
+          {"blas_threads", bench::openblas_threads()}};
 }
 
 void emit(const bench::Options& opt, nlohmann::json row, const std::string& text) {
@@ -146,85 +135,10 @@ void run_w1(const bench::Options& opt) {
 }
 
 // ---------------------------------------------------------------- transformer parts
-// Multi-head attention computed as tapegrad's MultiHeadAttention does (gemms over the row blocks of
-// its in_proj_weight): self-attention one fused Linear(d, 3d); cross-attention Linear(d, d) for the
-// queries and a fused Linear(d, 2d) for keys and values. Parameter names here are this benchmark's own.
-struct AttentionImpl : torch::nn::Module {
-  std::int64_t d, heads;
-  bool cross;
-  torch::nn::Linear qkv{nullptr}, q{nullptr}, kv{nullptr}, out{nullptr};
-  AttentionImpl(std::int64_t d_model, std::int64_t num_heads, bool cross_attention)
-      : d(d_model), heads(num_heads), cross(cross_attention) {
-    if (cross) {
-      q = register_module("q_proj", torch::nn::Linear(d, d));
-      kv = register_module("kv_proj", torch::nn::Linear(d, 2 * d));
-    } else {
-      qkv = register_module("qkv_proj", torch::nn::Linear(d, 3 * d));
-    }
-    out = register_module("out_proj", torch::nn::Linear(d, d));
-  }
-  // (B, T, n d) -> n tensors (B, H, T, Dh)
-  std::vector<torch::Tensor> split(const torch::Tensor& x, std::int64_t n) const {
-    const auto b = x.size(0), t = x.size(1);
-    auto heads_view = x.view({b, t, n, heads, d / heads}).permute({2, 0, 3, 1, 4});
-    return heads_view.unbind(0);
-  }
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& memory, bool causal) {
-    torch::Tensor qh, kh, vh;
-    if (cross) {
-      qh = split(q(x), 1)[0];
-      auto kvh = split(kv(memory), 2);
-      kh = kvh[0];
-      vh = kvh[1];
-    } else {
-      auto all = split(qkv(x), 3);
-      qh = all[0];
-      kh = all[1];
-      vh = all[2];
-    }
-    const auto tq = qh.size(2), tk = kh.size(2);
-    auto scores = torch::matmul(qh * (1.0 / std::sqrt(double(d / heads))), kh.transpose(-2, -1));  // (B, H, Tq, Tk)
-    if (causal) {
-      const auto mask = torch::ones({tq, tk}, torch::kBool).triu(1 + (tk - tq));
-      scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-    }
-    const auto mixed = torch::matmul(torch::softmax(scores, -1), vh);  // (B, H, Tq, Dh)
-    return out(mixed.transpose(1, 2).reshape({x.size(0), tq, d}));
-  }
-};
-TORCH_MODULE(Attention);
-
-struct FeedForwardImpl : torch::nn::Module {
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  bool gelu;
-  FeedForwardImpl(std::int64_t d, std::int64_t hidden, bool use_gelu) : gelu(use_gelu) {
-    fc1 = register_module("fc1", torch::nn::Linear(d, hidden));
-    fc2 = register_module("fc2", torch::nn::Linear(hidden, d));
-  }
-  torch::Tensor forward(const torch::Tensor& x) {
-    const auto h = fc1(x);
-    return fc2(gelu ? torch::gelu(h) : torch::relu(h));
-  }
-};
-TORCH_MODULE(FeedForward);
-
-// Pre-norm encoder layer (also the causal block of the language model).
-struct EncoderLayerImpl : torch::nn::Module {
-  Attention attn{nullptr};
-  FeedForward ff{nullptr};
-  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
-  EncoderLayerImpl(std::int64_t d, std::int64_t heads, std::int64_t hidden, bool gelu) {
-    attn = register_module("self_attn", Attention(d, heads, false));
-    ff = register_module("ff", FeedForward(d, hidden, gelu));
-    norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-    norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
-  }
-  torch::Tensor forward(torch::Tensor x, bool causal) {
-    x = x + attn(norm1(x), torch::Tensor(), causal);
-    return x + ff(norm2(x));
-  }
-};
-TORCH_MODULE(EncoderLayer);
+// Attention, FeedForward and EncoderLayer: bench/libtorch_models.h.
+using bench::Attention;
+using bench::EncoderLayer;
+using bench::FeedForward;
 
 struct DecoderLayerImpl : torch::nn::Module {
   Attention self_attn{nullptr}, cross_attn{nullptr};
@@ -365,33 +279,11 @@ void run_w2conv(const bench::Options& opt) {
 }
 
 // ---------------------------------------------------------------- W3
-struct LanguageModelImpl : torch::nn::Module {
-  using C = bench::LmConfig;
-  torch::nn::Embedding tok{nullptr}, pos{nullptr};
-  std::vector<EncoderLayer> blocks;
-  torch::nn::LayerNorm norm{nullptr};
-  torch::nn::Linear head{nullptr};
-  LanguageModelImpl() {
-    tok = register_module("tok_emb", torch::nn::Embedding(C::kVocab, C::kDModel));
-    pos = register_module("pos_emb", torch::nn::Embedding(C::kLength, C::kDModel));
-    for (std::int64_t i = 0; i < C::kLayers; ++i)
-      blocks.push_back(
-          register_module("block" + std::to_string(i), EncoderLayer(C::kDModel, C::kHeads, C::kFfn, true)));
-    norm = register_module("norm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({C::kDModel})));
-    head = register_module("head", torch::nn::Linear(C::kDModel, C::kVocab));
-  }
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    auto h = tok(tokens) + pos(torch::arange(tokens.size(1), torch::kLong));
-    for (auto& block : blocks) h = block(h, true);
-    return head(norm(h));
-  }
-};
-TORCH_MODULE(LanguageModel);
-
 void run_w3(const bench::Options& opt) {
   using C = bench::LmConfig;
   torch::manual_seed(0);
-  LanguageModel model;
+  bench::LanguageModel model{
+      bench::LanguageModelOptions{C::kVocab, C::kLength, C::kDModel, C::kHeads, C::kLayers, C::kFfn}};
   torch::optim::AdamW adamw(model->parameters(), torch::optim::AdamWOptions(3e-4));
   const auto tokens = long_tensor(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
   const auto inputs = tokens.slice(1, 0, C::kLength).contiguous();
@@ -508,8 +400,7 @@ void run_w5(const bench::Options& opt) {
 int main(int argc, char** argv) {
   const bench::Options opt = bench::parse_options(argc, argv, "libtorch_bench", {});
   if (opt.threads > 0) {
-    torch::set_num_threads(opt.threads);
-    set_openblas_threads(opt.threads);
+    bench::set_libtorch_threads(opt.threads);
   }
   try {
     const std::string w = opt.workload;

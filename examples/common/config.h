@@ -189,6 +189,16 @@ Config make_config(std::string program, std::string summary) {
   return config;
 }
 
+// The same with other defaults: a program that reads another's options but not all of their defaults
+// (bench/lm_libtorch.cpp: the language model's options with its own run_dir).
+template <class T>
+Config make_config(std::string program, std::string summary, const T& defaults) {
+  Config config(std::move(program), std::move(summary));
+  detail::DeclareFields<T> declare{config, defaults};
+  T::fields(declare);
+  return config;
+}
+
 // The Config's current values as a T (config made by make_config<T>).
 template <class T>
 T read_config(const Config& config) {
