@@ -102,6 +102,8 @@ void check_options(const LmConfig& c) {
   require(!c.resume, kProgram, "--resume is not supported (a libtorch run always starts afresh)");
   require(c.patience == 0, kProgram,
           "early stopping (--patience) is not supported" + examples::got(c, &LmConfig::patience));
+  require(c.stop_after == 0, kProgram,
+          "--stop_after is not supported (there is no resume)" + examples::got(c, &LmConfig::stop_after));
 }
 
 // ---------------------------------------------------------------- data
@@ -191,7 +193,9 @@ class Training {
                    torch::optim::AdamWOptions(c.lr).betas({0.9, 0.999}).eps(1e-8).weight_decay(c.weight_decay)),
         schedule_(optim::warmup_cosine(c.warmup_fraction, c.min_lr_ratio)),
         metrics_(run.file("metrics.jsonl")),
-        progress_(train::parse_progress(c.progress), &std::cerr, c.steps, 0, train.batches_per_epoch()) {}
+        progress_(train::parse_progress(c.progress), &std::cerr, c.steps, 0, train.batches_per_epoch()) {
+    if (c.time_budget_s > 0) progress_.set_time_budget(c.time_budget_s, 0.0);
+  }
 
   bench::LanguageModel& model() { return model_; }
 

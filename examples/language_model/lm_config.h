@@ -35,6 +35,7 @@ struct LmConfig {
   double time_budget_s = 600.0;
   std::int64_t steps = 1000000;
   std::int64_t patience = 0;
+  std::int64_t stop_after = 0;
   std::int64_t eval_every = 200;
   std::int64_t eval_windows = 128;
   std::int64_t log_every = 20;
@@ -76,6 +77,8 @@ struct LmConfig {
     f("time_budget_s", &C::time_budget_s, "training time budget in seconds (0: none; steps bounds the run)");
     f("steps", &C::steps, "most optimiser steps");
     f("patience", &C::patience, "stop after this many evaluations without a lower held-out loss (0: never)");
+    f("stop_after", &C::stop_after,
+      "stop at this step as an interruption would, without a summary; --resume true continues (0: never)");
     f("eval_every", &C::eval_every, "steps between held-out evaluations");
     f("eval_windows", &C::eval_windows, "held-out windows in a periodic evaluation (the final one reads them all)");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");

@@ -76,8 +76,8 @@ void validate(const LmConfig& c) {
   if (!(c.warmup_fraction >= 0.0 && c.warmup_fraction < 1.0) || !(c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0))
     throw ConfigError("--warmup_fraction must be in [0, 1) and --min_lr_ratio in [0, 1], got " +
                       format_number(c.warmup_fraction) + " and " + format_number(c.min_lr_ratio));
-  if (c.patience < 0 || c.checkpoint_every < 0 || c.sample_tokens < 0 || c.top_k < 0)
-    throw ConfigError("--patience, --checkpoint_every, --sample_tokens and --top_k must be >= 0");
+  if (c.patience < 0 || c.checkpoint_every < 0 || c.sample_tokens < 0 || c.top_k < 0 || c.stop_after < 0)
+    throw ConfigError("--patience, --checkpoint_every, --sample_tokens, --top_k and --stop_after must be >= 0");
   if (!(c.temperature > 0.0) || !(c.top_p > 0.0 && c.top_p <= 1.0))
     throw ConfigError("--temperature must be positive and --top_p in (0, 1], got " + format_number(c.temperature) +
                       " and " + format_number(c.top_p));
@@ -171,7 +171,7 @@ int run(const Config& options) {
     run.check_same_config(
         options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every), examples::key_of(&C::progress),
                   examples::key_of(&C::prompt), examples::key_of(&C::sample_tokens), examples::key_of(&C::temperature),
-                  examples::key_of(&C::top_k), examples::key_of(&C::top_p)});
+                  examples::key_of(&C::top_k), examples::key_of(&C::top_p), examples::key_of(&C::stop_after)});
   } else {
     run.clear_previous_run();
   }
@@ -219,7 +219,13 @@ int run(const Config& options) {
   };
   std::cerr << "language_model: " << model->num_parameters() << " parameters, " << c.attention << " attention, "
             << c.positions << " positions\n";
+  if (c.stop_after > 0)
+    trainer.set_stop_callback([&](const train::StepInfo& info) { return info.step == c.stop_after; });
   const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
+  if (trained.stop_reason == train::StopReason::Callback) {
+    std::cerr << "language_model: stopped at step " << trained.steps << " (--stop_after); --resume true continues\n";
+    return 0;
+  }
 
   // The final measure reads every held-out window.
   double final_loss = 0.0;

@@ -1,6 +1,7 @@
 # A run stopped at STOP and resumed must end with the uninterrupted run's results:
-#   cmake -DPROGRAM=path -DRUNS=dir -DSTOP=k "-DARGS=train;--flag;value..." -P ResumeSame.cmake
-# Compares summary.json's test metrics, best step and scores, steps and final loss (timing aside).
+#   cmake -DPROGRAM=path -DRUNS=dir -DSTOP=k "-DARGS=train;--flag;value..." [-DKEYS=k1;k2] -P ResumeSame.cmake
+# Compares summary.json's KEYS (by default the spam classifier's test metrics, best step and scores, steps
+# and final loss; never timing).
 function(run_program)
   execute_process(COMMAND ${PROGRAM} ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT status EQUAL 0)
@@ -18,8 +19,11 @@ run_program(${ARGS} --run_dir ${RUNS}/split --resume true)
 
 file(READ ${RUNS}/full/summary.json full)
 file(READ ${RUNS}/split/summary.json split)
-foreach(key test_accuracy test_precision test_recall test_f1 test_loss test_confusion best_step best_val_f1
-            best_val_loss steps final_loss)
+if(NOT DEFINED KEYS)
+  set(KEYS test_accuracy test_precision test_recall test_f1 test_loss test_confusion best_step best_val_f1
+           best_val_loss steps final_loss)
+endif()
+foreach(key ${KEYS})
   string(JSON a GET "${full}" ${key})
   string(JSON b GET "${split}" ${key})
   if(NOT a STREQUAL b)
