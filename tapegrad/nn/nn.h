@@ -2,6 +2,7 @@
 // The nn layer: module handles, layers, attention, transformers, MoE, losses, functional forms.
 
 #include "tapegrad/nn/attention.h"
+#include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/init.h"
 #include "tapegrad/nn/latent_attention.h"

@@ -260,6 +260,20 @@ double LanguageModelCache::bytes_per_token_per_layer() const {
   return tokens > 0 ? bytes / tokens : 0.0;
 }
 
+void LanguageModelCache::reorder(const Tensor& rows) {
+  const auto pick = [&](Tensor& t) {
+    if (t.defined()) t = index_select(t, 0, rows);
+  };
+  for (KVCache& c : kv) {
+    pick(c.k);
+    pick(c.v);
+  }
+  for (MLACache& c : latent) {
+    pick(c.latent);
+    pick(c.rotary_key);
+  }
+}
+
 Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cache) {
   if (tokens.dim() != 2) throw ShapeError("LanguageModel: expected tokens (B, T), got shape " + tokens.shape().str());
   const bool latent = options_.layer().latent_attention().has_value();

@@ -173,6 +173,8 @@ struct LanguageModelCache {
   std::int64_t length() const;
   // Bytes the cache holds per cached token and per block, counted from its tensors (0 when empty).
   double bytes_per_token_per_layer() const;
+  // Keeps the batch rows `rows` (Int64 (R)) of every tensor, in that order (beam search).
+  void reorder(const Tensor& rows);
 };
 
 class LanguageModelImpl : public Module {

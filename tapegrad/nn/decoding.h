@@ -1,0 +1,80 @@
+#pragma once
+// Beam search for autoregressive models, written against a small interface (Decoder) so that any
+// model with a step function and a reorderable state can use it; LanguageModelDecoder adapts
+// nn::LanguageModel and its cache.
+//
+//   nn::LanguageModelDecoder decoder(lm);
+//   nn::BeamSearchOptions o;  o.beam_size = 4;  o.max_new_tokens = 40;  o.eos_token = 10;  o.length_penalty = 0.6;
+//   std::vector<std::vector<nn::Hypothesis>> best = nn::beam_search(decoder, prompt, o);   // per prompt row, best
+//   first
+//
+// Scores: the sum of the generated tokens' log-probabilities, divided by GNMT's length penalty
+// lp(|Y|) = ((5 + |Y|) / 6)^alpha (alpha = length_penalty; |Y| counts the generated tokens, the end
+// token included). Step one expands only the first beam of each row (the others start at -inf), so
+// the beams never hold copies of one hypothesis.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/nn/transformer.h"
+
+namespace tapegrad::nn {
+
+// An autoregressive model as decoding sees it. Rows are hypotheses; the decoder keeps each row's state
+// (a KV cache, a recurrent state).
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // Starts every row from its prompt (Int64 (R, T0)) and returns the logits of the next token (R, V).
+  virtual Tensor start(const Tensor& prompt) = 0;
+  // Appends one token per row (Int64 (R, 1)) and returns the logits of the next (R, V).
+  virtual Tensor step(const Tensor& tokens) = 0;
+  // Keeps rows `rows` of the state, in that order (rows may repeat): row i of the new state is row
+  // rows[i] of the old.
+  virtual void reorder(const Tensor& rows) = 0;
+};
+
+// nn::LanguageModel with its cache (under no-grad, in eval mode while decoding).
+class LanguageModelDecoder : public Decoder {
+ public:
+  explicit LanguageModelDecoder(LanguageModel model) : model_(std::move(model)) {}
+  Tensor start(const Tensor& prompt) override;
+  Tensor step(const Tensor& tokens) override;
+  void reorder(const Tensor& rows) override { cache_.reorder(rows); }
+
+ private:
+  LanguageModel model_;
+  LanguageModelCache cache_;
+};
+
+struct BeamSearchOptions {
+  std::int64_t beam_size = 4;
+  std::int64_t max_new_tokens = 16;
+  std::optional<std::int64_t> eos_token;  // a hypothesis ends when it emits this
+  double length_penalty = 0.0;            // GNMT alpha; 0: plain sum of log-probabilities
+  std::int64_t num_return = 1;            // hypotheses returned per row (at most beam_size)
+  // When a row stops: Exhaustive keeps expanding until max_new_tokens (or until no live beam could
+  // still beat the finished ones, which with length_penalty 0 is exact); Early stops a row once
+  // beam_size hypotheses have finished.
+  enum class Stopping { Exhaustive, Early } stopping = Stopping::Exhaustive;
+};
+
+struct Hypothesis {
+  std::vector<std::int64_t> tokens;  // the generated tokens (the end token included), without the prompt
+  double log_prob = 0.0;             // sum of the tokens' log-probabilities
+  double score = 0.0;                // log_prob / lp(tokens.size())
+  bool finished = false;             // ended with the end token (else it reached max_new_tokens)
+};
+
+// GNMT's length penalty ((5 + length) / 6)^alpha.
+double gnmt_length_penalty(std::int64_t length, double alpha);
+
+// Beam search from each row of prompt (Int64 (B, T0)), all rows at once (B * beam_size decoder
+// rows). Returns, per prompt row, up to num_return hypotheses, best score first. ValueError for
+// beam_size, max_new_tokens or num_return below 1, or num_return above beam_size.
+std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor& prompt,
+                                                 const BeamSearchOptions& options);
+
+}  // namespace tapegrad::nn

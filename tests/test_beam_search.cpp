@@ -1,0 +1,173 @@
+// nn::beam_search: width 1 is greedy, exhaustive search equals brute force over every sequence, a
+// batch equals its rows alone, and the cached decoder equals one that recomputes everything.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "tapegrad/nn/nn.h"
+
+using namespace tapegrad;
+
+namespace {
+
+nn::LanguageModel tiny_lm(std::int64_t vocab, std::uint64_t seed) {
+  Generator gen(seed);
+  return nn::LanguageModel(
+      nn::LanguageModelOptions()
+          .vocab_size(vocab)
+          .max_len(16)
+          .num_layers(1)
+          .layer(nn::TransformerLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).norm_first(true))
+          .generator(&gen));
+}
+
+// A decoder without a cache: every step runs the model over the whole sequence so far.
+class RecomputingDecoder : public nn::Decoder {
+ public:
+  explicit RecomputingDecoder(nn::LanguageModel model) : model_(std::move(model)) { model_->eval(); }
+  Tensor start(const Tensor& prompt) override {
+    sequence_ = prompt;
+    return model_(sequence_).select(1, -1);
+  }
+  Tensor step(const Tensor& tokens) override {
+    sequence_ = concat({sequence_, tokens}, 1);
+    return model_(sequence_).select(1, -1);
+  }
+  void reorder(const Tensor& rows) override { sequence_ = index_select(sequence_, 0, rows); }
+
+ private:
+  nn::LanguageModel model_;
+  Tensor sequence_;
+};
+
+// log P(continuation | prompt) under the model, summed over the continuation's tokens.
+double sequence_log_prob(nn::LanguageModel& lm, const std::vector<std::int64_t>& prompt,
+                         const std::vector<std::int64_t>& continuation) {
+  std::vector<std::int64_t> all = prompt;
+  all.insert(all.end(), continuation.begin(), continuation.end());
+  NoGradGuard guard;
+  lm->eval();
+  const Tensor logp = log_softmax(lm(from_vector(all, {1, static_cast<std::int64_t>(all.size())})).to(kFloat64), -1);
+  const std::vector<double> v = logp.to_vector<double>();
+  const std::size_t vocab = static_cast<std::size_t>(logp.shape()[2]);
+  double total = 0.0;
+  for (std::size_t i = 0; i < continuation.size(); ++i)
+    total += v[(prompt.size() - 1 + i) * vocab + static_cast<std::size_t>(continuation[i])];
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("beam search: width 1 is greedy decoding") {
+  nn::LanguageModel lm = tiny_lm(7, 1);
+  const Tensor prompt = tensor({{1, 2}, {3, 4}}, kInt64);
+  nn::GenerationOptions greedy;
+  greedy.max_new_tokens = 6;
+  greedy.temperature = 0.0;
+  const std::vector<std::int64_t> expected =
+      lm->generate(prompt, greedy, default_generator()).to_vector<std::int64_t>();
+  nn::LanguageModelDecoder decoder(lm);
+  nn::BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_new_tokens = 6;
+  const auto result = nn::beam_search(decoder, prompt, o);
+  REQUIRE(result.size() == 2);
+  for (std::size_t b = 0; b < 2; ++b) {
+    REQUIRE(result[b].size() == 1);
+    const std::vector<std::int64_t> want(expected.begin() + static_cast<std::ptrdiff_t>(b * 8 + 2),
+                                         expected.begin() + static_cast<std::ptrdiff_t>(b * 8 + 8));
+    CHECK(result[b][0].tokens == want);
+    CHECK_FALSE(result[b][0].finished);
+  }
+}
+
+TEST_CASE(
+    "beam search: exhaustive search equals brute force over every sequence, with an end token and length penalty") {
+  constexpr std::int64_t kVocab = 3, kEos = 2, kMax = 4;
+  for (double alpha : {0.0, 0.6, 1.5}) {
+    CAPTURE(alpha);
+    nn::LanguageModel lm = tiny_lm(kVocab, 5);
+    const std::vector<std::int64_t> prompt = {0, 1};
+    // Every continuation: up to kMax tokens, the end token only as the last one.
+    std::vector<std::pair<double, std::vector<std::int64_t>>> all;
+    std::function<void(std::vector<std::int64_t>&)> expand = [&](std::vector<std::int64_t>& seq) {
+      if (!seq.empty() && (seq.back() == kEos || static_cast<std::int64_t>(seq.size()) == kMax)) {
+        const double lp = nn::gnmt_length_penalty(static_cast<std::int64_t>(seq.size()), alpha);
+        all.emplace_back(sequence_log_prob(lm, prompt, seq) / lp, seq);
+        return;
+      }
+      for (std::int64_t v = 0; v < kVocab; ++v) {
+        seq.push_back(v);
+        expand(seq);
+        seq.pop_back();
+      }
+    };
+    std::vector<std::int64_t> seq;
+    expand(seq);
+    std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+
+    // Wide enough to keep every prefix: the search is exhaustive.
+    nn::LanguageModelDecoder decoder(lm);
+    nn::BeamSearchOptions o;
+    o.beam_size = 27;
+    o.max_new_tokens = kMax;
+    o.eos_token = kEos;
+    o.length_penalty = alpha;
+    o.num_return = 5;
+    const auto result = nn::beam_search(decoder, from_vector(prompt, {1, 2}), o);
+    REQUIRE(result.size() == 1);
+    REQUIRE(result[0].size() == 5);
+    for (std::size_t i = 0; i < 5; ++i) {
+      CAPTURE(i);
+      CHECK(result[0][i].tokens == all[i].second);
+      CHECK(result[0][i].score == doctest::Approx(all[i].first).epsilon(1e-5));  // float32, cached vs whole
+      CHECK(result[0][i].finished == (result[0][i].tokens.back() == kEos));
+    }
+  }
+}
+
+TEST_CASE("beam search: a batch equals each row alone, and the cached decoder equals recomputation") {
+  nn::LanguageModel lm = tiny_lm(9, 3);
+  const Tensor prompts = tensor({{1, 2, 3}, {4, 5, 6}, {7, 8, 0}}, kInt64);
+  nn::BeamSearchOptions o;
+  o.beam_size = 3;
+  o.max_new_tokens = 7;
+  o.eos_token = 4;
+  o.length_penalty = 0.6;
+  o.num_return = 3;
+  for (auto stopping : {nn::BeamSearchOptions::Stopping::Exhaustive, nn::BeamSearchOptions::Stopping::Early}) {
+    o.stopping = stopping;
+    nn::LanguageModelDecoder cached(lm);
+    RecomputingDecoder recomputing(lm);
+    const auto together = nn::beam_search(cached, prompts, o);
+    const auto recomputed = nn::beam_search(recomputing, prompts, o);
+    REQUIRE(together.size() == 3);
+    for (std::int64_t b = 0; b < 3; ++b) {
+      CAPTURE(b);
+      nn::LanguageModelDecoder single(lm);
+      const auto alone = nn::beam_search(single, prompts.narrow(0, b, 1).contiguous(), o);
+      const auto& t = together[static_cast<std::size_t>(b)];
+      REQUIRE(t.size() == alone[0].size());
+      REQUIRE(t.size() == recomputed[static_cast<std::size_t>(b)].size());
+      for (std::size_t i = 0; i < t.size(); ++i) {
+        CHECK(t[i].tokens == alone[0][i].tokens);
+        CHECK(t[i].score == doctest::Approx(alone[0][i].score).epsilon(1e-6));
+        CHECK(t[i].tokens == recomputed[static_cast<std::size_t>(b)][i].tokens);
+        CHECK(t[i].score == doctest::Approx(recomputed[static_cast<std::size_t>(b)][i].score).epsilon(1e-6));
+      }
+      // Best first.
+      for (std::size_t i = 1; i < t.size(); ++i) CHECK(t[i - 1].score >= t[i].score);
+    }
+  }
+  nn::LanguageModelDecoder decoder(lm);
+  nn::BeamSearchOptions bad = o;
+  bad.num_return = 4;
+  CHECK_THROWS_WITH_AS(
+      nn::beam_search(decoder, prompts, bad),
+      "beam_search: beam_size and max_new_tokens must be >= 1 and num_return in [1, beam_size], got 3, "
+      "7 and 4",
+      ValueError);
+}
