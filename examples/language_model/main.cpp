@@ -12,13 +12,15 @@
 //            over the fraction of the run done, for 10 minutes of training time (time_budget_s)
 //   measures held-out loss in nats per byte and bits per character over every held-out window, training
 //            tokens per second, KV-cache bytes per token (measured from the caches), and samples:
-//            greedy, temperature, top-k and top-p continuations of the prompt
+//            greedy, temperature, top-k and top-p continuations of the prompt, and the best of a beam
+//            search to the end of the verse
 //
 // Files (run_dir, default runs/language_model/): config.json, metrics.jsonl, checkpoint/, loss.svg,
 // summary.json, samples.txt.
 //
 // Usage: language_model [--config FILE] [--key value ...]   (--help lists the keys)
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -162,6 +164,26 @@ std::string continuation(nn::LanguageModel& model, const LmConfig& c, double tem
   return text;
 }
 
+// Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n'), within the context.
+std::string beam_continuation(nn::LanguageModel& model, const LmConfig& c) {
+  const std::vector<std::int64_t> prompt = examples::byte_tokens(c.prompt);
+  const auto prompt_len = static_cast<std::int64_t>(prompt.size());
+  if (prompt_len >= c.context) return c.prompt;
+  nn::BeamSearchOptions o;
+  o.beam_size = 4;
+  o.max_new_tokens = std::min(c.sample_tokens, c.context - prompt_len);
+  if (o.max_new_tokens < 1) return c.prompt;
+  o.eos_token = '\n';
+  o.length_penalty = 1.0;
+  nn::LanguageModelDecoder decoder(model);
+  const std::vector<nn::Hypothesis> best = nn::beam_search(decoder, from_vector(prompt, {1, prompt_len}), o)[0];
+  model->train();
+  std::string text = c.prompt + examples::bytes_text(best[0].tokens);
+  for (char& ch : text)
+    if (ch != '\n' && (ch < ' ' || ch > '~')) ch = '?';
+  return text;
+}
+
 int run(const Config& options) {
   const LmConfig c = examples::read_config<LmConfig>(options);
   validate(c);
@@ -254,6 +276,7 @@ int run(const Config& options) {
       {"temperature", continuation(model, c, c.temperature, 0, 1.0, seed + 1)},
       {"top_k", continuation(model, c, c.temperature, c.top_k, 1.0, seed + 2)},
       {"top_p", continuation(model, c, c.temperature, 0, c.top_p, seed + 3)},
+      {"beam", beam_continuation(model, c)},
   };
   std::string samples_text;
   for (const auto& [name, text] : samples) samples_text += "== " + name + "\n" + text + "\n\n";
