@@ -2,7 +2,7 @@
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
 // causal, key padding, cross, cross with kv_dim), TransformerEncoderLayer and
 // TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
-// MixtureOfExperts (output and auxiliary losses), from the golden fixture
+// MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, from the golden fixture
 // tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
 //
 // Each case holds the module's configuration, its inputs, every parameter under tapegrad's
@@ -245,6 +245,46 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                        {"router_z_loss", r.router_z_loss},
                        {"expert_indices", r.expert_indices}};
     };
+  } else if (kind == "Recurrent") {
+    const std::string cell = config.at("cell").get<std::string>();
+    const auto options =
+        nn::RecurrentOptions(config.at("input_size").get<std::int64_t>(), config.at("hidden").get<std::int64_t>())
+            .num_layers(config.at("num_layers").get<std::int64_t>())
+            .bidirectional(config.at("bidirectional").get<bool>())
+            .batch_first(config.at("batch_first").get<bool>())
+            .nonlinearity(cell == "rnn_relu" ? nn::RnnNonlinearity::ReLU : nn::RnnNonlinearity::Tanh)
+            .generator(&gen);
+    std::shared_ptr<nn::RecurrentImpl> rnn;
+    if (cell == "lstm") rnn = nn::LSTM(options).ptr();
+    else if (cell == "gru") rnn = nn::GRU(options).ptr();
+    else rnn = nn::RNN(options).ptr();
+    built.module = rnn;
+    built.forward = [rnn, cell](const TensorMap& in) {
+      // x: (T, B, I) or (B, T, I), states (L D, B, H) or absent, lengths Int64 (B) or absent
+      const nn::RecurrentOutput r =
+          rnn->forward(in.at("x"), {optional_input(in, "h0"), optional_input(in, "c0")}, optional_input(in, "lengths"));
+      TensorMap out{{"output", r.output}, {"h_n", r.state.h}};
+      if (cell == "lstm") out["c_n"] = r.state.c;
+      return out;
+    };
+  } else if (kind == "RecurrentCell") {
+    const std::string cell = config.at("cell").get<std::string>();
+    const auto options =
+        nn::RecurrentCellOptions(config.at("input_size").get<std::int64_t>(), config.at("hidden").get<std::int64_t>())
+            .nonlinearity(cell == "rnn_relu" ? nn::RnnNonlinearity::ReLU : nn::RnnNonlinearity::Tanh)
+            .generator(&gen);
+    std::shared_ptr<nn::RecurrentCellImpl> module;
+    if (cell == "lstm") module = nn::LSTMCell(options).ptr();
+    else if (cell == "gru") module = nn::GRUCell(options).ptr();
+    else module = nn::RNNCell(options).ptr();
+    built.module = module;
+    built.forward = [module, cell](const TensorMap& in) {
+      // x: (B, I), h, c: (B, H) -> h', c' (B, H)
+      const nn::RecurrentState next = module->step(in.at("x"), {in.at("h"), optional_input(in, "c")});
+      TensorMap out{{"h", next.h}};
+      if (cell == "lstm") out["c"] = next.c;
+      return out;
+    };
   } else {
     throw ValueError("torch_reference.json: unknown module kind \"" + kind + "\"");
   }
@@ -335,6 +375,14 @@ const std::vector<std::string> kDecoderCases = {"decoder_layer_post_norm_relu",
                                                 "decoder_layer_pre_norm_gelu_memory_padding"};
 const std::vector<std::string> kLayerCases = {"layer_norm", "feed_forward_relu", "feed_forward_gelu"};
 const std::vector<std::string> kMoECases = {"moe_softmax_topk_relu", "moe_softmax_then_topk_gelu"};
+const std::vector<std::string> kRecurrentCases = {"rnn_tanh_2_layers",
+                                                  "rnn_relu_bidirectional_lengths",
+                                                  "lstm_2_layers_bidirectional",
+                                                  "lstm_batch_first_lengths_no_state",
+                                                  "lstm_bidirectional_lengths",
+                                                  "gru_2_layers",
+                                                  "gru_bidirectional_batch_first_lengths"};
+const std::vector<std::string> kCellCases = {"rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell"};
 
 }  // namespace
 
@@ -343,8 +391,8 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group :
-       {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases})
+  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases,
+                            &kMoECases, &kRecurrentCases, &kCellCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -376,6 +424,12 @@ TEST_CASE("torch reference: LayerNorm with affine parameters and FeedForward wit
 TEST_CASE("torch reference: MixtureOfExperts output, routing and auxiliary losses match the PyTorch definition") {
   check_cases(kMoECases);
 }
+
+TEST_CASE("torch reference: RNN, LSTM and GRU (stacked, bidirectional, batch_first, packed lengths) match PyTorch's") {
+  check_cases(kRecurrentCases);
+}
+
+TEST_CASE("torch reference: RNNCell, LSTMCell and GRUCell match PyTorch's") { check_cases(kCellCases); }
 
 TEST_CASE("torch reference: a wrong parameter, value or gradient is reported with the case, tensor and worst element") {
   const json& original = fixture_case("mha_self");

@@ -24,6 +24,7 @@
 //   ops/nn.cpp           layer_norm, dropout
 //   ops/attention.cpp    fused_attention
 //   ops/random.cpp       multinomial
+//   ops/recurrent.cpp    recurrent_layer (Elman, LSTM, GRU) and the one-step cells
 
 #include <cstdint>
 #include <optional>
@@ -229,5 +230,43 @@ struct FusedAttentionMask {
 // ValueError naming the shapes.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale,
                        const FusedAttentionMask& mask = {});
+
+// ---------------------------------------------------------------- recurrent layers
+// The cell of a recurrent layer: Elman with tanh or ReLU, LSTM, GRU (PyTorch's formulas and gate
+// order, see kernels/recurrent.h).
+enum class RecurrentMode { RnnTanh, RnnRelu, Lstm, Gru };
+// Gate blocks per hidden unit: 1 (Elman), 4 (LSTM: i, f, g, o), 3 (GRU: r, z, n).
+int recurrent_gates(RecurrentMode mode);
+// "rnn_tanh", "rnn_relu", "lstm", "gru" (the ops' names in messages: "lstm_layer: ...").
+const char* recurrent_mode_name(RecurrentMode mode);
+
+// One recurrent layer, one direction, over a whole sequence as one op with its own backward.
+//   input_gates (T, B, G H): the input's part of the pre-activations, x W_ih^T + b_ih, for all
+//                            steps at once (the caller's one product over the sequence)
+//   h0, c0 (B, H):           initial states; c0 for the LSTM only (undefined otherwise)
+//   w_hh (G H, H), b_hh (G H) or undefined
+//   lengths:                 Int64 (B) in [0, T], or undefined for T: item b runs its first
+//                            lengths[b] steps (reverse: those steps from the last back); at the
+//                            other steps its state passes through unchanged and its output is 0,
+//                            so padding never reaches a state or a gradient.
+// Returns {output (T, B, H), h_n (B, H), c_n (B, H) for the LSTM}. A step is one gemm with W_hh
+// and one pass of the fused gate kernel; backward is one gemm and the gate kernel's backward per
+// step, then one gemm over all steps for W_hh's gradient. A taped backward (create_graph) computes
+// the same formulas with ops. Throws ShapeError / TypeError / ValueError naming the op and values.
+TensorList recurrent_layer(RecurrentMode mode, const Tensor& input_gates, const Tensor& h0, const Tensor& c0,
+                           const Tensor& w_hh, const Tensor& b_hh, const Tensor& lengths = Tensor(),
+                           bool reverse = false);
+
+// PyTorch's one-step cells (torch.rnn_tanh_cell ...): x (B, I), states (B, H), w_ih (G H, I),
+// w_hh (G H, H), biases (G H) or undefined. The gate math is recurrent_layer's fused kernel.
+Tensor rnn_tanh_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+Tensor rnn_relu_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+// Returns {h', c'}.
+std::pair<Tensor, Tensor> lstm_cell(const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& w_ih,
+                                    const Tensor& w_hh, const Tensor& b_ih = Tensor(), const Tensor& b_hh = Tensor());
+Tensor gru_cell(const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih = Tensor(),
+                const Tensor& b_hh = Tensor());
 
 }  // namespace tapegrad

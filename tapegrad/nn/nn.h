@@ -12,6 +12,7 @@
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/moe.h"
 #include "tapegrad/nn/positions.h"
+#include "tapegrad/nn/recurrent.h"
 #include "tapegrad/nn/routing.h"
 #include "tapegrad/nn/similarity.h"
 #include "tapegrad/nn/transformer.h"

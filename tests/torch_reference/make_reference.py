@@ -370,6 +370,81 @@ def moe_case(seed, *, weighting, activation, dim=4, num_experts=4, top_k=2, hidd
 
 # ---------------------------------------------------------------- main
 
+# ---------------------------------------------------------------- f. recurrent layers and cells
+
+RECURRENT = {
+    "rnn_tanh": (torch.nn.RNN, torch.nn.RNNCell, {"nonlinearity": "tanh"}),
+    "rnn_relu": (torch.nn.RNN, torch.nn.RNNCell, {"nonlinearity": "relu"}),
+    "lstm": (torch.nn.LSTM, torch.nn.LSTMCell, {}),
+    "gru": (torch.nn.GRU, torch.nn.GRUCell, {}),
+}
+
+
+def parameters_state(module):
+    """tapegrad names -> tensors: the recurrent modules use torch's names unchanged."""
+    params = dict(module.named_parameters())
+    return lambda grad: {name: (p.grad if grad else p) for name, p in params.items()}
+
+
+def recurrent_case(seed, cell, *, num_layers=2, bidirectional=False, batch_first=False, lengths=None,
+                   initial_state=True, input_size=3, hidden=4, batch=3, t=5):
+    """A multi-layer RNN / LSTM / GRU; with lengths, run on a packed sequence and padded back."""
+    torch.manual_seed(seed)
+    layer_class, _, extra = RECURRENT[cell]
+    rnn = layer_class(input_size, hidden, num_layers=num_layers, bidirectional=bidirectional,
+                      batch_first=batch_first, **extra)
+    randomise_parameters(rnn)
+    directions = 2 if bidirectional else 1
+    x = leaf(randn(batch, t, input_size) if batch_first else randn(t, batch, input_size))
+    inputs = {"x": x}
+    state = None
+    if initial_state:
+        h0 = leaf(randn(num_layers * directions, batch, hidden, scale=0.5))
+        inputs["h0"] = h0
+        state = h0
+        if cell == "lstm":
+            c0 = leaf(randn(num_layers * directions, batch, hidden, scale=0.5))
+            inputs["c0"] = c0
+            state = (h0, c0)
+    if lengths is not None:
+        lens = torch.tensor(lengths, dtype=torch.int64)
+        inputs["lengths"] = lens
+        packed = torch.nn.utils.rnn.pack_padded_sequence(x, lens, batch_first=batch_first, enforce_sorted=False)
+        out, final = rnn(packed, state)
+        out, _ = torch.nn.utils.rnn.pad_packed_sequence(out, batch_first=batch_first, total_length=t)
+    else:
+        out, final = rnn(x, state)
+    outputs = {"output": out}
+    if cell == "lstm":
+        outputs["h_n"], outputs["c_n"] = final
+    else:
+        outputs["h_n"] = final
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"cell": cell, "input_size": input_size, "hidden": hidden, "num_layers": num_layers,
+              "bidirectional": bidirectional, "batch_first": batch_first}
+    return finish_case("Recurrent", config, inputs, parameters_state(rnn), outputs, cotangents)
+
+
+def cell_case(seed, cell, *, input_size=3, hidden=4, batch=3):
+    torch.manual_seed(seed)
+    _, cell_class, extra = RECURRENT[cell]
+    module = cell_class(input_size, hidden, **extra)
+    randomise_parameters(module)
+    x = leaf(randn(batch, input_size))
+    h = leaf(randn(batch, hidden, scale=0.5))
+    inputs = {"x": x, "h": h}
+    if cell == "lstm":
+        c = leaf(randn(batch, hidden, scale=0.5))
+        inputs["c"] = c
+        h1, c1 = module(x, (h, c))
+        outputs = {"h": h1, "c": c1}
+    else:
+        outputs = {"h": module(x, h)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"cell": cell, "input_size": input_size, "hidden": hidden}
+    return finish_case("RecurrentCell", config, inputs, parameters_state(module), outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -390,6 +465,20 @@ def main():
         "feed_forward_gelu": feed_forward_case(32, "gelu"),
         "moe_softmax_topk_relu": moe_case(40, weighting="softmax_topk", activation="relu"),
         "moe_softmax_then_topk_gelu": moe_case(41, weighting="softmax_then_topk", activation="gelu"),
+        "rnn_tanh_2_layers": recurrent_case(50, "rnn_tanh"),
+        "rnn_relu_bidirectional_lengths": recurrent_case(51, "rnn_relu", bidirectional=True, lengths=[5, 2, 4]),
+        "lstm_2_layers_bidirectional": recurrent_case(52, "lstm", bidirectional=True),
+        "lstm_batch_first_lengths_no_state": recurrent_case(53, "lstm", batch_first=True, lengths=[3, 5, 1],
+                                                             initial_state=False),
+        "lstm_bidirectional_lengths": recurrent_case(54, "lstm", num_layers=1, bidirectional=True,
+                                                     lengths=[4, 5, 2]),
+        "gru_2_layers": recurrent_case(55, "gru"),
+        "gru_bidirectional_batch_first_lengths": recurrent_case(56, "gru", bidirectional=True, batch_first=True,
+                                                                lengths=[2, 5, 3]),
+        "rnn_tanh_cell": cell_case(60, "rnn_tanh"),
+        "rnn_relu_cell": cell_case(61, "rnn_relu"),
+        "lstm_cell": cell_case(62, "lstm"),
+        "gru_cell": cell_case(63, "gru"),
     }
     fixture = {
         "generator": "tests/torch_reference/make_reference.py",
