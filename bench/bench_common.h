@@ -101,6 +101,7 @@ inline const std::vector<WorkloadSpec>& workload_specs() {
       {"w3", 3, 30},        // causal LM step
       {"w4", 3, 30},        // MoE forward + backward
       {"w5", 1, 5},         // one causal attention, forward + backward, at --seq T
+      {"w6", 3, 30},        // 2-layer LSTM forward + backward
   };
   return specs;
 }
@@ -122,7 +123,7 @@ inline int steps_of(const Options& o, const std::string& workload) {
   std::ostream& out = problem.empty() ? std::cout : std::cerr;
   if (!problem.empty()) out << program << ": " << problem << "\n";
   out << "usage: " << program << " [--workload " << extra_workloads
-      << "sgemm|w1|w2|w2conv|w3|w4|w5|all] [--json] [--threads N]\n"
+      << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|all] [--json] [--threads N]\n"
       << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused]\n"
       << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
       << "  'all' runs every workload except w2conv and w5 (which runs one --seq per process, for its memory).\n";
@@ -294,6 +295,28 @@ struct AttentionConfig {
 // Standard normal values of (1, 8, T, 64) from seed.
 inline std::vector<float> attention_input(std::int64_t t, std::uint64_t seed) {
   return normal_values(AttentionConfig::kBatch * AttentionConfig::kHeads * t * AttentionConfig::kHeadDim, seed);
+}
+
+// W6: a 2-layer LSTM, time-major input (T, B, input).
+struct LstmConfig {
+  static constexpr std::int64_t kLayers = 2, kInput = 256, kHidden = 256, kBatch = 32, kLength = 64;
+};
+
+// The input (seed 1), the loss weights over the output (seed 2), and parameter i of the LSTM in
+// PyTorch's order (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_ih_l1, ...), normal
+// with standard deviation 1/sqrt(hidden) (seed 100 + i), so both frameworks compute the same loss.
+inline std::vector<float> lstm_input() {
+  using C = LstmConfig;
+  return normal_values(C::kLength * C::kBatch * C::kInput, 1);
+}
+inline std::vector<float> lstm_loss_weights() {
+  using C = LstmConfig;
+  return normal_values(C::kLength * C::kBatch * C::kHidden, 2);
+}
+inline std::vector<float> lstm_parameter(std::size_t i, std::int64_t numel) {
+  std::vector<float> v = normal_values(numel, 100 + i);
+  for (float& x : v) x /= 16.0f;  // 1 / sqrt(256)
+  return v;
 }
 
 // The process's resident set size now, in MiB (/proc/self/statm's second field, in pages).

@@ -395,6 +395,34 @@ void run_w5(const bench::Options& opt) {
            std::to_string(row["attention_peak_mib"].get<double>()) + " MiB");
 }
 
+// ---------------------------------------------------------------- W6 LSTM
+void run_w6(const bench::Options& opt) {
+  using C = bench::LstmConfig;
+  torch::nn::LSTM lstm(torch::nn::LSTMOptions(C::kInput, C::kHidden).num_layers(C::kLayers));
+  {
+    torch::NoGradGuard no_grad;
+    std::size_t i = 0;
+    for (auto& p : lstm->parameters()) {
+      p.copy_(torch::tensor(bench::lstm_parameter(i, p.numel())).reshape(p.sizes()));
+      ++i;
+    }
+  }
+  const auto x = torch::tensor(bench::lstm_input()).reshape({C::kLength, C::kBatch, C::kInput});
+  const auto w = torch::tensor(bench::lstm_loss_weights()).reshape({C::kLength, C::kBatch, C::kHidden});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w6"), bench::steps_of(opt, "w6"), [&] {
+    for (auto& p : lstm->parameters()) p.mutable_grad() = torch::Tensor();
+    const auto loss = (std::get<0>(lstm->forward(x)) * w).sum();
+    loss.backward();
+    last = loss.item<double>();
+  });
+  nlohmann::json row = record_base("w6");
+  row["median_ms"] = bench::median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W6 lstm: " + std::to_string(bench::median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -411,6 +439,7 @@ int main(int argc, char** argv) {
     if (w == "w3" || w == "all") run_w3(opt);
     if (w == "w4" || w == "all") run_w4(opt);
     if (w == "w5") run_w5(opt);
+    if (w == "w6" || w == "all") run_w6(opt);
   } catch (const std::exception& e) {
     std::cerr << "libtorch_bench: " << e.what() << "\n";
     return 1;

@@ -553,6 +553,34 @@ void run_w5(const Options& opt) {
            std::to_string(row["attention_peak_mib"].get<double>()) + " MiB");
 }
 
+// ---------------------------------------------------------------- W6 LSTM
+void run_w6(const Options& opt) {
+  using C = bench::LstmConfig;
+  nn::LSTM lstm{nn::RecurrentOptions(C::kInput, C::kHidden).num_layers(C::kLayers)};
+  {
+    NoGradGuard no_grad;
+    std::size_t i = 0;
+    for (const Tensor& p : lstm->parameters()) {
+      p.copy_(from_vector(bench::lstm_parameter(i, p.numel()), p.shape()));
+      ++i;
+    }
+  }
+  const Tensor x = from_vector(bench::lstm_input(), {C::kLength, C::kBatch, C::kInput});
+  const Tensor w = from_vector(bench::lstm_loss_weights(), {C::kLength, C::kBatch, C::kHidden});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w6"), bench::steps_of(opt, "w6"), [&] {
+    lstm->zero_grad(/*set_to_none=*/true);
+    const Tensor loss = (lstm(x).output * w).sum();
+    loss.backward();
+    last = loss.item();
+  });
+  nlohmann::json row = record_base("w6");
+  row["median_ms"] = median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W6 lstm: " + std::to_string(median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -571,6 +599,7 @@ int main(int argc, char** argv) {
     if (w == "w3" || w == "all") run_w3(opt);
     if (w == "w4" || w == "all") run_w4(opt);
     if (w == "w5") run_w5(opt);
+    if (w == "w6" || w == "all") run_w6(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

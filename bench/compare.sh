@@ -88,7 +88,7 @@ else: print("solved at step %s" % r.get("solved_at_step"))')" >&2
 
 variants=(tapegrad libtorch-passive libtorch-as-is)
 attention_variants=(tapegrad tapegrad-unfused libtorch-passive)
-jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads"
+jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads" "w6 $threads"
   "w5:512 $threads" "w5:1024 $threads" "w5:2048 $threads" "w5:4096 $threads")
 for ((round = 1; round <= rounds; ++round)); do
   for job in "${jobs[@]}"; do
@@ -156,6 +156,7 @@ row("W1 spam-toy (us/step)", "w1", 1, "us_per_step", "", 1)
 row("W2 reversal (ms/step)", "w2", T, "median_ms", "", 2)
 w3 = row("W3 causal LM (ms/step)", "w3", T, "median_ms", "", 1)
 row("W4 MoE fwd+bwd (ms)", "w4", T, "median_ms", "", 1)
+row("W6 2-layer LSTM fwd+bwd (ms)", "w6", T, "median_ms", "", 1)
 lines.append("")
 lines.append("Ratios below 1 mean tapegrad is faster (for S0, a ratio of GFLOP/s: above 1 means faster).")
 lines.append("")
