@@ -1,6 +1,7 @@
 #pragma once
 // The nn layer: module handles, layers, attention, transformers, MoE, losses, functional forms.
 
+#include "tapegrad/nn/alignment.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/functional.h"

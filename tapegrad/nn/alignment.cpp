@@ -1,0 +1,147 @@
+#include "tapegrad/nn/alignment.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "tapegrad/nn/init.h"
+
+namespace tapegrad::nn {
+
+namespace {
+
+const char* score_name(AlignmentScore score) {
+  switch (score) {
+    case AlignmentScore::Dot:
+      return "dot";
+    case AlignmentScore::General:
+      return "general";
+    case AlignmentScore::Concat:
+      return "concat";
+    case AlignmentScore::Additive:
+      return "additive";
+  }
+  return "?";
+}
+
+}  // namespace
+
+AlignmentAttentionImpl::AlignmentAttentionImpl(const AlignmentOptions& options) : options_(options) {
+  const std::int64_t dq = options.query_dim(), dk = options.key_dim();
+  if (dq <= 0 || dk <= 0 || options.attention_dim() < 0)
+    throw ValueError("AlignmentAttention: query_dim and key_dim must be positive and attention_dim >= 0, got " +
+                     std::to_string(dq) + ", " + std::to_string(dk) + " and " +
+                     std::to_string(options.attention_dim()));
+  if (options.score() == AlignmentScore::Dot && dq != dk)
+    throw ValueError("AlignmentAttention: the dot score needs query_dim == key_dim, got " + std::to_string(dq) +
+                     " and " + std::to_string(dk) + " (use the general score to compare different sizes)");
+  const std::int64_t a = options.attention_dim() > 0 ? options.attention_dim() : dq;
+  options_.attention_dim(a);
+  Generator& gen = generator_or_default(options.generator());
+  options_.generator(nullptr);
+  switch (options.score()) {
+    case AlignmentScore::Dot:
+      break;
+    case AlignmentScore::General: {
+      const double bound = 1.0 / std::sqrt(static_cast<double>(dk));
+      weight_ = register_parameter("weight", uniform({dq, dk}, -bound, bound, gen));
+      break;
+    }
+    case AlignmentScore::Concat:
+      proj_ = register_module("proj", Linear(LinearOptions(dq + dk, a).bias(false).generator(&gen)));
+      break;
+    case AlignmentScore::Additive:
+      query_proj_ = register_module("query_proj", Linear(LinearOptions(dq, a).generator(&gen)));
+      key_proj_ = register_module("key_proj", Linear(LinearOptions(dk, a).bias(false).generator(&gen)));
+      break;
+  }
+  if (options.score() == AlignmentScore::Concat || options.score() == AlignmentScore::Additive) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(a));
+    v_ = register_parameter("v", uniform({a}, -bound, bound, gen));
+  }
+}
+
+Tensor AlignmentAttentionImpl::project_keys(const Tensor& keys) {
+  if (options_.score() != AlignmentScore::Additive)
+    throw ValueError(std::string("AlignmentAttention: project_keys is for the additive score, this one is ") +
+                     score_name(options_.score()));
+  return key_proj_(keys);
+}
+
+AlignmentResult AlignmentAttentionImpl::forward(const Tensor& query, const Tensor& keys, const Tensor& padding) {
+  return attend(query, keys, Tensor(), padding);
+}
+
+AlignmentResult AlignmentAttentionImpl::forward_projected(const Tensor& query, const Tensor& keys,
+                                                          const Tensor& projected_keys, const Tensor& padding) {
+  if (!projected_keys.defined()) throw ValueError("AlignmentAttention: forward_projected needs the projected keys");
+  if (options_.score() != AlignmentScore::Additive)
+    throw ValueError(std::string("AlignmentAttention: forward_projected is for the additive score, this one is ") +
+                     score_name(options_.score()));
+  return attend(query, keys, projected_keys, padding);
+}
+
+AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor& keys, const Tensor& projected_keys,
+                                               const Tensor& padding) {
+  const std::int64_t dq = options_.query_dim(), dk = options_.key_dim();
+  if (keys.dim() != 3 || keys.shape()[2] != dk)
+    throw ShapeError("AlignmentAttention: expected keys (B, S, " + std::to_string(dk) + "), got shape " +
+                     keys.shape().str());
+  const std::int64_t batch = keys.shape()[0], source = keys.shape()[1];
+  if ((query.dim() != 2 && query.dim() != 3) || query.shape()[0] != batch || query.shape().back() != dq)
+    throw ShapeError("AlignmentAttention: expected a query (" + std::to_string(batch) + ", " + std::to_string(dq) +
+                     ") or (" + std::to_string(batch) + ", T, " + std::to_string(dq) + ") for keys of shape " +
+                     keys.shape().str() + ", got shape " + query.shape().str());
+  const Tensor q = query.dim() == 2 ? unsqueeze(query, 1) : query;  // (B, T, dq)
+  Tensor scores;                                                    // (B, T, S)
+  switch (options_.score()) {
+    case AlignmentScore::Dot:
+      scores = matmul(q, keys.mT());
+      break;
+    case AlignmentScore::General:
+      scores = matmul(matmul(q, weight_), keys.mT());
+      break;
+    case AlignmentScore::Concat: {
+      // W [h; z] = W_h h + W_z z, for every (query, key) pair without materialising the concatenation.
+      const Tensor& w = proj_->weight();
+      const Tensor e =
+          tanh(unsqueeze(linear(q, narrow(w, 1, 0, dq)), 2) + unsqueeze(linear(keys, narrow(w, 1, dq, dk)), 1));
+      scores = matmul(e, v_);
+      break;
+    }
+    case AlignmentScore::Additive: {
+      const Tensor pk = projected_keys.defined() ? projected_keys : key_proj_(keys);
+      if (pk.shape() != Shape{batch, source, options_.attention_dim()})
+        throw ShapeError("AlignmentAttention: projected keys must have shape " +
+                         Shape{batch, source, options_.attention_dim()}.str() + ", got " + pk.shape().str());
+      scores = matmul(tanh(unsqueeze(query_proj_(q), 2) + unsqueeze(pk, 1)), v_);
+      break;
+    }
+  }
+  if (padding.defined()) {
+    if (padding.dtype() != kBool || padding.shape() != Shape{batch, source})
+      throw ShapeError("AlignmentAttention: padding must be Bool " + Shape{batch, source}.str() + ", got " +
+                       dtype_name(padding.dtype()) + " " + padding.shape().str());
+    const std::vector<std::int64_t> pad = padding.to(kInt64).to_vector<std::int64_t>();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      bool any = false;
+      for (std::int64_t s = 0; s < source && !any; ++s) any = pad[static_cast<std::size_t>(b * source + s)] == 0;
+      if (!any)
+        throw ValueError("AlignmentAttention: every source position of row " + std::to_string(b) +
+                         " is padding; nothing to attend to");
+    }
+    scores = masked_fill(scores, unsqueeze(padding, 1), -std::numeric_limits<double>::infinity());
+  }
+  AlignmentResult r;
+  r.weights = softmax(scores, -1);
+  r.context = matmul(r.weights, keys);
+  r.scores = scores;
+  if (query.dim() == 2) {
+    r.weights = select(r.weights, 1, 0);
+    r.context = select(r.context, 1, 0);
+    r.scores = select(r.scores, 1, 0);
+  }
+  return r;
+}
+
+}  // namespace tapegrad::nn

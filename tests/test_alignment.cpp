@@ -1,0 +1,138 @@
+// nn::AlignmentAttention (Luong dot/general/concat, Bahdanau additive): each score against the
+// formula evaluated pair by pair, padding, float64 gradcheck, the cached key projection, errors.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tapegrad/nn/nn.h"
+#include "testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::max_abs_diff;
+
+namespace {
+
+const nn::AlignmentScore kScores[] = {nn::AlignmentScore::Dot, nn::AlignmentScore::General, nn::AlignmentScore::Concat,
+                                      nn::AlignmentScore::Additive};
+
+// score(h, z) for one query row h (dq) and one key z (dk), from the module's parameters.
+double pair_score(nn::AlignmentAttention& attn, const Tensor& h, const Tensor& z) {
+  const auto params = attn->named_parameters();
+  auto param = [&](const std::string& name) {
+    for (const auto& [n, p] : params)
+      if (n == name) return p;
+    FAIL("no parameter " << name);
+    return Tensor();
+  };
+  switch (attn->options().score()) {
+    case nn::AlignmentScore::Dot:
+      return (h * z).sum().item<double>();
+    case nn::AlignmentScore::General:
+      return (h * matmul(param("weight"), z)).sum().item<double>();
+    case nn::AlignmentScore::Concat:
+      return (param("v") * tanh(matmul(param("proj.weight"), concat({h, z}, 0)))).sum().item<double>();
+    default:
+      return (param("v") * tanh(matmul(param("query_proj.weight"), h) + param("query_proj.bias") +
+                                matmul(param("key_proj.weight"), z)))
+          .sum()
+          .item<double>();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("alignment scores equal their formulas pair by pair, with padding") {
+  Generator gen(1);
+  const std::int64_t B = 2, T = 3, S = 4;
+  for (nn::AlignmentScore score : kScores) {
+    const std::int64_t dq = 3, dk = score == nn::AlignmentScore::Dot ? 3 : 5;
+    CAPTURE(static_cast<int>(score));
+    nn::AlignmentAttention attn{nn::AlignmentOptions(dq, dk).score(score).attention_dim(6).generator(&gen)};
+    attn->to(kFloat64);
+    const Tensor q = randn({B, T, dq}, gen, kFloat64), keys = randn({B, S, dk}, gen, kFloat64);
+    const Tensor pad = from_vector(std::vector<bool>{false, false, false, false, false, true, false, true}, {B, S});
+    const nn::AlignmentResult r = attn(q, keys, pad);
+    CHECK(r.weights.shape() == Shape{B, T, S});
+    CHECK(r.context.shape() == Shape{B, T, dk});
+    const std::vector<double> scores = r.scores.to_vector<double>(), weights = r.weights.to_vector<double>();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < T; ++t) {
+        double total = 0.0;
+        for (std::int64_t s = 0; s < S; ++s) {
+          const std::size_t i = static_cast<std::size_t>((b * T + t) * S + s);
+          const bool padded = b == 1 && (s == 1 || s == 3);
+          if (padded) {
+            CHECK(weights[i] == 0.0);
+            CHECK(std::isinf(scores[i]));
+          } else {
+            CHECK(scores[i] ==
+                  doctest::Approx(pair_score(attn, q.select(0, b).select(0, t), keys.select(0, b).select(0, s)))
+                      .epsilon(1e-12));
+          }
+          total += weights[i];
+        }
+        CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
+      }
+    CHECK(max_abs_diff(r.context, matmul(r.weights, keys)) < 1e-12);
+    // A (B, dq) query is one step.
+    const nn::AlignmentResult one = attn(q.select(1, 2), keys, pad);
+    CHECK(max_abs_diff(one.context, r.context.select(1, 2)) < 1e-12);
+  }
+}
+
+TEST_CASE("alignment attention passes float64 gradcheck for every score") {
+  Generator gen(2);
+  const Tensor pad = from_vector(std::vector<bool>{false, false, true, false, false, false}, {2, 3});
+  for (nn::AlignmentScore score : kScores) {
+    CAPTURE(static_cast<int>(score));
+    nn::AlignmentAttention attn{nn::AlignmentOptions(2, score == nn::AlignmentScore::Dot ? 2 : 3)
+                                    .score(score)
+                                    .attention_dim(3)
+                                    .generator(&gen)};
+    attn->to(kFloat64);
+    const std::int64_t dk = attn->options().key_dim();
+    auto f = [attn, pad](const TensorList& in) {
+      const nn::AlignmentResult r = attn(in[0], in[1], pad);
+      return concat({r.context.reshape({-1}), r.weights.reshape({-1})}, 0);
+    };
+    const GradcheckResult result =
+        gradcheck(f, {randn({2, 2, 2}, gen, kFloat64), randn({2, 3, dk}, gen, kFloat64)}, attn->named_parameters());
+    CHECK_MESSAGE(result.passed, result.message());
+  }
+}
+
+TEST_CASE("additive attention with the keys projected once equals the plain forward") {
+  Generator gen(3);
+  nn::AlignmentAttention attn{nn::AlignmentOptions(4, 6).score(nn::AlignmentScore::Additive).generator(&gen)};
+  const Tensor keys = randn({2, 5, 6}, gen), q = randn({2, 4}, gen);
+  const Tensor projected = attn->project_keys(keys);
+  CHECK(max_abs_diff(attn->forward_projected(q, keys, projected).context, attn(q, keys).context) == 0.0);
+}
+
+TEST_CASE("alignment attention errors name the problem") {
+  auto message = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK(message([] { nn::AlignmentAttention(nn::AlignmentOptions(3, 4).score(nn::AlignmentScore::Dot)); }) ==
+        "AlignmentAttention: the dot score needs query_dim == key_dim, got 3 and 4 (use the general score to "
+        "compare different sizes)");
+  nn::AlignmentAttention attn{nn::AlignmentOptions(3, 4)};
+  const Tensor keys = zeros({2, 3, 4});
+  CHECK(message([&] {
+          attn(zeros({2, 3}), keys, from_vector(std::vector<bool>{false, true, true, true, true, true}, {2, 3}));
+        }) == "AlignmentAttention: every source position of row 1 is padding; nothing to attend to");
+  CHECK(message([&] {
+          attn(zeros({2, 5}), keys);
+        }) == "AlignmentAttention: expected a query (2, 3) or (2, T, 3) for keys of shape (2,3,4), got shape (2,5)");
+  CHECK(message([&] { attn->project_keys(keys); }) ==
+        "AlignmentAttention: project_keys is for the additive score, this one is general");
+}
