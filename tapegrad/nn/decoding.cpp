@@ -18,7 +18,17 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 struct Beam {
   std::vector<std::int64_t> tokens;
   double log_prob = kNegInf;
+  std::vector<double> coverage;  // attention summed over the steps, per source position (coverage penalty)
 };
+
+// GNMT's coverage penalty beta * sum_j log(min(coverage_j, 1)) over the positions j that are not
+// padding (padding: the row's S flags, or empty for none).
+double coverage_penalty(const std::vector<double>& coverage, const std::vector<std::int64_t>& padding, double beta) {
+  double total = 0.0;
+  for (std::size_t j = 0; j < coverage.size(); ++j)
+    if (padding.empty() || padding[j] == 0) total += std::log(std::min(coverage[j], 1.0));
+  return beta * total;
+}
 
 }  // namespace
 
@@ -49,10 +59,41 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
   std::vector<std::int64_t> repeat(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) repeat[static_cast<std::size_t>(r)] = r / k;
   Tensor logits = decoder.start(index_select(prompt, 0, from_vector(repeat, {rows})));
+  const bool with_coverage = options.coverage_penalty != 0.0;
+  // The attention behind the current logits, (rows, S) flattened; each row's padding flags.
+  std::vector<double> attention;
+  std::vector<std::vector<std::int64_t>> padding(static_cast<std::size_t>(rows));
+  std::int64_t source = 0;
+  auto read_attention = [&] {
+    const Tensor a = decoder.attention();
+    if (!a.defined() || a.dim() != 2 || a.shape()[0] != rows)
+      throw ValueError("beam_search: the coverage penalty needs the decoder's attention (" + std::to_string(rows) +
+                       ", S); this decoder gives " + (a.defined() ? a.shape().str() : std::string("none")));
+    source = a.shape()[1];
+    attention = a.to(kFloat64).to_vector<double>();
+  };
+  if (with_coverage) {
+    read_attention();
+    const Tensor pad = decoder.source_padding();
+    if (pad.defined()) {
+      const std::vector<std::int64_t> flags = pad.to(kInt64).to_vector<std::int64_t>();
+      for (std::int64_t r = 0; r < rows; ++r)
+        padding[static_cast<std::size_t>(r)].assign(flags.begin() + r * source, flags.begin() + (r + 1) * source);
+    }
+  }
+  // A hypothesis' score: log_prob / lp(length), plus the coverage penalty.
+  auto score_of = [&](double log_prob, std::size_t length, const std::vector<double>& coverage, std::int64_t row) {
+    double s = log_prob / gnmt_length_penalty(static_cast<std::int64_t>(length), options.length_penalty);
+    if (with_coverage)
+      s += coverage_penalty(coverage, padding[static_cast<std::size_t>(row)], options.coverage_penalty);
+    return s;
+  };
 
   // Only the first beam of each prompt row is live at first: the others start at -inf.
   std::vector<Beam> beams(static_cast<std::size_t>(rows));
   for (std::int64_t b = 0; b < batch; ++b) beams[static_cast<std::size_t>(b * k)].log_prob = 0.0;
+  if (with_coverage)
+    for (Beam& beam : beams) beam.coverage.assign(static_cast<std::size_t>(source), 0.0);
   std::vector<std::vector<Hypothesis>> finished(static_cast<std::size_t>(batch));
   std::vector<bool> done(static_cast<std::size_t>(batch), false);
   const double final_penalty = gnmt_length_penalty(options.max_new_tokens, options.length_penalty);
@@ -89,25 +130,29 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
       for (std::size_t rank = 0; rank < keep && chosen < k; ++rank) {
         const Candidate& c = candidates[rank];
         if (c.log_prob == kNegInf) break;
-        std::vector<std::int64_t> seq = beams[static_cast<std::size_t>(c.row)].tokens;
+        const Beam& parent = beams[static_cast<std::size_t>(c.row)];
+        std::vector<std::int64_t> seq = parent.tokens;
         seq.push_back(c.token);
+        std::vector<double> coverage = parent.coverage;
+        for (std::size_t j = 0; j < coverage.size(); ++j)
+          coverage[j] += attention[static_cast<std::size_t>(c.row * source) + j];
         if (options.eos_token && c.token == *options.eos_token) {
           // An end among the beam_size best candidates finishes a hypothesis; further down it cannot
           // beat the beams kept in its place.
-          if (rank < static_cast<std::size_t>(k)) {
-            const double lp = gnmt_length_penalty(static_cast<std::int64_t>(seq.size()), options.length_penalty);
-            finished[static_cast<std::size_t>(b)].push_back({seq, c.log_prob, c.log_prob / lp, true});
-          }
+          if (rank < static_cast<std::size_t>(k))
+            finished[static_cast<std::size_t>(b)].push_back(
+                {seq, c.log_prob, score_of(c.log_prob, seq.size(), coverage, c.row), true});
           continue;
         }
         const std::size_t slot = first + static_cast<std::size_t>(chosen++);
-        next[slot] = Beam{std::move(seq), c.log_prob};
+        next[slot] = Beam{std::move(seq), c.log_prob, std::move(coverage)};
         parents[slot] = c.row;
         tokens[slot] = c.token;
       }
       // When to stop this row: Early once beam_size hypotheses have finished; Exhaustive once no live
       // beam can beat the worst of the best beam_size finished ones (a log-probability only falls, and
-      // with alpha >= 0 the penalty is largest at max_new_tokens, so log_prob / lp(max) bounds its score).
+      // with alpha >= 0 the penalty is largest at max_new_tokens, so log_prob / lp(max) bounds its score;
+      // the coverage penalty is at most 0).
       std::vector<Hypothesis>& ended = finished[static_cast<std::size_t>(b)];
       if (static_cast<std::int64_t>(ended.size()) >= k) {
         std::sort(ended.begin(), ended.end(),
@@ -128,6 +173,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }) || step + 1 == options.max_new_tokens) break;
     decoder.reorder(from_vector(parents, {rows}));
     logits = decoder.step(from_vector(tokens, {rows, 1}));
+    if (with_coverage) read_attention();
   }
 
   std::vector<std::vector<Hypothesis>> out(static_cast<std::size_t>(batch));
@@ -137,8 +183,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
       for (std::int64_t i = 0; i < k; ++i) {
         const Beam& beam = beams[static_cast<std::size_t>(b * k + i)];
         if (beam.log_prob == kNegInf) continue;
-        const double lp = gnmt_length_penalty(static_cast<std::int64_t>(beam.tokens.size()), options.length_penalty);
-        all.push_back({beam.tokens, beam.log_prob, beam.log_prob / lp, false});
+        all.push_back(
+            {beam.tokens, beam.log_prob, score_of(beam.log_prob, beam.tokens.size(), beam.coverage, b * k + i), false});
       }
     }
     std::stable_sort(all.begin(), all.end(),

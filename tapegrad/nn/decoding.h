@@ -10,8 +10,9 @@
 //
 // Scores: the sum of the generated tokens' log-probabilities, divided by GNMT's length penalty
 // lp(|Y|) = ((5 + |Y|) / 6)^alpha (alpha = length_penalty; |Y| counts the generated tokens, the end
-// token included). Step one expands only the first beam of each row (the others start at -inf), so
-// the beams never hold copies of one hypothesis.
+// token included), plus, with coverage_penalty beta, GNMT's coverage penalty
+// cp = beta * sum_j log(min(sum_i a_ij, 1)) over the source positions j. Step one expands only the first beam of each
+// row (the others start at -inf), so the beams never hold copies of one hypothesis.
 
 #include <cstdint>
 #include <optional>
@@ -34,6 +35,11 @@ class Decoder {
   // Keeps rows `rows` of the state, in that order (rows may repeat): row i of the new state is row
   // rows[i] of the old.
   virtual void reorder(const Tensor& rows) = 0;
+  // For the coverage penalty: the attention over source positions (R, S) behind the last logits,
+  // and Bool (R, S), true where a row's source has no position (padding). Undefined when the
+  // model has no source attention (no padding).
+  virtual Tensor attention() const { return Tensor(); }
+  virtual Tensor source_padding() const { return Tensor(); }
 };
 
 // nn::LanguageModel with its cache (under no-grad, in eval mode while decoding).
@@ -54,7 +60,11 @@ struct BeamSearchOptions {
   std::int64_t max_new_tokens = 16;
   std::optional<std::int64_t> eos_token;  // a hypothesis ends when it emits this
   double length_penalty = 0.0;            // GNMT alpha; 0: plain sum of log-probabilities
-  std::int64_t num_return = 1;            // hypotheses returned per row (at most beam_size)
+  // GNMT beta: adds beta * sum_j log(min(coverage_j, 1)) to a hypothesis' score, coverage_j being
+  // the attention source position j received over the hypothesis' steps (padding excluded). Needs
+  // a decoder with attention(). 0: none.
+  double coverage_penalty = 0.0;
+  std::int64_t num_return = 1;  // hypotheses returned per row (at most beam_size)
   // When a row stops: Exhaustive keeps expanding until max_new_tokens (or until no live beam could
   // still beat the finished ones, which with length_penalty 0 is exact); Early stops a row once
   // beam_size hypotheses have finished.
@@ -64,7 +74,7 @@ struct BeamSearchOptions {
 struct Hypothesis {
   std::vector<std::int64_t> tokens;  // the generated tokens (the end token included), without the prompt
   double log_prob = 0.0;             // sum of the tokens' log-probabilities
-  double score = 0.0;                // log_prob / lp(tokens.size())
+  double score = 0.0;                // log_prob / lp(tokens.size()) + the coverage penalty
   bool finished = false;             // ended with the end token (else it reached max_new_tokens)
 };
 

@@ -15,5 +15,6 @@
 #include "tapegrad/nn/positions.h"
 #include "tapegrad/nn/recurrent.h"
 #include "tapegrad/nn/routing.h"
+#include "tapegrad/nn/seq2seq.h"
 #include "tapegrad/nn/similarity.h"
 #include "tapegrad/nn/transformer.h"

@@ -1,0 +1,289 @@
+#include "tapegrad/nn/seq2seq.h"
+
+#include <string>
+#include <vector>
+
+#include "tapegrad/nn/functional.h"
+#include "tapegrad/nn/init.h"
+
+namespace tapegrad::nn {
+
+namespace {
+
+std::shared_ptr<RecurrentImpl> make_recurrent(RecurrentMode mode, const RecurrentOptions& options) {
+  if (mode == RecurrentMode::Lstm) return LSTM(options).ptr();
+  if (mode == RecurrentMode::Gru) return GRU(options).ptr();
+  RecurrentOptions rnn = options;
+  rnn.nonlinearity(mode == RecurrentMode::RnnRelu ? RnnNonlinearity::ReLU : RnnNonlinearity::Tanh);
+  return RNN(rnn).ptr();
+}
+
+// Checks source (Int64 (B, S)) and lengths (Int64 (B) in [1, S] or undefined); returns the padding
+// mask (true past a length), undefined without lengths.
+Tensor source_padding_mask(const char* op, const Tensor& source, const Tensor& lengths) {
+  if (source.dim() != 2 || source.dtype() != kInt64 || source.shape()[1] == 0)
+    throw ShapeError(std::string(op) + ": expected an Int64 source (B, S) with S >= 1, got " +
+                     dtype_name(source.dtype()) + " " + source.shape().str());
+  if (!lengths.defined()) return Tensor();
+  const std::int64_t batch = source.shape()[0], steps = source.shape()[1];
+  if (lengths.dtype() != kInt64 || lengths.shape() != Shape{batch})
+    throw ShapeError(std::string(op) + ": lengths must be Int64 " + Shape{batch}.str() + ", got " +
+                     dtype_name(lengths.dtype()) + " " + lengths.shape().str());
+  const std::vector<std::int64_t> len = lengths.to_vector<std::int64_t>();
+  std::vector<bool> pad(static_cast<std::size_t>(batch * steps));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int64_t l = len[static_cast<std::size_t>(b)];
+    if (l < 1 || l > steps)
+      throw ValueError(std::string(op) + ": lengths[" + std::to_string(b) + "] = " + std::to_string(l) +
+                       " is outside [1, " + std::to_string(steps) + "]");
+    for (std::int64_t s = 0; s < steps; ++s) pad[static_cast<std::size_t>(b * steps + s)] = s >= l;
+  }
+  return from_vector(pad, {batch, steps});
+}
+
+// The decoder's initial state from the encoder's final one: as is for a unidirectional encoder;
+// for a bidirectional one, each layer's two directions concatenated and mapped by the bridge
+// with tanh.
+Tensor bridge(const Tensor& final_state, const Linear& map, std::int64_t layers) {
+  if (!map) return final_state;
+  const Tensor per_layer = final_state.reshape({layers, 2, final_state.shape()[1], final_state.shape()[2]});
+  return tanh(map(concat({per_layer.select(1, 0), per_layer.select(1, 1)}, 2)));  // (L, B, 2H) -> (L, B, H)
+}
+
+RecurrentOptions encoder_options(std::int64_t embed, std::int64_t hidden, std::int64_t layers, bool bidirectional,
+                                 double dropout, Generator& gen) {
+  return RecurrentOptions(embed, hidden)
+      .num_layers(layers)
+      .bidirectional(bidirectional)
+      .batch_first(true)
+      .dropout(dropout)
+      .generator(&gen);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- RecurrentSeq2Seq
+
+RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& options) : options_(options) {
+  const std::int64_t hidden = options.hidden(), embed = options.embed_dim() > 0 ? options.embed_dim() : hidden;
+  if (options.source_vocab() <= 0 || options.target_vocab() <= 0 || hidden <= 0)
+    throw ValueError("RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got " +
+                     std::to_string(options.source_vocab()) + ", " + std::to_string(options.target_vocab()) + " and " +
+                     std::to_string(hidden));
+  options_.embed_dim(embed);
+  Generator& gen = generator_or_default(options.generator());
+  options_.generator(nullptr);
+  const std::int64_t directions = options.bidirectional_encoder() ? 2 : 1;
+  source_embedding_ =
+      register_module("source_embedding", Embedding(EmbeddingOptions(options.source_vocab(), embed).generator(&gen)));
+  target_embedding_ =
+      register_module("target_embedding", Embedding(EmbeddingOptions(options.target_vocab(), embed).generator(&gen)));
+  encoder_ = register_module(
+      "encoder",
+      make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(),
+                                                     options.bidirectional_encoder(), options.dropout(), gen)));
+  decoder_ = register_module(
+      "decoder", make_recurrent(options.cell(),
+                                encoder_options(embed, hidden, options.num_layers(), false, options.dropout(), gen)));
+  if (directions == 2) {
+    bridge_h_ = register_module("bridge_h", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
+    if (options.cell() == RecurrentMode::Lstm)
+      bridge_c_ = register_module("bridge_c", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
+  }
+  attention_ = register_module(
+      "attention",
+      AlignmentAttention(AlignmentOptions(hidden, directions * hidden).score(options.score()).generator(&gen)));
+  combine_ = register_module("combine",
+                             Linear(LinearOptions(directions * hidden + hidden, hidden).bias(false).generator(&gen)));
+  output_ = register_module("output", Linear(LinearOptions(hidden, options.target_vocab()).generator(&gen)));
+  dropout_gen_.manual_seed(gen.next_u64());
+  register_generator("dropout_generator", dropout_gen_);
+}
+
+EncodedSource RecurrentSeq2SeqImpl::encode(const Tensor& source, const Tensor& lengths) {
+  EncodedSource enc;
+  enc.padding = source_padding_mask("RecurrentSeq2Seq", source, lengths);
+  const double p = is_training() ? options_.dropout() : 0.0;
+  const Tensor embedded = dropout(source_embedding_(source), p, p > 0.0, dropout_gen_);
+  const RecurrentOutput r = encoder_->forward(embedded, RecurrentState(), lengths);
+  enc.memory = r.output;
+  enc.state.h = bridge(r.state.h, bridge_h_, options_.num_layers());
+  if (r.state.c.defined()) enc.state.c = bridge(r.state.c, bridge_c_, options_.num_layers());
+  return enc;
+}
+
+DecoderSteps RecurrentSeq2SeqImpl::decode(const Tensor& target_in, const EncodedSource& source,
+                                          const RecurrentState& state) {
+  if (target_in.dim() != 2 || target_in.dtype() != kInt64 || target_in.shape()[0] != source.memory.shape()[0])
+    throw ShapeError("RecurrentSeq2Seq: expected Int64 target tokens (" + std::to_string(source.memory.shape()[0]) +
+                     ", T), got " + dtype_name(target_in.dtype()) + " " + target_in.shape().str());
+  const double p = is_training() ? options_.dropout() : 0.0;
+  const Tensor embedded = dropout(target_embedding_(target_in), p, p > 0.0, dropout_gen_);
+  const RecurrentOutput r = decoder_->forward(embedded, state);  // (B, T, H)
+  const AlignmentResult a = attention_(r.output, source.memory, source.padding);
+  const Tensor attentional = dropout(tanh(combine_(concat({a.context, r.output}, 2))), p, p > 0.0, dropout_gen_);
+  return {output_(attentional), a.weights, r.state};
+}
+
+Tensor RecurrentSeq2SeqImpl::forward(const Tensor& source, const Tensor& target_in, const Tensor& lengths) {
+  const EncodedSource enc = encode(source, lengths);
+  return decode(target_in, enc, enc.state).logits;
+}
+
+// ---------------------------------------------------------------- PointerNetwork
+
+PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : options_(options) {
+  const std::int64_t hidden = options.hidden(), embed = options.embed_dim() > 0 ? options.embed_dim() : hidden;
+  if (options.input_vocab() <= 0 || hidden <= 0)
+    throw ValueError("PointerNetwork: input_vocab and hidden must be positive, got " +
+                     std::to_string(options.input_vocab()) + " and " + std::to_string(hidden));
+  options_.embed_dim(embed);
+  Generator& gen = generator_or_default(options.generator());
+  options_.generator(nullptr);
+  const std::int64_t directions = options.bidirectional_encoder() ? 2 : 1;
+  embedding_ = register_module("embedding", Embedding(EmbeddingOptions(options.input_vocab(), embed).generator(&gen)));
+  encoder_ = register_module(
+      "encoder", make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(),
+                                                                options.bidirectional_encoder(), 0.0, gen)));
+  decoder_ = register_module(
+      "decoder", make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(), false, 0.0, gen)));
+  if (directions == 2) {
+    bridge_h_ = register_module("bridge_h", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
+    if (options.cell() == RecurrentMode::Lstm)
+      bridge_c_ = register_module("bridge_c", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
+  }
+  attention_ = register_module(
+      "attention", AlignmentAttention(
+                       AlignmentOptions(hidden, directions * hidden).score(AlignmentScore::Additive).generator(&gen)));
+  start_ = register_parameter("start", uniform({embed}, -1.0, 1.0, gen));
+}
+
+EncodedSource PointerNetworkImpl::encode(const Tensor& source, const Tensor& lengths) {
+  EncodedSource enc;
+  enc.padding = source_padding_mask("PointerNetwork", source, lengths);
+  enc.embedded = embedding_(source);
+  const RecurrentOutput r = encoder_->forward(enc.embedded, RecurrentState(), lengths);
+  enc.memory = r.output;
+  enc.projected_keys = attention_->project_keys(enc.memory);
+  enc.state.h = bridge(r.state.h, bridge_h_, options_.num_layers());
+  if (r.state.c.defined()) enc.state.c = bridge(r.state.c, bridge_c_, options_.num_layers());
+  return enc;
+}
+
+DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSource& source,
+                                        const RecurrentState& state) {
+  const std::int64_t batch = source.memory.shape()[0], steps = source.memory.shape()[1];
+  if (previous.dim() != 2 || previous.dtype() != kInt64 || previous.shape()[0] != batch)
+    throw ShapeError("PointerNetwork: expected Int64 previous positions (" + std::to_string(batch) + ", T), got " +
+                     dtype_name(previous.dtype()) + " " + previous.shape().str());
+  // Row b * S + s of the table is source element s of item b; row B * S is the start vector.
+  const std::int64_t t = previous.shape()[1];
+  const std::vector<std::int64_t> prev = previous.to_vector<std::int64_t>();
+  std::vector<std::int64_t> rows(prev.size());
+  for (std::int64_t b = 0; b < batch; ++b)
+    for (std::int64_t i = 0; i < t; ++i) {
+      const std::size_t k = static_cast<std::size_t>(b * t + i);
+      if (prev[k] < -1 || prev[k] >= steps)
+        throw ValueError("PointerNetwork: previous position " + std::to_string(prev[k]) + " at (" + std::to_string(b) +
+                         ", " + std::to_string(i) + ") is outside [-1, " + std::to_string(steps) + ")");
+      rows[k] = prev[k] < 0 ? batch * steps : b * steps + prev[k];
+    }
+  const Tensor table = concat({source.embedded.reshape({batch * steps, -1}), unsqueeze(start_, 0)}, 0);
+  const Tensor inputs = index_select(table, 0, from_vector(rows, {batch * t})).reshape({batch, t, -1});
+  const RecurrentOutput r = decoder_->forward(inputs, state);
+  const AlignmentResult a =
+      attention_->forward_projected(r.output, source.memory, source.projected_keys, source.padding);
+  return {a.scores, a.weights, r.state};
+}
+
+Tensor PointerNetworkImpl::forward(const Tensor& source, const Tensor& target_positions, const Tensor& lengths) {
+  const EncodedSource enc = encode(source, lengths);
+  if (target_positions.dim() != 2 || target_positions.dtype() != kInt64 || target_positions.shape()[1] == 0)
+    throw ShapeError(std::string("PointerNetwork: expected Int64 target positions (B, T) with T >= 1, got ") +
+                     dtype_name(target_positions.dtype()) + " " + target_positions.shape().str());
+  const Tensor start = full({target_positions.shape()[0], 1}, -1.0, kInt64);
+  const Tensor previous = concat({start, narrow(target_positions, 1, 0, target_positions.shape()[1] - 1)}, 1);
+  return decode(previous, enc, enc.state).logits;
+}
+
+// ---------------------------------------------------------------- decoding adapters
+
+EncodedSource select_rows(const EncodedSource& source, const Tensor& rows) {
+  EncodedSource out;
+  auto pick = [&rows](const Tensor& t) { return t.defined() ? index_select(t, 0, rows) : Tensor(); };
+  out.memory = pick(source.memory);
+  out.padding = pick(source.padding);
+  out.embedded = pick(source.embedded);
+  out.projected_keys = pick(source.projected_keys);
+  out.state = select_rows(source.state, rows);
+  return out;
+}
+
+RecurrentState select_rows(const RecurrentState& state, const Tensor& rows) {
+  RecurrentState out;  // (L, B, H): the rows are axis 1
+  if (state.h.defined()) out.h = index_select(state.h, 1, rows);
+  if (state.c.defined()) out.c = index_select(state.c, 1, rows);
+  return out;
+}
+
+namespace {
+
+// Rows 0 .. R-1 over B sources, item-major: row r decodes source r / (R / B).
+Tensor rows_for(const char* op, std::int64_t rows, std::int64_t sources) {
+  if (rows % sources != 0)
+    throw ShapeError(std::string(op) + ": " + std::to_string(rows) + " prompt rows for " + std::to_string(sources) +
+                     " sources; the rows must be the sources repeated an equal number of times");
+  const std::int64_t per = rows / sources;
+  std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) index[static_cast<std::size_t>(r)] = r / per;
+  return from_vector(index, {rows});
+}
+
+}  // namespace
+
+Tensor RecurrentDecoderBase::start(const Tensor& prompt) {
+  NoGradGuard no_grad;
+  const Tensor rows = rows_for(name_, prompt.shape()[0], source_.shape()[0]);
+  encoded_ = select_rows(encode(source_, lengths_), rows);
+  return advance(prompt, encoded_.state);
+}
+
+Tensor RecurrentDecoderBase::step(const Tensor& tokens) {
+  NoGradGuard no_grad;
+  return advance(tokens, state_);
+}
+
+Tensor RecurrentDecoderBase::advance(const Tensor& tokens, const RecurrentState& from) {
+  const DecoderSteps r = decode(tokens, encoded_, from);
+  state_ = r.state;
+  attention_ = r.weights.select(1, -1);
+  return r.logits.select(1, -1);
+}
+
+void RecurrentDecoderBase::reorder(const Tensor& rows) {
+  encoded_ = select_rows(encoded_, rows);
+  state_ = select_rows(state_, rows);
+  attention_ = index_select(attention_, 0, rows);
+}
+
+EncodedSource RecurrentSeq2SeqDecoder::encode(const Tensor& source, const Tensor& lengths) {
+  model_->eval();
+  return model_->encode(source, lengths);
+}
+
+DecoderSteps RecurrentSeq2SeqDecoder::decode(const Tensor& tokens, const EncodedSource& source,
+                                             const RecurrentState& state) {
+  return model_->decode(tokens, source, state);
+}
+
+EncodedSource PointerNetworkDecoder::encode(const Tensor& source, const Tensor& lengths) {
+  model_->eval();
+  return model_->encode(source, lengths);
+}
+
+DecoderSteps PointerNetworkDecoder::decode(const Tensor& tokens, const EncodedSource& source,
+                                           const RecurrentState& state) {
+  return model_->decode(tokens, source, state);
+}
+
+}  // namespace tapegrad::nn
