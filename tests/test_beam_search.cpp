@@ -171,3 +171,62 @@ TEST_CASE("beam search: a batch equals each row alone, and the cached decoder eq
       "7 and 4",
       ValueError);
 }
+
+TEST_CASE(
+    "EncoderDecoderDecoder: width 1 equals greedy_decode, a batch equals its items alone, the cache equals "
+    "recomputing") {
+  Generator gen(21);
+  nn::EncoderDecoder model{nn::EncoderDecoderOptions()
+                               .src_vocab(6)
+                               .tgt_vocab(6)
+                               .max_len(12)
+                               .encoder_layers(1)
+                               .decoder_layers(1)
+                               .layer(nn::TransformerLayerOptions(8, 2).dim_feedforward(16).dropout(0.0))
+                               .generator(&gen)};
+  const Tensor src = randint(2, 6, {3, 5}, gen);
+  const Tensor pad = from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true,
+                                                   false, false, false, false, true},
+                                 {3, 5});
+  nn::BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_new_tokens = 6;
+  o.eos_token = 1;
+  nn::EncoderDecoderDecoder greedy(model, src, pad);
+  const auto width1 = nn::beam_search(greedy, full({3, 1}, 0.0, kInt64), o);
+  const Tensor expected = model->greedy_decode(src, 0, 1, 6, pad);  // (3, 1 + n), eos-padded
+  for (std::int64_t i = 0; i < 3; ++i) {
+    std::vector<std::int64_t> row;
+    for (std::int64_t t = 1; t < expected.shape()[1]; ++t) {
+      row.push_back(expected.at({i, t}));
+      if (row.back() == 1) break;
+    }
+    CHECK(width1[static_cast<std::size_t>(i)][0].tokens == row);
+  }
+  o.beam_size = 3;
+  o.num_return = 3;
+  o.length_penalty = 0.6;
+  nn::EncoderDecoderDecoder batched(model, src, pad);
+  const auto all = nn::beam_search(batched, full({3, 1}, 0.0, kInt64), o);
+  for (std::int64_t i = 0; i < 3; ++i) {
+    nn::EncoderDecoderDecoder one(model, src.narrow(0, i, 1).contiguous(), pad.narrow(0, i, 1).contiguous());
+    const auto alone = nn::beam_search(one, full({1, 1}, 0.0, kInt64), o);
+    REQUIRE(alone[0].size() == all[static_cast<std::size_t>(i)].size());
+    for (std::size_t h = 0; h < alone[0].size(); ++h) {
+      CHECK(alone[0][h].tokens == all[static_cast<std::size_t>(i)][h].tokens);
+      CHECK(alone[0][h].score == doctest::Approx(all[static_cast<std::size_t>(i)][h].score).epsilon(1e-5));
+      // The hypothesis' log-probability recomputed without a cache, over the whole prefix.
+      std::vector<std::int64_t> in{0};
+      in.insert(in.end(), alone[0][h].tokens.begin(), alone[0][h].tokens.end() - 1);
+      NoGradGuard no_grad;
+      const Tensor logits =
+          model(src.narrow(0, i, 1).contiguous(), from_vector(in, {1, static_cast<std::int64_t>(in.size())}),
+                pad.narrow(0, i, 1).contiguous());
+      const std::vector<double> logp = log_softmax(logits.to(kFloat64), -1).to_vector<double>();
+      double total = 0;
+      for (std::size_t t = 0; t < in.size(); ++t)
+        total += logp[t * 6 + static_cast<std::size_t>(alone[0][h].tokens[t])];
+      CHECK(alone[0][h].log_prob == doctest::Approx(total).epsilon(1e-4));
+    }
+  }
+}

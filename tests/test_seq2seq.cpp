@@ -52,9 +52,10 @@ nn::RecurrentSeq2Seq small_seq2seq(std::uint64_t seed, RecurrentMode cell = Recu
       nn::RecurrentSeq2SeqOptions(kVocab, kVocab, hidden).cell(cell).score(score).generator(&gen));
 }
 
-nn::PointerNetwork small_pointer(std::uint64_t seed, std::int64_t hidden = 32) {
+nn::PointerNetwork small_pointer(std::uint64_t seed, std::int64_t hidden = 32, bool feed_encoder_states = false) {
   Generator gen(seed);
-  return nn::PointerNetwork(nn::PointerNetworkOptions(kVocab, hidden).generator(&gen));
+  return nn::PointerNetwork(
+      nn::PointerNetworkOptions(kVocab, hidden).feed_encoder_states(feed_encoder_states).generator(&gen));
 }
 
 }  // namespace
@@ -71,12 +72,15 @@ TEST_CASE("RecurrentSeq2Seq (GRU and LSTM, with source lengths) and PointerNetwo
     const GradcheckResult r = gradcheck(f, {}, model->named_parameters());
     CHECK_MESSAGE(r.passed, r.message());
   }
-  nn::PointerNetwork ptr = small_pointer(3, 2);
-  ptr->to(kFloat64);
-  const Tensor positions = from_vector(std::vector<std::int64_t>{2, 1, 0, 1, 0, 0}, {2, 3});
-  auto g = [&](const TensorList&) { return log_softmax(ptr(b.src, positions), -1); };
-  const GradcheckResult r = gradcheck(g, {}, ptr->named_parameters());
-  CHECK_MESSAGE(r.passed, r.message());
+  for (bool feed : {false, true}) {
+    CAPTURE(feed);
+    nn::PointerNetwork ptr = small_pointer(3, 2, feed);
+    ptr->to(kFloat64);
+    const Tensor positions = from_vector(std::vector<std::int64_t>{2, 1, 0, 1, 0, 0}, {2, 3});
+    auto g = [&](const TensorList&) { return log_softmax(ptr(b.src, positions), -1); };
+    const GradcheckResult r = gradcheck(g, {}, ptr->named_parameters());
+    CHECK_MESSAGE(r.passed, r.message());
+  }
 }
 
 TEST_CASE("decoding step by step from the encoder's state equals teacher forcing") {
@@ -93,17 +97,20 @@ TEST_CASE("decoding step by step from the encoder's state equals teacher forcing
     CHECK(max_abs_diff(s.logits.select(1, 0), all.select(1, t)) < 1e-5);
     state = s.state;
   }
-  nn::PointerNetwork ptr = small_pointer(6);
-  ptr->eval();
-  const Tensor scores = ptr(b.src, b.positions);
-  const nn::EncodedSource penc = ptr->encode(b.src);
-  state = penc.state;
-  Tensor previous = full({3, 1}, -1.0, kInt64);
-  for (std::int64_t t = 0; t < b.positions.shape()[1]; ++t) {
-    const nn::DecoderSteps s = ptr->decode(previous, penc, state);
-    CHECK(max_abs_diff(s.logits.select(1, 0), scores.select(1, t)) < 1e-5);
-    state = s.state;
-    previous = narrow(b.positions, 1, t, 1);
+  for (bool feed : {false, true}) {
+    CAPTURE(feed);
+    nn::PointerNetwork ptr = small_pointer(6, 32, feed);
+    ptr->eval();
+    const Tensor scores = ptr(b.src, b.positions);
+    const nn::EncodedSource penc = ptr->encode(b.src);
+    state = penc.state;
+    Tensor previous = full({3, 1}, -1.0, kInt64);
+    for (std::int64_t t = 0; t < b.positions.shape()[1]; ++t) {
+      const nn::DecoderSteps s = ptr->decode(previous, penc, state);
+      CHECK(max_abs_diff(s.logits.select(1, 0), scores.select(1, t)) < 1e-5);
+      state = s.state;
+      previous = narrow(b.positions, 1, t, 1);
+    }
   }
 }
 

@@ -40,6 +40,43 @@ Tensor LanguageModelDecoder::start(const Tensor& prompt) {
 
 Tensor LanguageModelDecoder::step(const Tensor& tokens) { return model_->forward(tokens, &cache_).select(1, -1); }
 
+namespace detail {
+
+Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources) {
+  if (sources < 1 || rows % sources != 0)
+    throw ShapeError(std::string(decoder) + ": " + std::to_string(rows) + " prompt rows for " +
+                     std::to_string(sources) +
+                     " sources; the rows must be the sources repeated an equal number of times");
+  const std::int64_t per = rows / sources;
+  std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) index[static_cast<std::size_t>(r)] = r / per;
+  return from_vector(index, {rows});
+}
+
+}  // namespace detail
+
+Tensor EncoderDecoderDecoder::start(const Tensor& prompt) {
+  NoGradGuard no_grad;
+  model_->eval();
+  const Tensor rows = detail::source_rows("EncoderDecoderDecoder", prompt.shape()[0], source_.shape()[0]);
+  memory_ = index_select(model_->encode(source_, padding_), 0, rows);
+  row_padding_ = padding_.defined() ? index_select(padding_, 0, rows) : Tensor();
+  cache_ = DecoderCache();
+  return step(prompt);
+}
+
+Tensor EncoderDecoderDecoder::step(const Tensor& tokens) {
+  NoGradGuard no_grad;
+  const AttentionForwardOptions cross = AttentionForwardOptions().key_padding_mask(row_padding_);
+  return model_->decode(tokens, memory_, {}, cross, &cache_).output.select(1, -1);
+}
+
+void EncoderDecoderDecoder::reorder(const Tensor& rows) {
+  cache_.reorder(rows);
+  memory_ = index_select(memory_, 0, rows);
+  if (row_padding_.defined()) row_padding_ = index_select(row_padding_, 0, rows);
+}
+
 double gnmt_length_penalty(std::int64_t length, double alpha) {
   return std::pow((5.0 + static_cast<double>(length)) / 6.0, alpha);
 }

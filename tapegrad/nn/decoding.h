@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/tensor.h"
@@ -54,6 +55,30 @@ class LanguageModelDecoder : public Decoder {
   LanguageModel model_;
   LanguageModelCache cache_;
 };
+
+// nn::EncoderDecoder with its decoder cache: the sources (B, S) are encoded once at start, and the
+// prompt's rows are the sources repeated (beam search: item-major). Under no-grad, in eval mode.
+class EncoderDecoderDecoder : public Decoder {
+ public:
+  EncoderDecoderDecoder(EncoderDecoder model, Tensor source, Tensor source_padding = Tensor())
+      : model_(std::move(model)), source_(std::move(source)), padding_(std::move(source_padding)) {}
+  Tensor start(const Tensor& prompt) override;
+  Tensor step(const Tensor& tokens) override;
+  void reorder(const Tensor& rows) override;
+
+ private:
+  EncoderDecoder model_;
+  Tensor source_, padding_;
+  Tensor memory_, row_padding_;
+  DecoderCache cache_;
+};
+
+namespace detail {
+// The source each of `rows` decoder rows reads when the rows are `sources` sources repeated an
+// equal number of times, item-major: Int64 (rows), row r -> r / (rows / sources). ShapeError
+// naming the decoder otherwise.
+Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources);
+}  // namespace detail
 
 struct BeamSearchOptions {
   std::int64_t beam_size = 4;

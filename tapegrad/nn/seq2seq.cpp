@@ -145,8 +145,10 @@ PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : o
   encoder_ = register_module(
       "encoder", make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(),
                                                                 options.bidirectional_encoder(), 0.0, gen)));
+  const std::int64_t decoder_in = embed + (options.feed_encoder_states() ? directions * hidden : 0);
   decoder_ = register_module(
-      "decoder", make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(), false, 0.0, gen)));
+      "decoder",
+      make_recurrent(options.cell(), encoder_options(decoder_in, hidden, options.num_layers(), false, 0.0, gen)));
   if (directions == 2) {
     bridge_h_ = register_module("bridge_h", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
     if (options.cell() == RecurrentMode::Lstm)
@@ -155,7 +157,7 @@ PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : o
   attention_ = register_module(
       "attention", AlignmentAttention(
                        AlignmentOptions(hidden, directions * hidden).score(AlignmentScore::Additive).generator(&gen)));
-  start_ = register_parameter("start", uniform({embed}, -1.0, 1.0, gen));
+  start_ = register_parameter("start", uniform({decoder_in}, -1.0, 1.0, gen));
 }
 
 EncodedSource PointerNetworkImpl::encode(const Tensor& source, const Tensor& lengths) {
@@ -188,7 +190,9 @@ DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSou
                          ", " + std::to_string(i) + ") is outside [-1, " + std::to_string(steps) + ")");
       rows[k] = prev[k] < 0 ? batch * steps : b * steps + prev[k];
     }
-  const Tensor table = concat({source.embedded.reshape({batch * steps, -1}), unsqueeze(start_, 0)}, 0);
+  const Tensor elements =
+      options_.feed_encoder_states() ? concat({source.embedded, source.memory}, 2) : source.embedded;
+  const Tensor table = concat({elements.reshape({batch * steps, -1}), unsqueeze(start_, 0)}, 0);
   const Tensor inputs = index_select(table, 0, from_vector(rows, {batch * t})).reshape({batch, t, -1});
   const RecurrentOutput r = decoder_->forward(inputs, state);
   const AlignmentResult a =
@@ -226,24 +230,9 @@ RecurrentState select_rows(const RecurrentState& state, const Tensor& rows) {
   return out;
 }
 
-namespace {
-
-// Rows 0 .. R-1 over B sources, item-major: row r decodes source r / (R / B).
-Tensor rows_for(const char* op, std::int64_t rows, std::int64_t sources) {
-  if (rows % sources != 0)
-    throw ShapeError(std::string(op) + ": " + std::to_string(rows) + " prompt rows for " + std::to_string(sources) +
-                     " sources; the rows must be the sources repeated an equal number of times");
-  const std::int64_t per = rows / sources;
-  std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
-  for (std::int64_t r = 0; r < rows; ++r) index[static_cast<std::size_t>(r)] = r / per;
-  return from_vector(index, {rows});
-}
-
-}  // namespace
-
 Tensor RecurrentDecoderBase::start(const Tensor& prompt) {
   NoGradGuard no_grad;
-  const Tensor rows = rows_for(name_, prompt.shape()[0], source_.shape()[0]);
+  const Tensor rows = detail::source_rows(name_, prompt.shape()[0], source_.shape()[0]);
   encoded_ = select_rows(encode(source_, lengths_), rows);
   return advance(prompt, encoded_.state);
 }

@@ -103,6 +103,9 @@ struct PointerNetworkOptions {
   TAPEGRAD_ARG(RecurrentMode, cell) = RecurrentMode::Lstm;
   TAPEGRAD_ARG(std::int64_t, num_layers) = 1;
   TAPEGRAD_ARG(bool, bidirectional_encoder) = true;
+  // The decoder's input is the chosen element's embedding and, with this, the encoder's state at
+  // its position too ([embedding; memory]), so the decoder sees where it pointed, not only what.
+  TAPEGRAD_ARG(bool, feed_encoder_states) = false;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 

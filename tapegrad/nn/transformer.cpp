@@ -260,6 +260,14 @@ double LanguageModelCache::bytes_per_token_per_layer() const {
   return tokens > 0 ? bytes / tokens : 0.0;
 }
 
+void DecoderCache::reorder(const Tensor& rows) {
+  for (std::vector<KVCache>* caches : {&self, &cross})
+    for (KVCache& c : *caches) {
+      if (c.k.defined()) c.k = index_select(c.k, 0, rows);
+      if (c.v.defined()) c.v = index_select(c.v, 0, rows);
+    }
+}
+
 void LanguageModelCache::reorder(const Tensor& rows) {
   const auto pick = [&](Tensor& t) {
     if (t.defined()) t = index_select(t, 0, rows);

@@ -113,6 +113,8 @@ struct DecoderCache {
   std::vector<KVCache> self;
   std::vector<KVCache> cross;
   std::int64_t length() const { return self.empty() ? 0 : self.front().length(); }
+  // Keeps rows `rows` of every layer's caches (beam search), rows may repeat.
+  void reorder(const Tensor& rows);
 };
 
 struct DecoderResult {
