@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <string>
 
 namespace tapegrad::examples::reversal {
 
@@ -11,30 +13,63 @@ using C = ReversalConfig;
 
 void validate(const ReversalConfig& config) {
   const std::string program = "sequence_reversal";
-  require_positive(program, config, &C::alphabet, &C::train_size, &C::heldout_size, &C::long_size, &C::train_length,
-                   &C::long_length, &C::max_len, &C::d_model, &C::heads, &C::encoder_layers, &C::decoder_layers,
-                   &C::ff_hidden, &C::batch_size, &C::steps, &C::log_every);
+  require_positive(program, config, &C::seeds, &C::alphabet, &C::train_size, &C::heldout_size, &C::eval_size,
+                   &C::min_train_length, &C::train_length, &C::max_len, &C::d_model, &C::heads, &C::encoder_layers,
+                   &C::decoder_layers, &C::ff_hidden, &C::hidden, &C::batch_size, &C::steps, &C::beam_size,
+                   &C::log_every);
   require(config.alphabet <= 5, program, "--alphabet must be at most 5" + got(config, &C::alphabet));
-  const std::int64_t longest = std::max(config.train_length, config.long_length);
+  require(config.min_train_length <= config.train_length, program,
+          "--min_train_length must be at most --train_length, got " + std::to_string(config.min_train_length) +
+              " and " + std::to_string(config.train_length));
+  std::int64_t longest = config.train_length;
+  for (std::int64_t length : parse_lengths(config.eval_lengths)) longest = std::max(longest, length);
   require(config.max_len >= longest + 2, program,
           "--max_len " + std::to_string(config.max_len) +
               " must be at least the longest string + 2 = " + std::to_string(longest + 2));
-  require(config.heatmap_example >= 0 && config.heatmap_example < config.heldout_size, program,
-          "--heatmap_example must be in [0, heldout_size = " + std::to_string(config.heldout_size) + "), got " +
-              std::to_string(config.heatmap_example));
   require_non_negative(program, config, &C::eval_every, &C::checkpoint_every);
   require(config.lr > 0, program, "--lr must be positive" + got(config, &C::lr));
   require(config.dropout >= 0 && config.dropout < 1, program, "--dropout must be in [0, 1)" + got(config, &C::dropout));
 }
 
-Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alphabet, Generator& gen,
-                       std::set<std::vector<std::int64_t>>& seen) {
+std::vector<std::int64_t> parse_lengths(const std::string& text) {
+  std::vector<std::int64_t> lengths;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    std::size_t used = 0;
+    long long value = 0;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || value < 1)
+      throw ConfigError("sequence_reversal: --eval_lengths must be positive integers separated by commas, got \"" +
+                        text + "\"");
+    lengths.push_back(value);
+    start = comma + 1;
+  }
+  return lengths;
+}
+
+Strings random_strings(std::int64_t count, std::int64_t min_length, std::int64_t max_length, std::int64_t alphabet,
+                       Generator& gen, std::set<std::vector<std::int64_t>>& seen) {
   Strings out;
-  const double possible = std::pow(static_cast<double>(alphabet), static_cast<double>(length));
-  if (static_cast<double>(count) + static_cast<double>(seen.size()) > possible / 2)
-    throw ConfigError("sequence_reversal: cannot draw " + std::to_string(count) + " distinct strings of length " +
-                      std::to_string(length) + " over " + std::to_string(alphabet) + " letters");
+  double possible = 0;
+  for (std::int64_t length = min_length; length <= max_length; ++length)
+    possible += std::pow(static_cast<double>(alphabet), static_cast<double>(length));
+  // Half the strings of these lengths at most, counting those already taken.
+  double taken = 0;
+  for (const auto& row : seen)
+    taken += static_cast<std::int64_t>(row.size()) >= min_length && static_cast<std::int64_t>(row.size()) <= max_length;
+  if (static_cast<double>(count) + taken > possible / 2)
+    throw ConfigError("sequence_reversal: cannot draw " + std::to_string(count) + " distinct strings of lengths " +
+                      std::to_string(min_length) + " to " + std::to_string(max_length) + " over " +
+                      std::to_string(alphabet) + " letters");
   while (static_cast<std::int64_t>(out.rows.size()) < count) {
+    const std::int64_t length =
+        min_length + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(max_length - min_length + 1)));
     std::vector<std::int64_t> row(static_cast<std::size_t>(length));
     for (auto& token : row)
       token = kFirstLetter + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(alphabet)));
@@ -69,24 +104,6 @@ data::Dataset to_dataset(const Strings& strings) {
     dataset.push_back(std::move(example));
   }
   return dataset;
-}
-
-Accuracy greedy_accuracy(const nn::EncoderDecoder& model, const Tensors& set) {
-  const std::int64_t n = set.src.shape()[0], length = set.src.shape()[1];
-  const Tensor decoded = model->greedy_decode(set.src, kSos, kEos, length + 1);  // (N, 1 + up to L + 1)
-  const std::int64_t produced = decoded.shape()[1] - 1;
-  std::int64_t exact = 0, tokens = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    bool same = true;
-    for (std::int64_t t = 0; t <= length; ++t) {
-      const bool ok = t < produced && decoded.at({i, t + 1}) == set.tgt_out.at({i, t});
-      tokens += ok;
-      same = same && ok;
-    }
-    exact += same;
-  }
-  return {static_cast<double>(exact) / static_cast<double>(n),
-          static_cast<double>(tokens) / static_cast<double>(n * (length + 1))};
 }
 
 Tensor sequence_loss(const Tensor& logits, const Tensor& target) {

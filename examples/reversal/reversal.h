@@ -1,14 +1,18 @@
 #pragma once
 // What sequence_reversal is made of besides its training loop: the options (ReversalConfig, every key
-// once), the tokens, the random strings and their tensors, and the two measures (greedy exact match,
-// the per-position loss). main.cpp trains and reports; data.cpp holds the definitions.
+// once), the tokens, the random strings and their tensors, the models behind one interface, and the
+// measures (exact match and token accuracy of greedy or beam decoding, the per-position loss).
+// main.cpp trains and reports; data.cpp and models.cpp hold the definitions.
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "examples/common/config.h"
+#include "examples/common/svg.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/nn/nn.h"
@@ -22,27 +26,30 @@ inline const std::vector<std::string> kTokenNames = {"<pad>", "<sos>", "<eos>", 
 // The options: every key once, the defaults as initialisers (examples/configs/sequence_reversal.json).
 struct ReversalConfig {
   std::int64_t seed = 0;
+  std::int64_t seeds = 3;
   std::int64_t alphabet = 5;
-  std::int64_t train_size = 500;
+  std::int64_t train_size = 2000;
   std::int64_t heldout_size = 100;
-  std::int64_t long_size = 100;
+  std::int64_t eval_size = 100;
+  std::int64_t min_train_length = 1;
   std::int64_t train_length = 10;
-  std::int64_t long_length = 15;
-  std::string positions = "all";
+  std::string eval_lengths = "5,10,12,15,20,30";
+  std::string models = "all";
   std::int64_t max_len = 32;
   std::int64_t d_model = 64;
   std::int64_t heads = 4;
   std::int64_t encoder_layers = 2;
   std::int64_t decoder_layers = 2;
   std::int64_t ff_hidden = 256;
+  std::int64_t hidden = 64;
   double dropout = 0.0;
   double lr = 1e-3;
   std::int64_t batch_size = 32;
   std::int64_t steps = 2000;
+  std::int64_t beam_size = 4;
   std::int64_t eval_every = 100;
   std::int64_t log_every = 10;
   std::int64_t checkpoint_every = 500;
-  std::int64_t heatmap_example = 0;
   std::string run_dir = "runs/sequence_reversal";
   bool resume = false;
   std::string progress = "auto";
@@ -50,34 +57,43 @@ struct ReversalConfig {
   template <class F>
   static void fields(F& f) {
     using C = ReversalConfig;
-    f("seed", &C::seed, "seed of the data and of the initial weights");
+    f("seed", &C::seed, "seed of the data and of the first run's initial weights");
+    f("seeds", &C::seeds, "runs per model, with initial weights from seed, seed + 1, ...");
     f("alphabet", &C::alphabet, "number of letters (a, b, ...; at most 5)");
     f("train_size", &C::train_size, "training strings");
-    f("heldout_size", &C::heldout_size, "held-out strings of the training length");
-    f("long_size", &C::long_size, "strings of the longer test length");
-    f("train_length", &C::train_length, "length of the training and held-out strings");
-    f("long_length", &C::long_length, "length of the generalisation-test strings");
-    f("positions", &C::positions, "position encoding(s) to train with", {"all", "learned", "sinusoidal", "rotary"});
-    f("max_len", &C::max_len, "longest position the model knows (must exceed long_length + 1)");
-    f("d_model", &C::d_model, "model width");
+    f("heldout_size", &C::heldout_size, "held-out strings of length train_length");
+    f("eval_size", &C::eval_size, "test strings per evaluation length");
+    f("min_train_length", &C::min_train_length, "shortest training string (lengths are uniform up to train_length)");
+    f("train_length", &C::train_length, "longest training string, and the held-out strings' length");
+    f("eval_lengths", &C::eval_lengths, "comma-separated lengths of the test strings (exact match by length)");
+    f("models", &C::models, "model(s) to train", {"all", "learned", "sinusoidal", "rotary", "seq2seq", "pointer"});
+    f("max_len", &C::max_len, "longest position a transformer knows (at least the longest string + 2)");
+    f("d_model", &C::d_model, "transformer width");
     f("heads", &C::heads, "attention heads");
-    f("encoder_layers", &C::encoder_layers, "encoder layers");
-    f("decoder_layers", &C::decoder_layers, "decoder layers");
-    f("ff_hidden", &C::ff_hidden, "hidden size of the feed-forward sublayers (ReLU)");
+    f("encoder_layers", &C::encoder_layers, "transformer encoder layers");
+    f("decoder_layers", &C::decoder_layers, "transformer decoder layers");
+    f("ff_hidden", &C::ff_hidden, "hidden size of the transformer's feed-forward sublayers (ReLU)");
+    f("hidden", &C::hidden, "hidden size of the recurrent models (LSTM)");
     f("dropout", &C::dropout, "dropout probability");
     f("lr", &C::lr, "Adam learning rate (constant)");
     f("batch_size", &C::batch_size, "strings per step");
-    f("steps", &C::steps, "optimiser steps per encoding");
+    f("steps", &C::steps, "optimiser steps per run");
+    f("beam_size", &C::beam_size, "beams of the beam-search decoder (the other decoder is greedy)");
     f("eval_every", &C::eval_every, "steps between held-out evaluations (0: only at the end)");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("checkpoint_every", &C::checkpoint_every,
       "steps between checkpoints, so a killed run can --resume true (0: only at the end)");
-    f("heatmap_example", &C::heatmap_example, "index of the held-out string drawn in cross_attention_*.svg");
     f("run_dir", &C::run_dir, "where the run's files go");
     f("resume", &C::resume, "continue from the checkpoints in run_dir instead of starting afresh");
     f("progress", &C::progress, "progress display", train::progress_names());
   }
 };
+
+// The models --models all trains, in order.
+inline const std::vector<std::string> kAllModels = {"learned", "sinusoidal", "rotary", "seq2seq", "pointer"};
+
+// The lengths of --eval_lengths, in the order given; ConfigError for anything but positive integers.
+std::vector<std::int64_t> parse_lengths(const std::string& text);
 
 // ConfigError naming the key and the value for an option out of range.
 void validate(const ReversalConfig& config);
@@ -86,10 +102,10 @@ struct Strings {
   std::vector<std::vector<std::int64_t>> rows;  // token ids of the letters
 };
 
-// `count` random strings of `length` letters not already in `seen` (which they are added to), so
-// the held-out strings never occur in training.
-Strings random_strings(std::int64_t count, std::int64_t length, std::int64_t alphabet, Generator& gen,
-                       std::set<std::vector<std::int64_t>>& seen);
+// `count` random strings, each of a length uniform in [min_length, max_length], not already in
+// `seen` (which they are added to), so the test strings never occur in training.
+Strings random_strings(std::int64_t count, std::int64_t min_length, std::int64_t max_length, std::int64_t alphabet,
+                       Generator& gen, std::set<std::vector<std::int64_t>>& seen);
 
 // Source, decoder input and target of a set of strings (all of one length).
 struct Tensors {
@@ -104,12 +120,32 @@ Tensors to_tensors(const Strings& strings);
 // into decoder input and target per batch).
 data::Dataset to_dataset(const Strings& strings);
 
-struct Accuracy {
-  double exact = 0;   // strings whose greedy decoding is the reversed string followed by <eos>
-  double tokens = 0;  // target positions (letters and <eos>) decoded correctly
+// One of the models behind what training and evaluation need.
+struct ReversalModel {
+  std::string name;
+  std::shared_ptr<nn::Module> module;
+  // The loss of a padded batch (input: the strings; target: <sos> + reversed + <eos>).
+  std::function<Tensor(const data::Batch& batch)> loss;
+  // A decoder over sources (N, L), and the prompt token every row starts from.
+  std::function<std::unique_ptr<nn::Decoder>(const Tensor& src)> decoder;
+  std::int64_t prompt = kSos;
+  bool pointer = false;  // emits source positions (no <eos>: it stops after L)
+  // Attention pictures for one string: the decoder's attention over the source.
+  std::function<std::vector<examples::HeatMap>(const Tensor& src, const Tensor& tgt_in)> attention;
 };
 
-Accuracy greedy_accuracy(const nn::EncoderDecoder& model, const Tensors& set);
+// Builds model `name` with initial weights from `seed`. Transformers: pre-norm EncoderDecoder with
+// learned, sinusoidal or rotary positions; seq2seq: RecurrentSeq2Seq (LSTM, general
+// attention); pointer: PointerNetwork (LSTM, fed encoder states).
+ReversalModel build_model(const ReversalConfig& config, const std::string& name, std::uint64_t seed);
+
+struct Accuracy {
+  double exact = 0;   // strings decoded as the reversed string (followed by <eos>)
+  double tokens = 0;  // target positions decoded correctly
+};
+
+// Decodes every string of the set with beam search (beam 1: greedy) and compares.
+Accuracy decode_accuracy(const ReversalModel& model, const Tensors& set, std::int64_t beam);
 
 // Cross-entropy over every target position, <pad> ignored. logits (B, T, V), target (B, T).
 Tensor sequence_loss(const Tensor& logits, const Tensor& target);
