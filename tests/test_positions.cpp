@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::names;
 
 namespace {
@@ -209,4 +211,107 @@ TEST_CASE("positions: rotary gradcheck, non-contiguous input, errors") {
   CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 6})), "RotaryEmbedding: expected input (..., T, 4), got shape (1,1,2,6)",
                        ShapeError);
   CHECK_THROWS_AS(rope(from_vector(std::vector<std::int64_t>{1, 2, 3, 4}, {1, 4})), TypeError);
+}
+
+TEST_CASE("random_ordered_positions: distinct sorted positions in range, reproducible from the generator") {
+  Generator a(5), b(5);
+  const Tensor p = nn::random_ordered_positions(50, 7, 20, a);
+  CHECK(p.shape() == Shape{50, 7});
+  const std::vector<std::int64_t> v = p.to_vector<std::int64_t>();
+  std::vector<int> seen(20, 0);
+  for (std::size_t r = 0; r < 50; ++r)
+    for (std::size_t i = 0; i < 7; ++i) {
+      const std::int64_t x = v[r * 7 + i];
+      CHECK((x >= 0 && x < 20));
+      if (i > 0) CHECK(x > v[r * 7 + i - 1]);
+      seen[static_cast<std::size_t>(x)] = 1;
+    }
+  CHECK(std::count(seen.begin(), seen.end(), 1) == 20);  // every position occurs somewhere
+  CHECK(nn::random_ordered_positions(50, 7, 20, b).to_vector<std::int64_t>() == v);
+  CHECK_THROWS_WITH_AS(
+      nn::random_ordered_positions(1, 21, 20, a),
+      "random_ordered_positions: need 0 <= count <= range and rows >= 0, got rows 1, count 21, range 20", ValueError);
+}
+
+TEST_CASE("forward_at adds the table's rows at the given positions, and only those rows get gradient") {
+  Generator gen(6);
+  nn::LearnedPositionEmbedding learned{nn::LearnedPositionEmbeddingOptions(10, 4).generator(&gen)};
+  nn::SinusoidalPositionalEncoding sinusoidal(10, 4);
+  const Tensor x = randn({2, 3, 4}, gen);
+  const Tensor positions = from_vector(std::vector<std::int64_t>{0, 4, 9, 1, 2, 3}, {2, 3});
+  const Tensor y = learned->forward_at(x, positions);
+  CHECK(max_abs_diff(y.select(0, 0).select(0, 1), x.select(0, 0).select(0, 1) + learned->weight().select(0, 4)) == 0.0);
+  CHECK(max_abs_diff(sinusoidal->forward_at(x, positions).select(0, 1).select(0, 2),
+                     x.select(0, 1).select(0, 2) + sinusoidal->table().select(0, 3)) == 0.0);
+  y.sum().backward();
+  const std::vector<double> row_norms = learned->weight().grad().abs().sum({1}).to_vector<double>();
+  for (std::size_t r = 0; r < 10; ++r) CHECK((row_norms[r] > 0) == (r <= 4 || r == 9));
+  CHECK_THROWS_WITH_AS(learned->forward_at(x, from_vector(std::vector<std::int64_t>{0, 4, 10, 1, 2, 3}, {2, 3})),
+                       "LearnedPositionEmbedding: position 10 is outside [0, 10)", IndexError);
+}
+
+TEST_CASE(
+    "EncoderDecoder with randomized positions: gradcheck, cached decoding equals teacher forcing, beam width 1 "
+    "equals greedy_decode") {
+  Generator gen(7);
+  auto make = [&](DType dtype) {
+    nn::EncoderDecoder model{nn::EncoderDecoderOptions()
+                                 .src_vocab(5)
+                                 .tgt_vocab(5)
+                                 .max_len(8)
+                                 .encoder_layers(1)
+                                 .decoder_layers(1)
+                                 .positions(nn::PositionEncoding::Sinusoidal)
+                                 .randomized_positions(64)
+                                 .layer(nn::TransformerLayerOptions(4, 2).dim_feedforward(8).dropout(0.0))
+                                 .generator(&gen)};
+    model->to(dtype);
+    return model;
+  };
+  const Tensor src = from_vector(std::vector<std::int64_t>{2, 3, 4, 2, 4, 4}, {2, 3});
+  const Tensor tgt_in = from_vector(std::vector<std::int64_t>{0, 4, 3, 0, 2, 2}, {2, 3});
+  nn::EncoderDecoder model64 = make(kFloat64);
+  auto f = [&](const TensorList&) {
+    model64->position_generator().manual_seed(11);  // the same positions at every evaluation
+    return model64(src, tgt_in);
+  };
+  const GradcheckResult r = gradcheck(f, {}, model64->named_parameters());
+  CHECK_MESSAGE(r.passed, r.message());
+
+  nn::EncoderDecoder model = make(kFloat32);
+  model->eval();
+  model->position_generator().manual_seed(3);
+  const Tensor all = model(src, tgt_in);  // draws the source's positions, then the target's
+  model->position_generator().manual_seed(3);
+  const Tensor memory = model->encode(src);
+  nn::DecoderCache cache;
+  cache.positions = model->sample_positions(2, 3);
+  for (std::int64_t t = 0; t < 3; ++t) {
+    const Tensor logits = model->decode(tgt_in.narrow(1, t, 1).contiguous(), memory, {}, {}, &cache).output;
+    CHECK(max_abs_diff(logits.select(1, 0), all.select(1, t)) < 1e-5);
+  }
+  // Positions differ between draws, so outputs do too.
+  CHECK(max_abs_diff(model(src, tgt_in), all) > 1e-4);
+
+  model->position_generator().manual_seed(9);
+  const Tensor greedy = model->greedy_decode(src, 0, 1, 4);
+  model->position_generator().manual_seed(9);
+  nn::EncoderDecoderDecoder decoder(model, src, Tensor(), 4);
+  nn::BeamSearchOptions o;
+  o.beam_size = 1;
+  o.max_new_tokens = 4;
+  o.eos_token = 1;
+  const auto best = nn::beam_search(decoder, full({2, 1}, 0.0, kInt64), o);
+  for (std::int64_t i = 0; i < 2; ++i) {
+    std::vector<std::int64_t> row;
+    for (std::int64_t t = 1; t < greedy.shape()[1]; ++t) {
+      row.push_back(greedy.at({i, t}));
+      if (row.back() == 1) break;
+    }
+    CHECK(best[static_cast<std::size_t>(i)][0].tokens == row);
+  }
+  CHECK_THROWS_WITH_AS(nn::EncoderDecoder(nn::EncoderDecoderOptions().max_len(8).randomized_positions(4)),
+                       "EncoderDecoder: randomized_positions needs learned or sinusoidal positions and a range of at "
+                       "least max_len = 8, got 4",
+                       ValueError);
 }

@@ -15,8 +15,8 @@ void validate(const ReversalConfig& config) {
   const std::string program = "sequence_reversal";
   require_positive(program, config, &C::seeds, &C::alphabet, &C::train_size, &C::heldout_size, &C::eval_size,
                    &C::min_train_length, &C::train_length, &C::max_len, &C::d_model, &C::heads, &C::encoder_layers,
-                   &C::decoder_layers, &C::ff_hidden, &C::hidden, &C::batch_size, &C::steps, &C::beam_size,
-                   &C::log_every);
+                   &C::decoder_layers, &C::ff_hidden, &C::hidden, &C::position_range, &C::batch_size, &C::steps,
+                   &C::beam_size, &C::log_every);
   require(config.alphabet <= 5, program, "--alphabet must be at most 5" + got(config, &C::alphabet));
   require(config.min_train_length <= config.train_length, program,
           "--min_train_length must be at most --train_length, got " + std::to_string(config.min_train_length) +
@@ -26,6 +26,9 @@ void validate(const ReversalConfig& config) {
   require(config.max_len >= longest + 2, program,
           "--max_len " + std::to_string(config.max_len) +
               " must be at least the longest string + 2 = " + std::to_string(longest + 2));
+  require(config.position_range >= config.max_len, program,
+          "--position_range must be at least --max_len, got " + std::to_string(config.position_range) + " and " +
+              std::to_string(config.max_len));
   require_non_negative(program, config, &C::eval_every, &C::checkpoint_every);
   require(config.lr > 0, program, "--lr must be positive" + got(config, &C::lr));
   require(config.dropout >= 0 && config.dropout < 1, program, "--dropout must be in [0, 1)" + got(config, &C::dropout));

@@ -71,9 +71,10 @@ ReversalModel transformer(const ReversalConfig& config, const std::string& name,
                                .max_len(config.max_len)
                                .encoder_layers(config.encoder_layers)
                                .decoder_layers(config.decoder_layers)
-                               .positions(name == "learned"      ? nn::PositionEncoding::Learned
-                                          : name == "sinusoidal" ? nn::PositionEncoding::Sinusoidal
-                                                                 : nn::PositionEncoding::Rotary)
+                               .positions(name == "learned"  ? nn::PositionEncoding::Learned
+                                          : name == "rotary" ? nn::PositionEncoding::Rotary
+                                                             : nn::PositionEncoding::Sinusoidal)
+                               .randomized_positions(name == "randomized" ? config.position_range : 0)
                                .layer(nn::TransformerLayerOptions(config.d_model, config.heads)
                                           .dim_feedforward(config.ff_hidden)
                                           .activation(nn::Activation::ReLU)
@@ -86,7 +87,11 @@ ReversalModel transformer(const ReversalConfig& config, const std::string& name,
     const auto [tgt_in, tgt_out] = split_target(batch);
     return sequence_loss(model(batch.input, tgt_in, batch.padding_mask), tgt_out);  // logits (B, L + 1, V)
   };
-  m.decoder = [model](const Tensor& src) { return std::make_unique<nn::EncoderDecoderDecoder>(model, src); };
+  // The decoder reads <sos> and the L letters: L + 1 target positions (randomized positions are drawn
+  // for exactly those, as in training).
+  m.decoder = [model](const Tensor& src) {
+    return std::make_unique<nn::EncoderDecoderDecoder>(model, src, Tensor(), src.shape()[1] + 1);
+  };
   m.attention = [model](const Tensor& src, const Tensor& tgt_in) {
     NoGradGuard no_grad;
     model->eval();

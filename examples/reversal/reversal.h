@@ -36,6 +36,7 @@ struct ReversalConfig {
   std::string eval_lengths = "5,10,12,15,20,30";
   std::string models = "all";
   std::int64_t max_len = 32;
+  std::int64_t position_range = 256;
   std::int64_t d_model = 64;
   std::int64_t heads = 4;
   std::int64_t encoder_layers = 2;
@@ -66,8 +67,11 @@ struct ReversalConfig {
     f("min_train_length", &C::min_train_length, "shortest training string (lengths are uniform up to train_length)");
     f("train_length", &C::train_length, "longest training string, and the held-out strings' length");
     f("eval_lengths", &C::eval_lengths, "comma-separated lengths of the test strings (exact match by length)");
-    f("models", &C::models, "model(s) to train", {"all", "learned", "sinusoidal", "rotary", "seq2seq", "pointer"});
-    f("max_len", &C::max_len, "longest position a transformer knows (at least the longest string + 2)");
+    f("models", &C::models, "model(s) to train",
+      {"all", "learned", "sinusoidal", "rotary", "randomized", "seq2seq", "pointer"});
+    f("max_len", &C::max_len, "longest sequence a transformer takes (at least the longest string + 2)");
+    f("position_range", &C::position_range,
+      "the randomized transformer's positions: ordered random subsets of [0, position_range)");
     f("d_model", &C::d_model, "transformer width");
     f("heads", &C::heads, "attention heads");
     f("encoder_layers", &C::encoder_layers, "transformer encoder layers");
@@ -90,7 +94,8 @@ struct ReversalConfig {
 };
 
 // The models --models all trains, in order.
-inline const std::vector<std::string> kAllModels = {"learned", "sinusoidal", "rotary", "seq2seq", "pointer"};
+inline const std::vector<std::string> kAllModels = {"learned",    "sinusoidal", "rotary",
+                                                    "randomized", "seq2seq",    "pointer"};
 
 // The lengths of --eval_lengths, in the order given; ConfigError for anything but positive integers.
 std::vector<std::int64_t> parse_lengths(const std::string& text);
@@ -135,7 +140,8 @@ struct ReversalModel {
 };
 
 // Builds model `name` with initial weights from `seed`. Transformers: pre-norm EncoderDecoder with
-// learned, sinusoidal or rotary positions; seq2seq: RecurrentSeq2Seq (LSTM, general
+// learned, sinusoidal or rotary positions, or randomized ones (sinusoidal encodings of an ordered
+// random subset of [0, position_range), drawn anew for every sequence); seq2seq: RecurrentSeq2Seq (LSTM, general
 // attention); pointer: PointerNetwork (LSTM, fed encoder states).
 ReversalModel build_model(const ReversalConfig& config, const std::string& name, std::uint64_t seed);
 

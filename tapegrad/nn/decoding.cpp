@@ -62,6 +62,10 @@ Tensor EncoderDecoderDecoder::start(const Tensor& prompt) {
   memory_ = index_select(model_->encode(source_, padding_), 0, rows);
   row_padding_ = padding_.defined() ? index_select(padding_, 0, rows) : Tensor();
   cache_ = DecoderCache();
+  if (target_length_ > 0 && model_->options().randomized_positions() > 0) {
+    // One draw per source, shared by its beams (the rows repeat the sources).
+    cache_.positions = index_select(model_->sample_positions(source_.shape()[0], target_length_), 0, rows);
+  }
   return step(prompt);
 }
 

@@ -58,10 +58,16 @@ class LanguageModelDecoder : public Decoder {
 
 // nn::EncoderDecoder with its decoder cache: the sources (B, S) are encoded once at start, and the
 // prompt's rows are the sources repeated (beam search: item-major). Under no-grad, in eval mode.
+// With randomized positions, target_length (prompt and generated tokens, when known) sizes each
+// row's random target positions as in training; 0 draws max_len of them.
 class EncoderDecoderDecoder : public Decoder {
  public:
-  EncoderDecoderDecoder(EncoderDecoder model, Tensor source, Tensor source_padding = Tensor())
-      : model_(std::move(model)), source_(std::move(source)), padding_(std::move(source_padding)) {}
+  EncoderDecoderDecoder(EncoderDecoder model, Tensor source, Tensor source_padding = Tensor(),
+                        std::int64_t target_length = 0)
+      : model_(std::move(model)),
+        source_(std::move(source)),
+        padding_(std::move(source_padding)),
+        target_length_(target_length) {}
   Tensor start(const Tensor& prompt) override;
   Tensor step(const Tensor& tokens) override;
   void reorder(const Tensor& rows) override;
@@ -69,6 +75,7 @@ class EncoderDecoderDecoder : public Decoder {
  private:
   EncoderDecoder model_;
   Tensor source_, padding_;
+  std::int64_t target_length_;
   Tensor memory_, row_padding_;
   DecoderCache cache_;
 };

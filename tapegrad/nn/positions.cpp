@@ -1,5 +1,6 @@
 #include "tapegrad/nn/positions.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <string>
@@ -73,6 +74,51 @@ Tensor SinusoidalPositionalEncodingImpl::forward(const Tensor& x, std::int64_t o
   return x + rows;
 }
 
+namespace {
+
+// rows: (B * T, dim) gathered from table at positions (B, T), checked against x (B, T, dim).
+Tensor rows_at(const char* op, const Tensor& table, const Tensor& x, const Tensor& positions) {
+  const std::int64_t range = table.shape()[0], dim = table.shape()[1];
+  if (x.dim() != 3 || x.shape()[2] != dim || positions.dtype() != kInt64 || positions.dim() != 2 ||
+      positions.shape()[0] != x.shape()[0] || positions.shape()[1] != x.shape()[1])
+    throw ShapeError(std::string(op) + ": expected x (B, T, " + std::to_string(dim) +
+                     ") and Int64 positions (B, T), got shapes " + x.shape().str() + " and " + positions.shape().str());
+  const std::vector<std::int64_t> p = positions.to_vector<std::int64_t>();
+  for (std::int64_t v : p)
+    if (v < 0 || v >= range)
+      throw IndexError(std::string(op) + ": position " + std::to_string(v) + " is outside [0, " +
+                       std::to_string(range) + ")");
+  return index_select(table, 0, positions.reshape({-1})).reshape(x.shape());
+}
+
+}  // namespace
+
+Tensor SinusoidalPositionalEncodingImpl::forward_at(const Tensor& x, const Tensor& positions) {
+  Tensor rows = rows_at("SinusoidalPositionalEncoding", table(), x, positions);
+  if (rows.dtype() != x.dtype()) rows = rows.to(x.dtype());
+  return x + rows;
+}
+
+Tensor random_ordered_positions(std::int64_t rows, std::int64_t count, std::int64_t range, Generator& gen) {
+  if (rows < 0 || count < 0 || count > range)
+    throw ValueError("random_ordered_positions: need 0 <= count <= range and rows >= 0, got rows " +
+                     std::to_string(rows) + ", count " + std::to_string(count) + ", range " + std::to_string(range));
+  std::vector<std::int64_t> out;
+  out.reserve(static_cast<std::size_t>(rows * count));
+  std::vector<std::int64_t> pool(static_cast<std::size_t>(range));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    // The first `count` entries of a partial Fisher-Yates shuffle, sorted.
+    for (std::int64_t i = 0; i < range; ++i) pool[static_cast<std::size_t>(i)] = i;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int64_t j = i + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(range - i)));
+      std::swap(pool[static_cast<std::size_t>(i)], pool[static_cast<std::size_t>(j)]);
+    }
+    std::sort(pool.begin(), pool.begin() + count);
+    out.insert(out.end(), pool.begin(), pool.begin() + count);
+  }
+  return from_vector(out, {rows, count});
+}
+
 // ---------------------------------------------------------------- learned
 
 LearnedPositionEmbeddingImpl::LearnedPositionEmbeddingImpl(const LearnedPositionEmbeddingOptions& options)
@@ -85,6 +131,10 @@ Tensor LearnedPositionEmbeddingImpl::forward(const Tensor& x, std::int64_t offse
   const std::int64_t length = check_positions("LearnedPositionEmbedding", x, dim_, max_len_, offset);
   // weight rows: (T, D); narrow is a differentiable view, so only these rows get gradient.
   return x + weight_.narrow(0, offset, length);
+}
+
+Tensor LearnedPositionEmbeddingImpl::forward_at(const Tensor& x, const Tensor& positions) {
+  return x + rows_at("LearnedPositionEmbedding", weight_, x, positions);
 }
 
 // ---------------------------------------------------------------- rotary

@@ -37,6 +37,8 @@ class SinusoidalPositionalEncodingImpl : public UnaryModule {
   explicit SinusoidalPositionalEncodingImpl(const SinusoidalPositionalEncodingOptions& options);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
+  // x + PE[positions]: positions Int64 (B, T) in [0, max_len) for x (B, T, dim), one row each.
+  Tensor forward_at(const Tensor& x, const Tensor& positions);
 
   const Tensor& table() const { return table_; }  // (max_len, dim), in the buffer's dtype
   std::int64_t max_len() const { return options_.max_len(); }
@@ -70,6 +72,9 @@ class LearnedPositionEmbeddingImpl : public UnaryModule {
   explicit LearnedPositionEmbeddingImpl(const LearnedPositionEmbeddingOptions& options);
   Tensor forward(const Tensor& x) override { return forward(x, 0); }
   Tensor forward(const Tensor& x, std::int64_t offset);
+  // x + weight[positions]: positions Int64 (B, T) in [0, max_len) for x (B, T, dim); only the
+  // rows used get gradient.
+  Tensor forward_at(const Tensor& x, const Tensor& positions);
 
   const Tensor& weight() const { return weight_; }
   std::int64_t max_len() const { return max_len_; }
@@ -118,5 +123,11 @@ class RotaryEmbeddingImpl : public Module {
   Tensor cos32_, sin32_;  // the same in float32
 };
 TAPEGRAD_MODULE(RotaryEmbedding);
+
+// Randomized positions (Ruoss et al. 2023): Int64 (rows, count), each row `count` distinct
+// positions drawn uniformly from [0, range) and sorted, so a model trained on short sequences has
+// seen every position of the range and learns order rather than absolute place. ValueError when
+// count > range.
+Tensor random_ordered_positions(std::int64_t rows, std::int64_t count, std::int64_t range, Generator& gen);
 
 }  // namespace tapegrad::nn

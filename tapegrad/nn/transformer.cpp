@@ -261,6 +261,7 @@ double LanguageModelCache::bytes_per_token_per_layer() const {
 }
 
 void DecoderCache::reorder(const Tensor& rows) {
+  if (positions.defined()) positions = index_select(positions, 0, rows);
   for (std::vector<KVCache>* caches : {&self, &cross})
     for (KVCache& c : *caches) {
       if (c.k.defined()) c.k = index_select(c.k, 0, rows);
@@ -414,7 +415,13 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
   TransformerLayerOptions layer = options_.layer();
   layer.generator(&gen);
   options_.layer().generator(nullptr);
-  const std::int64_t d = layer.d_model(), max_len = options.max_len();
+  const std::int64_t d = layer.d_model(), randomized = options.randomized_positions();
+  if (randomized != 0 && (randomized < options.max_len() || options.positions() == PositionEncoding::Rotary))
+    throw ValueError(
+        "EncoderDecoder: randomized_positions needs learned or sinusoidal positions and a range of at "
+        "least max_len = " +
+        std::to_string(options.max_len()) + ", got " + std::to_string(randomized));
+  const std::int64_t max_len = randomized > 0 ? randomized : options.max_len();  // the position table's rows
   src_.tokens = register_module("src_emb", Embedding(EmbeddingOptions(options.src_vocab(), d).generator(&gen)));
   tgt_.tokens = register_module("tgt_emb", Embedding(EmbeddingOptions(options.tgt_vocab(), d).generator(&gen)));
   if (options.positions() == PositionEncoding::Learned) {
@@ -428,12 +435,27 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
   encoder_ = register_module("encoder", TransformerEncoder(layer, options.encoder_layers()));
   decoder_ = register_module("decoder", TransformerDecoder(layer, options.decoder_layers()));
   head_ = register_module("head", Linear(LinearOptions(d, options.tgt_vocab()).generator(&gen)));
+  if (randomized > 0) {
+    position_gen_.manual_seed(gen.next_u64());
+    register_generator("position_generator", position_gen_);
+  }
 }
 
-Tensor EncoderDecoderImpl::embed(Side& side, const Tensor& tokens, std::int64_t offset) {
+Tensor EncoderDecoderImpl::sample_positions(std::int64_t rows, std::int64_t count) {
+  if (options_.randomized_positions() == 0)
+    throw ValueError("EncoderDecoder: sample_positions needs randomized_positions");
+  if (count > options_.max_len())
+    throw ValueError("EncoderDecoder: " + std::to_string(count) + " positions exceed max_len " +
+                     std::to_string(options_.max_len()));
+  return random_ordered_positions(rows, count, options_.randomized_positions(), position_gen_);
+}
+
+Tensor EncoderDecoderImpl::embed(Side& side, const Tensor& tokens, std::int64_t offset, const Tensor& positions) {
   if (tokens.dim() != 2) throw ShapeError("EncoderDecoder: expected tokens (B, T), got shape " + tokens.shape().str());
   Tensor x = side.tokens(tokens);  // x: (B, T, d)
   if (options_.scale_embeddings()) x = x * std::sqrt(static_cast<double>(options_.layer().d_model()));
+  if (positions.defined())
+    return side.learned ? side.learned->forward_at(x, positions) : side.sinusoidal->forward_at(x, positions);
   if (side.learned) return side.learned(x, offset);
   if (side.sinusoidal) return side.sinusoidal(x, offset);
   // rotary: positions enter in self-attention
@@ -444,14 +466,31 @@ Tensor EncoderDecoderImpl::embed(Side& side, const Tensor& tokens, std::int64_t 
 }
 
 Tensor EncoderDecoderImpl::encode(const Tensor& src, const Tensor& src_key_padding_mask) {
-  return encoder_(embed(src_, src, 0), AttentionForwardOptions().key_padding_mask(src_key_padding_mask));
+  const Tensor positions = options_.randomized_positions() > 0 && src.dim() == 2
+                               ? sample_positions(src.shape()[0], src.shape()[1])
+                               : Tensor();
+  return encoder_(embed(src_, src, 0, positions), AttentionForwardOptions().key_padding_mask(src_key_padding_mask));
 }
 
 DecoderResult EncoderDecoderImpl::decode(const Tensor& tgt_in, const Tensor& memory,
                                          const AttentionForwardOptions& self, const AttentionForwardOptions& cross,
                                          DecoderCache* cache) {
   const std::int64_t offset = cache ? cache->length() : 0;
-  DecoderResult result = decoder_(embed(tgt_, tgt_in, offset), memory, self, cross, cache);
+  Tensor positions;
+  if (options_.randomized_positions() > 0 && tgt_in.dim() == 2) {
+    const std::int64_t rows = tgt_in.shape()[0], length = tgt_in.shape()[1];
+    if (!cache) {
+      positions = sample_positions(rows, length);
+    } else {
+      if (!cache->positions.defined()) cache->positions = sample_positions(rows, options_.max_len());
+      if (cache->positions.shape()[0] != rows || offset + length > cache->positions.shape()[1])
+        throw ValueError("EncoderDecoder: the cache's positions " + cache->positions.shape().str() +
+                         " do not cover target positions " + std::to_string(offset) + " to " +
+                         std::to_string(offset + length - 1) + " of " + std::to_string(rows) + " rows");
+      positions = cache->positions.narrow(1, offset, length).contiguous();
+    }
+  }
+  DecoderResult result = decoder_(embed(tgt_, tgt_in, offset, positions), memory, self, cross, cache);
   result.output = head_(result.output);  // (B, T, tgt_vocab)
   return result;
 }
@@ -475,6 +514,9 @@ Tensor EncoderDecoderImpl::greedy_decode(const Tensor& src, std::int64_t sos, st
   const Tensor memory = encode(src, src_key_padding_mask);
   const std::int64_t batch = src.shape()[0];
   DecoderCache cache;
+  // Randomized positions: as many as the decoder reads (<sos> and all but the last new token).
+  if (options_.randomized_positions() > 0 && max_new_tokens > 0)
+    cache.positions = sample_positions(batch, max_new_tokens);
   const AttentionForwardOptions cross = AttentionForwardOptions().key_padding_mask(src_key_padding_mask);
   Tensor sequence = full({batch, 1}, static_cast<double>(sos), kInt64);
   Tensor next = sequence;

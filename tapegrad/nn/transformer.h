@@ -112,6 +112,9 @@ TAPEGRAD_MODULE(TransformerEncoder);
 struct DecoderCache {
   std::vector<KVCache> self;
   std::vector<KVCache> cross;
+  // An EncoderDecoder with randomized positions: each row's target positions, (B, n), drawn on the
+  // first decode (n = max_len) unless the caller set them (n = the expected target length).
+  Tensor positions;
   std::int64_t length() const { return self.empty() ? 0 : self.front().length(); }
   // Keeps rows `rows` of every layer's caches (beam search), rows may repeat.
   void reorder(const Tensor& rows);
@@ -222,6 +225,11 @@ struct EncoderDecoderOptions {
   // PyTorch, the scale of the learned or sinusoidal positions, and scaling it would make the
   // tokens drown the positions (the reversal task then needs 8x the steps).
   TAPEGRAD_ARG(bool, scale_embeddings) = false;
+  // Randomized positions (Ruoss et al. 2023), with Learned or Sinusoidal positions: a table of this
+  // many positions (at least max_len), and every sequence's positions an ordered random subset of
+  // it (random_ordered_positions), drawn anew at every encode and decode from the model's
+  // "position_generator", in training and in evaluation. 0: positions 0 .. T-1.
+  TAPEGRAD_ARG(std::int64_t, randomized_positions) = 0;
   TAPEGRAD_ARG(TransformerLayerOptions, layer);
   // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
@@ -247,6 +255,10 @@ class EncoderDecoderImpl : public Module {
   Tensor greedy_decode(const Tensor& src, std::int64_t sos, std::int64_t eos, std::int64_t max_new_tokens,
                        const Tensor& src_key_padding_mask = Tensor());
   const EncoderDecoderOptions& options() const { return options_; }
+  // Draws randomized positions (rows, count) from the model's generator (randomized_positions only);
+  // a decoder that knows its target length sets a cache's positions with it.
+  Tensor sample_positions(std::int64_t rows, std::int64_t count);
+  Generator& position_generator() { return position_gen_; }
 
  private:
   // One side's token embedding and positions (at most one of learned and sinusoidal is set).
@@ -255,9 +267,10 @@ class EncoderDecoderImpl : public Module {
     LearnedPositionEmbedding learned{nullptr};
     SinusoidalPositionalEncoding sinusoidal{nullptr};
   };
-  Tensor embed(Side& side, const Tensor& tokens, std::int64_t offset);
+  Tensor embed(Side& side, const Tensor& tokens, std::int64_t offset, const Tensor& positions = Tensor());
 
   EncoderDecoderOptions options_;
+  Generator position_gen_;
   Side src_, tgt_;
   TransformerEncoder encoder_{nullptr};
   TransformerDecoder decoder_{nullptr};
