@@ -265,3 +265,34 @@ TEST_CASE("the coverage penalty is GNMT's beta * sum log min(coverage, 1) over t
       nn::beam_search(plain, full({1, 1}, 0.0, kInt64), o),
       "beam_search: the coverage penalty needs the decoder's attention (2, S); this decoder gives none", ValueError);
 }
+
+TEST_CASE("RecurrentSeq2Seq, PointerNetwork and their decoders reject bad input with messages naming the values") {
+  CHECK_THROWS_WITH_AS(nn::RecurrentSeq2Seq(nn::RecurrentSeq2SeqOptions(0, 5, 4)),
+                       "RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got 0, 5 and 4",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::PointerNetwork(nn::PointerNetworkOptions(5, -1)),
+                       "PointerNetwork: input_vocab and hidden must be positive, got 5 and -1", ValueError);
+  nn::RecurrentSeq2Seq model = small_seq2seq(16, RecurrentMode::Lstm, nn::AlignmentScore::General, 4);
+  const Tensor src = from_vector(std::vector<std::int64_t>{2, 3, 4, 2, 2, 3}, {2, 3});
+  CHECK_THROWS_WITH_AS(model->encode(src.to(kFloat32)),
+                       "RecurrentSeq2Seq: expected an Int64 source (B, S) with S >= 1, got float32 (2,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(model->encode(src, from_vector(std::vector<std::int64_t>{3, 0}, {2})),
+                       "RecurrentSeq2Seq: lengths[1] = 0 is outside [1, 3]", ValueError);
+  CHECK_THROWS_WITH_AS(model->encode(src, from_vector(std::vector<std::int64_t>{3, 1, 2}, {3})),
+                       "RecurrentSeq2Seq: lengths must be Int64 (2), got int64 (3)", ShapeError);
+  const nn::EncodedSource enc = model->encode(src);
+  CHECK_THROWS_WITH_AS(model->decode(full({3, 1}, kSos, kInt64), enc, enc.state),
+                       "RecurrentSeq2Seq: expected Int64 target tokens (2, T), got int64 (3,1)", ShapeError);
+  nn::PointerNetwork ptr = small_pointer(17, 4);
+  const nn::EncodedSource penc = ptr->encode(src);
+  CHECK_THROWS_WITH_AS(ptr->decode(from_vector(std::vector<std::int64_t>{-1, 3}, {2, 1}), penc, penc.state),
+                       "PointerNetwork: previous position 3 at (1, 0) is outside [-1, 3)", ValueError);
+  CHECK_THROWS_WITH_AS(ptr(src, full({2, 0}, 0.0, kInt64)),
+                       "PointerNetwork: expected Int64 target positions (B, T) with T >= 1, got int64 (2,0)",
+                       ShapeError);
+  nn::RecurrentSeq2SeqDecoder decoder(model, src);
+  CHECK_THROWS_WITH_AS(decoder.start(full({3, 1}, kSos, kInt64)),
+                       "RecurrentSeq2SeqDecoder: 3 prompt rows for 2 sources; the rows must be the sources repeated an "
+                       "equal number of times",
+                       ShapeError);
+}
