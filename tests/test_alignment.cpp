@@ -136,3 +136,135 @@ TEST_CASE("alignment attention errors name the problem") {
   CHECK(message([&] { attn->project_keys(keys); }) ==
         "AlignmentAttention: project_keys is for the additive score, this one is general");
 }
+
+namespace {
+
+// The location-aware score of one query row h (dq) and position j of keys (S, dk) given the
+// alignment before the step, prev (S), from the module's parameters.
+double location_score(nn::AlignmentAttention& attn, const Tensor& h, const Tensor& keys, const Tensor& prev,
+                      std::int64_t j) {
+  Tensor w_q, b_q, w_k, v, u;
+  for (const auto& [name, p] : attn->named_parameters()) {
+    if (name == "query_proj.weight") w_q = p;
+    if (name == "query_proj.bias") b_q = p;
+    if (name == "key_proj.weight") w_k = p;
+    if (name == "v") v = p;
+    if (name == "location_weight") u = p;
+  }
+  const std::int64_t kernel = u.shape()[1], source = keys.shape()[0];
+  Tensor e = matmul(w_q, h) + b_q + matmul(w_k, keys.select(0, j));
+  for (std::int64_t o = -(kernel / 2); o <= kernel / 2; ++o)
+    if (j + o >= 0 && j + o < source) e = e + u.select(1, o + kernel / 2) * prev.at({j + o});
+  return (v * tanh(e)).sum().item<double>();
+}
+
+}  // namespace
+
+TEST_CASE("location-aware attention scores each step from the weights of the step before") {
+  Generator gen(5);
+  const std::int64_t B = 2, T = 3, S = 5, dq = 3, dk = 4;
+  nn::AlignmentAttention attn{nn::AlignmentOptions(dq, dk)
+                                  .score(nn::AlignmentScore::Additive)
+                                  .attention_dim(6)
+                                  .location_kernel(3)
+                                  .generator(&gen)};
+  attn->to(kFloat64);
+  const Tensor q = randn({B, T, dq}, gen, kFloat64), keys = randn({B, S, dk}, gen, kFloat64);
+  const Tensor pad =
+      from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true}, {B, S});
+  const Tensor previous = softmax(randn({B, S}, gen, kFloat64), -1);
+  const nn::AlignmentResult r = attn(q, keys, pad, previous);
+  CHECK(r.weights.shape() == Shape{B, T, S});
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t < T; ++t) {
+      const Tensor prev = t == 0 ? previous.select(0, b) : r.weights.select(0, b).select(0, t - 1);
+      for (std::int64_t s = 0; s < S; ++s) {
+        CAPTURE(b);
+        CAPTURE(t);
+        CAPTURE(s);
+        if (b == 1 && s >= 3) {
+          CHECK(r.weights.at({b, t, s}) == 0.0);
+          continue;
+        }
+        CHECK(r.scores.at({b, t, s}) ==
+              doctest::Approx(location_score(attn, q.select(0, b).select(0, t), keys.select(0, b), prev, s))
+                  .epsilon(1e-12));
+      }
+    }
+  // One step at a time, each given the last one's weights, equals the three steps at once.
+  Tensor prev = previous;
+  for (std::int64_t t = 0; t < T; ++t) {
+    const nn::AlignmentResult one = attn(q.select(1, t), keys, pad, prev);
+    CHECK(max_abs_diff(one.weights, r.weights.select(1, t)) < 1e-14);
+    CHECK(max_abs_diff(one.context, r.context.select(1, t)) < 1e-14);
+    prev = one.weights;
+  }
+  // Without a previous alignment the first step starts from zeros.
+  const nn::AlignmentResult from_zeros = attn(q, keys, pad);
+  const nn::AlignmentResult given_zeros = attn(q, keys, pad, zeros({B, S}, kFloat64));
+  CHECK(max_abs_diff(from_zeros.weights, given_zeros.weights) == 0.0);
+}
+
+TEST_CASE("location-aware attention passes float64 gradcheck, the previous alignment included") {
+  Generator gen(6);
+  nn::AlignmentAttention attn{nn::AlignmentOptions(2, 3)
+                                  .score(nn::AlignmentScore::Additive)
+                                  .attention_dim(3)
+                                  .location_kernel(3)
+                                  .generator(&gen)};
+  attn->to(kFloat64);
+  const Tensor pad = from_vector(std::vector<bool>{false, false, false, false, false, true, false, false}, {2, 4});
+  auto f = [attn, pad](const TensorList& in) {
+    const nn::AlignmentResult r = attn(in[0], in[1], pad, in[2]);
+    return concat({r.context.reshape({-1}), r.weights.reshape({-1})}, 0);
+  };
+  const GradcheckResult result = gradcheck(
+      f, {randn({2, 3, 2}, gen, kFloat64), randn({2, 4, 3}, gen, kFloat64), softmax(randn({2, 4}, gen, kFloat64), -1)},
+      attn->named_parameters());
+  CHECK_MESSAGE(result.passed, result.message());
+}
+
+TEST_CASE("a location term that favours the left neighbour walks the source right to left at any length") {
+  // Content carries nothing (zero projections): the location term alone moves the pointer, so
+  // the same weights walk 40 positions as well as 4.
+  const std::int64_t S = 40, A = 4;
+  nn::AlignmentAttention attn{
+      nn::AlignmentOptions(2, 2).score(nn::AlignmentScore::Additive).attention_dim(A).location_kernel(3)};
+  {
+    NoGradGuard no_grad;
+    for (auto& [name, p] : attn->named_parameters()) {
+      if (name == "v") {
+        p.fill_(3.0);
+      } else if (name == "location_weight") {
+        p.copy_(from_vector(std::vector<float>{-5, -5, 5}, {1, 3}));  // offsets -1, 0, +1 of every row
+      } else {
+        p.fill_(0.0);
+      }
+    }
+  }
+  Generator gen(7);
+  const Tensor keys = randn({1, S, 2}, gen);
+  std::vector<float> last(S, 0.0f);
+  last[S - 1] = 1.0f;
+  const nn::AlignmentResult r = attn(zeros({1, S - 1, 2}), keys, Tensor(), from_vector(last, {1, S}));
+  const std::vector<std::int64_t> argmax_steps = argmax(r.weights.select(0, 0), -1).to_vector<std::int64_t>();
+  for (std::int64_t t = 0; t < S - 1; ++t) CHECK(argmax_steps[static_cast<std::size_t>(t)] == S - 2 - t);
+  CHECK(r.weights.select(0, 0).max({1}).min().item<double>() > 0.9);
+}
+
+TEST_CASE("location-aware attention errors name the problem") {
+  CHECK_THROWS_WITH_AS(
+      nn::AlignmentAttention(nn::AlignmentOptions(3, 4).score(nn::AlignmentScore::Additive).location_kernel(2)),
+      "AlignmentAttention: location_kernel must be 0 (none) or odd, got 2", ValueError);
+  CHECK_THROWS_WITH_AS(nn::AlignmentAttention(nn::AlignmentOptions(3, 4).location_kernel(3)),
+                       "AlignmentAttention: location_kernel is for the additive score, this one is general",
+                       ValueError);
+  nn::AlignmentAttention general{nn::AlignmentOptions(3, 4)};
+  const Tensor keys = zeros({2, 3, 4});
+  CHECK_THROWS_WITH_AS(general(zeros({2, 3}), keys, Tensor(), zeros({2, 3})),
+                       "AlignmentAttention: the previous alignment is for location-aware attention (location_kernel)",
+                       ValueError);
+  nn::AlignmentAttention located{nn::AlignmentOptions(3, 4).score(nn::AlignmentScore::Additive).location_kernel(3)};
+  CHECK_THROWS_WITH_AS(located(zeros({2, 3}), keys, Tensor(), zeros({2, 4})),
+                       "AlignmentAttention: the previous alignment must have shape (2,3), got (2,4)", ShapeError);
+}

@@ -296,3 +296,123 @@ TEST_CASE("RecurrentSeq2Seq, PointerNetwork and their decoders reject bad input 
                        "equal number of times",
                        ShapeError);
 }
+
+namespace {
+
+// A pointer network with location-aware attention and no decoder state across steps.
+nn::PointerNetwork location_pointer(std::uint64_t seed, std::int64_t hidden) {
+  Generator gen(seed);
+  return nn::PointerNetwork(nn::PointerNetworkOptions(kVocab, hidden)
+                                .feed_encoder_states(true)
+                                .location_kernel(3)
+                                .recurrent_decoder(false)
+                                .generator(&gen));
+}
+
+}  // namespace
+
+TEST_CASE("location-aware RecurrentSeq2Seq and PointerNetwork pass float64 gradcheck") {
+  Generator gen(18);
+  const Batch b = reversal_batch(2, 3, gen);
+  const Tensor lengths = from_vector(std::vector<std::int64_t>{3, 2}, {2});
+  Generator init(19);
+  nn::RecurrentSeq2Seq model{nn::RecurrentSeq2SeqOptions(kVocab, kVocab, 2)
+                                 .cell(RecurrentMode::Gru)
+                                 .score(nn::AlignmentScore::Additive)
+                                 .location_kernel(3)
+                                 .generator(&init)};
+  model->to(kFloat64);
+  auto f = [&](const TensorList&) { return model(b.src, b.tgt_in, lengths); };
+  GradcheckResult r = gradcheck(f, {}, model->named_parameters());
+  CHECK_MESSAGE(r.passed, r.message());
+  nn::PointerNetwork ptr = location_pointer(20, 2);
+  ptr->to(kFloat64);
+  const Tensor positions = from_vector(std::vector<std::int64_t>{2, 1, 0, 1, 0, 0}, {2, 3});
+  // Probabilities rather than log-probabilities: padding has probability 0, log-probability -inf.
+  auto g = [&](const TensorList&) { return softmax(ptr(b.src, positions, lengths), -1); };
+  r = gradcheck(g, {}, ptr->named_parameters());
+  CHECK_MESSAGE(r.passed, r.message());
+}
+
+TEST_CASE("location-aware decoding step by step, each step given the last attention, equals teacher forcing") {
+  Generator gen(21);
+  const Batch b = reversal_batch(3, 4, gen);
+  Generator init(22);
+  nn::RecurrentSeq2Seq model{nn::RecurrentSeq2SeqOptions(kVocab, kVocab, 16)
+                                 .score(nn::AlignmentScore::Additive)
+                                 .location_kernel(3)
+                                 .generator(&init)};
+  model->eval();
+  NoGradGuard no_grad;
+  const Tensor all = model(b.src, b.tgt_in);
+  const nn::EncodedSource enc = model->encode(b.src);
+  nn::RecurrentState state = enc.state;
+  Tensor attention;
+  for (std::int64_t t = 0; t < b.tgt_in.shape()[1]; ++t) {
+    const nn::DecoderSteps s = model->decode(narrow(b.tgt_in, 1, t, 1), enc, state, attention);
+    CHECK(max_abs_diff(s.logits.select(1, 0), all.select(1, t)) < 1e-5);
+    state = s.state;
+    attention = s.weights.select(1, 0);
+  }
+  nn::PointerNetwork ptr = location_pointer(23, 16);
+  ptr->eval();
+  const Tensor scores = ptr(b.src, b.positions);
+  const nn::EncodedSource penc = ptr->encode(b.src);
+  Tensor previous = full({3, 1}, -1.0, kInt64);
+  attention = Tensor();
+  for (std::int64_t t = 0; t < b.positions.shape()[1]; ++t) {
+    const nn::DecoderSteps s = ptr->decode(previous, penc, penc.state, attention);
+    CHECK(max_abs_diff(s.logits.select(1, 0), scores.select(1, t)) < 1e-5);
+    attention = s.weights.select(1, 0);
+    previous = narrow(b.positions, 1, t, 1);
+  }
+}
+
+TEST_CASE("a pointer without decoder state: the state passed in comes back unchanged and changes nothing") {
+  Generator gen(24);
+  const Batch b = reversal_batch(2, 5, gen);
+  nn::PointerNetwork ptr = location_pointer(25, 8);
+  ptr->eval();
+  NoGradGuard no_grad;
+  const nn::EncodedSource enc = ptr->encode(b.src);
+  const Tensor previous = concat({full({2, 1}, -1.0, kInt64), narrow(b.positions, 1, 0, 4)}, 1);
+  const nn::DecoderSteps from_encoder = ptr->decode(previous, enc, enc.state);
+  nn::RecurrentState other{randn(enc.state.h.shape(), gen), randn(enc.state.c.shape(), gen)};
+  const nn::DecoderSteps from_other = ptr->decode(previous, enc, other);
+  CHECK(max_abs_diff(from_encoder.logits, from_other.logits) == 0.0);
+  CHECK(max_abs_diff(from_other.state.h, other.h) == 0.0);
+  CHECK(max_abs_diff(from_other.state.c, other.c) == 0.0);
+  // Each step's query depends on its own input only: step 3 alone, given step 2's attention, is
+  // the same step of the whole run.
+  const nn::DecoderSteps alone =
+      ptr->decode(narrow(previous, 1, 3, 1), enc, enc.state, from_encoder.weights.select(1, 2));
+  CHECK(max_abs_diff(alone.logits.select(1, 0), from_encoder.logits.select(1, 3)) < 1e-6);
+}
+
+TEST_CASE("greedy decoding of a location-aware pointer through its decoder agrees with teacher forcing") {
+  // The decoder carries each row's last attention from step to step (and through beam reordering):
+  // the positions it emits are the argmax of the teacher-forced scores of those same positions.
+  Generator gen(26);
+  const Batch b = reversal_batch(4, 6, gen);
+  nn::PointerNetwork ptr = location_pointer(27, 16);
+  nn::BeamSearchOptions o;
+  o.max_new_tokens = 6;
+  for (std::int64_t beam : {1, 3}) {
+    CAPTURE(beam);
+    o.beam_size = beam;
+    nn::PointerNetworkDecoder decoder(ptr, b.src);
+    const auto best = nn::beam_search(decoder, full({4, 1}, -1.0, kInt64), o);
+    std::vector<std::int64_t> emitted;
+    for (const auto& row : best) emitted.insert(emitted.end(), row[0].tokens.begin(), row[0].tokens.end());
+    const Tensor positions = from_vector(emitted, {4, 6});
+    NoGradGuard no_grad;
+    ptr->eval();
+    const Tensor log_probs = log_softmax(ptr(b.src, positions), -1);  // (4, 6, S)
+    for (std::size_t i = 0; i < 4; ++i) {
+      double total = 0.0;
+      for (std::int64_t t = 0; t < 6; ++t) total += log_probs.at({static_cast<std::int64_t>(i), t, emitted[i * 6 + t]});
+      CHECK(best[i][0].log_prob == doctest::Approx(total).epsilon(1e-5));
+    }
+    if (beam == 1) CHECK(max_abs_diff(argmax(log_probs, -1), positions) == 0.0);
+  }
+}

@@ -29,6 +29,8 @@ void validate(const ReversalConfig& config) {
   require(config.position_range >= config.max_len, program,
           "--position_range must be at least --max_len, got " + std::to_string(config.position_range) + " and " +
               std::to_string(config.max_len));
+  require(config.location_kernel % 2 == 1 && config.location_kernel > 0, program,
+          "--location_kernel must be a positive odd number" + got(config, &C::location_kernel));
   require_non_negative(program, config, &C::eval_every, &C::checkpoint_every);
   require(config.lr > 0, program, "--lr must be positive" + got(config, &C::lr));
   require(config.dropout >= 0 && config.dropout < 1, program, "--dropout must be in [0, 1)" + got(config, &C::dropout));

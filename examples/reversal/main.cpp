@@ -10,7 +10,9 @@
 //            learned, sinusoidal or rotary positions; seq2seq, a recurrent encoder-decoder with
 //            attention (bidirectional LSTM encoder, LSTM decoder, hidden 64, Luong's general
 //            score); pointer, a pointer network (the same encoder, additive attention over the
-//            source positions is its output, its decoder fed the encoder state it pointed at)
+//            source positions is its output, its decoder fed the encoder state it pointed at);
+//            pointer_location, the same with location-aware attention (it sees where it pointed
+//            the step before) and a decoder without state across steps
 //   loss     cross-entropy over every target position (the pointer's targets are positions);
 //            Adam lr 1e-3, batch 32, 2000 steps; each model trained with 3 seeds
 //   metric   exact match (every letter and the final <eos>) and token accuracy, by length, with
@@ -247,8 +249,9 @@ int run(const Config& options) {
 int main(int argc, char** argv) {
   Config config = examples::make_config<ReversalConfig>(
       "sequence_reversal",
-      "transformers (learned, sinusoidal, rotary positions), a recurrent seq2seq with attention and a pointer "
-      "network learn to reverse strings of a-e of up to 10 letters and are tested on other lengths");
+      "transformers (learned, sinusoidal, rotary and randomized positions), a recurrent seq2seq with attention "
+      "and two pointer networks learn to reverse strings of a-e of up to 10 letters and are tested on other "
+      "lengths");
   if (const int status = examples::parse_command_line(config, argc, argv, 1, nullptr); status >= 0) return status;
   try {
     return run(config);

@@ -130,8 +130,14 @@ ReversalModel seq2seq(const ReversalConfig& config, Generator& init) {
   return m;
 }
 
-ReversalModel pointer(const ReversalConfig& config, Generator& init) {
-  nn::PointerNetwork model{nn::PointerNetworkOptions(kVocab, config.hidden).feed_encoder_states(true).generator(&init)};
+// pointer: Vinyals et al.'s, fed encoder states; pointer_location: with location-aware attention and
+// a decoder without state across steps.
+ReversalModel pointer(const ReversalConfig& config, bool location, Generator& init) {
+  nn::PointerNetwork model{nn::PointerNetworkOptions(kVocab, config.hidden)
+                               .feed_encoder_states(true)
+                               .location_kernel(location ? config.location_kernel : 0)
+                               .recurrent_decoder(!location)
+                               .generator(&init)};
   ReversalModel m;
   m.module = model.ptr();
   m.prompt = -1;
@@ -163,9 +169,10 @@ ReversalModel pointer(const ReversalConfig& config, Generator& init) {
 
 ReversalModel build_model(const ReversalConfig& config, const std::string& name, std::uint64_t seed) {
   Generator init(seed);
-  ReversalModel m = name == "seq2seq"   ? seq2seq(config, init)
-                    : name == "pointer" ? pointer(config, init)
-                                        : transformer(config, name, init);
+  ReversalModel m = name == "seq2seq"            ? seq2seq(config, init)
+                    : name == "pointer"          ? pointer(config, false, init)
+                    : name == "pointer_location" ? pointer(config, true, init)
+                                                 : transformer(config, name, init);
   m.name = name;
   return m;
 }

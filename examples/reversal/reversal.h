@@ -43,6 +43,7 @@ struct ReversalConfig {
   std::int64_t decoder_layers = 2;
   std::int64_t ff_hidden = 256;
   std::int64_t hidden = 64;
+  std::int64_t location_kernel = 3;
   double dropout = 0.0;
   double lr = 1e-3;
   std::int64_t batch_size = 32;
@@ -68,7 +69,7 @@ struct ReversalConfig {
     f("train_length", &C::train_length, "longest training string, and the held-out strings' length");
     f("eval_lengths", &C::eval_lengths, "comma-separated lengths of the test strings (exact match by length)");
     f("models", &C::models, "model(s) to train",
-      {"all", "learned", "sinusoidal", "rotary", "randomized", "seq2seq", "pointer"});
+      {"all", "learned", "sinusoidal", "rotary", "randomized", "seq2seq", "pointer", "pointer_location"});
     f("max_len", &C::max_len, "longest sequence a transformer takes (at least the longest string + 2)");
     f("position_range", &C::position_range,
       "the randomized transformer's positions: ordered random subsets of [0, position_range)");
@@ -78,6 +79,8 @@ struct ReversalConfig {
     f("decoder_layers", &C::decoder_layers, "transformer decoder layers");
     f("ff_hidden", &C::ff_hidden, "hidden size of the transformer's feed-forward sublayers (ReLU)");
     f("hidden", &C::hidden, "hidden size of the recurrent models (LSTM)");
+    f("location_kernel", &C::location_kernel,
+      "width of pointer_location's location-aware attention (odd): how far it sees its last pointer");
     f("dropout", &C::dropout, "dropout probability");
     f("lr", &C::lr, "Adam learning rate (constant)");
     f("batch_size", &C::batch_size, "strings per step");
@@ -94,8 +97,8 @@ struct ReversalConfig {
 };
 
 // The models --models all trains, in order.
-inline const std::vector<std::string> kAllModels = {"learned",    "sinusoidal", "rotary",
-                                                    "randomized", "seq2seq",    "pointer"};
+inline const std::vector<std::string> kAllModels = {"learned", "sinusoidal", "rotary",          "randomized",
+                                                    "seq2seq", "pointer",    "pointer_location"};
 
 // The lengths of --eval_lengths, in the order given; ConfigError for anything but positive integers.
 std::vector<std::int64_t> parse_lengths(const std::string& text);
@@ -142,7 +145,8 @@ struct ReversalModel {
 // Builds model `name` with initial weights from `seed`. Transformers: pre-norm EncoderDecoder with
 // learned, sinusoidal or rotary positions, or randomized ones (sinusoidal encodings of an ordered
 // random subset of [0, position_range), drawn anew for every sequence); seq2seq: RecurrentSeq2Seq (LSTM, general
-// attention); pointer: PointerNetwork (LSTM, fed encoder states).
+// attention); pointer: PointerNetwork (LSTM, fed encoder states); pointer_location: the same with
+// location-aware attention.
 ReversalModel build_model(const ReversalConfig& config, const std::string& name, std::uint64_t seed);
 
 struct Accuracy {

@@ -1,8 +1,10 @@
 #include "tapegrad/nn/alignment.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "tapegrad/nn/init.h"
 
@@ -35,6 +37,12 @@ AlignmentAttentionImpl::AlignmentAttentionImpl(const AlignmentOptions& options) 
   if (options.score() == AlignmentScore::Dot && dq != dk)
     throw ValueError("AlignmentAttention: the dot score needs query_dim == key_dim, got " + std::to_string(dq) +
                      " and " + std::to_string(dk) + " (use the general score to compare different sizes)");
+  const std::int64_t kernel = options.location_kernel();
+  if (kernel < 0 || (kernel > 0 && kernel % 2 == 0))
+    throw ValueError("AlignmentAttention: location_kernel must be 0 (none) or odd, got " + std::to_string(kernel));
+  if (kernel > 0 && options.score() != AlignmentScore::Additive)
+    throw ValueError(std::string("AlignmentAttention: location_kernel is for the additive score, this one is ") +
+                     score_name(options.score()));
   const std::int64_t a = options.attention_dim() > 0 ? options.attention_dim() : dq;
   options_.attention_dim(a);
   Generator& gen = generator_or_default(options.generator());
@@ -59,6 +67,10 @@ AlignmentAttentionImpl::AlignmentAttentionImpl(const AlignmentOptions& options) 
     const double bound = 1.0 / std::sqrt(static_cast<double>(a));
     v_ = register_parameter("v", uniform({a}, -bound, bound, gen));
   }
+  if (kernel > 0) {
+    const double bound = 1.0 / std::sqrt(static_cast<double>(kernel));
+    location_weight_ = register_parameter("location_weight", uniform({a, kernel}, -bound, bound, gen));
+  }
 }
 
 Tensor AlignmentAttentionImpl::project_keys(const Tensor& keys) {
@@ -68,21 +80,38 @@ Tensor AlignmentAttentionImpl::project_keys(const Tensor& keys) {
   return key_proj_(keys);
 }
 
-AlignmentResult AlignmentAttentionImpl::forward(const Tensor& query, const Tensor& keys, const Tensor& padding) {
-  return attend(query, keys, Tensor(), padding);
+AlignmentResult AlignmentAttentionImpl::forward(const Tensor& query, const Tensor& keys, const Tensor& padding,
+                                                const Tensor& previous) {
+  return attend(query, keys, Tensor(), padding, previous);
 }
 
 AlignmentResult AlignmentAttentionImpl::forward_projected(const Tensor& query, const Tensor& keys,
-                                                          const Tensor& projected_keys, const Tensor& padding) {
+                                                          const Tensor& projected_keys, const Tensor& padding,
+                                                          const Tensor& previous) {
   if (!projected_keys.defined()) throw ValueError("AlignmentAttention: forward_projected needs the projected keys");
   if (options_.score() != AlignmentScore::Additive)
     throw ValueError(std::string("AlignmentAttention: forward_projected is for the additive score, this one is ") +
                      score_name(options_.score()));
-  return attend(query, keys, projected_keys, padding);
+  return attend(query, keys, projected_keys, padding, previous);
+}
+
+Tensor AlignmentAttentionImpl::location_term(const Tensor& previous) const {
+  const std::int64_t batch = previous.shape()[0], source = previous.shape()[1];
+  const std::int64_t radius = options_.location_kernel() / 2;
+  std::vector<Tensor> shifted;  // shifted[r + o][b, j] = previous[b, j + o], zero outside the source
+  for (std::int64_t o = -radius; o <= radius; ++o) {
+    const std::int64_t n = std::abs(o);
+    if (o == 0) shifted.push_back(previous);
+    else if (n >= source) shifted.push_back(zeros({batch, source}, previous.dtype()));
+    else if (o > 0)
+      shifted.push_back(concat({narrow(previous, 1, o, source - o), zeros({batch, o}, previous.dtype())}, 1));
+    else shifted.push_back(concat({zeros({batch, n}, previous.dtype()), narrow(previous, 1, 0, source - n)}, 1));
+  }
+  return matmul(stack(shifted, 2), location_weight_.mT());  // (B, S, K) (K, A)
 }
 
 AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor& keys, const Tensor& projected_keys,
-                                               const Tensor& padding) {
+                                               const Tensor& padding, const Tensor& previous) {
   const std::int64_t dq = options_.query_dim(), dk = options_.key_dim();
   if (keys.dim() != 3 || keys.shape()[2] != dk)
     throw ShapeError("AlignmentAttention: expected keys (B, S, " + std::to_string(dk) + "), got shape " +
@@ -92,8 +121,27 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
     throw ShapeError("AlignmentAttention: expected a query (" + std::to_string(batch) + ", " + std::to_string(dq) +
                      ") or (" + std::to_string(batch) + ", T, " + std::to_string(dq) + ") for keys of shape " +
                      keys.shape().str() + ", got shape " + query.shape().str());
+  if (padding.defined()) {
+    if (padding.dtype() != kBool || padding.shape() != Shape{batch, source})
+      throw ShapeError("AlignmentAttention: padding must be Bool " + Shape{batch, source}.str() + ", got " +
+                       dtype_name(padding.dtype()) + " " + padding.shape().str());
+    const std::vector<std::int64_t> pad = padding.to(kInt64).to_vector<std::int64_t>();
+    for (std::int64_t b = 0; b < batch; ++b) {
+      bool any = false;
+      for (std::int64_t s = 0; s < source && !any; ++s) any = pad[static_cast<std::size_t>(b * source + s)] == 0;
+      if (!any)
+        throw ValueError("AlignmentAttention: every source position of row " + std::to_string(b) +
+                         " is padding; nothing to attend to");
+    }
+  }
+  if (previous.defined() && !location_weight_.defined())
+    throw ValueError("AlignmentAttention: the previous alignment is for location-aware attention (location_kernel)");
+  if (previous.defined() && previous.shape() != Shape{batch, source})
+    throw ShapeError("AlignmentAttention: the previous alignment must have shape " + Shape{batch, source}.str() +
+                     ", got " + previous.shape().str());
+  constexpr double kInf = std::numeric_limits<double>::infinity();
   const Tensor q = query.dim() == 2 ? unsqueeze(query, 1) : query;  // (B, T, dq)
-  Tensor scores;                                                    // (B, T, S)
+  Tensor scores, weights;                                           // (B, T, S)
   switch (options_.score()) {
     case AlignmentScore::Dot:
       scores = matmul(q, keys.mT());
@@ -114,26 +162,32 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
       if (pk.shape() != Shape{batch, source, options_.attention_dim()})
         throw ShapeError("AlignmentAttention: projected keys must have shape " +
                          Shape{batch, source, options_.attention_dim()}.str() + ", got " + pk.shape().str());
-      scores = matmul(tanh(unsqueeze(query_proj_(q), 2) + unsqueeze(pk, 1)), v_);
+      const Tensor qp = query_proj_(q);  // (B, T, A)
+      if (!location_weight_.defined()) {
+        scores = matmul(tanh(unsqueeze(qp, 2) + unsqueeze(pk, 1)), v_);
+        break;
+      }
+      // Step by step: each step's alignment is the next one's location input.
+      Tensor prev = previous.defined() ? previous : zeros({batch, source}, keys.dtype());
+      std::vector<Tensor> step_scores, step_weights;
+      for (std::int64_t t = 0; t < q.shape()[1]; ++t) {
+        Tensor s = matmul(tanh(unsqueeze(qp.select(1, t), 1) + pk + location_term(prev)), v_);  // (B, S)
+        if (padding.defined()) s = masked_fill(s, padding, -kInf);
+        prev = softmax(s, -1);
+        step_scores.push_back(s);
+        step_weights.push_back(prev);
+      }
+      scores = stack(step_scores, 1);
+      weights = stack(step_weights, 1);
       break;
     }
   }
-  if (padding.defined()) {
-    if (padding.dtype() != kBool || padding.shape() != Shape{batch, source})
-      throw ShapeError("AlignmentAttention: padding must be Bool " + Shape{batch, source}.str() + ", got " +
-                       dtype_name(padding.dtype()) + " " + padding.shape().str());
-    const std::vector<std::int64_t> pad = padding.to(kInt64).to_vector<std::int64_t>();
-    for (std::int64_t b = 0; b < batch; ++b) {
-      bool any = false;
-      for (std::int64_t s = 0; s < source && !any; ++s) any = pad[static_cast<std::size_t>(b * source + s)] == 0;
-      if (!any)
-        throw ValueError("AlignmentAttention: every source position of row " + std::to_string(b) +
-                         " is padding; nothing to attend to");
-    }
-    scores = masked_fill(scores, unsqueeze(padding, 1), -std::numeric_limits<double>::infinity());
+  if (!weights.defined()) {
+    if (padding.defined()) scores = masked_fill(scores, unsqueeze(padding, 1), -kInf);
+    weights = softmax(scores, -1);
   }
   AlignmentResult r;
-  r.weights = softmax(scores, -1);
+  r.weights = weights;
   r.context = matmul(r.weights, keys);
   r.scores = scores;
   if (query.dim() == 2) {

@@ -90,9 +90,10 @@ RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& option
     if (options.cell() == RecurrentMode::Lstm)
       bridge_c_ = register_module("bridge_c", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
   }
-  attention_ = register_module(
-      "attention",
-      AlignmentAttention(AlignmentOptions(hidden, directions * hidden).score(options.score()).generator(&gen)));
+  attention_ = register_module("attention", AlignmentAttention(AlignmentOptions(hidden, directions * hidden)
+                                                                   .score(options.score())
+                                                                   .location_kernel(options.location_kernel())
+                                                                   .generator(&gen)));
   combine_ = register_module("combine",
                              Linear(LinearOptions(directions * hidden + hidden, hidden).bias(false).generator(&gen)));
   output_ = register_module("output", Linear(LinearOptions(hidden, options.target_vocab()).generator(&gen)));
@@ -113,14 +114,15 @@ EncodedSource RecurrentSeq2SeqImpl::encode(const Tensor& source, const Tensor& l
 }
 
 DecoderSteps RecurrentSeq2SeqImpl::decode(const Tensor& target_in, const EncodedSource& source,
-                                          const RecurrentState& state) {
+                                          const RecurrentState& state, const Tensor& previous_attention) {
   if (target_in.dim() != 2 || target_in.dtype() != kInt64 || target_in.shape()[0] != source.memory.shape()[0])
     throw ShapeError("RecurrentSeq2Seq: expected Int64 target tokens (" + std::to_string(source.memory.shape()[0]) +
                      ", T), got " + dtype_name(target_in.dtype()) + " " + target_in.shape().str());
   const double p = is_training() ? options_.dropout() : 0.0;
   const Tensor embedded = dropout(target_embedding_(target_in), p, p > 0.0, dropout_gen_);
   const RecurrentOutput r = decoder_->forward(embedded, state);  // (B, T, H)
-  const AlignmentResult a = attention_(r.output, source.memory, source.padding);
+  const AlignmentResult a = attention_(r.output, source.memory, source.padding,
+                                       options_.location_kernel() > 0 ? previous_attention : Tensor());
   const Tensor attentional = dropout(tanh(combine_(concat({a.context, r.output}, 2))), p, p > 0.0, dropout_gen_);
   return {output_(attentional), a.weights, r.state};
 }
@@ -154,9 +156,10 @@ PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : o
     if (options.cell() == RecurrentMode::Lstm)
       bridge_c_ = register_module("bridge_c", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
   }
-  attention_ = register_module(
-      "attention", AlignmentAttention(
-                       AlignmentOptions(hidden, directions * hidden).score(AlignmentScore::Additive).generator(&gen)));
+  attention_ = register_module("attention", AlignmentAttention(AlignmentOptions(hidden, directions * hidden)
+                                                                   .score(AlignmentScore::Additive)
+                                                                   .location_kernel(options.location_kernel())
+                                                                   .generator(&gen)));
   start_ = register_parameter("start", uniform({decoder_in}, -1.0, 1.0, gen));
 }
 
@@ -173,7 +176,7 @@ EncodedSource PointerNetworkImpl::encode(const Tensor& source, const Tensor& len
 }
 
 DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSource& source,
-                                        const RecurrentState& state) {
+                                        const RecurrentState& state, const Tensor& previous_attention) {
   const std::int64_t batch = source.memory.shape()[0], steps = source.memory.shape()[1];
   if (previous.dim() != 2 || previous.dtype() != kInt64 || previous.shape()[0] != batch)
     throw ShapeError("PointerNetwork: expected Int64 previous positions (" + std::to_string(batch) + ", T), got " +
@@ -194,9 +197,17 @@ DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSou
       options_.feed_encoder_states() ? concat({source.embedded, source.memory}, 2) : source.embedded;
   const Tensor table = concat({elements.reshape({batch * steps, -1}), unsqueeze(start_, 0)}, 0);
   const Tensor inputs = index_select(table, 0, from_vector(rows, {batch * t})).reshape({batch, t, -1});
-  const RecurrentOutput r = decoder_->forward(inputs, state);
+  RecurrentOutput r;
+  if (options_.recurrent_decoder()) {
+    r = decoder_->forward(inputs, state);
+  } else {
+    // Every step alone, from a zero state: a query from the step's input only.
+    r.output = decoder_->forward(inputs.reshape({batch * t, 1, -1})).output.reshape({batch, t, -1});
+    r.state = state;
+  }
   const AlignmentResult a =
-      attention_->forward_projected(r.output, source.memory, source.projected_keys, source.padding);
+      attention_->forward_projected(r.output, source.memory, source.projected_keys, source.padding,
+                                    options_.location_kernel() > 0 ? previous_attention : Tensor());
   return {a.scores, a.weights, r.state};
 }
 
@@ -234,6 +245,7 @@ Tensor RecurrentDecoderBase::start(const Tensor& prompt) {
   NoGradGuard no_grad;
   const Tensor rows = detail::source_rows(name_, prompt.shape()[0], source_.shape()[0]);
   encoded_ = select_rows(encode(source_, lengths_), rows);
+  attention_ = Tensor();
   return advance(prompt, encoded_.state);
 }
 
@@ -243,7 +255,7 @@ Tensor RecurrentDecoderBase::step(const Tensor& tokens) {
 }
 
 Tensor RecurrentDecoderBase::advance(const Tensor& tokens, const RecurrentState& from) {
-  const DecoderSteps r = decode(tokens, encoded_, from);
+  const DecoderSteps r = decode(tokens, encoded_, from, attention_);
   state_ = r.state;
   attention_ = r.weights.select(1, -1);
   return r.logits.select(1, -1);
@@ -261,8 +273,8 @@ EncodedSource RecurrentSeq2SeqDecoder::encode(const Tensor& source, const Tensor
 }
 
 DecoderSteps RecurrentSeq2SeqDecoder::decode(const Tensor& tokens, const EncodedSource& source,
-                                             const RecurrentState& state) {
-  return model_->decode(tokens, source, state);
+                                             const RecurrentState& state, const Tensor& previous_attention) {
+  return model_->decode(tokens, source, state, previous_attention);
 }
 
 EncodedSource PointerNetworkDecoder::encode(const Tensor& source, const Tensor& lengths) {
@@ -271,8 +283,8 @@ EncodedSource PointerNetworkDecoder::encode(const Tensor& source, const Tensor& 
 }
 
 DecoderSteps PointerNetworkDecoder::decode(const Tensor& tokens, const EncodedSource& source,
-                                           const RecurrentState& state) {
-  return model_->decode(tokens, source, state);
+                                           const RecurrentState& state, const Tensor& previous_attention) {
+  return model_->decode(tokens, source, state, previous_attention);
 }
 
 }  // namespace tapegrad::nn

@@ -11,7 +11,9 @@
 // PointerNetwork (Vinyals et al. 2015): the same encoder; the decoder's input at each step is the
 // embedding of the source element chosen at the step before (a learned "start" vector first),
 // and its output is the additive attention's distribution over source positions: a pointer.
-// Positions are the tokens it emits; -1 stands for "start".
+// Positions are the tokens it emits; -1 stands for "start". With location-aware attention and a
+// decoder without state across steps (location_kernel, recurrent_decoder(false)) a pointer learns
+// moves ("the position left of the last one") that carry over to inputs longer than any it saw.
 //
 //   nn::RecurrentSeq2Seq model{nn::RecurrentSeq2SeqOptions(8, 8, 64)};
 //   Tensor logits = model(src, tgt_in, src_lengths);        // (B, T) tokens -> (B, T, V)
@@ -66,6 +68,8 @@ struct RecurrentSeq2SeqOptions {
   TAPEGRAD_ARG(std::int64_t, num_layers) = 1;
   TAPEGRAD_ARG(bool, bidirectional_encoder) = true;
   TAPEGRAD_ARG(AlignmentScore, score) = AlignmentScore::General;
+  // Location-aware attention (alignment.h) of this width; needs the additive score. 0: none.
+  TAPEGRAD_ARG(std::int64_t, location_kernel) = 0;
   // Dropout on the embeddings, between recurrent layers and on the attentional state, in training.
   TAPEGRAD_ARG(double, dropout) = 0.0;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights and the dropout generator's seed
@@ -76,8 +80,10 @@ class RecurrentSeq2SeqImpl : public Module {
   explicit RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& options);
   // source: Int64 (B, S); lengths: Int64 (B) in [1, S], or undefined for S.
   EncodedSource encode(const Tensor& source, const Tensor& lengths = Tensor());
-  // target_in: Int64 (B, T), from state (the encoder's, or the last call's).
-  DecoderSteps decode(const Tensor& target_in, const EncodedSource& source, const RecurrentState& state);
+  // target_in: Int64 (B, T), from state (the encoder's, or the last call's). previous_attention:
+  // the last call's last attention (B, S), for location-aware attention; undefined at the start.
+  DecoderSteps decode(const Tensor& target_in, const EncodedSource& source, const RecurrentState& state,
+                      const Tensor& previous_attention = Tensor());
   // Teacher forcing: the logits (B, T, V) of every target position.
   Tensor forward(const Tensor& source, const Tensor& target_in, const Tensor& lengths = Tensor());
 
@@ -106,6 +112,14 @@ struct PointerNetworkOptions {
   // The decoder's input is the chosen element's embedding and, with this, the encoder's state at
   // its position too ([embedding; memory]), so the decoder sees where it pointed, not only what.
   TAPEGRAD_ARG(bool, feed_encoder_states) = false;
+  // Location-aware attention (alignment.h) of this width: the pointer sees where it pointed the
+  // step before, and can learn moves that hold at any length. 0: none.
+  TAPEGRAD_ARG(std::int64_t, location_kernel) = 0;
+  // false: the decoder keeps no state from step to step; each step's query is the decoder cell run
+  // on that step's input alone, from zeros. The pointer then depends on what it read and (with
+  // location_kernel) where it pointed, never on how many steps it has taken, so what it learned
+  // on short inputs holds on longer ones. The state passed to decode comes back unchanged.
+  TAPEGRAD_ARG(bool, recurrent_decoder) = true;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
@@ -114,8 +128,10 @@ class PointerNetworkImpl : public Module {
   explicit PointerNetworkImpl(const PointerNetworkOptions& options);
   EncodedSource encode(const Tensor& source, const Tensor& lengths = Tensor());
   // previous: Int64 (B, T), the position chosen before each step (-1: start). Returns the masked
-  // scores over source positions (log_softmax: the pointer's log-probabilities).
-  DecoderSteps decode(const Tensor& previous, const EncodedSource& source, const RecurrentState& state);
+  // scores over source positions (log_softmax: the pointer's log-probabilities). previous_attention
+  // as RecurrentSeq2Seq's.
+  DecoderSteps decode(const Tensor& previous, const EncodedSource& source, const RecurrentState& state,
+                      const Tensor& previous_attention = Tensor());
   // Teacher forcing: scores (B, T, S) for target positions Int64 (B, T) in [0, S).
   Tensor forward(const Tensor& source, const Tensor& target_positions, const Tensor& lengths = Tensor());
 
@@ -150,7 +166,8 @@ class RecurrentDecoderBase : public Decoder {
       : name_(name), source_(std::move(source)), lengths_(std::move(lengths)) {}
   // The model in eval mode, its encoding of the sources (B items).
   virtual EncodedSource encode(const Tensor& source, const Tensor& lengths) = 0;
-  virtual DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state) = 0;
+  virtual DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state,
+                              const Tensor& previous_attention) = 0;
 
  private:
   // Runs decode from state_ and keeps its state and last attention; the last step's logits.
@@ -171,7 +188,8 @@ class RecurrentSeq2SeqDecoder : public RecurrentDecoderBase {
 
  protected:
   EncodedSource encode(const Tensor& source, const Tensor& lengths) override;
-  DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state) override;
+  DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state,
+                      const Tensor& previous_attention) override;
 
  private:
   RecurrentSeq2Seq model_;
@@ -185,7 +203,8 @@ class PointerNetworkDecoder : public RecurrentDecoderBase {
 
  protected:
   EncodedSource encode(const Tensor& source, const Tensor& lengths) override;
-  DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state) override;
+  DecoderSteps decode(const Tensor& tokens, const EncodedSource& source, const RecurrentState& state,
+                      const Tensor& previous_attention) override;
 
  private:
   PointerNetwork model_;
