@@ -30,7 +30,93 @@ double coverage_penalty(const std::vector<double>& coverage, const std::vector<s
   return beta * total;
 }
 
+// Keeps, in each row of probs (rows of `vocab`), the smallest set of most likely tokens whose
+// probability reaches top_p (ties broken by token id), zeroes the rest and renormalises.
+void keep_nucleus(std::vector<double>& probs, std::size_t vocab, double top_p) {
+  std::vector<std::size_t> order(vocab);
+  for (std::size_t row = 0; row * vocab < probs.size(); ++row) {
+    double* p = probs.data() + row * vocab;
+    for (std::size_t v = 0; v < vocab; ++v) order[v] = v;
+    std::stable_sort(order.begin(), order.end(), [p](std::size_t a, std::size_t b) { return p[a] > p[b]; });
+    double mass = 0.0;
+    std::size_t kept = 0;
+    while (kept < vocab && (kept == 0 || mass < top_p)) mass += p[order[kept++]];
+    for (std::size_t i = kept; i < vocab; ++i) p[order[i]] = 0.0;
+    for (std::size_t v = 0; v < vocab; ++v) p[v] /= mass;
+  }
+}
+
 }  // namespace
+
+std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOptions& options, Generator& gen,
+                                        const char* op) {
+  detail::check_generation_options(options, op);
+  if (logits.dim() != 2 || logits.shape()[1] == 0)
+    throw ShapeError(std::string(op) + ": expected logits (R, V) with V >= 1, got shape " + logits.shape().str());
+  NoGradGuard no_grad;
+  const Tensor last = logits.to(kFloat64);
+  if (options.temperature == 0.0) return argmax(last, -1).to_vector<std::int64_t>();
+  const std::int64_t vocab_size = last.shape()[1];
+  Tensor scaled = last / options.temperature;
+  if (options.top_k > 0 && options.top_k < vocab_size) {
+    Tensor threshold = topk(scaled, options.top_k, -1).first.narrow(1, options.top_k - 1, 1);  // (R, 1)
+    scaled = masked_fill(scaled, lt(scaled, threshold), kNegInf);
+  }
+  std::vector<double> probs = softmax(scaled, -1).to_vector<double>();
+  const std::size_t vocab = static_cast<std::size_t>(vocab_size);
+  if (options.top_p < 1.0) keep_nucleus(probs, vocab, options.top_p);
+  std::vector<std::int64_t> next(static_cast<std::size_t>(last.shape()[0]));
+  for (std::size_t b = 0; b < next.size(); ++b) {
+    // Inverse-CDF sampling; the last token with non-zero probability absorbs rounding.
+    double u = gen.uniform();
+    std::size_t chosen = vocab - 1;
+    while (chosen > 0 && probs[b * vocab + chosen] == 0.0) --chosen;
+    for (std::size_t v = 0; v < vocab; ++v) {
+      u -= probs[b * vocab + v];
+      if (u < 0) {
+        chosen = v;
+        break;
+      }
+    }
+    next[b] = static_cast<std::int64_t>(chosen);
+  }
+  return next;
+}
+
+Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
+  if (prompt.dim() != 2 || prompt.dtype() != kInt64 || prompt.shape()[1] == 0)
+    throw ShapeError(std::string("generate: expected an Int64 prompt (R, T) with T >= 1, got ") +
+                     dtype_name(prompt.dtype()) + " " + prompt.shape().str());
+  if (options.max_new_tokens < 0)
+    throw ValueError("generate: max_new_tokens must be non-negative, got " + std::to_string(options.max_new_tokens));
+  if (options.sliding_window)
+    throw ValueError(
+        "generate: sliding_window is LanguageModel::generate's (it recomputes the model over a window); a Decoder "
+        "continues from its own state");
+  detail::check_generation_options(options, "generate");
+  NoGradGuard no_grad;
+  const std::int64_t rows = prompt.shape()[0];
+  Tensor sequence = prompt;
+  if (options.max_new_tokens == 0) return sequence;
+  Tensor logits = decoder.start(prompt);
+  std::vector<bool> finished(static_cast<std::size_t>(rows), false);
+  for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
+    std::vector<std::int64_t> next = choose_tokens(logits, options, gen, "generate");
+    bool all_done = options.eos_token.has_value();
+    for (std::size_t r = 0; r < next.size(); ++r) {
+      if (options.eos_token) {
+        if (finished[r]) next[r] = *options.eos_token;
+        finished[r] = finished[r] || next[r] == *options.eos_token;
+      }
+      all_done = all_done && finished[r];
+    }
+    const Tensor tokens = from_vector(next, {rows, 1});
+    sequence = concat({sequence, tokens}, 1);
+    if (all_done || step + 1 == options.max_new_tokens) break;
+    logits = decoder.step(tokens);
+  }
+  return sequence;
+}
 
 Tensor LanguageModelDecoder::start(const Tensor& prompt) {
   cache_ = LanguageModelCache();
@@ -51,6 +137,14 @@ Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources)
   std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) index[static_cast<std::size_t>(r)] = r / per;
   return from_vector(index, {rows});
+}
+
+void check_generation_options(const GenerationOptions& options, const char* op) {
+  if (options.temperature < 0 || options.top_k < 0)
+    throw ValueError(std::string(op) + ": temperature and top_k must be non-negative, got " +
+                     std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
+  if (!(options.top_p > 0.0 && options.top_p <= 1.0))
+    throw ValueError(std::string(op) + ": top_p must be in (0, 1], got " + std::to_string(options.top_p));
 }
 
 }  // namespace detail

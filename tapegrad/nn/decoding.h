@@ -1,7 +1,7 @@
 #pragma once
 // Beam search for autoregressive models, written against a small interface (Decoder) so that any
 // model with a step function and a reorderable state can use it; LanguageModelDecoder adapts
-// nn::LanguageModel and its cache.
+// nn::LanguageModel and its cache. generate (greedy and sampling) runs over the same interface.
 //
 //   nn::LanguageModelDecoder decoder(lm);
 //   nn::BeamSearchOptions o;  o.beam_size = 4;  o.max_new_tokens = 40;  o.eos_token = 10;  o.length_penalty = 0.6;
@@ -85,6 +85,8 @@ namespace detail {
 // equal number of times, item-major: Int64 (rows), row r -> r / (rows / sources). ShapeError
 // naming the decoder otherwise.
 Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources);
+// choose_tokens' checks of temperature, top_k and top_p: ValueError naming op.
+void check_generation_options(const GenerationOptions& options, const char* op);
 }  // namespace detail
 
 struct BeamSearchOptions {
@@ -109,6 +111,25 @@ struct Hypothesis {
   double score = 0.0;                // log_prob / lp(tokens.size()) + the coverage penalty
   bool finished = false;             // ended with the end token (else it reached max_new_tokens)
 };
+
+// Greedy decoding and sampling through any Decoder: each row of prompt (Int64 (R, T0)) continued
+// one token at a time, the token chosen from the last logits as choose_tokens does. Returns
+// (R, T0 + n), n <= max_new_tokens: n stops early only when every row has emitted eos_token, and
+// a row that ended is continued with eos_token. Under no-grad. ValueError as choose_tokens, and for
+// sliding_window (which only LanguageModel::generate offers).
+//
+//   nn::GenerationOptions o;  o.temperature = 0.8;  o.top_p = 0.9;  o.max_new_tokens = 20;  o.eos_token = kEos;
+//   nn::RecurrentSeq2SeqDecoder decoder(model, src);
+//   Tensor out = nn::generate(decoder, full({B, 1}, kSos, kInt64), o, gen);
+Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen);
+
+// The next token of every row of logits (R, V): the argmax when temperature is 0; otherwise one
+// draw per row (one gen.uniform() each, rows in order) from softmax(logits / temperature), kept to
+// the top_k most likely tokens when top_k > 0 and then to the smallest set of most likely tokens
+// whose probability reaches top_p (ties by token id). ValueError naming `op` for a negative
+// temperature or top_k, or top_p outside (0, 1].
+std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOptions& options, Generator& gen,
+                                        const char* op = "choose_tokens");
 
 // GNMT's length penalty ((5 + length) / 6)^alpha.
 double gnmt_length_penalty(std::int64_t length, double alpha);

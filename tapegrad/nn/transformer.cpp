@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "tapegrad/nn/decoding.h"
+
 namespace tapegrad::nn {
 
 namespace {
@@ -304,35 +306,11 @@ Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cach
   return head_(norm_(h));  // (B, T, vocab)
 }
 
-namespace {
-
-// Keeps, in each row of probs (rows of `vocab`), the smallest set of most likely tokens whose
-// probability reaches top_p (ties broken by token id), zeroes the rest and renormalises.
-void keep_nucleus(std::vector<double>& probs, std::size_t vocab, double top_p) {
-  std::vector<std::size_t> order(vocab);
-  for (std::size_t row = 0; row * vocab < probs.size(); ++row) {
-    double* p = probs.data() + row * vocab;
-    for (std::size_t v = 0; v < vocab; ++v) order[v] = v;
-    std::stable_sort(order.begin(), order.end(), [p](std::size_t a, std::size_t b) { return p[a] > p[b]; });
-    double mass = 0.0;
-    std::size_t kept = 0;
-    while (kept < vocab && (kept == 0 || mass < top_p)) mass += p[order[kept++]];
-    for (std::size_t i = kept; i < vocab; ++i) p[order[i]] = 0.0;
-    for (std::size_t v = 0; v < vocab; ++v) p[v] /= mass;
-  }
-}
-
-}  // namespace
-
 Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.shape()[1] == 0)
     throw ShapeError("LanguageModel::generate: expected a prompt (B, T) with T >= 1, got shape " +
                      prompt.shape().str());
-  if (options.temperature < 0 || options.top_k < 0)
-    throw ValueError("LanguageModel::generate: temperature and top_k must be non-negative, got " +
-                     std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
-  if (!(options.top_p > 0.0 && options.top_p <= 1.0))
-    throw ValueError("LanguageModel::generate: top_p must be in (0, 1], got " + std::to_string(options.top_p));
+  detail::check_generation_options(options, "LanguageModel::generate");
   const std::int64_t max_len = options_.max_len();
   if (!options.sliding_window && prompt.shape()[1] + options.max_new_tokens > max_len)
     throw ValueError("LanguageModel::generate: prompt length " + std::to_string(prompt.shape()[1]) + " plus " +
@@ -352,34 +330,7 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
   Tensor logits = forward(window(prompt), &cache);  // (B, T0, V)
   std::vector<bool> finished(static_cast<std::size_t>(batch), false);
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
-    Tensor last = logits.select(1, -1).to(kFloat64);  // (B, V)
-    std::vector<std::int64_t> next(static_cast<std::size_t>(batch));
-    if (options.temperature == 0.0) {
-      next = argmax(last, -1).to_vector<std::int64_t>();
-    } else {
-      Tensor scaled = last / options.temperature;
-      if (options.top_k > 0 && options.top_k < options_.vocab_size()) {
-        Tensor threshold = topk(scaled, options.top_k, -1).first.narrow(1, options.top_k - 1, 1);  // (B, 1)
-        scaled = masked_fill(scaled, lt(scaled, threshold), -INFINITY);
-      }
-      std::vector<double> probs = softmax(scaled, -1).to_vector<double>();
-      const std::size_t vocab = static_cast<std::size_t>(options_.vocab_size());
-      if (options.top_p < 1.0) keep_nucleus(probs, vocab, options.top_p);
-      for (std::size_t b = 0; b < next.size(); ++b) {
-        // Inverse-CDF sampling; the last token with non-zero probability absorbs rounding.
-        double u = gen.uniform();
-        std::size_t chosen = vocab - 1;
-        while (chosen > 0 && probs[b * vocab + chosen] == 0.0) --chosen;
-        for (std::size_t v = 0; v < vocab; ++v) {
-          u -= probs[b * vocab + v];
-          if (u < 0) {
-            chosen = v;
-            break;
-          }
-        }
-        next[b] = static_cast<std::int64_t>(chosen);
-      }
-    }
+    std::vector<std::int64_t> next = choose_tokens(logits.select(1, -1), options, gen, "LanguageModel::generate");
     if (options.eos_token) {
       for (std::size_t b = 0; b < next.size(); ++b) {
         if (finished[b]) next[b] = *options.eos_token;
