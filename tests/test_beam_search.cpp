@@ -230,3 +230,63 @@ TEST_CASE(
     }
   }
 }
+
+TEST_CASE(
+    "EncoderDecoderDecoder reports its last layer's cross-attention, and beam search takes the coverage penalty") {
+  Generator gen(22);
+  nn::EncoderDecoder model{nn::EncoderDecoderOptions()
+                               .src_vocab(6)
+                               .tgt_vocab(6)
+                               .max_len(12)
+                               .encoder_layers(1)
+                               .decoder_layers(2)
+                               .layer(nn::TransformerLayerOptions(8, 2).dim_feedforward(16).dropout(0.0))
+                               .generator(&gen)};
+  const Tensor src = randint(2, 6, {2, 5}, gen);
+  const Tensor pad =
+      from_vector(std::vector<bool>{false, false, false, false, false, false, false, false, true, true}, {2, 5});
+  // The decoder's attention after each step equals the last layer's head-averaged cross-attention
+  // of a full, uncached decode at the newest position.
+  nn::EncoderDecoderDecoder decoder(model, src, pad);
+  decoder.report_attention();
+  const Tensor tokens = tensor({{0, 3, 4}, {0, 5, 2}}, kInt64);
+  NoGradGuard no_grad;
+  decoder.start(tokens.narrow(1, 0, 1).contiguous());
+  for (std::int64_t t = 0; t < 3; ++t) {
+    CAPTURE(t);
+    if (t > 0) decoder.step(tokens.narrow(1, t, 1).contiguous());
+    const nn::DecoderResult full =
+        model->decode(tokens.narrow(1, 0, t + 1).contiguous(), model->encode(src, pad), {},
+                      nn::AttentionForwardOptions().key_padding_mask(pad).need_weights(true));
+    const Tensor expected = full.cross_weights.back().mean({1}).select(1, -1);  // (2, S)
+    CHECK((decoder.attention() - expected).abs().max().item<double>() < 1e-5);
+    CHECK(decoder.attention().at({1, 3}) == 0.0);  // padding
+  }
+  // The coverage penalty is beta * sum log min(coverage, 1) of the best hypothesis' attention.
+  nn::BeamSearchOptions o;
+  o.beam_size = 3;
+  o.max_new_tokens = 4;
+  o.coverage_penalty = 0.4;
+  nn::EncoderDecoderDecoder with_attention(model, src, pad);
+  with_attention.report_attention();
+  const auto out = nn::beam_search(with_attention, zeros({2, 1}, kInt64), o);
+  for (std::int64_t i = 0; i < 2; ++i) {
+    const nn::Hypothesis& best = out[static_cast<std::size_t>(i)][0];
+    std::vector<std::int64_t> in{0};
+    in.insert(in.end(), best.tokens.begin(), best.tokens.end() - 1);
+    const Tensor one_src = src.narrow(0, i, 1).contiguous(), one_pad = pad.narrow(0, i, 1).contiguous();
+    const nn::DecoderResult r =
+        model->decode(from_vector(in, {1, 4}), model->encode(one_src, one_pad), {},
+                      nn::AttentionForwardOptions().key_padding_mask(one_pad).need_weights(true));
+    const std::vector<double> coverage =
+        r.cross_weights.back().mean({1}).select(0, 0).to(kFloat64).sum({0}).to_vector<double>();
+    double cp = 0;
+    for (std::size_t s = 0; s < coverage.size(); ++s)
+      if (!(i == 1 && s >= 3)) cp += std::log(std::min(coverage[s], 1.0));
+    CHECK(best.score == doctest::Approx(best.log_prob + 0.4 * cp).epsilon(1e-4));
+  }
+  nn::EncoderDecoderDecoder silent(model, src, pad);
+  CHECK_THROWS_WITH_AS(
+      nn::beam_search(silent, zeros({2, 1}, kInt64), o),
+      "beam_search: the coverage penalty needs the decoder's attention (6, S); this decoder gives none", ValueError);
+}

@@ -165,14 +165,18 @@ Tensor EncoderDecoderDecoder::start(const Tensor& prompt) {
 
 Tensor EncoderDecoderDecoder::step(const Tensor& tokens) {
   NoGradGuard no_grad;
-  const AttentionForwardOptions cross = AttentionForwardOptions().key_padding_mask(row_padding_);
-  return model_->decode(tokens, memory_, {}, cross, &cache_).output.select(1, -1);
+  const AttentionForwardOptions cross =
+      AttentionForwardOptions().key_padding_mask(row_padding_).need_weights(report_attention_);
+  const DecoderResult out = model_->decode(tokens, memory_, {}, cross, &cache_);
+  if (report_attention_) attention_ = out.cross_weights.back().mean({1}).select(1, -1);  // (R, H, T, S) -> (R, S)
+  return out.output.select(1, -1);
 }
 
 void EncoderDecoderDecoder::reorder(const Tensor& rows) {
   cache_.reorder(rows);
   memory_ = index_select(memory_, 0, rows);
   if (row_padding_.defined()) row_padding_ = index_select(row_padding_, 0, rows);
+  if (attention_.defined()) attention_ = index_select(attention_, 0, rows);
 }
 
 double gnmt_length_penalty(std::int64_t length, double alpha) {

@@ -71,12 +71,22 @@ class EncoderDecoderDecoder : public Decoder {
   Tensor start(const Tensor& prompt) override;
   Tensor step(const Tensor& tokens) override;
   void reorder(const Tensor& rows) override;
+  // For beam search's coverage penalty: with this on, attention() is the last decoder layer's
+  // cross-attention at the newest position, averaged over heads (R, S). Off by default: asking
+  // for the weights makes every step's cross-attention materialise them.
+  EncoderDecoderDecoder& report_attention(bool on = true) {
+    report_attention_ = on;
+    return *this;
+  }
+  Tensor attention() const override { return attention_; }
+  Tensor source_padding() const override { return row_padding_; }
 
  private:
   EncoderDecoder model_;
   Tensor source_, padding_;
   std::int64_t target_length_;
-  Tensor memory_, row_padding_;
+  bool report_attention_ = false;
+  Tensor memory_, row_padding_, attention_;
   DecoderCache cache_;
 };
 
