@@ -50,8 +50,18 @@ Tensor bridge(const Tensor& final_state, const Linear& map, std::int64_t layers)
   return tanh(map(concat({per_layer.select(1, 0), per_layer.select(1, 1)}, 2)));  // (L, B, 2H) -> (L, B, H)
 }
 
-RecurrentOptions encoder_options(std::int64_t embed, std::int64_t hidden, std::int64_t layers, bool bidirectional,
-                                 double dropout, Generator& gen) {
+// The decoder's initial state from the encoder's final state, h and (LSTM) c each through bridge.
+RecurrentState bridge_state(const RecurrentState& final_state, const Linear& bridge_h, const Linear& bridge_c,
+                            std::int64_t layers) {
+  RecurrentState state;
+  state.h = bridge(final_state.h, bridge_h, layers);
+  if (final_state.c.defined()) state.c = bridge(final_state.c, bridge_c, layers);
+  return state;
+}
+
+// A batch-first recurrent stack (the encoder, or with bidirectional false the decoder).
+RecurrentOptions recurrent_options(std::int64_t embed, std::int64_t hidden, std::int64_t layers, bool bidirectional,
+                                   double dropout, Generator& gen) {
   return RecurrentOptions(embed, hidden)
       .num_layers(layers)
       .bidirectional(bidirectional)
@@ -80,11 +90,11 @@ RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& option
       register_module("target_embedding", Embedding(EmbeddingOptions(options.target_vocab(), embed).generator(&gen)));
   encoder_ = register_module(
       "encoder",
-      make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(),
-                                                     options.bidirectional_encoder(), options.dropout(), gen)));
+      make_recurrent(options.cell(), recurrent_options(embed, hidden, options.num_layers(),
+                                                       options.bidirectional_encoder(), options.dropout(), gen)));
   decoder_ = register_module(
       "decoder", make_recurrent(options.cell(),
-                                encoder_options(embed, hidden, options.num_layers(), false, options.dropout(), gen)));
+                                recurrent_options(embed, hidden, options.num_layers(), false, options.dropout(), gen)));
   if (directions == 2) {
     bridge_h_ = register_module("bridge_h", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
     if (options.cell() == RecurrentMode::Lstm)
@@ -108,8 +118,7 @@ EncodedSource RecurrentSeq2SeqImpl::encode(const Tensor& source, const Tensor& l
   const Tensor embedded = dropout(source_embedding_(source), p, p > 0.0, dropout_gen_);
   const RecurrentOutput r = encoder_->forward(embedded, RecurrentState(), lengths);
   enc.memory = r.output;
-  enc.state.h = bridge(r.state.h, bridge_h_, options_.num_layers());
-  if (r.state.c.defined()) enc.state.c = bridge(r.state.c, bridge_c_, options_.num_layers());
+  enc.state = bridge_state(r.state, bridge_h_, bridge_c_, options_.num_layers());
   return enc;
 }
 
@@ -145,12 +154,12 @@ PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : o
   const std::int64_t directions = options.bidirectional_encoder() ? 2 : 1;
   embedding_ = register_module("embedding", Embedding(EmbeddingOptions(options.input_vocab(), embed).generator(&gen)));
   encoder_ = register_module(
-      "encoder", make_recurrent(options.cell(), encoder_options(embed, hidden, options.num_layers(),
-                                                                options.bidirectional_encoder(), 0.0, gen)));
+      "encoder", make_recurrent(options.cell(), recurrent_options(embed, hidden, options.num_layers(),
+                                                                  options.bidirectional_encoder(), 0.0, gen)));
   const std::int64_t decoder_in = embed + (options.feed_encoder_states() ? directions * hidden : 0);
   decoder_ = register_module(
       "decoder",
-      make_recurrent(options.cell(), encoder_options(decoder_in, hidden, options.num_layers(), false, 0.0, gen)));
+      make_recurrent(options.cell(), recurrent_options(decoder_in, hidden, options.num_layers(), false, 0.0, gen)));
   if (directions == 2) {
     bridge_h_ = register_module("bridge_h", Linear(LinearOptions(2 * hidden, hidden).generator(&gen)));
     if (options.cell() == RecurrentMode::Lstm)
@@ -170,8 +179,7 @@ EncodedSource PointerNetworkImpl::encode(const Tensor& source, const Tensor& len
   const RecurrentOutput r = encoder_->forward(enc.embedded, RecurrentState(), lengths);
   enc.memory = r.output;
   enc.projected_keys = attention_->project_keys(enc.memory);
-  enc.state.h = bridge(r.state.h, bridge_h_, options_.num_layers());
-  if (r.state.c.defined()) enc.state.c = bridge(r.state.c, bridge_c_, options_.num_layers());
+  enc.state = bridge_state(r.state, bridge_h_, bridge_c_, options_.num_layers());
   return enc;
 }
 
