@@ -110,3 +110,52 @@ TEST_CASE("multinomial: errors name the row and the value") {
   CHECK_THROWS_AS(multinomial(from_vector(std::vector<std::int64_t>{1, 2}, {2}), 1, true, gen), TypeError);
   CHECK_THROWS_AS(multinomial(from_vector(std::vector<double>{1.0, NAN}, {2}), 1, true, gen), ValueError);
 }
+
+TEST_CASE("AliasTable: frequencies match the normalised weights, zero weights are never drawn") {
+  // A word2vec-like noise distribution: Zipf counts to the power 0.75, with two words of count 0.
+  std::vector<double> weights;
+  for (int i = 0; i < 1000; ++i) weights.push_back(i == 3 || i == 500 ? 0.0 : std::pow(1e5 / (i + 1.0), 0.75));
+  const AliasTable table(weights);
+  double total = 0.0;
+  for (double w : weights) total += w;
+  CHECK(table.size() == 1000);
+  for (int i : {0, 1, 3, 999})
+    CHECK(table.probability(i) == doctest::Approx(weights[static_cast<std::size_t>(i)] / total).epsilon(1e-12));
+  Generator gen(11);
+  const std::int64_t n = 400000;
+  const std::vector<std::int64_t> draws = table.sample({n}, gen).to_vector<std::int64_t>();
+  const std::vector<double> f = frequencies(draws, 1000);
+  double tv = 0.0;  // total variation distance
+  for (std::size_t i = 0; i < 1000; ++i) {
+    const double p = weights[i] / total;
+    tv += 0.5 * std::abs(f[i] - p);
+    if (p == 0.0) {
+      CHECK(f[i] == 0.0);
+    } else if (i < 20) {  // the frequent words, one by one
+      CAPTURE(i);
+      CHECK(std::abs(f[i] - p) < 5 * std::sqrt(p * (1 - p) / static_cast<double>(n)));
+    }
+  }
+  // Expected TV of an exact sampler at this n is about 0.02; a table built wrong is far off.
+  CHECK(tv < 0.03);
+}
+
+TEST_CASE("AliasTable: the same seed gives the same draws, shapes are kept, one category is always drawn") {
+  const AliasTable table(from_vector(std::vector<float>{1, 2, 3, 4}, {4}));
+  Generator a(3), b(3);
+  const Tensor x = table.sample({2, 5}, a), y = table.sample({2, 5}, b);
+  CHECK(x.shape() == Shape{2, 5});
+  CHECK(x.dtype() == kInt64);
+  CHECK(x.to_vector<std::int64_t>() == y.to_vector<std::int64_t>());
+  const AliasTable one(std::vector<double>{0.0, 0.0, 7.0});
+  for (int i = 0; i < 100; ++i) CHECK(one.sample(a) == 2);
+}
+
+TEST_CASE("AliasTable: bad weights are refused with the value") {
+  CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{}), "AliasTable: no categories", ValueError);
+  CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{1.0, -2.0}),
+                       "AliasTable: weight 1 is -2.000000; weights must be finite and non-negative", ValueError);
+  CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{0.0, 0.0}), "AliasTable: the weights sum to 0", ValueError);
+  CHECK_THROWS_WITH_AS(AliasTable(zeros({2, 2})),
+                       "AliasTable: expected 1-D float32 or float64 weights, got float32 (2,2)", ShapeError);
+}
