@@ -298,3 +298,40 @@ TEST_CASE("layers: FeedForward gradcheck for each activation") {
                     ff->parameters());
   }
 }
+
+TEST_CASE("layers: Embedding starts normal, uniform or zero as asked, and from a pretrained table") {
+  Generator gen(5);
+  nn::Embedding normal{nn::EmbeddingOptions(400, 50).init_scale(0.1).generator(&gen)};
+  const Tensor w = normal->weight();
+  CHECK(std::abs(w.mean().item<double>()) < 5e-3);
+  CHECK(std::sqrt((w * w).mean().item<double>()) == doctest::Approx(0.1).epsilon(0.02));
+  nn::Embedding uniform{nn::EmbeddingOptions(400, 50).init(nn::EmbeddingInit::Uniform).generator(&gen)};
+  const double bound = 0.5 / 50;  // word2vec.c's: U(-0.5 / dim, 0.5 / dim)
+  CHECK(uniform->weight().max().item<double>() <= bound);
+  CHECK(uniform->weight().min().item<double>() >= -bound);
+  CHECK(uniform->weight().max().item<double>() > 0.99 * bound);
+  nn::Embedding zero{nn::EmbeddingOptions(10, 4).init(nn::EmbeddingInit::Zeros)};
+  CHECK(zero->weight().abs().max().item<double>() == 0.0);
+  nn::Embedding padded{nn::EmbeddingOptions(10, 4).init(nn::EmbeddingInit::Uniform).init_scale(3.0).padding_idx(2)};
+  CHECK(padded->weight().select(0, 2).abs().max().item<double>() == 0.0);
+  CHECK(padded->weight().abs().max().item<double>() <= 3.0);
+  CHECK_THROWS_WITH_AS(nn::Embedding(nn::EmbeddingOptions(10, 4).init_scale(-1.0)),
+                       "Embedding: init_scale must be finite and non-negative, got -1.000000", ValueError);
+
+  // from_pretrained copies the table; frozen by default, trainable on request.
+  const Tensor table = randn({5, 3}, gen, kFloat64);
+  nn::Embedding frozen = nn::embedding_from_pretrained(table);
+  CHECK(frozen->weight().dtype() == kFloat64);
+  CHECK(!frozen->weight().requires_grad());
+  const Tensor idx = from_vector(std::vector<std::int64_t>{4, 0, 4}, {3});
+  CHECK((frozen(idx) - index_select(table, 0, idx)).abs().max().item<double>() == 0.0);
+  table.fill_(0.0);  // a copy: the module keeps its values
+  CHECK(frozen->weight().abs().max().item<double>() > 0.0);
+  nn::Embedding trainable = nn::embedding_from_pretrained(randn({5, 3}, gen), /*freeze=*/false, 1);
+  CHECK(trainable->weight().requires_grad());
+  trainable(idx).sum().backward();
+  CHECK(trainable->weight().grad().select(0, 4).sum().item<double>() == doctest::Approx(6.0));
+  CHECK_THROWS_WITH_AS(nn::embedding_from_pretrained(zeros({5}, kFloat32)),
+                       "embedding_from_pretrained: expected float32 or float64 weights (V, D), got float32 (5)",
+                       ShapeError);
+}

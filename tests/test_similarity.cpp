@@ -140,3 +140,35 @@ TEST_CASE("cosine_similarity: torch values, broadcasting, tiny norms clamped per
                   {randn({4, 5}, gen, kFloat64), randn({5}, gen, kFloat64)});
   CHECK_THROWS_AS(nn::cosine_similarity(a2, from_vector(std::vector<double>{1, 2}, {2, 1}), 0), ShapeError);
 }
+
+TEST_CASE("nearest_neighbors: the most cosine-similar rows, best first, the query's own row left out") {
+  // Rows at known angles to the query (1, 0): 0 deg, 30 deg (scaled x5), 60 deg, 90 deg, 180 deg.
+  const double pi = std::acos(-1.0);
+  std::vector<double> rows;
+  for (double deg : {0.0, 30.0, 60.0, 90.0, 180.0}) {
+    const double scale = deg == 30.0 ? 5.0 : 1.0;
+    rows.push_back(scale * std::cos(deg * pi / 180));
+    rows.push_back(scale * std::sin(deg * pi / 180));
+  }
+  const Tensor table = from_vector(rows, {5, 2});
+  const nn::Neighbors n = nn::nearest_neighbors(table, from_vector(std::vector<double>{2.0, 0.0}, {2}), 3);
+  CHECK(n.indices.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2});
+  CHECK(n.similarities.at({0}) == doctest::Approx(1.0));
+  CHECK(n.similarities.at({1}) == doctest::Approx(std::cos(pi / 6)));
+  CHECK(n.similarities.at({2}) == doctest::Approx(0.5));
+  // A batch of queries, each leaving out its own row: row 0's neighbours are 1 then 2; row 4's are 3 then 2.
+  const nn::Neighbors b =
+      nn::nearest_neighbors(table, index_select(table, 0, from_vector(std::vector<std::int64_t>{0, 4}, {2})), 2,
+                            from_vector(std::vector<std::int64_t>{0, 4}, {2}));
+  CHECK(b.indices.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 2, 3, 2});
+  CHECK(b.similarities.at({1, 0}) == doctest::Approx(0.0).scale(1.0));
+  CHECK(b.similarities.at({1, 1}) == doctest::Approx(-0.5));
+  CHECK_THROWS_WITH_AS(nn::nearest_neighbors(table, zeros({3}, kFloat64), 1),
+                       "nearest_neighbors: expected a table (V, D) and queries (Q, D) or (D), got (5,2) and (3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::nearest_neighbors(table, zeros({2}, kFloat64), 5, scalar_tensor(0, kInt64)),
+                       "nearest_neighbors: k must be in [1, 4] for a table of 5 rows less the excluded one, got 5",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::nearest_neighbors(table, zeros({2}, kFloat64), 2, scalar_tensor(7, kInt64)),
+                       "nearest_neighbors: excluded row 7 is outside [-1, 5)", ValueError);
+}

@@ -37,8 +37,8 @@ class AliasTable {
   double probability(std::int64_t i) const { return probability_.at(static_cast<std::size_t>(i)); }
 
  private:
-  std::vector<double> keep_;          // the chance that a draw landing on column i keeps i
-  std::vector<std::int64_t> alias_;   // what it takes otherwise
+  std::vector<double> keep_;         // the chance that a draw landing on column i keeps i
+  std::vector<std::int64_t> alias_;  // what it takes otherwise
   std::vector<double> probability_;
 };
 

@@ -1,5 +1,6 @@
 #include "tapegrad/nn/layers.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -35,7 +36,25 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
                        std::to_string(-num_embeddings) + ", " + std::to_string(num_embeddings) + ")");
     padding_idx_ = p < 0 ? p + num_embeddings : p;
   }
-  Tensor w = randn({num_embeddings, dim}, generator_or_default(options.generator()));  // w: (V, D)
+  if (options.init_scale() < 0 || !std::isfinite(options.init_scale()))
+    throw ValueError("Embedding: init_scale must be finite and non-negative, got " +
+                     std::to_string(options.init_scale()));
+  Generator& gen = generator_or_default(options.generator());
+  Tensor w;  // (V, D)
+  switch (options.init()) {
+    case EmbeddingInit::Normal:
+      w = randn({num_embeddings, dim}, gen);
+      if (options.init_scale() > 0) w = w * options.init_scale();
+      break;
+    case EmbeddingInit::Uniform: {
+      const double r = options.init_scale() > 0 ? options.init_scale() : 0.5 / static_cast<double>(dim);
+      w = uniform({num_embeddings, dim}, -r, r, gen);
+      break;
+    }
+    case EmbeddingInit::Zeros:
+      w = zeros({num_embeddings, dim});
+      break;
+  }
   // The padding row starts at zero and, since it never receives gradient, stays there.
   // (copy_ rather than fill_: Tensor::fill_ currently ignores a view's storage offset.)
   if (padding_idx_) w.select(0, *padding_idx_).copy_(zeros({dim}));
@@ -43,6 +62,21 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
 }
 
 Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight_, indices, padding_idx_); }
+
+Embedding embedding_from_pretrained(const Tensor& weights, bool freeze, std::optional<std::int64_t> padding_idx) {
+  if (weights.dim() != 2 || (weights.dtype() != kFloat32 && weights.dtype() != kFloat64))
+    throw ShapeError(std::string("embedding_from_pretrained: expected float32 or float64 weights (V, D), got ") +
+                     dtype_name(weights.dtype()) + " " + weights.shape().str());
+  Embedding e{
+      EmbeddingOptions(weights.shape()[0], weights.shape()[1]).init(EmbeddingInit::Zeros).padding_idx(padding_idx)};
+  e->to(weights.dtype());
+  {
+    NoGradGuard no_grad;
+    e->weight().copy_(weights);
+  }
+  if (freeze) e->weight().requires_grad_(false);
+  return e;
+}
 
 // ---------------------------------------------------------------- LayerNorm
 

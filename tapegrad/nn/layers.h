@@ -24,11 +24,18 @@ namespace tapegrad::nn {
 
 // ---------------------------------------------------------------- Embedding
 
+// How an Embedding's table starts: Normal N(0, init_scale^2) (init_scale 0 means 1, torch's
+// default); Uniform U(-init_scale, init_scale) (0 means 0.5 / embedding_dim, word2vec.c's input
+// vectors); Zeros (word2vec.c's output vectors). The padding row starts at zero whatever this says.
+enum class EmbeddingInit { Normal, Uniform, Zeros };
+
 struct EmbeddingOptions {
   EmbeddingOptions(std::int64_t num_embeddings, std::int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
   TAPEGRAD_ARG(std::int64_t, num_embeddings);
   TAPEGRAD_ARG(std::int64_t, embedding_dim);
+  TAPEGRAD_ARG(EmbeddingInit, init) = EmbeddingInit::Normal;
+  TAPEGRAD_ARG(double, init_scale) = 0.0;
   // A row that is zeroed at construction and never receives gradient; negative values count from
   // the end, as in PyTorch.
   TAPEGRAD_ARG(std::optional<std::int64_t>, padding_idx) = std::nullopt;
@@ -36,8 +43,8 @@ struct EmbeddingOptions {
 };
 
 // Embedding: a lookup table weight (num_embeddings, dim), initialised N(0, 1) like
-// torch.nn.Embedding. forward(indices: Int64 (...)) -> (..., dim). Out-of-range indices throw
-// IndexError (from the embedding op).
+// torch.nn.Embedding (EmbeddingOptions::init chooses otherwise). forward(indices: Int64 (...)) -> (..., dim).
+// Out-of-range indices throw IndexError (from the embedding op).
 class EmbeddingImpl : public UnaryModule {
  public:
   EmbeddingImpl(std::int64_t num_embeddings, std::int64_t embedding_dim)
@@ -57,6 +64,11 @@ class EmbeddingImpl : public UnaryModule {
   Tensor weight_;
 };
 TAPEGRAD_MODULE(Embedding);
+
+// torch.nn.Embedding.from_pretrained: an Embedding whose table is a copy of weights (V, D),
+// floating point; frozen (no gradient) unless freeze is false. ShapeError for another rank or dtype.
+Embedding embedding_from_pretrained(const Tensor& weights, bool freeze = true,
+                                    std::optional<std::int64_t> padding_idx = std::nullopt);
 
 // ---------------------------------------------------------------- norms
 

@@ -5,6 +5,7 @@
 //
 //   Tensor unit = nn::normalize(embeddings, 2.0, -1);             // rows of length 1
 //   Tensor sim = nn::cosine_similarity(queries, keys, -1);         // (N, D), (N, D) -> (N)
+//   auto [sims, rows] = nn::nearest_neighbors(emb->weight(), emb->weight().select(0, w), 10, scalar_tensor(w, kInt64));
 
 #include <cstdint>
 
@@ -25,6 +26,19 @@ Tensor normalize(const Tensor& x, double p = 2.0, std::int64_t axis = 1, double 
 // gradient treats it as the constant eps (PyTorch 1.13 instead passes the gradient through its clamp, so its
 // gradient differs there; the values agree).
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, std::int64_t axis = 1, double eps = 1e-8);
+
+// The k rows of an embedding table most cosine-similar to each query, best first (gensim's
+// most_similar; word2vec's distance tool): table (V, D), queries (Q, D) or (D) -> similarities
+// (Q, k) or (k), and their rows, Int64 of the same shape. exclude (Int64 (Q) or a scalar for a
+// single query; -1 for none) leaves a row out of a query's answer, as the query word itself.
+// ShapeError for mismatched shapes, ValueError for k outside [1, V - 1 when excluding, else V]
+// or an excluded row outside [-1, V).
+struct Neighbors {
+  Tensor similarities;
+  Tensor indices;
+};
+Neighbors nearest_neighbors(const Tensor& table, const Tensor& queries, std::int64_t k,
+                            const Tensor& exclude = Tensor());
 
 // gradcheck with the module's named parameters (convert the module with to(kFloat64) first); mismatches are
 // reported by parameter name ("parameter 'fc1.weight' ...").
