@@ -270,6 +270,41 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   return reduce_loss(loss, reduction, op);
 }
 
+Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,
+                              Reduction reduction) {
+  const char* op = "negative_sampling_loss";
+  check_floating(hidden, op, "hidden");
+  if (hidden.dim() != 2 || positive.shape() != hidden.shape() || negatives.dim() != 3 ||
+      negatives.shape()[0] != hidden.shape()[0] || negatives.shape()[2] != hidden.shape()[1])
+    throw ShapeError(std::string(op) + ": expected hidden (B, D), positive (B, D) and negatives (B, K, D), got " +
+                     hidden.shape().str() + ", " + positive.shape().str() + " and " + negatives.shape().str());
+  // One score per output vector: (B, 1 + K, D) (B, D, 1) -> (B, 1 + K); the first is the target.
+  const Tensor outputs = concat({unsqueeze(positive, 1), negatives}, 1);
+  const Tensor scores = squeeze(matmul(outputs, unsqueeze(hidden, 2)), 2);
+  std::vector<float> first(static_cast<std::size_t>(scores.shape()[1]), 0.0f);
+  first[0] = 1.0f;
+  const Tensor targets = expand(from_vector(first, {1, scores.shape()[1]}).to(scores.dtype()), scores.shape());
+  return reduce_loss(sum(binary_cross_entropy_with_logits(scores, targets, Reduction::None), {1}), reduction, op);
+}
+
+Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, const Tensor& codes, const Tensor& mask,
+                                 Reduction reduction) {
+  const char* op = "hierarchical_softmax_loss";
+  check_floating(hidden, op, "hidden");
+  check_floating(codes, op, "codes");
+  if (hidden.dim() != 2 || nodes.dim() != 3 || nodes.shape()[0] != hidden.shape()[0] ||
+      nodes.shape()[2] != hidden.shape()[1] || codes.shape() != Shape{nodes.shape()[0], nodes.shape()[1]} ||
+      mask.shape() != codes.shape() || mask.dtype() != kBool)
+    throw ShapeError(std::string(op) +
+                     ": expected hidden (B, D), nodes (B, L, D), codes (B, L) and a Bool mask (B, L), got " +
+                     hidden.shape().str() + ", " + nodes.shape().str() + ", " + codes.shape().str() + " and " +
+                     dtype_name(mask.dtype()) + " " + mask.shape().str());
+  // Code 0 is the branch of probability sigmoid(h . v): a binary target of 1 - code on that logit.
+  const Tensor scores = squeeze(matmul(nodes, unsqueeze(hidden, 2)), 2);  // (B, L)
+  const Tensor per_node = binary_cross_entropy_with_logits(scores, 1.0 - codes.to(scores.dtype()), Reduction::None);
+  return reduce_loss(sum(where(mask, per_node, 0.0), {1}), reduction, op);
+}
+
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
   const char* op = "mse_loss";
   check_floating(input, op, "input");

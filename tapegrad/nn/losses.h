@@ -74,6 +74,25 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
 
+// ---------------------------------------------------------------- word2vec's losses
+// Losses that train an output layer over a large vocabulary without its full softmax. hidden
+// (B, D) is what predicts the word: the center word's input vector (skip-gram) or the mean of the
+// context's (CBOW). Both reduce over the B examples (None keeps (B)).
+
+// Negative sampling (Mikolov et al. 2013): with the target's output vector u_o (positive, (B, D))
+// and K noise words' (negatives, (B, K, D)), per example
+//   -log sigmoid(h . u_o) - sum_k log sigmoid(-h . u_k).
+Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,
+                              Reduction reduction = Reduction::Mean);
+
+// Hierarchical softmax: with the output vectors of the inner nodes on each target's Huffman path
+// (nodes (B, L, D)), the branches taken (codes (B, L), 0 or 1) and which of the L entries are on
+// the path (mask Bool (B, L); paths differ in length, see huffman.h), per example
+//   -log p(word | h) = -sum_i log sigmoid((1 - 2 code_i) h . v_i)   over the path's nodes.
+// Over all words of a tree these probabilities sum to 1.
+Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, const Tensor& codes, const Tensor& mask,
+                                 Reduction reduction = Reduction::Mean);
+
 // Squared error (input - target)^2; input and target must have the same shape.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
 

@@ -5,6 +5,7 @@
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/functional.h"
+#include "tapegrad/nn/huffman.h"
 #include "tapegrad/nn/init.h"
 #include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"

@@ -1,0 +1,84 @@
+#include "tapegrad/nn/huffman.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "tapegrad/autograd/error.h"
+
+namespace tapegrad::nn {
+
+HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
+  const std::size_t v = counts.size();
+  if (v == 0) throw ValueError("huffman_tree: no words");
+  for (std::size_t i = 0; i < v; ++i)
+    if (counts[i] < 1)
+      throw ValueError("huffman_tree: count " + std::to_string(i) + " is " + std::to_string(counts[i]) +
+                       "; every word needs a count of at least 1");
+  // order[r]: the word of rank r, most frequent first (the identity for sorted counts).
+  std::vector<std::size_t> order(v);
+  std::iota(order.begin(), order.end(), 0);
+  if (!std::is_sorted(counts.begin(), counts.end(), std::greater<>()))
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
+  // Nodes 0 .. v - 1 are the leaves by rank, v .. 2v - 2 the inner nodes in order of creation.
+  std::vector<std::int64_t> weight(2 * v - 1);
+  std::vector<std::size_t> parent(2 * v - 1, 0);
+  std::vector<std::uint8_t> branch(2 * v - 1, 0);
+  for (std::size_t r = 0; r < v; ++r) weight[r] = counts[order[r]];
+  std::size_t leaf = v;   // the smallest unmerged leaf is leaf - 1 (ranks go down in weight)
+  std::size_t inner = v;  // the oldest unmerged inner node
+  std::size_t next = v;   // the inner node being made
+  auto smallest = [&]() {
+    if (leaf > 0 && (inner >= next || weight[leaf - 1] <= weight[inner])) return --leaf;
+    return inner++;
+  };
+  for (; next < 2 * v - 1; ++next) {
+    const std::size_t first = smallest(), second = smallest();
+    weight[next] = weight[first] + weight[second];
+    parent[first] = parent[second] = next;
+    branch[second] = 1;
+  }
+  HuffmanTree tree;
+  tree.nodes.resize(v);
+  tree.codes.resize(v);
+  const std::size_t root = 2 * v - 2;
+  for (std::size_t r = 0; r < v; ++r) {
+    std::vector<std::int64_t>& nodes = tree.nodes[order[r]];
+    std::vector<std::uint8_t>& codes = tree.codes[order[r]];
+    for (std::size_t n = r; n != root; n = parent[n]) {
+      codes.push_back(branch[n]);
+      nodes.push_back(static_cast<std::int64_t>(parent[n] - v));
+    }
+    std::reverse(nodes.begin(), nodes.end());
+    std::reverse(codes.begin(), codes.end());
+  }
+  return tree;
+}
+
+HuffmanPaths HuffmanTree::paths(const Tensor& words) const {
+  if (words.dtype() != kInt64)
+    throw TypeError(std::string("HuffmanTree::paths: expected Int64 words, got ") + dtype_name(words.dtype()));
+  const std::vector<std::int64_t> w = words.contiguous().to_vector<std::int64_t>();
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (w[i] < 0 || w[i] >= num_words())
+      throw IndexError("HuffmanTree::paths: word " + std::to_string(w[i]) + " at " + std::to_string(i) +
+                       " is outside [0, " + std::to_string(num_words()) + ")");
+    longest = std::max(longest, nodes[static_cast<std::size_t>(w[i])].size());
+  }
+  const std::int64_t b = static_cast<std::int64_t>(w.size()), l = static_cast<std::int64_t>(longest);
+  std::vector<std::int64_t> n(w.size() * longest, 0);
+  std::vector<float> c(w.size() * longest, 0.0f);
+  std::vector<bool> m(w.size() * longest, false);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const std::size_t word = static_cast<std::size_t>(w[i]);
+    for (std::size_t j = 0; j < nodes[word].size(); ++j) {
+      n[i * longest + j] = nodes[word][j];
+      c[i * longest + j] = static_cast<float>(codes[word][j]);
+      m[i * longest + j] = true;
+    }
+  }
+  return {from_vector(n, {b, l}), from_vector(c, {b, l}), from_vector(m, {b, l})};
+}
+
+}  // namespace tapegrad::nn
