@@ -267,4 +267,7 @@ TEST_CASE("location-aware attention errors name the problem") {
   nn::AlignmentAttention located{nn::AlignmentOptions(3, 4).score(nn::AlignmentScore::Additive).location_kernel(3)};
   CHECK_THROWS_WITH_AS(located(zeros({2, 3}), keys, Tensor(), zeros({2, 4})),
                        "AlignmentAttention: the previous alignment must have shape (2,3), got (2,4)", ShapeError);
+  CHECK_THROWS_WITH_AS(located(zeros({2, 0, 3}), keys),
+                       "AlignmentAttention: a location-aware query needs at least one step, got shape (2,0,3)",
+                       ShapeError);
 }

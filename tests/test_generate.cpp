@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "tapegrad/nn/nn.h"
@@ -186,12 +187,22 @@ TEST_CASE("generate and choose_tokens reject bad options with messages naming th
   Generator gen(14);
   nn::GenerationOptions o;
   o.top_p = 0.0;
-  CHECK_THROWS_WITH_AS(nn::generate(decoder, zeros({1, 1}, kInt64), o, gen),
-                       "generate: top_p must be in (0, 1], got 0.000000", ValueError);
+  CHECK_THROWS_WITH_AS(nn::generate(decoder, zeros({1, 1}, kInt64), o, gen), "generate: top_p must be in (0, 1], got 0",
+                       ValueError);
   o.top_p = 1.0;
   o.temperature = -1.0;
-  CHECK_THROWS_WITH_AS(nn::choose_tokens(zeros({1, 2}), o, gen),
-                       "choose_tokens: temperature and top_k must be non-negative, got -1.000000 and 0", ValueError);
+  CHECK_THROWS_WITH_AS(
+      nn::choose_tokens(zeros({1, 2}), o, gen),
+      "choose_tokens: temperature must be finite and non-negative and top_k non-negative, got -1 and 0", ValueError);
+  o.temperature = std::nan("");
+  CHECK_THROWS_WITH_AS(
+      nn::choose_tokens(zeros({1, 2}), o, gen),
+      "choose_tokens: temperature must be finite and non-negative and top_k non-negative, got nan and 0", ValueError);
+  o.temperature = 1.0;
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(
+      nn::choose_tokens(from_vector(std::vector<double>{0.0, 1.0, -inf, -inf}, {2, 2}), o, gen),
+      "choose_tokens: row 1 of the logits gives no distribution to sample (a NaN, or every logit -inf)", ValueError);
   o.temperature = 1.0;
   o.sliding_window = true;
   CHECK_THROWS_WITH_AS(

@@ -316,7 +316,7 @@ TEST_CASE("layers: Embedding starts normal, uniform or zero as asked, and from a
   CHECK(padded->weight().select(0, 2).abs().max().item<double>() == 0.0);
   CHECK(padded->weight().abs().max().item<double>() <= 3.0);
   CHECK_THROWS_WITH_AS(nn::Embedding(nn::EmbeddingOptions(10, 4).init_scale(-1.0)),
-                       "Embedding: init_scale must be finite and non-negative, got -1.000000", ValueError);
+                       "Embedding: init_scale must be finite and non-negative, got -1", ValueError);
 
   // from_pretrained copies the table; frozen by default, trainable on request.
   const Tensor table = randn({5, 3}, gen, kFloat64);
@@ -327,10 +327,14 @@ TEST_CASE("layers: Embedding starts normal, uniform or zero as asked, and from a
   CHECK((frozen(idx) - index_select(table, 0, idx)).abs().max().item<double>() == 0.0);
   table.fill_(0.0);  // a copy: the module keeps its values
   CHECK(frozen->weight().abs().max().item<double>() > 0.0);
-  nn::Embedding trainable = nn::embedding_from_pretrained(randn({5, 3}, gen), /*freeze=*/false, 1);
+  const Tensor pretrained = randn({5, 3}, gen);
+  nn::Embedding trainable = nn::embedding_from_pretrained(pretrained, /*freeze=*/false, 1);
   CHECK(trainable->weight().requires_grad());
-  trainable(idx).sum().backward();
+  // The padding row keeps its pretrained values (as in torch) and gets no gradient.
+  CHECK((trainable->weight().select(0, 1) - pretrained.select(0, 1)).abs().max().item<double>() == 0.0);
+  trainable(from_vector(std::vector<std::int64_t>{4, 1, 4}, {3})).sum().backward();
   CHECK(trainable->weight().grad().select(0, 4).sum().item<double>() == doctest::Approx(6.0));
+  CHECK(trainable->weight().grad().select(0, 1).abs().max().item<double>() == 0.0);
   CHECK_THROWS_WITH_AS(nn::embedding_from_pretrained(zeros({5}, kFloat32)),
                        "embedding_from_pretrained: expected float32 or float64 weights (V, D), got float32 (5)",
                        ShapeError);

@@ -154,8 +154,12 @@ TEST_CASE("AliasTable: the same seed gives the same draws, shapes are kept, one 
 TEST_CASE("AliasTable: bad weights are refused with the value") {
   CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{}), "AliasTable: no categories", ValueError);
   CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{1.0, -2.0}),
-                       "AliasTable: weight 1 is -2.000000; weights must be finite and non-negative", ValueError);
+                       "AliasTable: weight 1 is -2; weights must be finite and non-negative", ValueError);
   CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{0.0, 0.0}), "AliasTable: the weights sum to 0", ValueError);
+  CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{1e308, 1e308, 1.0}),
+                       "AliasTable: the weights' sum overflows (scale them down)", ValueError);
+  CHECK_THROWS_WITH_AS(AliasTable(std::vector<double>{1.0, 2.0}).probability(2),
+                       "AliasTable::probability: category 2 is outside [0, 2)", IndexError);
   CHECK_THROWS_WITH_AS(AliasTable(zeros({2, 2})),
                        "AliasTable: expected 1-D float32 or float64 weights, got float32 (2,2)", ShapeError);
 }

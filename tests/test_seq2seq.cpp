@@ -270,6 +270,8 @@ TEST_CASE("RecurrentSeq2Seq, PointerNetwork and their decoders reject bad input 
   CHECK_THROWS_WITH_AS(nn::RecurrentSeq2Seq(nn::RecurrentSeq2SeqOptions(0, 5, 4)),
                        "RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got 0, 5 and 4",
                        ValueError);
+  CHECK_THROWS_WITH_AS(nn::RecurrentSeq2Seq(nn::RecurrentSeq2SeqOptions(5, 5, 4).location_kernel(3)),
+                       "RecurrentSeq2Seq: location_kernel 3 needs score(AlignmentScore::Additive)", ValueError);
   CHECK_THROWS_WITH_AS(nn::PointerNetwork(nn::PointerNetworkOptions(5, -1)),
                        "PointerNetwork: input_vocab and hidden must be positive, got 5 and -1", ValueError);
   nn::RecurrentSeq2Seq model = small_seq2seq(16, RecurrentMode::Lstm, nn::AlignmentScore::General, 4);

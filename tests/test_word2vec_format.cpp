@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -105,13 +106,31 @@ TEST_CASE("word2vec format: what save_word2vec writes loads back the same, and t
   }
 }
 
-TEST_CASE("word2vec format: float64 vectors are written with 17 digits and load as their float32 rounding") {
+TEST_CASE("word2vec format: float64 vectors are written exactly as doubles and load as their float32 rounding") {
   Generator gen(1);
   const Tensor v = randn({3, 4}, gen, kFloat64) * 1e3;
   TempDir dir;
   const std::string path = (dir.path / "v.txt").string();
   io::save_word2vec(path, {"a", "b", "c"}, v, io::Word2VecFormat::Text);
   CHECK(same_bits(io::load_word2vec(path, io::Word2VecFormat::Text).vectors, v.to(kFloat32)));
+  // Each number in the file reads back as the very double that was written.
+  const std::string text = io::read_file(path);
+  std::vector<double> parsed;
+  std::size_t line_start = text.find('\n') + 1;
+  while (line_start < text.size()) {
+    const std::size_t line_end = text.find('\n', line_start);
+    std::size_t pos = text.find(' ', line_start) + 1;  // past the word
+    while (pos < line_end) {
+      std::size_t next = text.find(' ', pos);
+      if (next == std::string::npos || next > line_end) next = line_end;
+      double d = 0;
+      std::from_chars(text.data() + pos, text.data() + next, d);
+      parsed.push_back(d);
+      pos = next + 1;
+    }
+    line_start = line_end + 1;
+  }
+  CHECK(parsed == v.to_vector<double>());
   // word2vec.c's text files end every number with a space; a file without vectors is fine too.
   testing::write_text(path, "2 2\nx 1.5 -2 \ny 0 3e-2 \n");
   const io::WordVectors wv = io::load_word2vec(path, io::Word2VecFormat::Text);
@@ -141,6 +160,14 @@ TEST_CASE("word2vec format: bad files are IoErrors naming the file and the place
         "load_word2vec: " + p + " (binary): the vector of word 0 needs 8 bytes, 5 are left");
   CHECK(load_error(p, std::string("2 1\nx ") + std::string(4, '\0') + "\n", F::Binary) ==
         "load_word2vec: " + p + " (binary): word 1 is missing: the file ends at byte 11");
+  // A header promising more than the file can hold is refused before anything is allocated.
+  CHECK(load_error(p, "4000000000 4000000000\nx 1\n", F::Text) ==
+        "load_word2vec: " + p +
+            " (text): the header promises 4000000000 words of dimension 4000000000, more than the 4 bytes after it can "
+            "hold");
+  CHECK(load_error(p, "100000000 300\n", F::Binary) ==
+        "load_word2vec: " + p +
+            " (binary): the header promises 100000000 words of dimension 300, more than the 0 bytes after it can hold");
   CHECK_THROWS_AS(io::load_word2vec((dir.path / "missing").string(), F::Text), IoError);
 }
 
@@ -160,7 +187,7 @@ TEST_CASE("word2vec format: save_word2vec refuses what the format cannot hold, a
                        ("save_word2vec: " + p + ": word \"a\" appears twice (index 1)").c_str(), ValueError);
   CHECK_THROWS_WITH_AS(
       io::save_word2vec(p, {"a", "b"}, zeros({2, 3}, kInt64), F::Text),
-      ("save_word2vec: " + p + ": expected float32 or float64 vectors (V, D), got int64 (2,3)").c_str(), ValueError);
+      ("save_word2vec: " + p + ": expected float32 or float64 vectors (V, D), got int64 (2,3)").c_str(), ShapeError);
   // A file that exists stays as it was when a later save fails.
   io::save_word2vec(p, {"a", "b"}, v, F::Text);
   const std::string before = io::read_file(p);

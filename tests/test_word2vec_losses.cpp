@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <queue>
 #include <set>
 #include <vector>
@@ -63,6 +64,7 @@ TEST_CASE("huffman_tree: optimal, prefix-free codes whose paths start at the roo
       inner.insert(tree.nodes[w].begin(), tree.nodes[w].end());
     }
     CHECK(cost == optimal_cost(counts));
+    CHECK(codes.size() == counts.size());  // no two words share a code
     CHECK(inner.size() == 199);
     CHECK(*inner.begin() == 0);
     // No code is a prefix of another: in sorted order a prefix would sit right before its extension.
@@ -82,6 +84,13 @@ TEST_CASE("huffman_tree: optimal, prefix-free codes whose paths start at the roo
     CHECK(a.codes[order[r]] == b.codes[r]);
     CHECK(a.nodes[order[r]] == b.nodes[r]);
   }
+  // Ties between a leaf and a merged node go to the merged node, as in word2vec.c: for counts
+  // 2, 1, 1 the two 1s merge into node 0, which (weight 2) is taken before the leaf of count 2.
+  const nn::HuffmanTree tied = nn::huffman_tree({2, 1, 1});
+  CHECK(tied.codes[0] == std::vector<std::uint8_t>{1});
+  CHECK(tied.codes[1] == std::vector<std::uint8_t>{0, 1});
+  CHECK(tied.codes[2] == std::vector<std::uint8_t>{0, 0});
+  CHECK(tied.nodes[1] == std::vector<std::int64_t>{1, 0});
   // Two words: one inner node, codes 0 and 1; one word: an empty path.
   const nn::HuffmanTree two = nn::huffman_tree({3, 9});
   CHECK(two.codes[0].size() == 1);
@@ -162,6 +171,8 @@ TEST_CASE("huffman_tree and the word2vec losses reject bad input with the values
   CHECK_THROWS_WITH_AS(nn::huffman_tree({}), "huffman_tree: no words", ValueError);
   CHECK_THROWS_WITH_AS(nn::huffman_tree({3, 0}), "huffman_tree: count 1 is 0; every word needs a count of at least 1",
                        ValueError);
+  CHECK_THROWS_WITH_AS(nn::huffman_tree({std::numeric_limits<std::int64_t>::max(), 1}),
+                       "huffman_tree: the counts sum to more than an int64 holds (at count 1)", ValueError);
   const nn::HuffmanTree tree = nn::huffman_tree({3, 2, 1});
   CHECK_THROWS_WITH_AS(tree.paths(from_vector(std::vector<std::int64_t>{0, 3}, {2})),
                        "HuffmanTree::paths: word 3 at 1 is outside [0, 3)", IndexError);

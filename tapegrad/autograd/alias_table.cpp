@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 
 namespace tapegrad {
 
@@ -13,11 +14,12 @@ AliasTable::AliasTable(const std::vector<double>& weights) {
   double total = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(weights[i]) || weights[i] < 0)
-      throw ValueError("AliasTable: weight " + std::to_string(i) + " is " + std::to_string(weights[i]) +
+      throw ValueError("AliasTable: weight " + std::to_string(i) + " is " + format_number(weights[i]) +
                        "; weights must be finite and non-negative");
     total += weights[i];
   }
   if (total <= 0) throw ValueError("AliasTable: the weights sum to 0");
+  if (!std::isfinite(total)) throw ValueError("AliasTable: the weights' sum overflows (scale them down)");
   probability_.resize(n);
   keep_.assign(n, 1.0);
   alias_.resize(n);
@@ -58,6 +60,13 @@ std::vector<double> weights_of(const Tensor& weights) {
 }  // namespace
 
 AliasTable::AliasTable(const Tensor& weights) : AliasTable(weights_of(weights)) {}
+
+double AliasTable::probability(std::int64_t i) const {
+  if (i < 0 || i >= size())
+    throw IndexError("AliasTable::probability: category " + std::to_string(i) + " is outside [0, " +
+                     std::to_string(size()) + ")");
+  return probability_[static_cast<std::size_t>(i)];
+}
 
 Tensor AliasTable::sample(const Shape& shape, Generator& gen) const {
   std::vector<std::int64_t> draws(static_cast<std::size_t>(shape.numel()));

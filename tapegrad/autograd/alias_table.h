@@ -20,7 +20,8 @@ namespace tapegrad {
 
 class AliasTable {
  public:
-  // ValueError for no categories, a negative, infinite or NaN weight, or weights summing to 0.
+  // ValueError for no categories, a negative, infinite or NaN weight, or weights summing to 0 (or
+  // to more than a double holds).
   explicit AliasTable(const std::vector<double>& weights);
   // The same from a 1-D floating-point tensor (ShapeError for another rank or dtype).
   explicit AliasTable(const Tensor& weights);
@@ -33,8 +34,8 @@ class AliasTable {
   Tensor sample(const Shape& shape, Generator& gen) const;
 
   std::int64_t size() const { return static_cast<std::int64_t>(keep_.size()); }
-  // The probability of category i: its weight over the sum.
-  double probability(std::int64_t i) const { return probability_.at(static_cast<std::size_t>(i)); }
+  // The probability of category i: its weight over the sum. IndexError outside [0, size()).
+  double probability(std::int64_t i) const;
 
  private:
   std::vector<double> keep_;         // the chance that a draw landing on column i keeps i

@@ -1,8 +1,8 @@
 #include "tapegrad/io/word2vec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <unordered_set>
@@ -105,17 +105,11 @@ class Reader {
   std::size_t pos_ = 0;
 };
 
-// A number of a text file: strtod's syntax (so "nan", "inf" and exponents are read), the whole field.
+// A number of a text file, the whole field, rounded once to float32 (from_chars: exponents, "inf"
+// and "nan" are read, the locale is not consulted).
 bool parse_number(std::string_view field, float& out) {
-  char buffer[64];
-  if (field.size() >= sizeof buffer) return false;
-  std::memcpy(buffer, field.data(), field.size());
-  buffer[field.size()] = '\0';
-  char* end = nullptr;
-  const double v = std::strtod(buffer, &end);
-  if (end != buffer + field.size()) return false;
-  out = static_cast<float>(v);
-  return true;
+  const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
+  return ec == std::errc() && end == field.data() + field.size();
 }
 
 }  // namespace
@@ -123,7 +117,7 @@ bool parse_number(std::string_view field, float& out) {
 void save_word2vec(const std::string& path, const std::vector<std::string>& words, const Tensor& vectors,
                    Word2VecFormat format) {
   if (vectors.dim() != 2 || (vectors.dtype() != kFloat32 && vectors.dtype() != kFloat64))
-    throw ValueError("save_word2vec: " + path + ": expected float32 or float64 vectors (V, D), got " +
+    throw ShapeError("save_word2vec: " + path + ": expected float32 or float64 vectors (V, D), got " +
                      dtype_name(vectors.dtype()) + " " + vectors.shape().str());
   const std::int64_t count = vectors.shape()[0], dim = vectors.shape()[1];
   if (static_cast<std::int64_t>(words.size()) != count)
@@ -145,7 +139,7 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
   const bool binary = format == Word2VecFormat::Binary;
   const bool wide = vectors.dtype() == kFloat64;
   const std::vector<double> values = vectors.to(kFloat64).contiguous().to_vector<double>();
-  char number[32];
+  char number[64];
   for (std::int64_t i = 0; i < count; ++i) {
     out += words[static_cast<std::size_t>(i)];
     const double* row = values.data() + i * dim;
@@ -159,10 +153,11 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
       }
     } else {
       for (std::int64_t j = 0; j < dim; ++j) {
-        const int n =
-            wide ? std::snprintf(number, sizeof number, " %.17g", row[j])
-                 : std::snprintf(number, sizeof number, " %.9g", static_cast<double>(static_cast<float>(row[j])));
-        out.append(number, static_cast<std::size_t>(n));
+        // The shortest text that reads back as the same value (to_chars, which ignores the locale).
+        number[0] = ' ';
+        const auto [end, ec] = wide ? std::to_chars(number + 1, number + sizeof number, row[j])
+                                    : std::to_chars(number + 1, number + sizeof number, static_cast<float>(row[j]));
+        out.append(number, static_cast<std::size_t>(end - number));
       }
     }
     out += '\n';
@@ -173,9 +168,17 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
 WordVectors load_word2vec(const std::string& path, Word2VecFormat format) {
   Reader in(path, read_file(path), format);
   const auto [count, dim] = in.header();
+  // Every word and every number takes at least a byte: a header promising more than the file
+  // could hold is refused, and what is reserved for the values never exceeds the file's size.
+  const std::uint64_t left = in.remaining();
+  if (count > 0 && (static_cast<std::uint64_t>(dim) > left || static_cast<std::uint64_t>(count) > left))
+    in.fail("the header promises " + std::to_string(count) + " words of dimension " + std::to_string(dim) +
+            ", more than the " + std::to_string(left) + " bytes after it can hold");
   WordVectors result;
   std::vector<float> values;
-  values.reserve(static_cast<std::size_t>(count * dim));
+  values.reserve(static_cast<std::size_t>(
+      std::min<std::uint64_t>(static_cast<std::uint64_t>(count), left / static_cast<std::uint64_t>(dim)) *
+      static_cast<std::uint64_t>(dim)));
   std::unordered_set<std::string> seen;
   auto add_word = [&](std::string word, std::int64_t index) {
     if (word.empty()) in.fail("word " + std::to_string(index) + " is empty");

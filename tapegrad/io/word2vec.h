@@ -32,9 +32,9 @@ struct WordVectors {
 };
 
 // Writes words[i] with row i of vectors (V, D), float32 or float64 (binary stores float32; text
-// writes float32 with 9 significant digits and float64 with 17, enough to read back the same
-// value). ValueError for a count mismatch, an empty, duplicated or whitespace-holding word, or
-// vectors that are not (V, D) floating point; IoError naming path when it cannot be written.
+// writes each number as the shortest text that reads back as the same float32, or float64).
+// ValueError for a count mismatch or an empty, duplicated or whitespace-holding word; ShapeError
+// for vectors that are not (V, D) floating point; IoError naming path when it cannot be written.
 void save_word2vec(const std::string& path, const std::vector<std::string>& words, const Tensor& vectors,
                    Word2VecFormat format);
 

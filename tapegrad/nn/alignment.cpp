@@ -168,6 +168,9 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
         break;
       }
       // Step by step: each step's alignment is the next one's location input.
+      if (q.shape()[1] == 0)
+        throw ShapeError("AlignmentAttention: a location-aware query needs at least one step, got shape " +
+                         query.shape().str());
       Tensor prev = previous.defined() ? previous : zeros({batch, source}, keys.dtype());
       std::vector<Tensor> step_scores, step_weights;
       for (std::int64_t t = 0; t < q.shape()[1]; ++t) {

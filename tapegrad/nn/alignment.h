@@ -7,7 +7,7 @@
 //   Concat    (Luong)     score(h, z) = v . tanh(W [h; z])          W: "proj.weight" (A, query_dim + key_dim)
 //   Additive  (Bahdanau)  score(h, z) = v . tanh(W1 h + W2 z + b)   "query_proj" (with b), "key_proj", "v"
 // with v: "v" (A) and A = attention_dim. Concat and Additive are the same family; Additive keeps
-// the key projection separate (and biased), so a decoder can project the keys once per sequence
+// the key projection separate (unbiased), so a decoder can project the keys once per sequence
 // (project_keys) and reuse them at every step.
 //
 // Location-aware attention (Chorowski et al. 2015; Additive only): with location_kernel K (odd),

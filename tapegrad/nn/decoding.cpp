@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad::nn {
@@ -64,6 +65,11 @@ std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOp
   }
   std::vector<double> probs = softmax(scaled, -1).to_vector<double>();
   const std::size_t vocab = static_cast<std::size_t>(vocab_size);
+  for (std::size_t row = 0; row * vocab < probs.size(); ++row)
+    for (std::size_t v = 0; v < vocab; ++v)
+      if (!std::isfinite(probs[row * vocab + v]))
+        throw ValueError(std::string(op) + ": row " + std::to_string(row) +
+                         " of the logits gives no distribution to sample (a NaN, or every logit -inf)");
   if (options.top_p < 1.0) keep_nucleus(probs, vocab, options.top_p);
   std::vector<std::int64_t> next(static_cast<std::size_t>(last.shape()[0]));
   for (std::size_t b = 0; b < next.size(); ++b) {
@@ -140,11 +146,11 @@ Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources)
 }
 
 void check_generation_options(const GenerationOptions& options, const char* op) {
-  if (options.temperature < 0 || options.top_k < 0)
-    throw ValueError(std::string(op) + ": temperature and top_k must be non-negative, got " +
-                     std::to_string(options.temperature) + " and " + std::to_string(options.top_k));
+  if (!(options.temperature >= 0) || !std::isfinite(options.temperature) || options.top_k < 0)
+    throw ValueError(std::string(op) + ": temperature must be finite and non-negative and top_k non-negative, got " +
+                     format_number(options.temperature) + " and " + std::to_string(options.top_k));
   if (!(options.top_p > 0.0 && options.top_p <= 1.0))
-    throw ValueError(std::string(op) + ": top_p must be in (0, 1], got " + std::to_string(options.top_p));
+    throw ValueError(std::string(op) + ": top_p must be in (0, 1], got " + format_number(options.top_p));
 }
 
 }  // namespace detail
@@ -155,6 +161,7 @@ Tensor EncoderDecoderDecoder::start(const Tensor& prompt) {
   const Tensor rows = detail::source_rows("EncoderDecoderDecoder", prompt.shape()[0], source_.shape()[0]);
   memory_ = index_select(model_->encode(source_, padding_), 0, rows);
   row_padding_ = padding_.defined() ? index_select(padding_, 0, rows) : Tensor();
+  attention_ = Tensor();
   cache_ = DecoderCache();
   if (target_length_ > 0 && model_->options().randomized_positions() > 0) {
     // One draw per source, shared by its beams (the rows repeat the sources).

@@ -136,8 +136,9 @@ Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions&
 // The next token of every row of logits (R, V): the argmax when temperature is 0; otherwise one
 // draw per row (one gen.uniform() each, rows in order) from softmax(logits / temperature), kept to
 // the top_k most likely tokens when top_k > 0 and then to the smallest set of most likely tokens
-// whose probability reaches top_p (ties by token id). ValueError naming `op` for a negative
-// temperature or top_k, or top_p outside (0, 1].
+// whose probability reaches top_p (ties by token id). ValueError naming `op` for a negative or
+// non-finite temperature, a negative top_k, top_p outside (0, 1], or (when sampling) a row with no
+// distribution (a NaN, or every logit -inf).
 std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOptions& options, Generator& gen,
                                         const char* op = "choose_tokens");
 

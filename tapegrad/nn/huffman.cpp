@@ -1,6 +1,7 @@
 #include "tapegrad/nn/huffman.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -11,10 +12,15 @@ namespace tapegrad::nn {
 HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
   const std::size_t v = counts.size();
   if (v == 0) throw ValueError("huffman_tree: no words");
-  for (std::size_t i = 0; i < v; ++i)
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < v; ++i) {
     if (counts[i] < 1)
       throw ValueError("huffman_tree: count " + std::to_string(i) + " is " + std::to_string(counts[i]) +
                        "; every word needs a count of at least 1");
+    if (counts[i] > std::numeric_limits<std::int64_t>::max() - total)
+      throw ValueError("huffman_tree: the counts sum to more than an int64 holds (at count " + std::to_string(i) + ")");
+    total += counts[i];
+  }
   // order[r]: the word of rank r, most frequent first (the identity for sorted counts).
   std::vector<std::size_t> order(v);
   std::iota(order.begin(), order.end(), 0);
@@ -29,7 +35,7 @@ HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
   std::size_t inner = v;  // the oldest unmerged inner node
   std::size_t next = v;   // the inner node being made
   auto smallest = [&]() {
-    if (leaf > 0 && (inner >= next || weight[leaf - 1] <= weight[inner])) return --leaf;
+    if (leaf > 0 && (inner >= next || weight[leaf - 1] < weight[inner])) return --leaf;
     return inner++;
   };
   for (; next < 2 * v - 1; ++next) {

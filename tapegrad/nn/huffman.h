@@ -13,7 +13,8 @@
 // Built as word2vec.c builds it: with the counts in decreasing order the two smallest subtrees are
 // always at the front of two queues (the leaves, and the merged nodes in order of creation), so
 // the tree takes O(V); other orders are sorted first (stably). Between a leaf and a merged node of
-// equal weight the leaf goes first, so the tree depends only on the counts and their order.
+// equal weight the merged node goes first, as in word2vec.c, so for the same sorted counts the
+// paths and codes are word2vec.c's (inner node i here is its point i).
 
 #include <cstdint>
 #include <vector>
@@ -44,7 +45,7 @@ struct HuffmanTree {
   HuffmanPaths paths(const Tensor& words) const;
 };
 
-// ValueError for no words or a count below 1.
+// ValueError for no words, a count below 1, or counts summing past the int64 range.
 HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts);
 
 }  // namespace tapegrad::nn

@@ -38,7 +38,7 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
   }
   if (options.init_scale() < 0 || !std::isfinite(options.init_scale()))
     throw ValueError("Embedding: init_scale must be finite and non-negative, got " +
-                     std::to_string(options.init_scale()));
+                     format_number(options.init_scale()));
   Generator& gen = generator_or_default(options.generator());
   Tensor w;  // (V, D)
   switch (options.init()) {

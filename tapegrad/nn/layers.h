@@ -66,7 +66,9 @@ class EmbeddingImpl : public UnaryModule {
 TAPEGRAD_MODULE(Embedding);
 
 // torch.nn.Embedding.from_pretrained: an Embedding whose table is a copy of weights (V, D),
-// floating point; frozen (no gradient) unless freeze is false. ShapeError for another rank or dtype.
+// floating point; frozen (no gradient) unless freeze is false. As in torch, the padding row keeps
+// its pretrained values (it is not zeroed) and receives no gradient. ShapeError for another rank
+// or dtype.
 Embedding embedding_from_pretrained(const Tensor& weights, bool freeze = true,
                                     std::optional<std::int64_t> padding_idx = std::nullopt);
 

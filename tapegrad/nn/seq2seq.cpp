@@ -80,6 +80,9 @@ RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& option
     throw ValueError("RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got " +
                      std::to_string(options.source_vocab()) + ", " + std::to_string(options.target_vocab()) + " and " +
                      std::to_string(hidden));
+  if (options.location_kernel() != 0 && options.score() != AlignmentScore::Additive)
+    throw ValueError("RecurrentSeq2Seq: location_kernel " + std::to_string(options.location_kernel()) +
+                     " needs score(AlignmentScore::Additive)");
   options_.embed_dim(embed);
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);

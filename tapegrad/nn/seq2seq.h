@@ -118,7 +118,9 @@ struct PointerNetworkOptions {
   // false: the decoder keeps no state from step to step; each step's query is the decoder cell run
   // on that step's input alone, from zeros. The pointer then depends on what it read and (with
   // location_kernel) where it pointed, never on how many steps it has taken, so what it learned
-  // on short inputs holds on longer ones. The state passed to decode comes back unchanged.
+  // on short inputs holds on longer ones. The state passed to decode comes back unchanged (the
+  // encoder's bridged final state is still computed and the bridge kept, but unused: its
+  // parameters get no gradient).
   TAPEGRAD_ARG(bool, recurrent_decoder) = true;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
