@@ -8,21 +8,6 @@
 
 namespace tapegrad::examples::word2vec {
 
-std::vector<std::string> tokenize(std::string_view text) {
-  std::vector<std::string> words;
-  std::string word;
-  for (const char c : text) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-      word += static_cast<char>(c | 0x20);  // ASCII lowercase
-    } else if (!word.empty()) {
-      words.push_back(std::move(word));
-      word.clear();
-    }
-  }
-  if (!word.empty()) words.push_back(std::move(word));
-  return words;
-}
-
 std::int64_t Vocabulary::id(const std::string& word) const {
   const auto it = index.find(word);
   return it == index.end() ? -1 : it->second;

@@ -1,7 +1,7 @@
 #pragma once
 // The word2vec experiment's corpus, as word2vec.c prepares its training text:
 //
-//   tokens      lowercase words: maximal runs of ASCII letters, everything else separates them
+//   tokens      data::word_tokenize's lowercase words
 //   vocabulary  the words seen at least min_count times, most frequent first (ties alphabetical);
 //               the others are dropped from the text
 //   subsampling each occurrence of a word of frequency f (its count over all kept tokens) is kept
@@ -10,6 +10,7 @@
 //               words within that radius in the same sentence
 //   noise       negatives drawn with probability proportional to count^0.75 (an AliasTable)
 //
+//   sentences.push_back(data::word_tokenize(verse.text));
 //   Vocabulary vocab = build_vocabulary(sentences, 5);
 //   auto ids = vocab.encode(sentences);                          // ids per sentence, OOV dropped
 //   auto kept = subsample(ids[0], vocab, 1e-3, gen);
@@ -17,7 +18,6 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -25,9 +25,6 @@
 #include "tapegrad/tapegrad.h"
 
 namespace tapegrad::examples::word2vec {
-
-// The lowercase words of text: runs of ASCII letters.
-std::vector<std::string> tokenize(std::string_view text);
 
 struct Vocabulary {
   std::vector<std::string> words;                       // most frequent first, ties alphabetical

@@ -100,14 +100,21 @@ Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions&
         "generate: sliding_window is LanguageModel::generate's (it recomputes the model over a window); a Decoder "
         "continues from its own state");
   detail::check_generation_options(options, "generate");
+  return detail::generate_tokens(decoder, prompt, options, gen, "generate");
+}
+
+namespace detail {
+
+Tensor generate_tokens(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen,
+                       const char* op) {
   NoGradGuard no_grad;
   const std::int64_t rows = prompt.shape()[0];
   Tensor sequence = prompt;
-  if (options.max_new_tokens == 0) return sequence;
+  if (options.max_new_tokens <= 0) return sequence;
   Tensor logits = decoder.start(prompt);
   std::vector<bool> finished(static_cast<std::size_t>(rows), false);
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
-    std::vector<std::int64_t> next = choose_tokens(logits, options, gen, "generate");
+    std::vector<std::int64_t> next = choose_tokens(logits, options, gen, op);
     bool all_done = options.eos_token.has_value();
     for (std::size_t r = 0; r < next.size(); ++r) {
       if (options.eos_token) {
@@ -123,6 +130,8 @@ Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions&
   }
   return sequence;
 }
+
+}  // namespace detail
 
 Tensor LanguageModelDecoder::start(const Tensor& prompt) {
   cache_ = LanguageModelCache();

@@ -97,6 +97,10 @@ namespace detail {
 Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources);
 // choose_tokens' checks of temperature, top_k and top_p: ValueError naming op.
 void check_generation_options(const GenerationOptions& options, const char* op);
+// generate's loop without its checks, choose_tokens' errors naming op: what generate and
+// LanguageModel::generate (with a decoder of its own for the sliding window) both run.
+Tensor generate_tokens(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen,
+                       const char* op);
 }  // namespace detail
 
 struct BeamSearchOptions {

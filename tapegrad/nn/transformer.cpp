@@ -306,6 +306,45 @@ Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cach
   return head_(norm_(h));  // (B, T, vocab)
 }
 
+namespace {
+
+// The language model step by step with its cache while the sequence fits max_len; past it, the
+// new token has no position, so every step recomputes over the last max_len tokens without the
+// cache (a sliding window). What LanguageModel::generate decodes with.
+class SlidingWindowDecoder : public Decoder {
+ public:
+  SlidingWindowDecoder(LanguageModelImpl& model, std::int64_t max_len) : model_(model), max_len_(max_len) {}
+  Tensor start(const Tensor& prompt) override {
+    sequence_ = prompt;
+    cache_ = LanguageModelCache();
+    return model_.forward(window(), &cache_).select(1, -1);
+  }
+  Tensor step(const Tensor& tokens) override {
+    sequence_ = concat({sequence_, tokens}, 1);
+    if (sequence_.shape()[1] <= max_len_) return model_.forward(tokens, &cache_).select(1, -1);
+    cache_ = LanguageModelCache();
+    return model_.forward(window()).select(1, -1);
+  }
+  void reorder(const Tensor& rows) override {
+    sequence_ = index_select(sequence_, 0, rows);
+    cache_.reorder(rows);
+  }
+
+ private:
+  // The last max_len tokens of the sequence, which is what the model sees once it is longer.
+  Tensor window() const {
+    const std::int64_t t = sequence_.shape()[1];
+    return t > max_len_ ? sequence_.narrow(1, t - max_len_, max_len_).contiguous() : sequence_;
+  }
+
+  LanguageModelImpl& model_;
+  std::int64_t max_len_;
+  Tensor sequence_;
+  LanguageModelCache cache_;
+};
+
+}  // namespace
+
 Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.shape()[1] == 0)
     throw ShapeError("LanguageModel::generate: expected a prompt (B, T) with T >= 1, got shape " +
@@ -319,37 +358,8 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
   NoGradGuard no_grad;
   const bool was_training = is_training();
   eval();
-  const std::int64_t batch = prompt.shape()[0];
-  LanguageModelCache cache;
-  Tensor sequence = prompt;
-  // The last max_len tokens of a sequence, which is what the model sees once it is longer.
-  const auto window = [&](const Tensor& seq) {
-    const std::int64_t t = seq.shape()[1];
-    return t > max_len ? seq.narrow(1, t - max_len, max_len).contiguous() : seq;
-  };
-  Tensor logits = forward(window(prompt), &cache);  // (B, T0, V)
-  std::vector<bool> finished(static_cast<std::size_t>(batch), false);
-  for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
-    std::vector<std::int64_t> next = choose_tokens(logits.select(1, -1), options, gen, "LanguageModel::generate");
-    if (options.eos_token) {
-      for (std::size_t b = 0; b < next.size(); ++b) {
-        if (finished[b]) next[b] = *options.eos_token;
-        finished[b] = finished[b] || next[b] == *options.eos_token;
-      }
-    }
-    const Tensor next_tokens = from_vector(next, {batch, 1});
-    sequence = concat({sequence, next_tokens}, 1);
-    bool all_done = options.eos_token.has_value();
-    for (bool f : finished) all_done = all_done && f;
-    if (all_done || step + 1 == options.max_new_tokens) break;
-    if (sequence.shape()[1] <= max_len) {
-      logits = forward(next_tokens, &cache);
-    } else {
-      // Past max_len there is no position for the new token: recompute over the last max_len tokens.
-      cache = LanguageModelCache();
-      logits = forward(window(sequence));
-    }
-  }
+  SlidingWindowDecoder decoder(*this, max_len);
+  const Tensor sequence = detail::generate_tokens(decoder, prompt, options, gen, "LanguageModel::generate");
   train(was_training);
   return sequence;
 }
