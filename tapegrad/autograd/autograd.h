@@ -12,4 +12,5 @@
 #include "tapegrad/autograd/hooks.h"
 #include "tapegrad/autograd/ops.h"
 #include "tapegrad/autograd/parallel.h"
+#include "tapegrad/autograd/sparse_rows.h"
 #include "tapegrad/autograd/tensor.h"

@@ -10,6 +10,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/sparse_rows.h"
 
 namespace tapegrad {
 
@@ -241,6 +242,10 @@ bool exclusively_owned(const Tensor& t) {
 // owned and is kept without a copy. Under create_graph a gradient that is taped is kept as it is,
 // and sums are taped too.
 void add_to_grad(TensorImpl& impl, Tensor grad) {  // NOLINT(performance-unnecessary-value-param)
+  if (impl.sparse_grad) {                          // used densely too: the gradient becomes dense
+    grad = grad + impl.sparse_grad->to_dense();
+    impl.sparse_grad.reset();
+  }
   if (!impl.grad) {
     impl.grad = exclusively_owned(grad) || grad.requires_grad() ? grad.impl_ptr() : grad.clone().impl_ptr();
   } else if (grad_enabled && (grad.requires_grad() || impl.grad->grad_fn || impl.grad->requires_grad)) {
@@ -281,6 +286,10 @@ bool has_non_finite(const Tensor& t) {
   return std::any_of(values.begin(), values.end(), [](double v) { return !std::isfinite(v); });
 }
 
+class GraphTask;
+// The backward running on this thread (a hook or a backward may start another inside it).
+thread_local const GraphTask* running_task = nullptr;
+
 // One backward: the roots, what to do with leaf gradients, and (for autograd::grad) which
 // tensors' gradients to return.
 class GraphTask {
@@ -292,6 +301,8 @@ class GraphTask {
 
   void run(const TensorList& roots, const TensorList& seeds);
   TensorList take_results() { return std::move(results_); }
+  bool creates_graph() const { return create_graph_; }
+  bool returns_gradients() const { return inputs_ != nullptr; }
 
  private:
   void prepare(const std::vector<std::shared_ptr<Node>>& starts);
@@ -423,6 +434,12 @@ void GraphTask::check_anomaly(const Node& node, const TensorList& grads) const {
 }
 
 void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
+  const GraphTask* outer_task = running_task;
+  running_task = this;
+  struct RestoreTask {
+    const GraphTask* outer;
+    ~RestoreTask() { running_task = outer; }
+  } restore_task{outer_task};
   std::vector<std::shared_ptr<Node>> heap;  // max-heap on sequence: the tape in reverse
   // On an exception, leave no gradient parked in a node for the next backward to find.
   struct ClearOnExit {
@@ -681,6 +698,36 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 
 std::int64_t live_nodes() { return detail::total_live_nodes(); }
 std::int64_t live_tensor_impls() { return detail::total_live_impls(); }
+
+void detail::accumulate_sparse_grad(const std::shared_ptr<TensorImpl>& leaf, const SparseRows& rows, const char* op) {
+  const std::string name(op);
+  if (running_task == nullptr)
+    throw GraphError(name + ": a row-sparse gradient can be accumulated only from inside a backward");
+  if (running_task->creates_graph())
+    throw GraphError(name +
+                     ": sparse gradients cannot be differentiated again; build the embedding with dense "
+                     "gradients to backward with create_graph");
+  if (running_task->returns_gradients())
+    throw GraphError(name +
+                     ": autograd::grad returns dense gradients; build the embedding with dense gradients "
+                     "to ask for its weight's gradient there");
+  if (leaf->hooks && !leaf->hooks->tensor_hooks->empty())
+    throw GraphError(name + ": the " + leaf->shape.str() +
+                     " weight has gradient hooks (register_hook), which take dense gradients; use a "
+                     "post-accumulate-grad hook, or dense gradients");
+  if (leaf->grad) {
+    add_to_grad(*leaf, rows.to_dense());
+  } else if (leaf->sparse_grad) {
+    leaf->sparse_grad = std::make_shared<SparseRows>(leaf->sparse_grad->append(rows));
+  } else {
+    leaf->sparse_grad = std::make_shared<SparseRows>(rows);
+  }
+  if (leaf->hooks && !leaf->hooks->post_accumulate->empty()) {
+    const auto hooks = leaf->hooks->post_accumulate->hooks();  // a copy: a hook may remove itself
+    const Tensor handle(leaf);
+    for (const auto& entry : hooks) entry.second(handle);
+  }
+}
 
 namespace detail {
 

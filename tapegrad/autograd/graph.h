@@ -236,6 +236,12 @@ std::int64_t live_tensor_impls();
 namespace detail {
 // Releases a node without recursion (see graph.cpp).
 void release_node(std::shared_ptr<Node>&& node);
+// Called by an op's backward instead of returning a dense gradient for `leaf`: adds `rows` to
+// the leaf's row-sparse gradient (Tensor::sparse_grad), or into its dense gradient when it has
+// one, then runs its post-accumulate-grad hooks. A GraphError naming `op` outside a backward, in
+// a backward that creates a graph, in autograd::grad (whose results are dense), or when the leaf
+// has gradient hooks (register_hook), which take dense gradients.
+void accumulate_sparse_grad(const std::shared_ptr<TensorImpl>& leaf, const SparseRows& rows, const char* op);
 }  // namespace detail
 
 }  // namespace tapegrad

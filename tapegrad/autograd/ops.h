@@ -181,8 +181,11 @@ Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
 // x with src added at `index` along axis (the adjoint of gather).
 Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
 // Rows of weight (V, D) picked by indices (Int64, any shape): (..., D). Backward scatter-adds
-// into weight's gradient; rows at padding_idx (if given) receive no gradient.
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt);
+// into weight's gradient; rows at padding_idx (if given) receive no gradient. With sparse, weight
+// must be a leaf, and backward appends the rows used to its row-sparse gradient
+// (Tensor::sparse_grad) instead of building a dense (V, D) one.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt,
+                 bool sparse = false);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
 // through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,

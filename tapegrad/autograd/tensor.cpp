@@ -17,6 +17,7 @@
 #include "tapegrad/autograd/kernels/strided.h"
 #include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/sparse_rows.h"
 
 namespace tapegrad {
 
@@ -139,7 +140,15 @@ const Tensor& Tensor::requires_grad_(bool requires) const {
   return *this;
 }
 
-Tensor Tensor::grad() const { return Tensor(checked().grad); }
+Tensor Tensor::grad() const {
+  const TensorImpl& t = checked();
+  if (t.sparse_grad)
+    throw GraphError("grad: the gradient of this " + t.shape.str() + " tensor is row-sparse (" +
+                     std::to_string(t.sparse_grad->nnz()) +
+                     " rows from embeddings with sparse gradients); read it with sparse_grad(), or "
+                     "sparse_grad().to_dense()");
+  return Tensor(t.grad);
+}
 
 void Tensor::set_grad(const Tensor& grad) const {
   TensorImpl& t = checked();
@@ -147,10 +156,30 @@ void Tensor::set_grad(const Tensor& grad) const {
     throw ShapeError("set_grad: gradient of shape " + grad.shape().str() + " and dtype " + dtype_name(grad.dtype()) +
                      " for a tensor of shape " + t.shape.str() + " and dtype " + dtype_name(t.dtype));
   t.grad = grad.impl_ptr();
+  t.sparse_grad.reset();
+}
+
+SparseRows Tensor::sparse_grad() const {
+  const TensorImpl& t = checked();
+  return t.sparse_grad ? *t.sparse_grad : SparseRows();
+}
+
+void Tensor::set_sparse_grad(const SparseRows& grad) const {
+  TensorImpl& t = checked();
+  if (!grad.defined()) {
+    t.sparse_grad.reset();
+    return;
+  }
+  if (grad.shape() != t.shape || grad.dtype() != t.dtype)
+    throw ShapeError("set_sparse_grad: rows of a " + grad.shape().str() + " " + dtype_name(grad.dtype()) +
+                     " table for a tensor of shape " + t.shape.str() + " and dtype " + dtype_name(t.dtype));
+  t.sparse_grad = std::make_shared<SparseRows>(grad);
+  t.grad.reset();
 }
 
 void Tensor::zero_grad(bool set_to_none) const {
   TensorImpl& t = checked();
+  t.sparse_grad.reset();
   if (!t.grad) return;
   if (set_to_none) {
     t.grad.reset();

@@ -29,6 +29,7 @@ namespace tapegrad {
 
 struct Node;
 struct LeafHooks;
+class SparseRows;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -42,7 +43,8 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;  // the op that made this tensor (null for leaves)
   int output_nr = 0;              // which output of grad_fn this is
   std::shared_ptr<TensorImpl> grad;
-  std::shared_ptr<LeafHooks> hooks;  // a leaf's hooks (graph.h), null until one is registered
+  std::shared_ptr<SparseRows> sparse_grad;  // a leaf's row-sparse gradient (sparse_rows.h), instead of grad
+  std::shared_ptr<LeafHooks> hooks;         // a leaf's hooks (graph.h), null until one is registered
 
   TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
@@ -94,10 +96,21 @@ class Tensor {
   // Marks a floating-point leaf as needing its gradient; returns *this for chaining.
   const Tensor& requires_grad_(bool requires = true) const;
   bool is_leaf() const { return checked().grad_fn == nullptr; }
-  // The accumulated gradient (undefined until a backward reaches this tensor).
+  // The accumulated gradient (undefined until a backward reaches this tensor). A GraphError when
+  // the gradient is row-sparse (has_sparse_grad): read that one with sparse_grad().
   Tensor grad() const;
+  // Replaces the gradient (dropping a row-sparse one).
   void set_grad(const Tensor& grad) const;
-  // Zeroes the gradient in place, keeping its buffer; set_to_none drops it instead.
+  // A table used only through embeddings with sparse gradients (nn::EmbeddingOptions::sparse)
+  // accumulates a row-sparse gradient instead of a dense one: the rows each backward touched,
+  // appended (sparse_rows.h). Used densely as well in the same backward, it gets a dense one.
+  bool has_sparse_grad() const { return checked().sparse_grad != nullptr; }
+  SparseRows sparse_grad() const;  // undefined SparseRows when there is none
+  // Replaces the row-sparse gradient (dropping a dense one); ShapeError unless it is this
+  // tensor's shape and dtype.
+  void set_sparse_grad(const SparseRows& grad) const;
+  // Zeroes the gradient in place, keeping its buffer; set_to_none drops it instead. A row-sparse
+  // gradient is always dropped (no rows is its zero).
   void zero_grad(bool set_to_none = false) const;
   // Asks backward to keep the gradient of this non-leaf tensor (after its hooks ran).
   void retain_grad() const;

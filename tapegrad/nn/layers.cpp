@@ -23,7 +23,7 @@ void check_probability(double p, const char* module) {
 // ---------------------------------------------------------------- Embedding
 
 EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
-    : num_embeddings_(options.num_embeddings()), dim_(options.embedding_dim()) {
+    : num_embeddings_(options.num_embeddings()), dim_(options.embedding_dim()), sparse_(options.sparse()) {
   const std::int64_t num_embeddings = num_embeddings_, dim = dim_;
   const std::optional<std::int64_t> padding_idx = options.padding_idx();
   if (num_embeddings <= 0 || dim <= 0)
@@ -61,14 +61,17 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
   weight_ = register_parameter("weight", w);
 }
 
-Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight_, indices, padding_idx_); }
+Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight_, indices, padding_idx_, sparse_); }
 
-Embedding embedding_from_pretrained(const Tensor& weights, bool freeze, std::optional<std::int64_t> padding_idx) {
+Embedding embedding_from_pretrained(const Tensor& weights, bool freeze, std::optional<std::int64_t> padding_idx,
+                                    bool sparse) {
   if (weights.dim() != 2 || (weights.dtype() != kFloat32 && weights.dtype() != kFloat64))
     throw ShapeError(std::string("embedding_from_pretrained: expected float32 or float64 weights (V, D), got ") +
                      dtype_name(weights.dtype()) + " " + weights.shape().str());
-  Embedding e{
-      EmbeddingOptions(weights.shape()[0], weights.shape()[1]).init(EmbeddingInit::Zeros).padding_idx(padding_idx)};
+  Embedding e{EmbeddingOptions(weights.shape()[0], weights.shape()[1])
+                  .init(EmbeddingInit::Zeros)
+                  .padding_idx(padding_idx)
+                  .sparse(sparse)};
   e->to(weights.dtype());
   {
     NoGradGuard no_grad;

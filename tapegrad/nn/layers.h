@@ -40,6 +40,9 @@ struct EmbeddingOptions {
   // the end, as in PyTorch.
   TAPEGRAD_ARG(std::optional<std::int64_t>, padding_idx) = std::nullopt;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;  // the initial weights' source (default generator if null)
+  // Row-sparse gradients (Tensor::sparse_grad): a backward touches only the rows it used, for
+  // optim::SGD (without momentum or weight decay) and optim::SparseAdam.
+  TAPEGRAD_ARG(bool, sparse) = false;
 };
 
 // Embedding: a lookup table weight (num_embeddings, dim), initialised N(0, 1) like
@@ -56,21 +59,23 @@ class EmbeddingImpl : public UnaryModule {
   std::int64_t num_embeddings() const { return num_embeddings_; }
   std::int64_t embedding_dim() const { return dim_; }
   std::optional<std::int64_t> padding_idx() const { return padding_idx_; }  // normalised to [0, V)
+  bool sparse() const { return sparse_; }
 
  private:
   std::int64_t num_embeddings_;
   std::int64_t dim_;
   std::optional<std::int64_t> padding_idx_;
+  bool sparse_;
   Tensor weight_;
 };
 TAPEGRAD_MODULE(Embedding);
 
 // torch.nn.Embedding.from_pretrained: an Embedding whose table is a copy of weights (V, D),
 // floating point; frozen (no gradient) unless freeze is false. As in torch, the padding row keeps
-// its pretrained values (it is not zeroed) and receives no gradient. ShapeError for another rank
-// or dtype.
+// its pretrained values (it is not zeroed) and receives no gradient; sparse as
+// EmbeddingOptions::sparse. ShapeError for another rank or dtype.
 Embedding embedding_from_pretrained(const Tensor& weights, bool freeze = true,
-                                    std::optional<std::int64_t> padding_idx = std::nullopt);
+                                    std::optional<std::int64_t> padding_idx = std::nullopt, bool sparse = false);
 
 // ---------------------------------------------------------------- norms
 

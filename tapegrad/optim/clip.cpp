@@ -5,6 +5,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/sparse_rows.h"
 #include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
@@ -12,8 +13,14 @@ namespace tapegrad::optim {
 namespace {
 
 // Grads are expected contiguous (accumulated by the engine); a strided grad is replaced by a contiguous copy so the
-// raw loops below can see one buffer.
+// raw loops below can see one buffer. A row-sparse gradient is coalesced first (its duplicate rows summed, as the
+// dense gradient would have them), and its rows are the buffer.
 Tensor contiguous_grad(const Tensor& p) {
+  if (p.has_sparse_grad()) {
+    const SparseRows rows = p.sparse_grad().coalesce();
+    p.set_sparse_grad(rows);
+    return rows.values();
+  }
   Tensor g = p.grad();
   if (g.defined() && !g.is_contiguous()) {
     g = g.contiguous();

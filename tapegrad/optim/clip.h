@@ -1,4 +1,5 @@
-// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_. Parameters without a grad are skipped.
+// Gradient clipping, as torch.nn.utils.clip_grad_norm_ / clip_grad_value_. Parameters without a grad are skipped;
+// a row-sparse gradient (Tensor::sparse_grad) is coalesced and its rows clipped.
 #pragma once
 
 #include <limits>

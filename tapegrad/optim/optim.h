@@ -1,8 +1,10 @@
 #pragma once
-// Everything in tapegrad::optim: optimisers, gradient clipping, learning-rate schedules.
+// Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam), gradient clipping,
+// learning-rate schedules.
 
 #include "tapegrad/optim/adam.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
 #include "tapegrad/optim/sgd.h"
+#include "tapegrad/optim/sparse_adam.h"

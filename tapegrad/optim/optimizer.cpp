@@ -95,6 +95,29 @@ void Optimizer::step() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
+      const bool sparse = p.has_sparse_grad();
+      if (!sparse && !p.impl()->grad) continue;
+      const std::string refusal = sparse ? sparse_refusal(groups_[g]) : dense_refusal(groups_[g]);
+      if (!refusal.empty())
+        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
+                         " (shape " + p.shape().str() + ") has a " + (sparse ? "row-sparse" : "dense") +
+                         " gradient, but " + refusal);
+    }
+  }
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
+      const Tensor& p = groups_[g].params[i];
+      if (p.has_sparse_grad()) {
+        const SparseRows rows = p.sparse_grad().coalesce();
+        if (rows.shape() != p.shape() || rows.dtype() != p.dtype())
+          throw ValueError(std::string(name_) + ": row-sparse gradient of group " + std::to_string(g) + " parameter " +
+                           std::to_string(i) + " does not match the parameter's shape or dtype");
+        ParamState& state = state_[g][i];
+        ++state.step;
+        update_sparse(groups_[g], p, rows, state);
+        p.impl()->storage->bump_version();
+        continue;
+      }
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       if (grad.shape() != p.shape() || grad.dtype() != p.dtype())
@@ -110,6 +133,20 @@ void Optimizer::step() {
   }
   ++steps_taken_;
 }
+
+void Optimizer::update_sparse(const ParamGroup& /*group*/, const Tensor& p, const SparseRows& /*g*/,
+                              ParamState& /*state*/) {
+  throw ValueError(std::string(name_) + ": cannot update the " + p.shape().str() +
+                   " parameter from a row-sparse gradient");
+}
+
+std::string Optimizer::sparse_refusal(const ParamGroup& /*group*/) const {
+  return std::string(name_) +
+         " takes dense gradients only; step embeddings with sparse gradients with optim::SGD (no momentum or weight "
+         "decay) or optim::SparseAdam";
+}
+
+std::string Optimizer::dense_refusal(const ParamGroup& /*group*/) const { return {}; }
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (const ParamGroup& group : groups_)

@@ -5,7 +5,9 @@
 //   loss.backward(); opt.step(); opt.zero_grad();
 //
 // Subclasses implement update(): one parameter p (contiguous leaf) with its gradient g (same shape and dtype)
-// and that parameter's state (step count and named buffers such as "momentum_buffer" or "exp_avg").
+// and that parameter's state (step count and named buffers such as "momentum_buffer" or "exp_avg"); those that
+// take row-sparse gradients (Tensor::sparse_grad, from embeddings with sparse gradients) implement
+// update_sparse() too, and say which they take through sparse_refusal() / dense_refusal().
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/sparse_rows.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad::optim {
@@ -59,7 +62,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter whose grad is defined, under NoGradGuard.
+  // One update of every parameter with a gradient (dense or row-sparse), under NoGradGuard. A ValueError naming
+  // the parameter, before anything is updated, when a gradient is of a kind this optimiser does not take.
   void step();
   // Zeroes (or, with set_to_none, drops) the gradient of every parameter.
   void zero_grad(bool set_to_none = false);
@@ -95,6 +99,12 @@ class Optimizer {
   // state.step already incremented. step() bumps p's version afterwards; an update that writes its state buffers
   // through data_ptr bumps theirs.
   virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
+  // The same for a row-sparse gradient, coalesced, of p's shape and dtype: only its rows may change.
+  virtual void update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& state);
+  // Why a parameter of `group` cannot take a row-sparse (or a dense) gradient here, as the end of a sentence;
+  // empty when it can. By default dense gradients are taken and sparse ones refused.
+  virtual std::string sparse_refusal(const ParamGroup& group) const;
+  virtual std::string dense_refusal(const ParamGroup& group) const;
   // Optimiser name used in error messages.
   const char* name_;
 

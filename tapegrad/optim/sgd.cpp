@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/optim.h"
 #include "tapegrad/autograd/storage.h"
 
@@ -54,6 +55,30 @@ void SGD::update(const ParamGroup& group, const Tensor& p, const Tensor& g, Para
     kernels::sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), buf, p.numel(), step);
   });
   if (use_momentum) state.buffers["momentum_buffer"].impl()->storage->bump_version();
+}
+
+std::string SGD::sparse_refusal(const ParamGroup& group) const {
+  if (options_.momentum() != 0.0)
+    return "momentum keeps a dense buffer of every row (momentum " + format_number(options_.momentum()) +
+           "); sparse gradients need momentum 0";
+  if (*group.weight_decay != 0.0)
+    return "weight decay changes every row (weight_decay " + format_number(*group.weight_decay) +
+           "); sparse gradients need weight_decay 0";
+  return {};
+}
+
+void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& /*state*/) {
+  kernels::SgdStep step;
+  step.lr = *group.lr;
+  const std::int64_t dim = p.shape()[1];
+  const std::int64_t* rows = g.indices().data_ptr<std::int64_t>();
+  dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
+    using T = decltype(tag);
+    T* param = p.data_ptr<T>();
+    const T* values = g.values().data_ptr<T>();
+    for (std::int64_t k = 0; k < g.nnz(); ++k)
+      kernels::sgd_update<T>(param + rows[k] * dim, values + k * dim, nullptr, dim, step);
+  });
 }
 
 }  // namespace tapegrad::optim

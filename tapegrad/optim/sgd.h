@@ -4,7 +4,8 @@
 //                      g = nesterov ? g + momentum * buf : buf
 //   p = p - lr * g
 // lr and weight_decay are per group (ParamGroup, defaulting to these options'); momentum, dampening and nesterov
-// are shared.
+// are shared. A row-sparse gradient (an embedding with sparse gradients) is taken without momentum or weight
+// decay, as torch's: only its rows change, p[i] = p[i] - lr * g[i], equal to the dense step on those rows.
 #pragma once
 
 #include "tapegrad/autograd/arg.h"
@@ -35,6 +36,8 @@ class SGD : public Optimizer {
 
  protected:
   void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) override;
+  void update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& state) override;
+  std::string sparse_refusal(const ParamGroup& group) const override;
 
  private:
   SGDOptions options_;

@@ -11,6 +11,8 @@
 // Indices are Int64 and must lie in [0, size): negative indices are an IndexError (as in
 // PyTorch's gather and embedding), never wrapped.
 
+#include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -18,6 +20,7 @@
 #include "tapegrad/autograd/kernels/index.h"
 #include "tapegrad/autograd/kernels/strided.h"
 #include "tapegrad/autograd/ops.h"
+#include "tapegrad/autograd/sparse_rows.h"
 
 namespace tapegrad {
 
@@ -156,7 +159,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
 }
 
 // ---------------------------------------------------------------- embedding
-Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx, bool sparse) {
   check_index_dtype(indices, "embedding", "indices");
   if (weight.dim() != 2)
     throw ShapeError("embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape " +
@@ -182,7 +185,39 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
     kernels::embedding_forward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(), ids.numel(), num_embeddings, dim,
                                   out.data_ptr<T>());
   });
-  if (any_requires_grad({&weight}))
+  if (sparse && any_requires_grad({&weight})) {
+    if (!weight.is_leaf())
+      throw GraphError("embedding: sparse gradients go to a leaf weight, but this " + weight.shape().str() +
+                       " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
+    record("embedding", out, {weight},
+           [saved = SavedTensor(ids), leaf = std::weak_ptr<TensorImpl>(weight.impl_ptr()), num_embeddings, dim,
+            pad](const Tensor& g) -> TensorList {
+             const std::shared_ptr<TensorImpl> table = leaf.lock();
+             if (!table) return {Tensor()};  // the weight is gone: nobody can read its gradient
+             const Tensor ids = saved.unpack();
+             const Tensor gd = kernels::dense(g);  // gd: (N, D) flattened
+             const std::int64_t n = ids.numel();
+             const std::int64_t* id = ids.data_ptr<std::int64_t>();
+             std::int64_t kept = n;
+             if (pad) kept -= std::count(id, id + n, *pad);
+             Tensor rows_ids = empty({kept}, kInt64);      // (kept)
+             Tensor rows = empty({kept, dim}, g.dtype());  // (kept, D): the rows of g off the padding index
+             dispatch_floating(g.dtype(), "embedding", [&](auto tag) {
+               using T = decltype(tag);
+               const T* src = gd.data_ptr<T>();
+               T* dst = rows.data_ptr<T>();
+               std::int64_t* dst_id = rows_ids.data_ptr<std::int64_t>();
+               for (std::int64_t t = 0, k = 0; t < n; ++t) {
+                 if (pad && id[t] == *pad) continue;
+                 dst_id[k] = id[t];
+                 std::copy(src + t * dim, src + (t + 1) * dim, dst + k * dim);
+                 ++k;
+               }
+             });
+             detail::accumulate_sparse_grad(table, SparseRows(rows_ids, rows, num_embeddings), "embedding");
+             return {Tensor()};
+           });
+  } else if (any_requires_grad({&weight})) {
     record("embedding", out, {weight},
            [saved = SavedTensor(ids), num_embeddings, dim, pad](const Tensor& g) -> TensorList {
              const Tensor ids = saved.unpack();
@@ -205,6 +240,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
              });
              return {gw};
            });
+  }
   return out;
 }
 

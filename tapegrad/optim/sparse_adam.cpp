@@ -1,0 +1,89 @@
+#include "tapegrad/optim/sparse_adam.h"
+
+#include <cmath>
+#include <string>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/storage.h"
+
+namespace tapegrad::optim {
+
+namespace {
+
+void check_options(const SparseAdamOptions& o) {
+  const auto [beta1, beta2] = o.betas();
+  if (!(beta1 >= 0.0 && beta1 < 1.0))
+    throw ValueError("SparseAdam: invalid beta1 " + format_number(beta1) + " (must be in [0, 1))");
+  if (!(beta2 >= 0.0 && beta2 < 1.0))
+    throw ValueError("SparseAdam: invalid beta2 " + format_number(beta2) + " (must be in [0, 1))");
+  if (!(o.eps() >= 0.0)) throw ValueError("SparseAdam: invalid eps " + format_number(o.eps()) + " (must be >= 0)");
+}
+
+}  // namespace
+
+SparseAdam::SparseAdam(const TensorList& params, const SparseAdamOptions& options)
+    : SparseAdam(single_group(params), options) {}
+
+SparseAdam::SparseAdam(std::vector<ParamGroup> groups, const SparseAdamOptions& options)
+    : Optimizer(std::move(groups), GroupDefaults{options.lr(), 0.0}, "SparseAdam"), options_(options) {
+  check_options(options_);
+  for (std::size_t g = 0; g < param_groups().size(); ++g)
+    if (*param_groups()[g].weight_decay != 0.0)
+      throw ValueError("SparseAdam: group " + std::to_string(g) + " has weight_decay " +
+                       format_number(*param_groups()[g].weight_decay) + "; SparseAdam has no weight decay");
+}
+
+std::string SparseAdam::sparse_refusal(const ParamGroup& group) const {
+  if (*group.weight_decay != 0.0)
+    return "SparseAdam has no weight decay (the group asks for " + format_number(*group.weight_decay) + ")";
+  return {};
+}
+
+std::string SparseAdam::dense_refusal(const ParamGroup& /*group*/) const {
+  return "SparseAdam takes row-sparse gradients only (embeddings with sparse gradients); step dense parameters "
+         "with optim::Adam";
+}
+
+void SparseAdam::update(const ParamGroup& /*group*/, const Tensor& p, const Tensor& /*g*/, ParamState& /*state*/) {
+  throw ValueError("SparseAdam: the " + p.shape().str() + " parameter has a dense gradient; " +
+                   dense_refusal(param_groups().front()));
+}
+
+void SparseAdam::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& state) {
+  if (state.buffers.count("exp_avg") == 0) {
+    state.buffers["exp_avg"] = zeros_like(p);
+    state.buffers["exp_avg_sq"] = zeros_like(p);
+  }
+  const auto [beta1, beta2] = options_.betas();
+  // Bias corrections in double, as torch computes them from Python floats.
+  const double t = static_cast<double>(state.step);
+  const double step_size = *group.lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
+  const std::int64_t dim = p.shape()[1];
+  const std::int64_t* rows = g.indices().data_ptr<std::int64_t>();
+  dispatch_floating(p.dtype(), "SparseAdam", [&](auto tag) {
+    using T = decltype(tag);
+    const T one_minus_beta1 = static_cast<T>(1.0 - beta1), one_minus_beta2 = static_cast<T>(1.0 - beta2);
+    const T eps = static_cast<T>(options_.eps()), minus_step = static_cast<T>(-step_size);
+    T* param = p.data_ptr<T>();
+    T* m = state.buffers["exp_avg"].data_ptr<T>();
+    T* v = state.buffers["exp_avg_sq"].data_ptr<T>();
+    const T* values = g.values().data_ptr<T>();
+    for (std::int64_t k = 0; k < g.nnz(); ++k) {
+      const std::int64_t at = rows[k] * dim;
+      const T* gk = values + k * dim;
+      for (std::int64_t j = 0; j < dim; ++j) {
+        const T m_old = m[at + j], v_old = v[at + j];
+        const T m_new = m_old + (gk[j] - m_old) * one_minus_beta1;
+        const T v_new = v_old + (gk[j] * gk[j] - v_old) * one_minus_beta2;
+        m[at + j] = m_new;
+        v[at + j] = v_new;
+        param[at + j] += minus_step * (m_new / (std::sqrt(v_new) + eps));
+      }
+    }
+  });
+  state.buffers["exp_avg"].impl()->storage->bump_version();
+  state.buffers["exp_avg_sq"].impl()->storage->bump_version();
+}
+
+}  // namespace tapegrad::optim

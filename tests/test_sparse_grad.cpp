@@ -1,0 +1,334 @@
+// Row-sparse embedding gradients: SparseRows (coalesce, to_dense, append, errors), the sparse
+// embedding's backward against the dense one (duplicates, padding, several backwards, bit for bit
+// after coalescing), its finite-difference check, what a sparse gradient refuses (create_graph,
+// autograd::grad, gradient hooks, a computed weight), SGD's lazy step and SparseAdam against
+// their formulas with untouched rows bitwise unchanged, the optimisers that refuse a kind of
+// gradient, and clipping.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::max_abs_diff;
+
+namespace {
+
+Tensor ids_of(const std::vector<std::int64_t>& ids, const Shape& shape) { return from_vector(ids, shape); }
+
+// Two tables with the same values, one with sparse gradients; the same weighting of their rows.
+struct Pair {
+  nn::Embedding sparse;
+  nn::Embedding dense;
+  Pair(std::int64_t v, std::int64_t d, std::optional<std::int64_t> pad, DType dtype = kFloat32)
+      : sparse(nn::EmbeddingOptions(v, d).padding_idx(pad).sparse(true)),
+        dense(nn::EmbeddingOptions(v, d).padding_idx(pad)) {
+    sparse->to(dtype);
+    dense->to(dtype);
+    NoGradGuard no_grad;
+    dense->weight().copy_(sparse->weight());
+  }
+};
+
+Tensor weighted_sum(const Tensor& rows, const Tensor& weights) { return (rows * weights).sum(); }
+
+}  // namespace
+
+TEST_CASE("sparse grad: SparseRows coalesces in order, densifies, appends and checks its input") {
+  const Tensor values = from_vector(std::vector<float>{1, 2, 10, 20, 3, 4, 100, 200}, {4, 2});
+  const SparseRows rows(ids_of({3, 1, 3, 0}, {4}), values, 5);
+  CHECK(rows.nnz() == 4);
+  CHECK(rows.shape() == Shape{5, 2});
+  CHECK_FALSE(rows.is_coalesced());
+  const SparseRows c = rows.coalesce();
+  CHECK(c.is_coalesced());
+  CHECK(c.indices().to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 3});
+  CHECK(c.values().to_vector<float>() == std::vector<float>{100, 200, 10, 20, 4, 6});
+  CHECK(rows.to_dense().to_vector<float>() == std::vector<float>{100, 200, 10, 20, 0, 0, 4, 6, 0, 0});
+  const SparseRows both = rows.append(c);
+  CHECK(both.nnz() == 7);
+  CHECK(both.coalesce().values().to_vector<float>() == std::vector<float>{200, 400, 20, 40, 8, 12});
+
+  CHECK_THROWS_WITH_AS(SparseRows(ids_of({0, 5}, {2}), zeros({2, 2}), 5),
+                       "SparseRows: index 5 at position 1 is out of range for 5 rows", IndexError);
+  CHECK_THROWS_WITH_AS(SparseRows(ids_of({-1}, {1}), zeros({1, 2}), 5),
+                       "SparseRows: index -1 at position 0 is out of range for 5 rows", IndexError);
+  CHECK_THROWS_WITH_AS(SparseRows(ids_of({0, 1}, {2}), zeros({3, 2}), 5),
+                       "SparseRows: expected indices (N) and values (N, D), got (2) and (3,2)", ShapeError);
+  CHECK_THROWS_WITH_AS(SparseRows(zeros({2}), zeros({2, 2}), 5), "SparseRows: indices must be int64, got float32",
+                       TypeError);
+  CHECK_THROWS_WITH_AS(SparseRows(ids_of({2, 2}, {2}), zeros({2, 2}), 5, /*coalesced=*/true),
+                       "SparseRows: coalesced indices must be strictly increasing, got 2 then 2 at position 1",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(rows.append(SparseRows(ids_of({0}, {1}), zeros({1, 3}), 5)),
+                       "SparseRows::append: rows of a (5,3) float32 table appended to a (5,2) float32 one", ShapeError);
+}
+
+TEST_CASE("sparse grad: equals the dense gradient bit for bit after coalescing, with duplicates and padding") {
+  manual_seed(3);
+  Pair pair(7, 4, /*pad=*/2);
+  const Tensor ids = ids_of({5, 2, 5, 0, 6, 5, 2, 0, 3}, {3, 3});  // 5 three times, the padding index twice
+  const Tensor w = randn({3, 3, 4});
+  weighted_sum(pair.sparse(ids), w).backward();
+  weighted_sum(pair.dense(ids), w).backward();
+  const Tensor& table = pair.sparse->weight();
+  REQUIRE(table.has_sparse_grad());
+  const SparseRows g = table.sparse_grad();
+  CHECK(g.nnz() == 7);  // the two padding positions are left out
+  const SparseRows c = g.coalesce();
+  CHECK(c.indices().to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 3, 5, 6});
+  CHECK(c.to_dense().to_vector<float>() == pair.dense->weight().grad().to_vector<float>());
+  CHECK(g.to_dense().to_vector<float>() == pair.dense->weight().grad().to_vector<float>());
+  CHECK_THROWS_WITH_AS(table.grad(), doctest::Contains("grad: the gradient of this (7,4) tensor is row-sparse (7 rows"),
+                       GraphError);
+  table.zero_grad();
+  CHECK_FALSE(table.has_sparse_grad());
+  CHECK_FALSE(table.grad().defined());
+}
+
+TEST_CASE("sparse grad: accumulates over several backwards") {
+  manual_seed(4);
+  Pair pair(6, 3, std::nullopt, kFloat64);
+  const std::vector<Tensor> batches{ids_of({1, 4, 1}, {3}), ids_of({4, 0}, {2}), ids_of({1}, {1})};
+  for (const Tensor& ids : batches) {
+    const Tensor w = randn({ids.numel(), 3}, kFloat64);
+    weighted_sum(pair.sparse(ids), w).backward();
+    weighted_sum(pair.dense(ids), w).backward();
+  }
+  const SparseRows g = pair.sparse->weight().sparse_grad();
+  CHECK(g.nnz() == 6);
+  CHECK(max_abs_diff(g.coalesce().to_dense(), pair.dense->weight().grad()) < 1e-14);
+}
+
+TEST_CASE("sparse grad: matches central differences in float64") {
+  manual_seed(5);
+  nn::Embedding emb{nn::EmbeddingOptions(4, 3).sparse(true).padding_idx(3)};
+  emb->to(kFloat64);
+  const Tensor ids = ids_of({1, 3, 1, 0}, {4});
+  const Tensor c = randn({4, 3}, kFloat64);
+  auto loss = [&] { return (tanh(emb(ids)) * c).sum(); };
+  loss().backward();
+  const Tensor analytic = emb->weight().sparse_grad().to_dense();
+  const Tensor& table = emb->weight();
+  std::vector<double> numeric;
+  const double h = 1e-6;
+  for (std::int64_t k = 0; k < table.numel(); ++k) {
+    NoGradGuard no_grad;
+    const Tensor flat = table.reshape({table.numel()});
+    const double x = flat.select(0, k).item<double>();
+    flat.select(0, k).fill_(x + h);
+    const double up = loss().item<double>();
+    flat.select(0, k).fill_(x - h);
+    const double down = loss().item<double>();
+    flat.select(0, k).fill_(x);
+    numeric.push_back((up - down) / (2 * h));
+  }
+  // Rows 0 to 2 as the differences say (row 2 is unused: zero); the padding row (3) is a constant
+  // by definition and gets nothing, though the loss reads it.
+  const Tensor expected = from_vector(numeric, {4, 3});
+  CHECK(max_abs_diff(analytic.narrow(0, 0, 3), expected.narrow(0, 0, 3)) < 1e-8);
+  CHECK(expected.select(0, 3).abs().sum().item<double>() > 0.1);
+  CHECK(analytic.select(0, 3).abs().sum().item<double>() == 0.0);
+  CHECK(analytic.select(0, 2).abs().sum().item<double>() == 0.0);
+}
+
+TEST_CASE("sparse grad: a table used densely too gets a dense gradient") {
+  manual_seed(6);
+  Pair pair(5, 3, std::nullopt);
+  const Tensor ids = ids_of({0, 4, 4}, {3});
+  const Tensor x = randn({2, 3});
+  // The same table as an embedding and as a tied output projection, in both orders.
+  auto loss = [&](nn::Embedding& e) { return e(ids).sum() + matmul(x, e->weight().transpose(0, 1)).pow(2.0).sum(); };
+  loss(pair.sparse).backward();
+  loss(pair.dense).backward();
+  CHECK_FALSE(pair.sparse->weight().has_sparse_grad());
+  CHECK(max_abs_diff(pair.sparse->weight().grad(), pair.dense->weight().grad()) < 1e-6);
+  // A sparse gradient left by one backward folds into the dense one of the next.
+  pair.sparse->weight().zero_grad(true);
+  pair.sparse(ids).sum().backward();
+  REQUIRE(pair.sparse->weight().has_sparse_grad());
+  matmul(x, pair.sparse->weight().transpose(0, 1)).pow(2.0).sum().backward();
+  CHECK_FALSE(pair.sparse->weight().has_sparse_grad());
+  CHECK(max_abs_diff(pair.sparse->weight().grad(), pair.dense->weight().grad()) < 1e-6);
+}
+
+TEST_CASE("sparse grad: what it refuses, and its post-accumulate hooks") {
+  manual_seed(7);
+  nn::Embedding emb{nn::EmbeddingOptions(5, 2).sparse(true)};
+  const Tensor ids = ids_of({1, 2}, {2});
+  CHECK_THROWS_WITH_AS(emb(ids).pow(2.0).sum().backward(Tensor(), std::nullopt, /*create_graph=*/true),
+                       doctest::Contains("embedding: sparse gradients cannot be differentiated again"), GraphError);
+  CHECK_THROWS_WITH_AS(autograd::grad({emb(ids).sum()}, {emb->weight()}),
+                       doctest::Contains("embedding: autograd::grad returns dense gradients"), GraphError);
+  CHECK_FALSE(emb->weight().has_sparse_grad());
+
+  const Tensor base = randn({5, 2}).requires_grad_();
+  CHECK_THROWS_WITH_AS(
+      embedding(base * 2.0, ids, std::nullopt, /*sparse=*/true),
+      "embedding: sparse gradients go to a leaf weight, but this (5,2) weight was computed by mul; use "
+      "dense gradients",
+      GraphError);
+
+  int calls = 0;
+  std::int64_t seen_rows = 0;
+  RemovableHandle post = emb->weight().register_post_accumulate_grad_hook([&](const Tensor& w) {
+    ++calls;
+    seen_rows = w.sparse_grad().nnz();
+  });
+  emb(ids).sum().backward();
+  CHECK(calls == 1);
+  CHECK(seen_rows == 2);
+  post.remove();
+
+  RemovableHandle hook = emb->weight().register_hook([](const Tensor& g) { return g; });
+  CHECK_THROWS_WITH_AS(emb(ids).sum().backward(), doctest::Contains("embedding: the (5,2) weight has gradient hooks"),
+                       GraphError);
+  hook.remove();
+}
+
+TEST_CASE("sparse grad: SGD steps only the touched rows, as the dense step does") {
+  manual_seed(8);
+  Pair pair(9, 3, /*pad=*/0);
+  const Tensor before = pair.sparse->weight().clone();
+  const Tensor ids = ids_of({4, 0, 4, 7}, {4});
+  const Tensor w = randn({4, 3});
+  optim::SGD sparse_opt(pair.sparse->parameters(), optim::SGDOptions(0.5));
+  optim::SGD dense_opt(pair.dense->parameters(), optim::SGDOptions(0.5));
+  weighted_sum(pair.sparse(ids), w).backward();
+  weighted_sum(pair.dense(ids), w).backward();
+  sparse_opt.step();
+  dense_opt.step();
+  CHECK(pair.sparse->weight().to_vector<float>() == pair.dense->weight().to_vector<float>());
+  for (std::int64_t row = 0; row < 9; ++row) {
+    const bool touched = row == 4 || row == 7;
+    const bool same =
+        pair.sparse->weight().select(0, row).to_vector<float>() == before.select(0, row).to_vector<float>();
+    CHECK_MESSAGE(same != touched, "row ", row);
+  }
+  sparse_opt.zero_grad();
+  CHECK_FALSE(pair.sparse->weight().has_sparse_grad());
+
+  optim::SGD momentum(pair.sparse->parameters(), optim::SGDOptions(0.5).momentum(0.9));
+  optim::SGD decay(pair.sparse->parameters(), optim::SGDOptions(0.5).weight_decay(0.01));
+  pair.sparse(ids).sum().backward();
+  const Tensor kept = pair.sparse->weight().clone();
+  CHECK_THROWS_WITH_AS(momentum.step(),
+                       "SGD: group 0 parameter 0 (shape (9,3)) has a row-sparse gradient, but momentum keeps a dense "
+                       "buffer of every row (momentum 0.9); sparse gradients need momentum 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(decay.step(),
+                       "SGD: group 0 parameter 0 (shape (9,3)) has a row-sparse gradient, but weight decay changes "
+                       "every row (weight_decay 0.01); sparse gradients need weight_decay 0",
+                       ValueError);
+  CHECK(pair.sparse->weight().to_vector<float>() == kept.to_vector<float>());
+}
+
+TEST_CASE("sparse grad: dense optimisers refuse it before updating anything") {
+  manual_seed(9);
+  nn::Linear lin(3, 2);
+  nn::Embedding emb{nn::EmbeddingOptions(4, 3).sparse(true)};
+  optim::Adam adam(std::vector<optim::ParamGroup>{{lin->parameters()}, {emb->parameters()}}, optim::AdamOptions(0.1));
+  (lin(emb(ids_of({1, 2}, {2}))).sum()).backward();
+  const Tensor lin_before = lin->weight().clone();
+  CHECK_THROWS_WITH_AS(adam.step(),
+                       "Adam: group 1 parameter 0 (shape (4,3)) has a row-sparse gradient, but Adam takes dense "
+                       "gradients only; step embeddings with sparse gradients with optim::SGD (no momentum or weight "
+                       "decay) or optim::SparseAdam",
+                       ValueError);
+  CHECK(lin->weight().to_vector<float>() == lin_before.to_vector<float>());
+  optim::SparseAdam sparse_adam(lin->parameters(), optim::SparseAdamOptions(0.1));
+  CHECK_THROWS_WITH_AS(sparse_adam.step(),
+                       "SparseAdam: group 0 parameter 0 (shape (2,3)) has a dense gradient, but SparseAdam takes "
+                       "row-sparse gradients only (embeddings with sparse gradients); step dense parameters with "
+                       "optim::Adam",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::SparseAdam(std::vector<optim::ParamGroup>{{emb->parameters(), std::nullopt, 0.1}},
+                                         optim::SparseAdamOptions()),
+                       "SparseAdam: group 0 has weight_decay 0.1; SparseAdam has no weight decay", ValueError);
+  CHECK_THROWS_WITH_AS(optim::SparseAdam(emb->parameters(), optim::SparseAdamOptions().betas({1.0, 0.999})),
+                       "SparseAdam: invalid beta1 1 (must be in [0, 1))", ValueError);
+}
+
+TEST_CASE("sparse grad: SparseAdam follows its formula at touched rows and leaves the rest") {
+  manual_seed(10);
+  const std::int64_t v = 6, d = 2;
+  nn::Embedding emb{nn::EmbeddingOptions(v, d).sparse(true)};
+  emb->to(kFloat64);
+  const double lr = 0.05, beta1 = 0.8, beta2 = 0.9, eps = 1e-6;
+  optim::SparseAdam opt(emb->parameters(), optim::SparseAdamOptions(lr).betas({beta1, beta2}).eps(eps));
+  std::vector<double> p = emb->weight().to_vector<double>(), m(v * d, 0.0), s(v * d, 0.0);
+  const std::vector<Tensor> batches{ids_of({1, 3, 1}, {3}), ids_of({3}, {1}), ids_of({5, 1}, {2})};
+  int t = 0;
+  for (const Tensor& ids : batches) {
+    const Tensor w = randn({ids.numel(), d}, kFloat64);
+    weighted_sum(emb(ids), w).backward();
+    const SparseRows g = emb->weight().sparse_grad().coalesce();
+    ++t;
+    const double step_size = lr * std::sqrt(1 - std::pow(beta2, t)) / (1 - std::pow(beta1, t));
+    const std::vector<std::int64_t> rows = g.indices().to_vector<std::int64_t>();
+    const std::vector<double> gv = g.values().to_vector<double>();
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      for (std::int64_t j = 0; j < d; ++j) {
+        const std::size_t at = static_cast<std::size_t>(rows[k] * d + j);
+        const double gj = gv[k * d + static_cast<std::size_t>(j)];
+        m[at] = beta1 * m[at] + (1 - beta1) * gj;
+        s[at] = beta2 * s[at] + (1 - beta2) * gj * gj;
+        p[at] -= step_size * m[at] / (std::sqrt(s[at]) + eps);
+      }
+    }
+    const std::vector<double> before = emb->weight().to_vector<double>();
+    opt.step();
+    opt.zero_grad();
+    const std::vector<double> after = emb->weight().to_vector<double>();
+    for (std::int64_t r = 0; r < v; ++r) {
+      const bool touched = std::count(rows.begin(), rows.end(), r) > 0;
+      for (std::int64_t j = 0; j < d; ++j) {
+        const std::size_t at = static_cast<std::size_t>(r * d + j);
+        if (touched) CHECK(std::abs(after[at] - p[at]) < 1e-12);
+        else CHECK(after[at] == before[at]);  // bitwise: never written
+      }
+    }
+  }
+  // Row 0, 2 and 4 were never touched: their moments are still zero.
+  const NamedTensors state = opt.state_tensors();
+  for (const auto& [name, tensor] : state) {
+    if (name != "group0.param0.exp_avg") continue;
+    for (std::int64_t r : {0, 2, 4}) CHECK(tensor.select(0, r).abs().sum().item<double>() == 0.0);
+  }
+
+  // Resumed from its state, a second optimiser takes the same next step.
+  nn::Embedding copy{nn::EmbeddingOptions(v, d).sparse(true)};
+  copy->to(kFloat64);
+  {
+    NoGradGuard no_grad;
+    copy->weight().copy_(emb->weight());
+  }
+  optim::SparseAdam resumed(copy->parameters(), optim::SparseAdamOptions(lr).betas({beta1, beta2}).eps(eps));
+  resumed.load_state(opt.state_tensors());
+  const Tensor ids = ids_of({1, 2}, {2});
+  emb(ids).sum().backward();
+  copy(ids).sum().backward();
+  opt.step();
+  resumed.step();
+  CHECK(emb->weight().to_vector<double>() == copy->weight().to_vector<double>());
+}
+
+TEST_CASE("sparse grad: clip_grad_norm clips the coalesced rows as it clips the dense gradient") {
+  manual_seed(11);
+  Pair pair(8, 3, std::nullopt, kFloat64);
+  const Tensor ids = ids_of({2, 6, 2, 2}, {4});
+  const Tensor w = randn({4, 3}, kFloat64);
+  weighted_sum(pair.sparse(ids), w).backward();
+  weighted_sum(pair.dense(ids), w).backward();
+  const double sparse_norm = optim::clip_grad_norm(pair.sparse->parameters(), 0.1);
+  const double dense_norm = optim::clip_grad_norm(pair.dense->parameters(), 0.1);
+  CHECK(std::abs(sparse_norm - dense_norm) < 1e-12);
+  CHECK(pair.sparse->weight().sparse_grad().is_coalesced());
+  CHECK(max_abs_diff(pair.sparse->weight().sparse_grad().to_dense(), pair.dense->weight().grad()) < 1e-15);
+}
