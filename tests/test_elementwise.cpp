@@ -54,6 +54,13 @@ TEST_CASE("elementwise: unary math and activations forward") {
   check_values(tanh(tensor({0, 0.5})), {0, 0.46211715726000974});
   check_values(sigmoid(tensor({0, 2, -2})), {0.5, 0.8807970779778823, 0.11920292202211755});
   check_values(relu(tensor({-1, 0, 2})), {0, 0, 2});
+  // log(1 + e^x), and no overflow far out: softplus(100) = 100, softplus(-100) = e^-100.
+  check_values(softplus(tensor({0, 2, -2})), {0.6931471805599453, 2.1269280110429727, 0.1269280110429725});
+  check_values(softplus(tensor({100, -100})), {100, 0});
+  CHECK(softplus(tensor({-100}).to(kFloat64)).item() == doctest::Approx(std::exp(-100.0)).epsilon(1e-12));
+  const Tensor at_zero = zeros({2}).requires_grad_();
+  softplus(at_zero).sum().backward();
+  CHECK(at_zero.grad().to_vector<float>() == std::vector<float>{0.5f, 0.5f});  // sigmoid(0), not a subgradient of |x|
   // x Phi(x): Phi(1) = 0.8413447460685429
   check_values(gelu(tensor({1, -1, 0})), {0.8413447460685429, -0.15865525393145707, 0});
   check_values(gelu(tensor({1, -1}), GeluApproximation::Tanh), {0.8411919906082768, -0.15880800939172324});
@@ -73,6 +80,7 @@ TEST_CASE("elementwise: large float32 tensors take the vectorised path with the 
   CHECK(close(sigmoid(x), sigmoid(x64)));
   CHECK(close(gelu(x), gelu(x64)));
   CHECK(close(silu(x), silu(x64)));
+  CHECK(close(softplus(x * 10.0), softplus(x64 * 10.0)));
   CHECK(close(exp(x.transpose(0, 1)), exp(x64.transpose(0, 1))));  // strided input
 }
 
@@ -113,6 +121,7 @@ TEST_CASE("elementwise: gradcheck of unary math and activations") {
   check_gradients([](const TensorList& t) { return gelu(t[0]); }, {x});
   check_gradients([](const TensorList& t) { return gelu(t[0], GeluApproximation::Tanh); }, {x});
   check_gradients([](const TensorList& t) { return silu(t[0]); }, {x});
+  check_gradients([](const TensorList& t) { return softplus(t[0]); }, {x});
   check_gradients([](const TensorList& t) { return clamp(t[0], -1.0, 1.0); }, {x});
   check_gradients([](const TensorList& t) { return clamp(t[0], std::nullopt, 0.5); }, {x});
 }

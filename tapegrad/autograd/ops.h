@@ -73,6 +73,8 @@ Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);  // gradient sign(x), 0 at 0
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+// log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) (no overflow); gradient sigmoid(x).
+Tensor softplus(const Tensor& x);
 Tensor relu(const Tensor& x);  // gradient 0 at 0
 enum class GeluApproximation { None, Tanh };
 // None: x * Phi(x) with the erf; Tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -186,6 +188,12 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, cons
 // (Tensor::sparse_grad) instead of building a dense (V, D) one.
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt,
                  bool sparse = false);
+// The rows of weight (V, D) at indices (Int64 (B, N)) dotted with queries (B, D): out (B, N),
+// out[b][n] = weight[indices[b][n]] . queries[b]. Equal to (embedding(weight, indices) *
+// unsqueeze(queries, 1)).sum({2}) without the (B, N, D) rows in between: the scores of sampled
+// output words (negative sampling) or of Huffman path nodes (hierarchical softmax). sparse as in
+// embedding.
+Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
 // through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,

@@ -252,13 +252,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
                      logits.shape().str());
   reject_batch_mean(reduction, op);
-  // softplus(-x) = log(1 + exp(-x)) = max(-x, 0) + log(1 + exp(-|x|)), written as
-  // logsumexp([0, -x]): the same stable value, but with the exact derivative -sigmoid(-x) at
-  // x = 0 too, where max and |x| would each contribute their subgradient 0 (zero-initialised
-  // logits sit exactly there).
-  // pair: (..., 2)
-  const Tensor pair = stack({zeros_like(logits), -logits}, -1);
-  const Tensor softplus_neg = logsumexp(pair, {-1});
+  // softplus(-x) = log(1 + exp(-x)), stable for any x, its derivative -sigmoid(-x) exact at x = 0
+  // too (zero-initialised logits sit there).
+  const Tensor softplus_neg = softplus(-logits);
   Tensor loss;
   if (pos_weight.defined()) {
     check_floating(pos_weight, op, "pos_weight");

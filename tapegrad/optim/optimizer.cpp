@@ -108,7 +108,7 @@ void Optimizer::step() {
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       const Tensor& p = groups_[g].params[i];
       if (p.has_sparse_grad()) {
-        const SparseRows rows = p.sparse_grad().coalesce();
+        const SparseRows rows = p.sparse_grad();
         if (rows.shape() != p.shape() || rows.dtype() != p.dtype())
           throw ValueError(std::string(name_) + ": row-sparse gradient of group " + std::to_string(g) + " parameter " +
                            std::to_string(i) + " does not match the parameter's shape or dtype");

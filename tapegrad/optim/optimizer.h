@@ -99,7 +99,8 @@ class Optimizer {
   // state.step already incremented. step() bumps p's version afterwards; an update that writes its state buffers
   // through data_ptr bumps theirs.
   virtual void update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) = 0;
-  // The same for a row-sparse gradient, coalesced, of p's shape and dtype: only its rows may change.
+  // The same for a row-sparse gradient of p's shape and dtype, as accumulated (uncoalesced): only its rows may
+  // change.
   virtual void update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& state);
   // Why a parameter of `group` cannot take a row-sparse (or a dense) gradient here, as the end of a sentence;
   // empty when it can. By default dense gradients are taken and sparse ones refused.

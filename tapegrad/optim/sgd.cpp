@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/optim.h"
+#include "tapegrad/autograd/parallel.h"
 #include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
@@ -68,16 +69,28 @@ std::string SGD::sparse_refusal(const ParamGroup& group) const {
 }
 
 void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& /*state*/) {
-  kernels::SgdStep step;
-  step.lr = *group.lr;
   const std::int64_t dim = p.shape()[1];
   const std::int64_t* rows = g.indices().data_ptr<std::int64_t>();
   dispatch_floating(p.dtype(), "SGD", [&](auto tag) {
     using T = decltype(tag);
+    const T lr = static_cast<T>(*group.lr);  // as the dense kernel rounds it
     T* param = p.data_ptr<T>();
     const T* values = g.values().data_ptr<T>();
-    for (std::int64_t k = 0; k < g.nnz(); ++k)
-      kernels::sgd_update<T>(param + rows[k] * dim, values + k * dim, nullptr, dim, step);
+    // Each row's updates in the order they were added (a row may appear several times). The rows
+    // are split by index among the threads (index % parts), so no two threads write one row and
+    // the result does not depend on the thread count.
+    const std::int64_t n = g.nnz();
+    const std::int64_t parts = n * dim >= (1 << 15) ? num_threads() : 1;
+    parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t part = lo; part < hi; ++part) {
+        for (std::int64_t k = 0; k < n; ++k) {
+          if (rows[k] % parts != part) continue;
+          T* row = param + rows[k] * dim;
+          const T* grad = values + k * dim;
+          for (std::int64_t j = 0; j < dim; ++j) row[j] -= lr * grad[j];
+        }
+      }
+    });
   });
 }
 

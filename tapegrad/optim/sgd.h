@@ -5,7 +5,9 @@
 //   p = p - lr * g
 // lr and weight_decay are per group (ParamGroup, defaulting to these options'); momentum, dampening and nesterov
 // are shared. A row-sparse gradient (an embedding with sparse gradients) is taken without momentum or weight
-// decay, as torch's: only its rows change, p[i] = p[i] - lr * g[i], equal to the dense step on those rows.
+// decay, as torch's: only its rows change, each row of g applied in the order the rows were added
+// (p[i] = p[i] - lr * g_k for every row k at index i, uncoalesced: no sort), which equals the dense step on those
+// rows up to rounding.
 #pragma once
 
 #include "tapegrad/autograd/arg.h"

@@ -50,7 +50,8 @@ void SparseAdam::update(const ParamGroup& /*group*/, const Tensor& p, const Tens
                    dense_refusal(param_groups().front()));
 }
 
-void SparseAdam::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& state) {
+void SparseAdam::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& grad, ParamState& state) {
+  const SparseRows g = grad.coalesce();  // each touched row's moments move once, by the row's whole gradient
   if (state.buffers.count("exp_avg") == 0) {
     state.buffers["exp_avg"] = zeros_like(p);
     state.buffers["exp_avg_sq"] = zeros_like(p);

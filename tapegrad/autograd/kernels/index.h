@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/kernels/rows.h"
 #include "tapegrad/autograd/kernels/strided.h"
+#include "tapegrad/autograd/parallel.h"
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad::kernels {
@@ -121,6 +123,76 @@ static void embedding_backward(const T* g, const std::int64_t* ids, std::int64_t
     T* row = gw + ids[t] * dim;
     const T* grow = g + t * dim;
     for (std::int64_t j = 0; j < dim; ++j) row[j] += grow[j];
+  }
+}
+
+// IndexError naming op for an id outside [0, num_embeddings).
+inline void check_embedding_ids(const std::int64_t* ids, std::int64_t n, std::int64_t num_embeddings, const char* op) {
+  for (std::int64_t t = 0; t < n; ++t)
+    if (ids[t] < 0 || ids[t] >= num_embeddings)
+      throw IndexError(std::string(op) + ": index " + std::to_string(ids[t]) + " is out of range for " +
+                       std::to_string(num_embeddings) + " embeddings");
+}
+
+// embedding_dot's loops; w (V, dim), ids (batch, per_row), q (batch, dim), out and g (batch,
+// per_row). Rows of the batch are independent: in parallel over them, each in order.
+constexpr std::int64_t kEmbeddingDotGrain = 16;  // batch rows per chunk (16 x 6 dot products of 100)
+
+// out[b][n] = w[ids[b][n]] . q[b].
+template <class T>
+static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* q, std::int64_t batch,
+                                  std::int64_t per_row, std::int64_t dim, T* out) {
+  parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b)
+      for (std::int64_t n = 0; n < per_row; ++n)
+        out[b * per_row + n] = row_dot(w + ids[b * per_row + n] * dim, q + b * dim, dim);
+  });
+}
+
+// gq[b] = sum_n g[b][n] w[ids[b][n]].
+template <class T>
+static void embedding_dot_queries_backward(const T* w, const std::int64_t* ids, const T* g, std::int64_t batch,
+                                           std::int64_t per_row, std::int64_t dim, T* gq) {
+  parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b) {
+      T* out = gq + b * dim;
+      std::fill(out, out + dim, T(0));
+      for (std::int64_t n = 0; n < per_row; ++n) {
+        const T scale = g[b * per_row + n];
+        const T* row = w + ids[b * per_row + n] * dim;
+        for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * row[j];
+      }
+    }
+  });
+}
+
+// rows[b per_row + n] = g[b][n] q[b]: the weight's gradient as rows, one per index.
+template <class T>
+static void embedding_dot_rows(const T* q, const T* g, std::int64_t batch, std::int64_t per_row, std::int64_t dim,
+                               T* rows) {
+  parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b) {
+      const T* qb = q + b * dim;
+      for (std::int64_t n = 0; n < per_row; ++n) {
+        const T scale = g[b * per_row + n];
+        T* out = rows + (b * per_row + n) * dim;
+        for (std::int64_t j = 0; j < dim; ++j) out[j] = scale * qb[j];
+      }
+    }
+  });
+}
+
+// gw[ids[b][n]] += g[b][n] q[b], in order (rows may repeat).
+template <class T>
+static void embedding_dot_weight_backward(const T* q, const std::int64_t* ids, const T* g, std::int64_t batch,
+                                          std::int64_t per_row, std::int64_t dim, T* gw) {
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const T* qb = q + b * dim;
+    for (std::int64_t n = 0; n < per_row; ++n) {
+      const T scale = g[b * per_row + n];
+      T* row = gw + ids[b * per_row + n] * dim;
+      for (std::int64_t j = 0; j < dim; ++j) row[j] += scale * qb[j];
+    }
   }
 }
 

@@ -54,6 +54,17 @@ static T row_sum(const T* a, std::int64_t n) {
   return total;
 }
 
+// sum(a[i] * b[i]).
+template <class T>
+static T row_dot(const T* a, const T* b, std::int64_t n) {
+  Batch<T> acc(T(0));
+  std::int64_t i = 0;
+  for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i) * Batch<T>::load_unaligned(b + i);
+  T total = xsimd::hadd(acc);
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
 // max(x[0..n)); -inf for an empty row.
 template <class T>
 static T row_max(const T* x, std::int64_t n) {

@@ -36,17 +36,6 @@ static void exp_shifted(const T* x, const T* shift, T* out, std::int64_t n) {
   for (; j < n; ++j) out[j] = std::exp(x[j] - shift[j]);
 }
 
-// sum(a[i] * b[i]).
-template <class T>
-static T row_dot(const T* a, const T* b, std::int64_t n) {
-  Batch<T> acc(T(0));
-  std::int64_t i = 0;
-  for (; i + kLanes<T> <= n; i += kLanes<T>) acc += Batch<T>::load_unaligned(a + i) * Batch<T>::load_unaligned(b + i);
-  T total = xsimd::hadd(acc);
-  for (; i < n; ++i) total += a[i] * b[i];
-  return total;
-}
-
 // out[i] = g[i] - exp(y[i]) * s (log_softmax's backward on one row).
 template <class T>
 static void minus_exp_scaled(const T* g, const T* y, T s, T* out, std::int64_t n) {

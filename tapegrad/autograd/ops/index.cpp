@@ -244,6 +244,87 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
   return out;
 }
 
+// ---------------------------------------------------------------- embedding_dot
+Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse) {
+  const char* op = "embedding_dot";
+  check_index_dtype(indices, op, "indices");
+  if (weight.dim() != 2 || indices.dim() != 2 || queries.dim() != 2 || queries.shape()[0] != indices.shape()[0] ||
+      queries.shape()[1] != weight.shape()[1])
+    throw ShapeError(std::string(op) + ": expected weight (V, D), indices (B, N) and queries (B, D), got " +
+                     weight.shape().str() + ", " + indices.shape().str() + " and " + queries.shape().str());
+  if (queries.dtype() != weight.dtype())
+    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but queries are " +
+                    dtype_name(queries.dtype()));
+  const std::int64_t num_embeddings = weight.shape()[0], dim = weight.shape()[1];
+  const std::int64_t batch = indices.shape()[0], per_row = indices.shape()[1];
+  const Tensor w = kernels::dense(weight);     // w: (V, D)
+  const Tensor ids = kernels::dense(indices);  // ids: (B, N)
+  const Tensor q = kernels::dense(queries);    // q: (B, D)
+  kernels::check_embedding_ids(ids.data_ptr<std::int64_t>(), ids.numel(), num_embeddings, op);
+  Tensor out = empty({batch, per_row}, weight.dtype());  // out: (B, N)
+  dispatch_floating(weight.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::embedding_dot_forward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(), q.data_ptr<T>(), batch, per_row,
+                                      dim, out.data_ptr<T>());
+  });
+  if (!any_requires_grad({&weight, &queries})) return out;
+  if (sparse && weight.requires_grad() && !weight.is_leaf())
+    throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
+                     " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
+  const bool weight_needs = weight.requires_grad(), queries_needs = queries.requires_grad();
+  record(op, out, {weight, queries},
+         [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_q = SavedTensor(queries),
+          leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
+          sparse, weight_needs, queries_needs, num_embeddings, dim](const Tensor& g) -> TensorList {
+           const Tensor ids = saved_ids.unpack();
+           const Tensor wt = saved_w.unpack();
+           const Tensor qt = saved_q.unpack();
+           if (is_grad_enabled() && any_requires_grad({&g, &wt, &qt})) {
+             if (sparse && weight_needs)
+               throw GraphError(
+                   "embedding_dot: sparse gradients cannot be differentiated again; use dense gradients "
+                   "to backward with create_graph");
+             // Taped: the same products written with differentiable ops.
+             const Tensor gu = unsqueeze(g, 2);  // (B, N, 1)
+             Tensor gq, gw;
+             if (queries_needs) gq = sum(embedding(wt, ids) * gu, {1});  // (B, D)
+             if (weight_needs) {
+               const Tensor rows = reshape(gu * unsqueeze(qt, 1), {ids.numel(), dim});  // (B N, D)
+               const Tensor at = index_along_axis(reshape(ids, {ids.numel()}), {ids.numel(), dim}, 0);
+               gw = scatter_add(zeros({num_embeddings, dim}, g.dtype()), 0, at, rows);
+             }
+             return {gw, gq};
+           }
+           const Tensor gd = kernels::dense(g);  // (B, N)
+           const Tensor w = kernels::dense(wt), q = kernels::dense(qt);
+           const std::int64_t batch = ids.shape()[0], per_row = ids.shape()[1];
+           Tensor gq, gw;
+           dispatch_floating(g.dtype(), "embedding_dot", [&](auto tag) {
+             using T = decltype(tag);
+             if (queries_needs) {
+               gq = empty({batch, dim}, g.dtype());
+               kernels::embedding_dot_queries_backward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
+                                                          gd.data_ptr<T>(), batch, per_row, dim, gq.data_ptr<T>());
+             }
+             if (!weight_needs) return;
+             if (sparse) {
+               Tensor rows = empty({batch * per_row, dim}, g.dtype());  // (B N, D): g[b][n] q[b]
+               kernels::embedding_dot_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), batch, per_row, dim,
+                                              rows.data_ptr<T>());
+               if (const std::shared_ptr<TensorImpl> table = leaf.lock())
+                 detail::accumulate_sparse_grad(table, SparseRows(reshape(ids, {ids.numel()}), rows, num_embeddings),
+                                                "embedding_dot");
+             } else {
+               gw = zeros({num_embeddings, dim}, g.dtype());
+               kernels::embedding_dot_weight_backward<T>(q.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
+                                                         gd.data_ptr<T>(), batch, per_row, dim, gw.data_ptr<T>());
+             }
+           });
+           return {gw, gq};
+         });
+  return out;
+}
+
 // ---------------------------------------------------------------- topk
 // sorted=false is accepted but the result is always sorted (largest first, or smallest first
 // when !largest): the selection sorts its k winners anyway, and a fixed order is easier to test.

@@ -155,6 +155,24 @@ Tensor sigmoid(const Tensor& x) {
   return out;
 }
 
+Tensor softplus(const Tensor& x) {
+  Tensor out = dispatch_floating(x.dtype(), "softplus", [&](auto tag) {
+    using T = decltype(tag);
+    return kernels::vector_map<T>(x,
+                                  [](const auto& e) { return xt::maximum(e, T(0)) + xt::log1p(xt::exp(-xt::abs(e))); });
+  });
+  if (any_requires_grad({&x}))
+    record("softplus", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x})) return {g * sigmoid(x)};
+      return {backward_map(g, x, [](auto gv, auto xv) {
+        using T = decltype(xv);
+        return gv / (T(1) + std::exp(-xv));
+      })};
+    });
+  return out;
+}
+
 Tensor relu(const Tensor& x) {
   Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (any_requires_grad({&x}))
