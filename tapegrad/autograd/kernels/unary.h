@@ -4,6 +4,7 @@
 // batches and a scalar tail with the same formulas. Static templates, so that they are compiled,
 // and their xsimd math inlined, in the ops' translation unit (ops/unary.cpp; see rows.h).
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -65,6 +66,35 @@ static void gelu_forward_contiguous(const T* x, T* out, std::int64_t n, bool use
         use_tanh ? std::tanh(T(kSqrt2OverPi) * (xv + T(kGeluCubic) * xv * xv * xv)) : std::erf(xv * T(1 / kSqrt2));
     out[i] = T(0.5) * xv * (T(1) + inner);
   }
+}
+
+// softplus(x) = max(x, 0) + log1p(exp(-|x|)) on contiguous buffers. The batches take log1p(a) as
+// log(u) - ((u - 1) - a) / u with u = 1 + a (xsimd has no vectorised log1p; the correction
+// restores what rounding 1 + a lost, so a tiny a still gives a); the tail calls std::log1p.
+template <class T>
+static void softplus_contiguous(const T* x, T* out, std::int64_t n) {
+  // x, out: (n)
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const B xv = B::load_unaligned(x + i);
+    const B a = xsimd::exp(-xsimd::abs(xv));
+    const B u = B(T(1)) + a;
+    (xsimd::max(xv, B(T(0))) + (xsimd::log(u) - ((u - B(T(1))) - a) / u)).store_unaligned(out + i);
+  }
+  for (; i < n; ++i) out[i] = std::max(x[i], T(0)) + std::log1p(std::exp(-std::abs(x[i])));
+}
+
+template <class T>
+static Tensor softplus_forward(const Tensor& x) {
+  const Tensor xd = dense(x);
+  Tensor y = empty(x.shape(), x.dtype());
+  const T* px = xd.data_ptr<T>();
+  T* py = y.data_ptr<T>();
+  parallel_for_blocks(x.numel(), kElementwiseGrain,
+                      [&](std::int64_t lo, std::int64_t hi) { softplus_contiguous<T>(px + lo, py + lo, hi - lo); });
+  return y;
 }
 
 // gelu's backward on contiguous buffers, vectorised with xsimd (std::erf and std::exp per

@@ -156,11 +156,8 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x) {
-  Tensor out = dispatch_floating(x.dtype(), "softplus", [&](auto tag) {
-    using T = decltype(tag);
-    return kernels::vector_map<T>(x,
-                                  [](const auto& e) { return xt::maximum(e, T(0)) + xt::log1p(xt::exp(-xt::abs(e))); });
-  });
+  Tensor out =
+      dispatch_floating(x.dtype(), "softplus", [&](auto tag) { return kernels::softplus_forward<decltype(tag)>(x); });
   if (any_requires_grad({&x}))
     record("softplus", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
       const Tensor x = saved.unpack();
