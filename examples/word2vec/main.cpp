@@ -8,9 +8,11 @@
 //            mean of the context's input vectors predicts the center word)
 //   losses   negative sampling (negative noise words per example from count^0.75, an AliasTable)
 //            or hierarchical softmax over a Huffman tree of the counts (nn::huffman_tree)
-//   training batches of examples; both tables are Embeddings with row-sparse gradients, stepped
-//            by SGD at word2vec.c's learning rate (0.025 skip-gram, 0.05 CBOW), decayed linearly to
-//            1e-4 of it over the words of all epochs
+//   training batches of 256 examples; both tables are Embeddings with row-sparse gradients,
+//            stepped by SGD at word2vec.c's learning rate (0.025 skip-gram, 0.05 CBOW), decayed
+//            linearly to 1e-4 of it over the words of all epochs. A batch's gradients are summed,
+//            computed before any of its updates: with 1024 examples hierarchical softmax diverged
+//            (the root's vector is on every path, and took 1024 updates at once)
 //
 // Files (run_dir, default runs/word2vec/): config.json, corpus.txt (the tokenised verses it trained
 // on, one per line: other tools train on the same input), metrics.jsonl, loss.svg, vectors.txt
@@ -55,7 +57,7 @@ struct W2vConfig {
   std::int64_t min_count = 5;
   std::int64_t epochs = 5;
   double lr = 0.0;
-  std::int64_t batch_size = 1024;
+  std::int64_t batch_size = 256;
   std::int64_t threads = 2;
   std::int64_t log_every = 100;
   std::string probes = "god,king,water,bread,sword,wine";
@@ -108,12 +110,12 @@ void validate(const W2vConfig& c) {
 struct Batch {
   std::vector<std::int64_t> inputs;   // (B, width)
   std::vector<std::int64_t> targets;  // (B)
-  std::vector<float> counts;          // CBOW: the context words per example
+  std::vector<float> inverse_counts;  // CBOW: 1 / the context words per example
   std::int64_t size() const { return static_cast<std::int64_t>(targets.size()); }
   void clear() {
     inputs.clear();
     targets.clear();
-    counts.clear();
+    inverse_counts.clear();
   }
 };
 
@@ -151,8 +153,12 @@ class Word2Vec {
     const Tensor targets = from_vector(batch.targets, {b});
     Tensor hidden;  // (B, D)
     if (cbow_) {
-      const Tensor windows = from_vector(batch.inputs, {b, width_});
-      hidden = input_(windows).sum({1}) / from_vector(batch.counts, {b, 1});
+      // The mean of the context vectors, each of which then receives the mean's whole gradient (not
+      // a 1/count share), as word2vec.c and gensim update them: the value of sum / count, the
+      // gradient of sum (the second term is zero, with gradient 1 - 1/count).
+      const Tensor sum = input_(from_vector(batch.inputs, {b, width_})).sum({1});  // (B, D)
+      const Tensor inverse = from_vector(batch.inverse_counts, {b, 1});            // (B, 1)
+      hidden = sum * inverse + (sum - sum.detach()) * (1.0 - inverse);
     } else {
       hidden = input_(from_vector(batch.inputs, {b}));
     }
@@ -240,7 +246,7 @@ void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, 
     if (count == 0) continue;  // a one-word sentence predicts nothing
     batch.inputs.insert(batch.inputs.end(), static_cast<std::size_t>(model.width() - count), model.pad());
     batch.targets.push_back(kept[static_cast<std::size_t>(i)]);
-    batch.counts.push_back(static_cast<float>(count));
+    batch.inverse_counts.push_back(1.0f / static_cast<float>(count));
     if (batch.size() == batch_size) flush();
   }
 }
