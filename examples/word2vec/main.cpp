@@ -8,11 +8,12 @@
 //            mean of the context's input vectors predicts the center word)
 //   losses   negative sampling (negative noise words per example from count^0.75, an AliasTable)
 //            or hierarchical softmax over a Huffman tree of the counts (nn::huffman_tree)
-//   training batches of 256 examples; both tables are Embeddings with row-sparse gradients,
-//            stepped by SGD at word2vec.c's learning rate (0.025 skip-gram, 0.05 CBOW), decayed
-//            linearly to 1e-4 of it over the words of all epochs. A batch's gradients are summed,
-//            computed before any of its updates: with 1024 examples hierarchical softmax diverged
-//            (the root's vector is on every path, and took 1024 updates at once)
+//   training batches of 256 examples (64 with hierarchical softmax); both tables are Embeddings
+//            with row-sparse gradients, stepped by SGD at word2vec.c's learning rate (0.025
+//            skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the words of all epochs. A
+//            batch's gradients are summed, computed before any of its updates, so the nodes near the
+//            root of the Huffman tree, on nearly every path, take a batch's updates at once: with
+//            1024 examples hierarchical softmax diverged, with 256 CBOW's sometimes did early on
 //
 // Files (run_dir, default runs/word2vec/): config.json, corpus.txt (the tokenised verses it trained
 // on, one per line: other tools train on the same input), metrics.jsonl, loss.svg, vectors.txt
@@ -57,7 +58,7 @@ struct W2vConfig {
   std::int64_t min_count = 5;
   std::int64_t epochs = 5;
   double lr = 0.0;
-  std::int64_t batch_size = 256;
+  std::int64_t batch_size = 0;
   std::int64_t threads = 2;
   std::int64_t log_every = 100;
   std::string probes = "god,king,water,bread,sword,wine";
@@ -78,7 +79,8 @@ struct W2vConfig {
     f("min_count", &C::min_count, "words seen fewer times are dropped");
     f("epochs", &C::epochs, "passes over the corpus");
     f("lr", &C::lr, "starting learning rate (0: word2vec.c's, 0.025 skip-gram and 0.05 CBOW)");
-    f("batch_size", &C::batch_size, "examples per step: (center, context) pairs for skip-gram, centers for CBOW");
+    f("batch_size", &C::batch_size,
+      "examples per step: (center, context) pairs for skip-gram, centers for CBOW (0: 256 for ns, 64 for hs)");
     f("threads", &C::threads, "threads of tapegrad's pool");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("probes", &C::probes, "words whose nearest neighbours are printed, comma-separated");
@@ -98,9 +100,9 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }
 
 void validate(const W2vConfig& c) {
-  examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs,
-                             &C::batch_size, &C::threads, &C::log_every);
-  examples::require_non_negative("word2vec", c, &C::sample, &C::lr);
+  examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs, &C::threads,
+                             &C::log_every);
+  examples::require_non_negative("word2vec", c, &C::sample, &C::lr, &C::batch_size);
   for (const std::string& a : split(c.analogies, ','))
     examples::require(split(a, ':').size() == 4, "word2vec", "--analogies: expected a:b:c:d, got \"" + a + "\"");
 }
@@ -330,6 +332,7 @@ int run(const Config& config) {
             << ", " << bible.verses.size() << " verses, " << corpus_tokens << " tokens, vocabulary " << vocab.size()
             << " (min_count " << c.min_count << ", " << vocab.total << " tokens kept)\n";
 
+  const std::int64_t batch_size = c.batch_size > 0 ? c.batch_size : (c.loss == "hs" ? 64 : 256);
   Generator gen(static_cast<std::uint64_t>(c.seed));
   Word2Vec model(c, vocab, gen);
   const double lr0 = Word2Vec::start_lr(c);
@@ -368,7 +371,7 @@ int run(const Config& config) {
     epoch_examples = 0;
     for (const std::vector<std::int64_t>& sentence : encoded) {
       words_done += static_cast<std::int64_t>(sentence.size());
-      add_examples(subsample(sentence, vocab, c.sample, gen), model, c.window, c.batch_size, gen, batch, flush);
+      add_examples(subsample(sentence, vocab, c.sample, gen), model, c.window, batch_size, gen, batch, flush);
     }
     flush();
     epoch_losses.push_back(epoch_loss / static_cast<double>(std::max<std::int64_t>(epoch_examples, 1)));
@@ -396,6 +399,7 @@ int run(const Config& config) {
                      {"train_words", vocab.total},
                      {"epochs", c.epochs},
                      {"steps", steps},
+                     {"batch_size", batch_size},
                      {"threads", c.threads},
                      {"train_seconds", train_seconds},
                      {"words_per_second", words_per_second},
