@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -102,6 +103,7 @@ inline const std::vector<WorkloadSpec>& workload_specs() {
       {"w4", 3, 30},        // MoE forward + backward
       {"w5", 1, 5},         // one causal attention, forward + backward, at --seq T
       {"w6", 3, 30},        // 2-layer LSTM forward + backward
+      {"w7", 3, 30},        // sparse embedding step, per vocabulary and variant (alternating)
   };
   return specs;
 }
@@ -123,10 +125,11 @@ inline int steps_of(const Options& o, const std::string& workload) {
   std::ostream& out = problem.empty() ? std::cout : std::cerr;
   if (!problem.empty()) out << program << ": " << problem << "\n";
   out << "usage: " << program << " [--workload " << extra_workloads
-      << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|all] [--json] [--threads N]\n"
+      << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|w7|all] [--json] [--threads N]\n"
       << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused]\n"
       << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
-      << "  'all' runs every workload except w2conv and w5 (which runs one --seq per process, for its memory).\n";
+      << "  'all' runs every workload except w2conv, w5 (which runs one --seq per process, for its memory)\n"
+      << "  and w7 (tables up to 1e6 x 100, about 25 s).\n";
   std::exit(problem.empty() ? 0 : 2);
 }
 
@@ -317,6 +320,72 @@ inline std::vector<float> lstm_parameter(std::size_t i, std::int64_t numel) {
   std::vector<float> v = normal_values(numel, 100 + i);
   for (float& x : v) x /= 16.0f;  // 1 / sqrt(256)
   return v;
+}
+
+// ---------------------------------------------------------------- W7 data
+// One sparse embedding step: a (V, 100) float32 table, a batch of 4096 indices uniform in [0, V),
+// rows = emb(ids) (4096, 100), loss = sum(rows * c) with c a fixed (4096, 100) tensor, backward,
+// the optimiser's step, zero_grad; for V = 1e4, 1e5, 1e6 and three variants of the step.
+struct SparseEmbeddingConfig {
+  static constexpr std::int64_t kDim = 100, kBatch = 4096, kBatches = 16;
+  static constexpr int kRounds = 5;  // the measured steps of the variants alternate in this many rounds
+  static std::vector<std::int64_t> vocabs() { return {10'000, 100'000, 1'000'000}; }
+};
+
+// What each variant is: the table's gradient (row-sparse or dense) and the optimiser, and its name in
+// the JSON rows ("variant"). SGD's lr is 0.1, SparseAdam's 1e-3.
+struct SparseEmbeddingVariant {
+  const char* name;
+  bool sparse;
+  bool adam;  // SparseAdam instead of SGD
+};
+inline const std::vector<SparseEmbeddingVariant>& sparse_embedding_variants() {
+  static const std::vector<SparseEmbeddingVariant> variants = {
+      {"sparse-sgd", true, false},
+      {"sparse-adam", true, true},
+      {"dense-sgd", false, false},
+  };
+  return variants;
+}
+
+// The pool of 16 batches for vocabulary V: (16, 4096) indices uniform in [0, V), seed 5 (the modulo's
+// bias is below 1e-13); step s uses batch s mod 16.
+inline std::vector<std::int64_t> sparse_embedding_ids(std::int64_t vocab) {
+  using C = SparseEmbeddingConfig;
+  std::mt19937_64 gen(5);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(C::kBatches * C::kBatch));
+  for (auto& id : ids) id = static_cast<std::int64_t>(gen() % static_cast<std::uint64_t>(vocab));
+  return ids;
+}
+
+// c: (4096, 100) standard normal, seed 6.
+inline std::vector<float> sparse_embedding_loss_weights() {
+  using C = SparseEmbeddingConfig;
+  return normal_values(C::kBatch * C::kDim, 6);
+}
+
+// Times the variants' steps alternately: every variant's `warmup` steps, then `rounds` rounds in
+// which each variant in turn (the order rotated by one every round) takes its share of `steps`
+// measured steps. Returns each variant's per-step milliseconds, in the order of `step_of`.
+inline std::vector<std::vector<double>> time_alternating(const std::vector<std::function<void()>>& step_of, int warmup,
+                                                         int steps, int rounds) {
+  const std::size_t n = step_of.size();
+  for (const auto& step : step_of)
+    for (int i = 0; i < warmup; ++i) step();
+  rounds = std::max(1, std::min(rounds, steps));
+  std::vector<std::vector<double>> ms(n);
+  for (int round = 0; round < rounds; ++round) {
+    const int share = steps / rounds + (round < steps % rounds ? 1 : 0);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t v = (k + static_cast<std::size_t>(round)) % n;
+      for (int i = 0; i < share; ++i) {
+        const auto start = Clock::now();
+        step_of[v]();
+        ms[v].push_back(ms_since(start));
+      }
+    }
+  }
+  return ms;
 }
 
 // The process's resident set size now, in MiB (/proc/self/statm's second field, in pages).

@@ -1,4 +1,4 @@
-// Over 400 lines: the five workloads in one program, mirroring bench_main.cpp.
+// Over 400 lines: the workloads in one program, mirroring bench_main.cpp.
 // libtorch_bench: the workloads of docs/bench.md written with PyTorch's C++ API, the
 // reference tapegrad_bench is compared against (bench/compare.sh). Built only with
 // -DTAPEGRAD_BENCH_LIBTORCH=ON; see docs/bench.md. The models mirror tapegrad's nn modules
@@ -13,6 +13,8 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -423,6 +425,112 @@ void run_w6(const bench::Options& opt) {
   emit(opt, row, "W6 lstm: " + std::to_string(bench::median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
 }
 
+// ---------------------------------------------------------------- W7 sparse embedding step
+// libtorch 1.13's C++ API has no SparseAdam (torch/optim/ holds adagrad, adam, adamw, lbfgs, rmsprop
+// and sgd), so this is torch.optim.SparseAdam's update (_functional.py's sparse_adam) written by hand
+// with torch ops on the coalesced gradient. torch's Python reads the old moments at the gradient's
+// rows with sparse_mask and adds the updates as sparse tensors; with coalesced (unique) indices,
+// index_select and index_add_ compute the same values. Options: AdamOptions' lr, betas and eps
+// (weight decay unused, as SparseAdam has none); zero_grad is torch::optim::Optimizer's.
+class SparseAdam : public torch::optim::Optimizer {
+ public:
+  SparseAdam(std::vector<torch::Tensor> params, const torch::optim::AdamOptions& options)
+      : Optimizer(std::move(params), std::make_unique<torch::optim::AdamOptions>(options)) {}
+
+  torch::Tensor step(LossClosure closure = nullptr) override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor loss = closure ? closure() : torch::Tensor();
+    for (auto& group : param_groups_) {
+      const auto& o = static_cast<const torch::optim::AdamOptions&>(group.options());
+      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        Moments& s = moments_[p.unsafeGetTensorImpl()];
+        if (!s.exp_avg.defined()) {
+          s.exp_avg = torch::zeros_like(p);
+          s.exp_avg_sq = torch::zeros_like(p);
+        }
+        ++s.step;
+        const auto grad = p.grad().coalesce();
+        const auto rows = grad._indices().select(0, 0);  // (U), unique
+        const auto values = grad._values();              // (U, D)
+        const auto old_exp_avg = s.exp_avg.index_select(0, rows);
+        auto exp_avg_update = (values - old_exp_avg).mul_(1 - beta1);
+        s.exp_avg.index_add_(0, rows, exp_avg_update);
+        const auto old_exp_avg_sq = s.exp_avg_sq.index_select(0, rows);
+        auto exp_avg_sq_update = values.pow(2).sub_(old_exp_avg_sq).mul_(1 - beta2);
+        s.exp_avg_sq.index_add_(0, rows, exp_avg_sq_update);
+        const auto numer = exp_avg_update.add_(old_exp_avg);
+        const auto denom = exp_avg_sq_update.add_(old_exp_avg_sq).sqrt_().add_(o.eps());
+        const double t = static_cast<double>(s.step);
+        const double step_size = o.lr() * std::sqrt(1 - std::pow(beta2, t)) / (1 - std::pow(beta1, t));
+        p.index_add_(0, rows, numer.div_(denom), -step_size);
+      }
+    }
+    return loss;
+  }
+
+ private:
+  struct Moments {
+    torch::Tensor exp_avg, exp_avg_sq;
+    std::int64_t step = 0;
+  };
+  std::map<const void*, Moments> moments_;  // by parameter
+};
+
+// One variant's table and optimiser: torch::nn::Embedding with sparse gradients stepped by SGD or
+// SparseAdam, or with a dense (V, D) gradient stepped by SGD.
+struct EmbeddingStep {
+  torch::nn::Embedding emb;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+
+  EmbeddingStep(std::int64_t vocab, const bench::SparseEmbeddingVariant& v)
+      : emb(torch::nn::EmbeddingOptions(vocab, bench::SparseEmbeddingConfig::kDim).sparse(v.sparse)) {
+    if (v.adam) opt = std::make_unique<SparseAdam>(emb->parameters(), torch::optim::AdamOptions(1e-3));
+    else opt = std::make_unique<torch::optim::SGD>(emb->parameters(), torch::optim::SGDOptions(0.1));
+  }
+
+  void step(const torch::Tensor& ids, const torch::Tensor& c) {
+    const auto loss = (emb(ids) * c).sum();  // emb(ids): (N, D)
+    loss.backward();
+    opt->step();
+    opt->zero_grad();
+  }
+};
+
+void run_w7(const bench::Options& opt) {
+  using C = bench::SparseEmbeddingConfig;
+  torch::manual_seed(0);
+  const auto& variants = bench::sparse_embedding_variants();
+  const auto c = torch::tensor(bench::sparse_embedding_loss_weights()).reshape({C::kBatch, C::kDim});  // (N, D)
+  for (const std::int64_t vocab : C::vocabs()) {
+    const auto pool = long_tensor(bench::sparse_embedding_ids(vocab), {C::kBatches, C::kBatch});  // (16, N)
+    std::vector<torch::Tensor> batches;                                                           // each: (N)
+    for (std::int64_t b = 0; b < C::kBatches; ++b) batches.push_back(pool.select(0, b).contiguous());
+    std::vector<std::unique_ptr<EmbeddingStep>> setups;
+    std::vector<std::function<void()>> steps;
+    for (const auto& v : variants) {
+      setups.push_back(std::make_unique<EmbeddingStep>(vocab, v));
+      steps.push_back([&batches, &c, s = setups.back().get(), next = std::size_t{0}]() mutable {
+        s->step(batches[next++ % batches.size()], c);
+      });
+    }
+    const auto ms = bench::time_alternating(steps, bench::warmup_of(opt, "w7"), bench::steps_of(opt, "w7"), C::kRounds);
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      nlohmann::json row = record_base("w7");
+      row["variant"] = variants[i].name;
+      row["vocab"] = vocab;
+      row["median_ms"] = bench::median(ms[i]);
+      row["ms_per_step"] = bench::median(ms[i]);
+      row["runs"] = ms[i].size();
+      char text[160];
+      std::snprintf(text, sizeof text, "W7 sparse embedding V=%lld %-11s: %8.3f ms/step (median of %zu)",
+                    static_cast<long long>(vocab), variants[i].name, bench::median(ms[i]), ms[i].size());
+      emit(opt, row, text);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -440,6 +548,7 @@ int main(int argc, char** argv) {
     if (w == "w4" || w == "all") run_w4(opt);
     if (w == "w5") run_w5(opt);
     if (w == "w6" || w == "all") run_w6(opt);
+    if (w == "w7") run_w7(opt);
   } catch (const std::exception& e) {
     std::cerr << "libtorch_bench: " << e.what() << "\n";
     return 1;

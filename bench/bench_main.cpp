@@ -1,8 +1,9 @@
 // tapegrad_bench: per-op timings and the workloads of docs/bench.md: the sgemm ceiling
-// (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3) and
-// the mixture-of-experts layer (W4). A measuring program, not a test; see docs/bench.md.
+// (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3),
+// the mixture-of-experts layer (W4), one causal attention (W5), the LSTM (W6) and the sparse
+// embedding step (W7). A measuring program, not a test; see docs/bench.md.
 // bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both. Over 400
-// lines: the five workloads and the ops table in one program, mirroring bench_libtorch.cpp.
+// lines: the workloads and the ops table in one program, mirroring bench_libtorch.cpp.
 //
 //   tapegrad_bench                         # every workload, as text
 //   tapegrad_bench --workload w3 --json    # one JSON object per line
@@ -19,6 +20,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -581,6 +583,59 @@ void run_w6(const Options& opt) {
   emit(opt, row, "W6 lstm: " + std::to_string(median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
 }
 
+// ---------------------------------------------------------------- W7 sparse embedding step
+// One variant's table and optimiser: nn::Embedding with row-sparse gradients stepped by SGD (only the
+// touched rows) or SparseAdam, or with a dense (V, D) gradient stepped by SGD.
+struct EmbeddingStep {
+  nn::Embedding emb;
+  std::unique_ptr<optim::Optimizer> opt;
+
+  EmbeddingStep(std::int64_t vocab, const bench::SparseEmbeddingVariant& v)
+      : emb(nn::EmbeddingOptions(vocab, bench::SparseEmbeddingConfig::kDim).sparse(v.sparse)) {
+    if (v.adam) opt = std::make_unique<optim::SparseAdam>(emb->parameters(), optim::SparseAdamOptions(1e-3));
+    else opt = std::make_unique<optim::SGD>(emb->parameters(), optim::SGDOptions(0.1));
+  }
+
+  void step(const Tensor& ids, const Tensor& c) {
+    const Tensor loss = (emb(ids) * c).sum();  // emb(ids): (N, D)
+    loss.backward();
+    opt->step();
+    opt->zero_grad();
+  }
+};
+
+void run_w7(const Options& opt) {
+  using C = bench::SparseEmbeddingConfig;
+  const auto& variants = bench::sparse_embedding_variants();
+  const Tensor c = from_vector(bench::sparse_embedding_loss_weights(), {C::kBatch, C::kDim});  // (N, D)
+  for (const std::int64_t vocab : C::vocabs()) {
+    const Tensor pool = from_vector(bench::sparse_embedding_ids(vocab), {C::kBatches, C::kBatch});  // (16, N)
+    std::vector<Tensor> batches;                                                                    // each: (N)
+    for (std::int64_t b = 0; b < C::kBatches; ++b) batches.push_back(pool.select(0, b).contiguous());
+    std::vector<std::unique_ptr<EmbeddingStep>> setups;
+    std::vector<std::function<void()>> steps;
+    for (const auto& v : variants) {
+      setups.push_back(std::make_unique<EmbeddingStep>(vocab, v));
+      steps.push_back([&batches, &c, s = setups.back().get(), next = std::size_t{0}]() mutable {
+        s->step(batches[next++ % batches.size()], c);
+      });
+    }
+    const auto ms = bench::time_alternating(steps, bench::warmup_of(opt, "w7"), bench::steps_of(opt, "w7"), C::kRounds);
+    for (std::size_t i = 0; i < variants.size(); ++i) {
+      nlohmann::json row = record_base("w7");
+      row["variant"] = variants[i].name;
+      row["vocab"] = vocab;
+      row["median_ms"] = median(ms[i]);
+      row["ms_per_step"] = median(ms[i]);
+      row["runs"] = ms[i].size();
+      char text[160];
+      std::snprintf(text, sizeof text, "W7 sparse embedding V=%lld %-11s: %8.3f ms/step (median of %zu)",
+                    static_cast<long long>(vocab), variants[i].name, median(ms[i]), ms[i].size());
+      emit(opt, row, text);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -600,6 +655,7 @@ int main(int argc, char** argv) {
     if (w == "w4" || w == "all") run_w4(opt);
     if (w == "w5") run_w5(opt);
     if (w == "w6" || w == "all") run_w6(opt);
+    if (w == "w7") run_w7(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

@@ -5,6 +5,7 @@
 #   bench/compare.sh                 # install libtorch-dev if needed, build, 5 rounds, 2 threads
 #   bench/compare.sh --rounds 3 --threads 2 --build-dir build-compare --out bench/RESULTS.md
 #   bench/compare.sh --quick         # short runs to check the pipeline (figures not comparable)
+#   bench/compare.sh --workloads w7 --out /tmp/w7.md   # only these workloads (comma-separated)
 #
 # Each round runs every workload once per framework in its own process (so ru_maxrss is that
 # workload's peak), in the order tapegrad, libtorch with OMP_WAIT_POLICY=PASSIVE, libtorch as
@@ -20,6 +21,7 @@ build_dir="$repo/build-compare"
 out="$repo/bench/RESULTS.md"
 quick=0
 skip_build=0
+only=""
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -29,6 +31,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     --skip-build) skip_build=1; shift ;;
+    --workloads) only=",$2,"; shift 2 ;;
     -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -57,8 +60,9 @@ load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 quick_args=()
 [[ $quick -eq 1 ]] && quick_args=(--warmup 1 --steps 3)
 
-# run VARIANT THREADS WORKLOAD: one process, its JSON line tagged with the variant. WORKLOAD
-# w5:T is W5 at sequence length T.
+# run VARIANT THREADS WORKLOAD: one process, its JSON lines tagged with the variant (a variant the
+# program reports itself, W5's or W7's, is kept as program_variant). WORKLOAD w5:T is W5 at
+# sequence length T.
 run() {
   local variant="$1" nthreads="$2" workload="$3" line
   local args=(--workload "${workload%%:*}" --json --threads "$nthreads")
@@ -76,27 +80,45 @@ run() {
     libtorch-passive) line="$(OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$nthreads" "$libtorch_bin" "${args[@]}")" ;;
     libtorch-as-is) line="$(OPENBLAS_NUM_THREADS="$nthreads" "$libtorch_bin" "${args[@]}")" ;;
   esac
-  echo "$line" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); r["variant"]=sys.argv[1]; r["round"]=int(sys.argv[2]); print(json.dumps(r))' \
+  echo "$line" | python3 -c '
+import json, sys
+for l in sys.stdin.read().splitlines():
+    if not l.strip(): continue
+    r = json.loads(l)
+    if "variant" in r: r["program_variant"] = r["variant"]
+    r["variant"] = sys.argv[1]; r["round"] = int(sys.argv[2]); print(json.dumps(r))' \
     "$variant" "$round" >>"$results"
   echo "  round $round $variant $workload threads=$nthreads: $(echo "$line" | python3 -c '
 import json, sys
-r = json.loads(sys.stdin.read())
-if r.get("us_per_step") is not None: print("%.1f us/step" % r["us_per_step"])
-elif r.get("median_ms") is not None: print("%.3f ms" % r["median_ms"])
-else: print("solved at step %s" % r.get("solved_at_step"))')" >&2
+out = []
+for l in sys.stdin.read().splitlines():
+    if not l.strip(): continue
+    r = json.loads(l)
+    tag = " ".join(str(r[k]) for k in ("vocab", "variant") if k in r and r.get("workload") == "w7")
+    if r.get("us_per_step") is not None: out.append("%.1f us/step" % r["us_per_step"])
+    elif r.get("median_ms") is not None: out.append((tag + " " if tag else "") + "%.3f ms" % r["median_ms"])
+    else: out.append("solved at step %s" % r.get("solved_at_step"))
+print("; ".join(out))')" >&2
 }
 
 variants=(tapegrad libtorch-passive libtorch-as-is)
 attention_variants=(tapegrad tapegrad-unfused libtorch-passive)
+embedding_variants=(tapegrad libtorch-passive)
 jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads" "w6 $threads"
-  "w5:512 $threads" "w5:1024 $threads" "w5:2048 $threads" "w5:4096 $threads")
+  "w5:512 $threads" "w5:1024 $threads" "w5:2048 $threads" "w5:4096 $threads" "w7 $threads" "w7 1")
 for ((round = 1; round <= rounds; ++round)); do
   for job in "${jobs[@]}"; do
     read -r workload nthreads <<<"$job"
+    [[ -n "$only" && "$only" != *",${workload%%:*},"* ]] && continue
     for ((i = 0; i < 3; ++i)); do
       variant="${variants[$(((i + round - 1) % 3))]}"
       # W5 compares the fused kernel with tapegrad's unfused path and libtorch at its best.
       [[ "$workload" == w5:* ]] && variant="${attention_variants[$(((i + round - 1) % 3))]}"
+      # W7 (tables up to 1e6 x 100, a process takes about 25 s) runs against libtorch at its best only.
+      if [[ "$workload" == w7 ]]; then
+        ((i < 2)) || continue
+        variant="${embedding_variants[$(((i + round - 1) % 2))]}"
+      fi
       # w2conv (a whole training run, minutes when it never converges) runs in the first round
       # only, and only against libtorch at its best.
       [[ "$workload" == w2conv && ( "$variant" == libtorch-as-is || $round -gt 1 ) ]] && continue
@@ -179,6 +201,25 @@ if w5:
         lines.append(f"| {t} | {fmt(fm, ' ms', 1)} | {fmt(um, ' ms', 1)} | {fmt(pm, ' ms', 1)} | "
                      f"{f'{fm / pm:.2f}' if fm and pm else 'n/a'} | {fmt(fmem, ' MiB', 1)} | {fmt(umem, ' MiB', 1)} | "
                      f"{fmt(pmem, ' MiB', 1)} | {f'{pmem / fmem:.1f}' if fmem and pmem else 'n/a'} |")
+    lines.append("")
+
+# W7: the sparse embedding step, by vocabulary, variant and thread count.
+w7 = [r for r in rows if r["workload"] == "w7"]
+if w7:
+    lines.append("W7, one sparse embedding step (a (V, 100) table, 4096 uniform indices, forward, backward, optimiser "
+                 "step, zero_grad), ms per step; the variants alternate within each process.")
+    lines.append("")
+    lines.append("| V | variant | threads | tapegrad | libtorch (PASSIVE) | tapegrad / libtorch |")
+    lines.append("| --- | --- | --- | --- | --- | --- |")
+    for nthreads in sorted({r["threads"] for r in w7}, reverse=True):
+        for vocab in sorted({r["vocab"] for r in w7}):
+            for case in ("sparse-sgd", "sparse-adam", "dense-sgd"):
+                def at(variant):
+                    return [r for r in w7 if r["variant"] == variant and r["threads"] == nthreads
+                            and r["vocab"] == vocab and r["program_variant"] == case]
+                tm, pm = med(at("tapegrad"), "median_ms"), med(at("libtorch-passive"), "median_ms")
+                lines.append(f"| {vocab:,} | {case} | {nthreads} | {fmt(tm, ' ms', 2)} | {fmt(pm, ' ms', 2)} | "
+                             f"{f'{tm / pm:.2f}' if tm and pm else 'n/a'} |")
     lines.append("")
 
 # W3 FLOP rate as a fraction of S0, per framework.
