@@ -74,6 +74,50 @@ TEST_CASE("spam corpus: clean_email drops headers, keeps the subject, decodes qu
   CHECK_FALSE(contains(text, "Return-Path"));
 }
 
+TEST_CASE("spam corpus: parse_email keeps the sender, mailer, MIME and list headers, unfolded and decoded") {
+  const std::string raw =
+      "From someone@example.com  Thu Aug 22 12:36:23 2002\n"
+      "Return-Path: <someone@example.com>\n"
+      "Received: from mail.example.com\n"
+      "\tby relay.example.com; Thu, 22 Aug 2002\n"
+      "From: =?iso-8859-1?Q?J=F6rg?= <joerg@example.com>\n"
+      "To: a@example.org,\n"
+      "  b@example.org\n"
+      "Subject: Hello\n"
+      "X-Mailer: Microsoft Outlook Express 6.00\n"
+      "Content-Type: multipart/alternative;\n"
+      "\tboundary=\"XX\"\n"
+      "X-Spam-Flag: maybe\n"
+      "\n"
+      "--XX\n"
+      "Content-Type: text/plain\n"
+      "X-Mailer: inner part, not a top-level header\n"
+      "\n"
+      "Hi there.\n"
+      "--XX--\n";
+  std::string subject, body;
+  std::vector<HeaderField> headers;
+  parse_email(raw, subject, body, &headers);
+  CHECK(subject == "Hello");
+  CHECK(body == "Hi there.");  // the folded Content-Type still gives the boundary
+  std::vector<std::string> names, values;
+  for (const HeaderField& h : headers) {
+    names.push_back(h.name);
+    values.push_back(h.value);
+  }
+  CHECK(names == std::vector<std::string>{"return-path", "from", "to", "x-mailer", "content-type"});
+  CHECK(values == std::vector<std::string>{"<someone@example.com>", "J\xC3\xB6rg <joerg@example.com>",
+                                           "a@example.org, b@example.org", "Microsoft Outlook Express 6.00",
+                                           "multipart/alternative; boundary=\"XX\""});
+  for (const HeaderField& h : headers)
+    CHECK(std::find(kept_header_names().begin(), kept_header_names().end(), h.name) != kept_header_names().end());
+
+  // Text that only looks like a header block has no headers.
+  parse_email("Note: call me\nBob", subject, body, &headers);
+  CHECK(headers.empty());
+  CHECK(body == "Note: call me\nBob");
+}
+
 TEST_CASE("spam corpus: clean_email turns HTML into text and decodes entities") {
   const std::string raw =
       "Subject: html\n"

@@ -1,6 +1,7 @@
 // The word2vec example's corpus pipeline (examples/word2vec/corpus.h): the vocabulary's
 // order and min_count, word2vec.c's keep probability and its effect, dynamic windows, the
-// unigram^0.75 noise distribution.
+// unigram^0.75 noise distribution; and its training (examples/word2vec/trainer.h) on a corpus of
+// two topics that never share a sentence.
 
 #include <doctest/doctest.h>
 
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "examples/word2vec/corpus.h"
+#include "examples/word2vec/trainer.h"
+#include "tapegrad/nn/nn.h"
 
 using namespace tapegrad;
 using namespace tapegrad::examples::word2vec;
@@ -80,4 +83,103 @@ TEST_CASE("word2vec corpus: the noise distribution is proportional to count^0.75
   CHECK(noise.probability(0) == doctest::Approx(27.0 / z));
   CHECK(noise.probability(1) == doctest::Approx(8.0 / z));
   CHECK(noise.probability(2) == doctest::Approx(1.0 / z));
+}
+
+namespace {
+
+// 400 sentences of 8 words, each drawn from one of two disjoint topics of 6 words.
+std::vector<std::vector<std::string>> two_topics() {
+  Generator gen(7);
+  std::vector<std::vector<std::string>> sentences;
+  for (int s = 0; s < 400; ++s) {
+    const std::string topic = s % 2 == 0 ? "a" : "b";
+    std::vector<std::string>& words = sentences.emplace_back();
+    for (int w = 0; w < 8; ++w) words.push_back(topic + std::to_string(gen.randint(6)));
+  }
+  return sentences;
+}
+
+// Mean cosine similarity between words of the same topic minus that between words of different topics.
+double topic_margin(const Tensor& vectors, const Vocabulary& vocab) {
+  const Tensor unit = nn::normalize(vectors);
+  double same = 0, other = 0;
+  std::int64_t n_same = 0, n_other = 0;
+  for (std::int64_t i = 0; i < vocab.size(); ++i)
+    for (std::int64_t j = i + 1; j < vocab.size(); ++j) {
+      const double cosine = (unit.select(0, i) * unit.select(0, j)).sum().item<double>();
+      const bool same_topic =
+          vocab.words[static_cast<std::size_t>(i)][0] == vocab.words[static_cast<std::size_t>(j)][0];
+      (same_topic ? same : other) += cosine;
+      ++(same_topic ? n_same : n_other);
+    }
+  return same / static_cast<double>(n_same) - other / static_cast<double>(n_other);
+}
+
+}  // namespace
+
+TEST_CASE("word2vec training: every model and loss separates the two topics, and the loss falls") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  REQUIRE(vocab.size() == 12);
+  for (const std::string model : {"skipgram", "cbow"})
+    for (const std::string loss : {"ns", "hs"}) {
+      CAPTURE(model);
+      CAPTURE(loss);
+      Word2VecOptions options;
+      options.model = model;
+      options.loss = loss;
+      options.dim = 16;
+      options.epochs = 4;
+      options.sample = 0;
+      options.batch_size = 32;
+      std::int64_t logs = 0;
+      Word2VecCallbacks callbacks;
+      callbacks.log_every = 10;
+      callbacks.on_log = [&](const Word2VecLog& log) {
+        ++logs;
+        CHECK(log.step == 10 * logs);
+        CHECK(std::isfinite(log.loss));
+      };
+      const Word2VecResult r = train_word2vec(vocab.encode(sentences), vocab, options, callbacks);
+      CHECK(r.vectors.shape() == Shape{12, 16});
+      CHECK(r.words == 4 * 400 * 8);
+      CHECK(logs == r.steps / 10);
+      REQUIRE(r.epoch_losses.size() == 4);
+      CHECK(r.epoch_losses.back() < r.epoch_losses.front());
+      CHECK(topic_margin(r.vectors, vocab) > 0.5);
+    }
+}
+
+TEST_CASE("word2vec training: a seed gives the same vectors, another seed others") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  Word2VecOptions options;
+  options.dim = 8;
+  options.epochs = 1;
+  const Tensor first = train_word2vec(vocab.encode(sentences), vocab, options).vectors;
+  const Tensor again = train_word2vec(vocab.encode(sentences), vocab, options).vectors;
+  options.seed = 1;
+  const Tensor other = train_word2vec(vocab.encode(sentences), vocab, options).vectors;
+  CHECK(first.to_vector<float>() == again.to_vector<float>());
+  CHECK(first.to_vector<float>() != other.to_vector<float>());
+}
+
+TEST_CASE("word2vec training: options out of range are a ValueError naming them") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  const auto encoded = vocab.encode(sentences);
+  Word2VecOptions bad_model;
+  bad_model.model = "glove";
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_model), doctest::Contains("\"glove\""), ValueError);
+  Word2VecOptions bad_loss;
+  bad_loss.loss = "softmax";
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_loss), doctest::Contains("\"softmax\""), ValueError);
+  Word2VecOptions bad_dim;
+  bad_dim.dim = 0;
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_dim), doctest::Contains("dim, window, negative and epochs"),
+                       ValueError);
+  Word2VecOptions bad_sample;
+  bad_sample.sample = -1;
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_sample), doctest::Contains("sample, lr and batch_size"),
+                       ValueError);
 }

@@ -64,7 +64,7 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
       // the model reads are split off (one more tells whether there were more).
       const Email email = read_email_file(file, kMaxEmailBytes);
       const auto max_words = static_cast<std::size_t>(saved.max_length);
-      const std::vector<std::string> words = email_tokens(email, max_words + 1);
+      const std::vector<std::string> words = email_tokens(email, saved.headers, max_words + 1);
       if (email.truncated)
         std::fprintf(stderr, "spam_classifier: %s: larger than %llu bytes; only its first %llu bytes were read\n",
                      file.c_str(), static_cast<unsigned long long>(kMaxEmailBytes),

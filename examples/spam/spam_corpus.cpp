@@ -25,7 +25,13 @@ constexpr int kMaxDepth = 16;
 struct Headers {
   std::string subject, content_type, transfer_encoding, disposition;
   bool has_subject = false;
+  std::vector<HeaderField>* kept = nullptr;  // where a top-level block's kept headers go, or nowhere
 };
+
+bool is_kept_header(std::string_view name) {
+  const std::vector<std::string>& names = kept_header_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
 
 bool is_header_line(std::string_view line) {
   const std::size_t colon = line.find(':');
@@ -42,6 +48,7 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
   if (complete) *complete = true;
   std::size_t pos = 0;
   std::string* current = nullptr;
+  std::size_t current_kept = SIZE_MAX;  // the kept header a continuation line extends, if any
   bool first = true;
   while (pos < message.size()) {
     std::size_t eol = message.find('\n', pos);
@@ -51,8 +58,10 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
     if (line.empty()) return message.substr(std::min(message.size(), eol + 1));
     if ((line.front() == ' ' || line.front() == '\t') && !first) {
       if (current) current->append(line);
+      if (current_kept != SIZE_MAX) (*headers.kept)[current_kept].value.append(line);
     } else if (top_level && first && line.substr(0, 5) == "From ") {
       current = nullptr;  // the mbox separator line
+      current_kept = SIZE_MAX;
     } else if (is_header_line(line)) {
       const std::size_t colon = line.find(':');
       const std::string name = to_lower(trim(line.substr(0, colon)));
@@ -63,6 +72,11 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
       else if (name == "content-transfer-encoding" && headers.transfer_encoding.empty())
         field = &headers.transfer_encoding;
       else if (name == "content-disposition" && headers.disposition.empty()) field = &headers.disposition;
+      current_kept = SIZE_MAX;
+      if (top_level && headers.kept && is_kept_header(name)) {
+        current_kept = headers.kept->size();
+        headers.kept->push_back({name, std::string(value)});
+      }
       current = field;
       if (field) field->assign(value);
     } else {
@@ -258,14 +272,24 @@ Email email_from_json(const std::string& path, const std::string& fallback_group
                        " is neither spam (a name starting with \"spam\") nor ham (a name containing \"ham\")");
     email.spam = spam;
   }
-  parse_email(text->get_ref<const std::string&>(), email.subject, email.body);
+  parse_email(text->get_ref<const std::string&>(), email.subject, email.body, &email.headers);
   return email;
 }
 
 }  // namespace
 
-void parse_email(std::string_view raw, std::string& subject, std::string& body) {
+const std::vector<std::string>& kept_header_names() {
+  static const std::vector<std::string> names = {
+      "from",       "reply-to",          "to",         "cc",         "return-path",  "message-id",
+      "date",       "organization",      "x-mailer",   "user-agent", "mime-version", "content-type",
+      "x-priority", "x-msmail-priority", "importance", "precedence", "list-id",      "list-unsubscribe"};
+  return names;
+}
+
+void parse_email(std::string_view raw, std::string& subject, std::string& body, std::vector<HeaderField>* kept) {
   Headers headers;
+  std::vector<HeaderField> fields;
+  headers.kept = kept ? &fields : nullptr;
   std::string_view content = raw;
   if (starts_with_headers(raw)) {
     // Text like "Note: call me\nBob" looks like a header at first; only a block that ends
@@ -274,12 +298,21 @@ void parse_email(std::string_view raw, std::string& subject, std::string& body) 
     content = split_headers(raw, headers, true, &complete);
     if (!complete) {
       headers = Headers();
+      fields.clear();
       content = raw;
     }
   }
   subject = normalize_whitespace(sanitize_utf8(decode_rfc2047(headers.subject)));
   std::replace(subject.begin(), subject.end(), '\n', ' ');
   body = normalize_whitespace(extract_text(headers, content, 0));
+  if (kept) {
+    kept->clear();
+    for (HeaderField& field : fields) {
+      std::string value = normalize_whitespace(sanitize_utf8(decode_rfc2047(field.value)));
+      std::replace(value.begin(), value.end(), '\n', ' ');
+      kept->push_back({std::move(field.name), std::move(value)});
+    }
+  }
 }
 
 std::string clean_email(std::string_view raw) {
@@ -320,7 +353,7 @@ Email read_email_file(const std::string& path, std::uint64_t max_bytes) {
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
     throw ValueError("read_email_file: '" + path + "' is empty (" + std::to_string(text.size()) +
                      " bytes of white space)");
-  parse_email(text, email.subject, email.body);
+  parse_email(text, email.subject, email.body, &email.headers);
   return email;
 }
 

@@ -14,20 +14,35 @@
 
 namespace tapegrad::examples {
 
+// A header of the message, its name in lower case, its value unfolded and RFC 2047-decoded.
+struct HeaderField {
+  std::string name;
+  std::string value;
+};
+
+// The headers parse_email keeps besides Subject: who sent the message and how (from, reply-to,
+// to, cc, return-path, message-id, date, organization, x-mailer, user-agent), its MIME envelope
+// (mime-version, content-type), priority marks (x-priority, x-msmail-priority, importance,
+// precedence) and mailing-list fields (list-id, list-unsubscribe). Received lines and the rest
+// are dropped.
+const std::vector<std::string>& kept_header_names();
+
 struct Email {
-  std::string id;          // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
-  std::string group;       // e.g. "spam-2"; empty for a raw mail file
-  bool spam = false;       // from the group; false for a raw mail file (unknown)
-  std::string subject;     // the decoded Subject header
-  std::string body;        // the cleaned body (see clean_email)
-  bool truncated = false;  // only the head of a raw mail file was read (read_email_file's max_bytes)
+  std::string id;                    // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
+  std::string group;                 // e.g. "spam-2"; empty for a raw mail file
+  bool spam = false;                 // from the group; false for a raw mail file (unknown)
+  std::string subject;               // the decoded Subject header
+  std::string body;                  // the cleaned body (see clean_email)
+  std::vector<HeaderField> headers;  // the top-level headers named by kept_header_names(), in message order
+  bool truncated = false;            // only the head of a raw mail file was read (read_email_file's max_bytes)
 
   // What a classifier reads: the subject, a newline, the body.
   std::string text() const { return subject + "\n" + body; }
 };
 
 // Splits a raw message into its decoded Subject and cleaned body:
-//  - every header except Subject is dropped; RFC 2047 encoded words in the Subject are decoded;
+//  - of the headers only Subject and those of kept_header_names() are read; RFC 2047 encoded words in the Subject are
+//  decoded;
 //  - quoted-printable and base64 transfer encodings of text parts are decoded;
 //  - multipart messages keep their text parts (text/plain preferred over text/html inside
 //    multipart/alternative), recurse into nested multiparts and message/rfc822, and drop
@@ -43,7 +58,9 @@ struct Email {
 //  - runs of spaces are collapsed, lines trimmed, and blank lines collapsed to one.
 // Text without a header block (lines of "Name: value" or an mbox "From " line, ended by a blank
 // line or the end of the text) is treated as a plain body.
-void parse_email(std::string_view raw, std::string& subject, std::string& body);
+// `headers`, when given, receives the top-level headers named by kept_header_names().
+void parse_email(std::string_view raw, std::string& subject, std::string& body,
+                 std::vector<HeaderField>* headers = nullptr);
 
 // The subject, a newline, and the body, as parse_email gives them.
 std::string clean_email(std::string_view raw);

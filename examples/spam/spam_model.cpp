@@ -60,8 +60,19 @@ std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vec
   return out;
 }
 
-std::vector<std::string> email_tokens(const Email& email, std::size_t max_words) {
-  return data::word_tokenize(email.text(), max_words);
+std::vector<std::string> email_tokens(const Email& email, bool headers, std::size_t max_words) {
+  std::vector<std::string> tokens;
+  if (headers) {
+    for (const HeaderField& field : email.headers) {
+      if (tokens.size() >= max_words) return tokens;
+      for (const std::string& word :
+           data::word_tokenize(field.value, std::min(kMaxHeaderWords, max_words - tokens.size())))
+        tokens.push_back(field.name + ":" + word);
+    }
+  }
+  std::vector<std::string> words = data::word_tokenize(email.text(), max_words - tokens.size());
+  tokens.insert(tokens.end(), std::make_move_iterator(words.begin()), std::make_move_iterator(words.end()));
+  return tokens;
 }
 
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,

@@ -25,12 +25,15 @@ struct SpamTrainConfig {
   std::int64_t vocab_size = 20000;
   std::int64_t min_freq = 2;
   std::int64_t max_length = 256;
+  bool headers = false;
   std::string positions = "learned";
   std::int64_t d_model = 64;
   std::int64_t heads = 4;
   std::int64_t layers = 2;
   std::int64_t ff_hidden = 256;
   double dropout = 0.2;
+  std::int64_t pretrain_epochs = 0;
+  std::string pretrain_model = "cbow";
   std::int64_t batch_size = 32;
   std::int64_t steps = 700;
   double lr = 2e-3;
@@ -57,13 +60,18 @@ struct SpamTrainConfig {
     f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
     f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");
     f("min_freq", &C::min_freq, "words seen fewer times in the training split are <unk>");
-    f("max_length", &C::max_length, "tokens kept from the start of each email (subject first)");
+    f("max_length", &C::max_length, "tokens kept from the start of each email (headers, subject, body)");
+    f("headers", &C::headers, "read the sender, mailer, MIME and list headers as name:word tokens before the subject");
     f("positions", &C::positions, "position encoding", {"learned", "sinusoidal"});
     f("d_model", &C::d_model, "model width");
     f("heads", &C::heads, "attention heads");
     f("layers", &C::layers, "encoder layers");
     f("ff_hidden", &C::ff_hidden, "hidden size of the feed-forward sublayers (GELU)");
     f("dropout", &C::dropout, "dropout probability (embeddings, attention, sublayers)");
+    f("pretrain_epochs", &C::pretrain_epochs,
+      "epochs of word2vec (negative sampling) on the training emails whose vectors start the word embeddings (0: "
+      "random embeddings)");
+    f("pretrain_model", &C::pretrain_model, "word2vec model of the pretraining", {"cbow", "skipgram"});
     f("batch_size", &C::batch_size, "emails per step");
     f("steps", &C::steps, "optimiser steps");
     f("lr", &C::lr, "peak AdamW learning rate");
@@ -119,6 +127,8 @@ class SpamTransformer : public nn::Module {
     head_ = register_module("head", nn::Linear(nn::LinearOptions(d_model_, 2).generator(&gen)));
   }
 
+  const Tensor& token_embedding() const { return tok_emb_->weight(); }  // (vocab, d_model)
+
   // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding -> logits (B, 2)
   Tensor forward(const Tensor& tokens, const Tensor& padding_mask) {
     const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)
@@ -151,8 +161,11 @@ Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, 
 
 std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vector<std::size_t>& rows);
 
-// The words of an email the classifier reads: its subject and cleaned body; the first max_words.
-std::vector<std::string> email_tokens(const Email& email, std::size_t max_words = SIZE_MAX);
+// The words of an email the classifier reads, the first max_words of: with `headers`, each kept
+// header's first kMaxHeaderWords words prefixed by its name ("from:example", "x-mailer:outlook"),
+// then the words of its subject and cleaned body.
+constexpr std::size_t kMaxHeaderWords = 10;
+std::vector<std::string> email_tokens(const Email& email, bool headers, std::size_t max_words = SIZE_MAX);
 
 // The ids the model reads: the first max_length words, <unk> alone for an empty email (it still has one position).
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,

@@ -22,6 +22,7 @@
 #include "examples/common/naive_bayes.h"
 #include "examples/common/run_dir.h"
 #include "examples/spam/spam_model.h"
+#include "examples/word2vec/trainer.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/optim/optim.h"
 #include "tapegrad/train/trainer.h"
@@ -102,7 +103,7 @@ struct Corpus {
 Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& config) {
   Corpus c;
   for (const Email& email : emails) {
-    c.docs.push_back(email_tokens(email));
+    c.docs.push_back(email_tokens(email, config.headers));
     c.labels.push_back(email.spam ? 1 : 0);
   }
   c.split = data::stratified_split(c.labels, config.train_fraction, config.validation_fraction,
@@ -118,7 +119,7 @@ Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& con
 
 // The baseline: multinomial Naive Bayes over all the words of the training emails, scored on the test rows.
 struct Baseline {
-  BinaryMetrics test;
+  BinaryMetrics validation, test;
   double seconds = 0;
 };
 
@@ -126,12 +127,74 @@ Baseline naive_bayes_baseline(const Corpus& corpus, double alpha) {
   const auto start = Clock::now();
   MultinomialNaiveBayes nb(alpha);
   nb.fit(corpus.train_docs, corpus.train_labels);
-  std::vector<std::int64_t> predicted, actual;
-  for (const std::size_t r : corpus.split.test) {
-    predicted.push_back(nb.predict(corpus.docs[r]));
-    actual.push_back(corpus.labels[r]);
+  auto score = [&](const std::vector<std::size_t>& rows) {
+    std::vector<std::int64_t> predicted, actual;
+    for (const std::size_t r : rows) {
+      predicted.push_back(nb.predict(corpus.docs[r]));
+      actual.push_back(corpus.labels[r]);
+    }
+    return binary_metrics(predicted, actual);
+  };
+  const BinaryMetrics validation = score(corpus.split.validation), test = score(corpus.split.test);
+  return {validation, test, std::chrono::duration<double>(Clock::now() - start).count()};
+}
+
+// word2vec pretraining of the word embeddings.
+struct Pretraining {
+  std::int64_t rows = 0;  // rows of the embedding table that took a word2vec vector
+  std::int64_t words = 0;
+  double seconds = 0, words_per_second = 0, final_loss = 0;
+
+  nlohmann::json to_json() const {
+    return {{"rows", rows},
+            {"words", words},
+            {"seconds", seconds},
+            {"words_per_second", words_per_second},
+            {"final_loss", final_loss}};
   }
-  return {binary_metrics(predicted, actual), std::chrono::duration<double>(Clock::now() - start).count()};
+};
+
+// Trains word2vec (pretrain_model, negative sampling, word2vec.c's other defaults, dim d_model) on the
+// training emails, each a sentence of the tokens the classifier reads, and starts the row of each
+// word both vocabularies hold at its vector, scaled so the vectors' root mean square equals that
+// of the table's random rows (the other rows, the specials among them, keep theirs).
+Pretraining pretrain_embeddings(const Corpus& corpus, const data::Vocab& vocab, const SpamTrainConfig& config,
+                                const Tensor& table) {
+  const word2vec::Vocabulary w2v_vocab = word2vec::build_vocabulary(corpus.train_docs, config.min_freq);
+  word2vec::Word2VecOptions options;
+  options.model = config.pretrain_model;
+  options.dim = config.d_model;
+  options.epochs = config.pretrain_epochs;
+  options.seed = static_cast<std::uint64_t>(config.seed) + 2;
+  const word2vec::Word2VecResult result =
+      word2vec::train_word2vec(w2v_vocab.encode(corpus.train_docs), w2v_vocab, options);
+  const Tensor vectors = result.vectors.contiguous();
+  Tensor init = table.detach().clone().contiguous();
+  const auto rms = [](const float* x, std::size_t n) {
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    return std::sqrt(sum / static_cast<double>(std::max<std::size_t>(n, 1)));
+  };
+  const std::size_t d = static_cast<std::size_t>(config.d_model);
+  const float* from = vectors.data_ptr<float>();
+  float* to = init.data_ptr<float>();
+  const double from_rms = rms(from, static_cast<std::size_t>(vectors.numel()));
+  const double scale = from_rms > 0 ? rms(to, static_cast<std::size_t>(init.numel())) / from_rms : 0.0;
+  Pretraining out;
+  for (std::int64_t w = 0; w < w2v_vocab.size(); ++w) {
+    const std::int64_t row = vocab.id(w2v_vocab.words[static_cast<std::size_t>(w)]);
+    if (row < data::Vocab::kNumSpecials) continue;  // not in the classifier's vocabulary
+    for (std::size_t k = 0; k < d; ++k)
+      to[static_cast<std::size_t>(row) * d + k] = static_cast<float>(from[static_cast<std::size_t>(w) * d + k] * scale);
+    ++out.rows;
+  }
+  NoGradGuard no_grad;
+  table.copy_(init);
+  out.words = result.words;
+  out.seconds = result.seconds;
+  out.words_per_second = result.words_per_second;
+  out.final_loss = result.epoch_losses.back();
+  return out;
 }
 
 // The best model so far (highest validation F1, the lower loss on ties), kept as best_model.safetensors
@@ -206,8 +269,9 @@ int run_train(const Config& parsed) {
   prepare_run_dir(parsed, resume, run);
 
   const Baseline nb = naive_bayes_baseline(corpus, config.nb_alpha);
-  std::fprintf(stderr, "spam_classifier: %zu emails (%zu train, %zu validation, %zu test); Naive Bayes test F1 %.4f\n",
-               emails.size(), split.train.size(), split.validation.size(), split.test.size(), nb.test.f1());
+  std::fprintf(stderr,
+               "spam_classifier: %zu emails (%zu train, %zu validation, %zu test); Naive Bayes validation F1 %.4f\n",
+               emails.size(), split.train.size(), split.validation.size(), split.test.size(), nb.validation.f1());
 
   // The transformer reads the first max_length words, ids from the training split's vocabulary.
   data::VocabOptions vocab_options;
@@ -235,6 +299,24 @@ int run_train(const Config& parsed) {
 
   Generator init(seed + 1);
   SpamTransformer model(model_options(config, vocab.size()), init);
+  // Pretraining runs once per run: a resumed run restores its weights from the checkpoint and its
+  // pretraining figures from pretraining.json.
+  Pretraining pretraining;
+  if (config.pretrain_epochs > 0) {
+    if (resume) {
+      const nlohmann::json saved = io::read_json_file(run.file("pretraining.json"));
+      pretraining.rows = saved.at("rows").get<std::int64_t>();
+      pretraining.words = saved.at("words").get<std::int64_t>();
+      pretraining.seconds = saved.at("seconds").get<double>();
+      pretraining.words_per_second = saved.at("words_per_second").get<double>();
+      pretraining.final_loss = saved.at("final_loss").get<double>();
+    } else {
+      pretraining = pretrain_embeddings(corpus, vocab, config, model.token_embedding());
+      write_json_atomic(run.file("pretraining.json"), pretraining.to_json());
+    }
+    std::fprintf(stderr, "spam_classifier: word2vec pretraining: %lld embedding rows in %.1f s (%.0f words/s)\n",
+                 static_cast<long long>(pretraining.rows), pretraining.seconds, pretraining.words_per_second);
+  }
   // No weight decay on biases, norms and position tables.
   std::vector<optim::ParamGroup> groups(2);
   groups[1].weight_decay = 0.0;  // the other group takes the options' decay
@@ -289,7 +371,8 @@ int run_train(const Config& parsed) {
               static_cast<long long>(best.step));
   print_metrics("transformer", test_metrics);
   print_metrics("naive Bayes", nb.test);
-  std::printf("  training: %lld steps in %.1f s\n", static_cast<long long>(result.steps), result.total_seconds);
+  std::printf("  training: %lld steps in %.1f s, after %.1f s of word2vec pretraining\n",
+              static_cast<long long>(result.steps), result.total_seconds, pretraining.seconds);
 
   run.write_summary(
       {{"test_accuracy", test_metrics.accuracy()},
@@ -300,8 +383,11 @@ int run_train(const Config& parsed) {
        {"test_loss", test.loss},
        {"baseline_nb_test_f1", nb.test.f1()},
        {"baseline_nb_test", nb.test.to_json()},
+       {"baseline_nb_validation", nb.validation.to_json()},
        {"baseline_nb_seconds", nb.seconds},
-       {"train_seconds", result.seconds},
+       {"train_seconds", pretraining.seconds + result.total_seconds},
+       {"fit_seconds", result.total_seconds},
+       {"pretraining", pretraining.to_json()},
        {"steps", result.steps},
        {"final_loss", result.final_loss},
        {"best_step", best.step},

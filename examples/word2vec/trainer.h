@@ -1,0 +1,72 @@
+#pragma once
+// word2vec training on tapegrad's tape, as a function other programs call: the word2vec program
+// trains on the Bible with it, and the spam classifier pretrains its word embeddings with it on
+// its training emails.
+//
+//   models   skip-gram (the center word's input vector predicts each context word) or CBOW (the
+//            mean of the context's input vectors predicts the center word)
+//   losses   negative sampling (`negative` noise words per example from count^0.75, an AliasTable)
+//            or hierarchical softmax over a Huffman tree of the counts (nn::huffman_tree)
+//   training batches of examples (default 256, 64 with hierarchical softmax); both tables are
+//            Embeddings with row-sparse gradients, stepped by SGD at word2vec.c's learning rate
+//            (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the words of all
+//            epochs. A batch's gradients are summed, computed before any of its updates, so the
+//            nodes near the root of the Huffman tree, on nearly every path, take a batch's updates
+//            at once: with 1024 examples hierarchical softmax diverged, with 256 CBOW's sometimes
+//            did early on
+//
+//   Vocabulary vocab = build_vocabulary(sentences, 5);
+//   Word2VecResult r = train_word2vec(vocab.encode(sentences), vocab, Word2VecOptions());
+//   r.vectors   // (vocab.size(), dim), row i the vector of vocab.words[i]
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "examples/word2vec/corpus.h"
+
+namespace tapegrad::examples::word2vec {
+
+struct Word2VecOptions {
+  std::string model = "skipgram";  // "skipgram" or "cbow"
+  std::string loss = "ns";         // "ns" (negative sampling) or "hs" (hierarchical softmax)
+  std::int64_t dim = 100;
+  std::int64_t window = 5;     // largest window radius; each center draws one in [1, window]
+  std::int64_t negative = 5;   // noise words per example (ns)
+  double sample = 1e-3;        // subsampling threshold t (0: keep every word)
+  std::int64_t epochs = 5;
+  double lr = 0.0;             // 0: 0.025 for skip-gram, 0.05 for CBOW
+  std::int64_t batch_size = 0; // examples per step (0: 256 for ns, 64 for hs)
+  std::uint64_t seed = 0;      // initial vectors, subsampling, windows and noise words
+
+  double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
+  std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" ? 64 : 256); }
+};
+
+// A report every log_every steps: the mean loss per example since the previous one.
+struct Word2VecLog {
+  std::int64_t step = 0, words = 0;
+  double lr = 0, loss = 0, seconds = 0, words_per_second = 0;
+};
+
+struct Word2VecResult {
+  Tensor vectors;  // (vocab.size(), dim): the input vectors
+  std::int64_t steps = 0, words = 0;
+  double seconds = 0, words_per_second = 0;
+  std::vector<double> epoch_losses;  // mean loss per example of each epoch
+};
+
+struct Word2VecCallbacks {
+  std::int64_t log_every = 0;  // 0: no on_log calls
+  std::function<void(const Word2VecLog&)> on_log;
+  std::function<void(std::int64_t epoch, double loss, double words_per_second)> on_epoch;  // epoch from 1
+};
+
+// Trains on `sentences` (ids of `vocab`, as Vocabulary::encode gives them). ValueError naming the
+// option for a model or loss not listed above, or a dim, window, negative, epochs below 1 or a
+// negative sample, lr or batch_size.
+Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sentences, const Vocabulary& vocab,
+                              const Word2VecOptions& options, const Word2VecCallbacks& callbacks = {});
+
+}  // namespace tapegrad::examples::word2vec
