@@ -49,8 +49,11 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   const RunDir run(config.run_dir);
   // The run's own configuration decides the model; its keys are checked like a --config file.
   Config saved_options = train_config();
-  saved_options.merge_json(io::read_json_file(run.file("config.json")), run.file("config.json"));
-  const SpamTrainConfig saved = read_config<SpamTrainConfig>(saved_options);
+  const nlohmann::json saved_json = io::read_json_file(run.file("config.json"));
+  saved_options.merge_json(saved_json, run.file("config.json"));
+  SpamTrainConfig saved = read_config<SpamTrainConfig>(saved_options);
+  // Runs from before --headers existed read no header tokens.
+  if (saved_json.is_object() && !saved_json.contains("headers")) saved.headers = false;
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
   Generator unused(0);  // the weights are loaded below
   SpamTransformer model(model_options(saved, vocab.size()), unused);
