@@ -162,14 +162,15 @@ void validate(const Word2VecOptions& o) {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw ValueError("train_word2vec: " + message);
   };
-  require(o.model == "skipgram" || o.model == "cbow", "model must be \"skipgram\" or \"cbow\", got \"" + o.model + "\"");
+  require(o.model == "skipgram" || o.model == "cbow",
+          "model must be \"skipgram\" or \"cbow\", got \"" + o.model + "\"");
   require(o.loss == "ns" || o.loss == "hs", "loss must be \"ns\" or \"hs\", got \"" + o.loss + "\"");
   require(o.dim >= 1 && o.window >= 1 && o.negative >= 1 && o.epochs >= 1,
           "dim, window, negative and epochs must be at least 1, got " + std::to_string(o.dim) + ", " +
               std::to_string(o.window) + ", " + std::to_string(o.negative) + " and " + std::to_string(o.epochs));
-  require(o.sample >= 0 && o.lr >= 0 && o.batch_size >= 0,
-          "sample, lr and batch_size must be >= 0, got " + format_number(o.sample) + ", " + format_number(o.lr) +
-              " and " + std::to_string(o.batch_size));
+  require(o.sample >= 0 && o.lr >= 0 && o.batch_size >= 0, "sample, lr and batch_size must be >= 0, got " +
+                                                               format_number(o.sample) + ", " + format_number(o.lr) +
+                                                               " and " + std::to_string(o.batch_size));
 }
 
 }  // namespace

@@ -32,13 +32,13 @@ struct Word2VecOptions {
   std::string model = "skipgram";  // "skipgram" or "cbow"
   std::string loss = "ns";         // "ns" (negative sampling) or "hs" (hierarchical softmax)
   std::int64_t dim = 100;
-  std::int64_t window = 5;     // largest window radius; each center draws one in [1, window]
-  std::int64_t negative = 5;   // noise words per example (ns)
-  double sample = 1e-3;        // subsampling threshold t (0: keep every word)
+  std::int64_t window = 5;    // largest window radius; each center draws one in [1, window]
+  std::int64_t negative = 5;  // noise words per example (ns)
+  double sample = 1e-3;       // subsampling threshold t (0: keep every word)
   std::int64_t epochs = 5;
-  double lr = 0.0;             // 0: 0.025 for skip-gram, 0.05 for CBOW
-  std::int64_t batch_size = 0; // examples per step (0: 256 for ns, 64 for hs)
-  std::uint64_t seed = 0;      // initial vectors, subsampling, windows and noise words
+  double lr = 0.0;              // 0: 0.025 for skip-gram, 0.05 for CBOW
+  std::int64_t batch_size = 0;  // examples per step (0: 256 for ns, 64 for hs)
+  std::uint64_t seed = 0;       // initial vectors, subsampling, windows and noise words
 
   double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
   std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" ? 64 : 256); }
