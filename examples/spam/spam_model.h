@@ -32,10 +32,10 @@ struct SpamTrainConfig {
   std::int64_t layers = 2;
   std::int64_t ff_hidden = 256;
   double dropout = 0.1;
-  std::int64_t pretrain_epochs = 2;
+  std::int64_t pretrain_epochs = 5;
   std::string pretrain_model = "skipgram";
   std::int64_t batch_size = 32;
-  std::int64_t steps = 400;
+  std::int64_t steps = 600;
   double lr = 2e-3;
   double weight_decay = 0.1;
   std::int64_t warmup_steps = 50;

@@ -234,6 +234,17 @@ struct BestModel {
   }
 };
 
+// The emails of `rows` the model got wrong: group/id, the true class and the spam probability.
+nlohmann::json mistakes(const std::vector<Email>& emails, const std::vector<std::size_t>& rows, const Prediction& p) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Email& email = emails[rows[i]];
+    if (p.labels[i] == (email.spam ? 1 : 0)) continue;
+    out.push_back({{"email", email.group + "/" + email.id}, {"spam", email.spam}, {"p_spam", p.p_spam[i]}});
+  }
+  return out;
+}
+
 void print_metrics(const char* name, const BinaryMetrics& m) {
   std::printf(
       "  %-11s  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp "
@@ -366,6 +377,7 @@ int run_train(const Config& parsed) {
   }
   model.load_state_dict(io::load_safetensors(best.model_path).tensors);
   const Prediction test = predict_rows(model, all_loader, split.test, config.eval_batch_size);
+  const Prediction validation = predict_rows(model, all_loader, split.validation, config.eval_batch_size);
   const BinaryMetrics test_metrics = binary_metrics(test.labels, labels_of(dataset, split.test));
   std::printf("test (%zu emails, best validation F1 %.4f at step %lld):\n", split.test.size(), best.f1,
               static_cast<long long>(best.step));
@@ -397,6 +409,8 @@ int run_train(const Config& parsed) {
        {"parameters", model.num_parameters()},
        {"emails",
         {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", split.test.size()}}},
+       {"validation_mistakes", mistakes(emails, split.validation, validation)},
+       {"test_mistakes", mistakes(emails, split.test, test)},
        {"confusion_layout", "[[tn, fp], [fn, tp]]: rows actual (ham, spam), columns predicted"}});
   run.write_loss_plot("spam classifier: training and validation loss");
   return 0;
