@@ -304,3 +304,107 @@ TEST_CASE("trainer: a module handle trains the module it holds") {
   CHECK(values(*model) != before);
   CHECK(model->parameters()[0].grad().defined());
 }
+
+TEST_CASE("trainer: accumulation over k micro-batches equals one step of a k-times batch") {
+  constexpr std::int64_t kMicro = 4;
+  // Two identical models without dropout, trained by Adam with clipping: one takes 4 micro-batches of 8
+  // rows per step, the other one batch of the same 32 rows.
+  auto make = [] {
+    Generator gen(17);
+    return nn::Sequential(nn::Linear(nn::LinearOptions(4, 16).generator(&gen)), nn::ReLU(),
+                          nn::Linear(nn::LinearOptions(16, 1).generator(&gen)));
+  };
+  nn::Sequential micro = make(), whole = make();
+  optim::Adam adam_micro(micro->parameters(), optim::AdamOptions(0.01));
+  optim::Adam adam_whole(whole->parameters(), optim::AdamOptions(0.01));
+  TempDir micro_dir, whole_dir;
+  train::TrainerOptions o;
+  o.max_steps = 6;
+  o.log_every = 1;
+  o.clip_grad_norm = 0.5;
+  o.progress = train::Progress::Off;
+  o.run_dir = micro_dir.str();
+  o.accumulation_steps = kMicro;
+  std::vector<std::int64_t> calls;
+  train::Trainer micro_trainer(micro, adam_micro, o);
+  const train::TrainResult micro_result = micro_trainer.fit([&](std::int64_t m) {
+    calls.push_back(m);
+    auto [x, y] = batch_at(m);
+    return train::StepOutput{nn::mse_loss(micro(x), y), 8, 0};
+  });
+  o.run_dir = whole_dir.str();
+  o.accumulation_steps = 1;
+  train::Trainer whole_trainer(whole, adam_whole, o);
+  const train::TrainResult whole_result = whole_trainer.fit([&](std::int64_t s) {
+    std::vector<Tensor> xs, ys;
+    for (std::int64_t i = 0; i < kMicro; ++i) {
+      auto [x, y] = batch_at(s * kMicro + i);
+      xs.push_back(x);
+      ys.push_back(y);
+    }
+    return train::StepOutput{nn::mse_loss(whole(concat(xs, 0)), concat(ys, 0)), 32, 0};
+  });
+
+  std::vector<std::int64_t> expected_calls(6 * kMicro);
+  for (std::size_t i = 0; i < expected_calls.size(); ++i) expected_calls[i] = static_cast<std::int64_t>(i);
+  CHECK(calls == expected_calls);
+  CHECK(micro_trainer.step() == 6);
+  REQUIRE(micro_result.losses.size() == whole_result.losses.size());
+  for (std::size_t i = 0; i < micro_result.losses.size(); ++i)
+    CHECK(micro_result.losses[i] == doctest::Approx(whole_result.losses[i]).epsilon(1e-5));
+  const auto a = values(*micro), b = values(*whole);
+  REQUIRE(a.size() == b.size());
+  double largest = 0.0, differs = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t k = 0; k < a[i].size(); ++k) {
+      largest = std::max(largest, std::abs(static_cast<double>(b[i][k])));
+      differs = std::max(differs, std::abs(static_cast<double>(a[i][k]) - b[i][k]));
+    }
+  CHECK(differs <= 1e-5 * largest);
+  // Both moved: the comparison is not of two untouched models.
+  CHECK(values(*make()) != a);
+  const std::vector<json> lines = read_jsonl(micro_dir.path / "metrics.jsonl");
+  REQUIRE(lines.size() == 6);
+  CHECK(lines[0].at("examples_per_s").get<double>() > 0);
+
+  // A resume needs the same number of micro-batches per step; 0 is refused.
+  o.run_dir = micro_dir.str();
+  o.max_steps = 8;
+  o.accumulation_steps = 2;
+  train::Trainer other(micro, adam_micro, o);
+  CHECK_THROWS_WITH_AS(other.fit([&](std::int64_t m) {
+    auto [x, y] = batch_at(m);
+    return train::StepOutput{nn::mse_loss(micro(x), y), 8, 0};
+  }),
+                       doctest::Contains("field 'accumulation_steps' is 4 but this trainer's accumulation_steps is 2"),
+                       IoError);
+  o.accumulation_steps = 0;
+  CHECK_THROWS_WITH_AS(train::Trainer(micro, adam_micro, o), "Trainer: accumulation_steps must be >= 1, got 0",
+                       ValueError);
+}
+
+TEST_CASE("trainer: a NaN loss in a micro-batch names the micro-batch and takes no step") {
+  TempDir dir;
+  Mlp model(5);
+  const auto start = values(model);
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1));
+  train::TrainerOptions o;
+  o.max_steps = 3;
+  o.accumulation_steps = 3;
+  o.progress = train::Progress::Off;
+  train::Trainer trainer(model, sgd, o);
+  try {
+    trainer.fit([&](std::int64_t m) {
+      auto [x, y] = batch_at(m);
+      Tensor loss = nn::mse_loss(model(x), y);
+      if (m == 4) loss = loss * std::numeric_limits<double>::quiet_NaN();
+      return train::StepOutput{loss, 8, 0};
+    });
+    FAIL("fit did not throw");
+  } catch (const train::NonFiniteLoss& e) {
+    CHECK(e.step() == 1);
+    CHECK(std::string(e.what()).find("non-finite loss nan at step 2 (step_fn(4))") != std::string::npos);
+  }
+  CHECK(trainer.step() == 1);
+  CHECK(values(model) != start);  // step 1 was taken, step 2 was not
+}

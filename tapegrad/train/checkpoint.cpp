@@ -106,6 +106,7 @@ std::string trainer_json_text(const CheckpointState& state) {
                            {"bad_evals", state.bad_evals}};
   }
   j["log_interval"] = {{"steps", state.interval_steps}, {"loss_sum", state.interval_loss_sum}};
+  j["accumulation_steps"] = state.accumulation_steps;
   j["checksum"] = content_checksum(j);
   return j.dump(2) + "\n";
 }
@@ -232,6 +233,11 @@ CheckpointState read_trainer_json(const std::string& file) {
     state.interval_steps = int_field(*interval, file, "steps");
     state.interval_loss_sum = double_field(*interval, file, "loss_sum");
   }
+  if (j.contains("accumulation_steps")) {
+    state.accumulation_steps = int_field(j, file, "accumulation_steps");
+    if (state.accumulation_steps < 1)
+      bad_field(file, "accumulation_steps", "must be >= 1, got " + std::to_string(state.accumulation_steps));
+  }
   return state;
 }
 
@@ -316,6 +322,7 @@ void Trainer::save_checkpoint() {
   state.bad_evals = best_.bad_evals;
   state.interval_steps = interval_steps_;
   state.interval_loss_sum = interval_loss_sum_;
+  state.accumulation_steps = options_.accumulation_steps;
   write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state);
 }
 
@@ -337,6 +344,11 @@ bool Trainer::load_checkpoint() {
               "has " + std::to_string(state.lrs.size()) + " entries but the optimiser has " +
                   std::to_string(optimizer_.param_groups().size()) + " parameter groups");
   if (scheduler_ && state.scheduler_step < 0) bad_field(json_file, "scheduler_step", "is null but a scheduler is set");
+  // step_fn's micro-batch indices continue the run only with the same number per step.
+  if (state.accumulation_steps != options_.accumulation_steps)
+    bad_field(json_file, "accumulation_steps",
+              "is " + std::to_string(state.accumulation_steps) + " but this trainer's accumulation_steps is " +
+                  std::to_string(options_.accumulation_steps));
   check_step_counts(state, json_file, model_file, model_state, optimizer_file, optimizer_state);
   std::vector<Generator> restored(generators_.size());
   for (std::size_t i = 0; i < generators_.size(); ++i) {

@@ -5,7 +5,8 @@
 //   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
 //                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
 //                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
-//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"checksum":"<CRC-32>"}
+//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"accumulation_steps":k,
+//                           "checksum":"<CRC-32>"}
 // The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and both
 // safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
 // of the three, or files from two different saves, are an IoError at load. Version 1 files (before
@@ -41,6 +42,7 @@ struct CheckpointState {
   // The steps since the last metrics line and the sum of their losses (absent from older files: 0).
   std::int64_t interval_steps = 0;
   double interval_loss_sum = 0.0;
+  std::int64_t accumulation_steps = 1;  // micro-batches per step (absent from older files: 1)
 };
 
 // Writes run_dir/checkpoint/ as above (creating run_dir if needed). IoError naming the path on failure,

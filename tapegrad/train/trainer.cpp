@@ -53,6 +53,8 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   if (o.eval_every < 0) throw ValueError("Trainer: eval_every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.checkpoint_every < 0)
     throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
+  if (o.accumulation_steps < 1)
+    throw ValueError("Trainer: accumulation_steps must be >= 1, got " + std::to_string(o.accumulation_steps));
   if (!(o.clip_grad_norm >= 0.0))
     throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + format_number(o.clip_grad_norm));
   if (o.steps_per_epoch < 0 || o.max_epochs < 0)
@@ -149,16 +151,22 @@ void Trainer::begin_fit(TrainResult& result) {
   metrics_.truncate_after(step_);
 }
 
-NonFiniteLoss Trainer::non_finite(std::int64_t step, double value, const std::string& quantity) const {
+NonFiniteLoss Trainer::non_finite(std::int64_t step, std::int64_t micro, double value,
+                                  const std::string& quantity) const {
   const std::int64_t on_disk = options_.run_dir.empty() ? -1 : checkpoint_step_on_disk(options_.run_dir);
   std::string kept;
   if (options_.run_dir.empty()) kept = "no checkpoint is kept (run_dir is not set)";
   else if (on_disk < 0) kept = "no checkpoint has been written in " + options_.run_dir + " yet";
   else kept = "the last good checkpoint (step " + std::to_string(on_disk) + ", " + checkpoint_dir() + ") is kept";
   // Numbered as metrics.jsonl numbers steps (steps done once this one ends), with step_fn's index.
+  const std::int64_t k = options_.accumulation_steps;
+  const std::string calls =
+      micro >= 0 ? "step_fn(" + std::to_string(micro) + ")"
+      : k == 1   ? "step_fn(" + std::to_string(step) + ")"
+                 : "step_fn(" + std::to_string(step * k) + ") .. step_fn(" + std::to_string(step * k + k - 1) + ")";
   return NonFiniteLoss("Trainer: non-finite " + quantity + " " + format_number(value) + " at step " +
-                           std::to_string(step + 1) + " (step_fn(" + std::to_string(step) + "))" +
-                           "; the optimiser step was not taken and " + kept,
+                           std::to_string(step + 1) + " (" + calls + ")" + "; the optimiser step was not taken and " +
+                           kept,
                        step, value, quantity, on_disk);
 }
 
@@ -173,22 +181,30 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
       optimizer_.set_lr(g, schedule_base_lrs_[g] * multiplier);
   }
   StepRecord record;
-  {
-    StepOutput out = step_fn(s);
+  const std::int64_t k = options_.accumulation_steps;
+  double loss_sum = 0.0;
+  std::int64_t examples = 0, tokens = 0;
+  for (std::int64_t i = 0; i < k; ++i) {
+    const std::int64_t micro = s * k + i;
+    StepOutput out = step_fn(micro);
     if (!out.loss.defined() || out.loss.numel() != 1)
       throw ValueError("Trainer::fit: step_fn must return a one-element loss, got " +
                        (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
-                       " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(s) + "))");
-    record.loss = out.loss.item();
-    if (!std::isfinite(record.loss)) throw non_finite(s, record.loss, "loss");
-    out.loss.backward();
-    record.grad_norm = optim::clip_grad_norm(params, max_norm);
-    if (!std::isfinite(record.grad_norm)) throw non_finite(s, record.grad_norm, "gradient norm");
-    window.examples += out.examples;
-    window.tokens += out.tokens;
-    interval_loss_sum_ += record.loss;
-    ++interval_steps_;
+                       " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(micro) + "))");
+    const double loss = out.loss.item();
+    if (!std::isfinite(loss)) throw non_finite(s, micro, loss, "loss");
+    (k == 1 ? out.loss : out.loss * (1.0 / static_cast<double>(k))).backward();
+    loss_sum += loss;
+    examples += out.examples;
+    tokens += out.tokens;
   }
+  record.loss = loss_sum / static_cast<double>(k);
+  record.grad_norm = optim::clip_grad_norm(params, max_norm);
+  if (!std::isfinite(record.grad_norm)) throw non_finite(s, -1, record.grad_norm, "gradient norm");
+  window.examples += examples;
+  window.tokens += tokens;
+  interval_loss_sum_ += record.loss;
+  ++interval_steps_;
   if (!optimizer_.param_groups().empty()) record.lr = *optimizer_.param_groups()[0].lr;
   optimizer_.step();
   if (scheduler_) scheduler_->step();

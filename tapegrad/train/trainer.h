@@ -19,8 +19,12 @@
 //
 // One step (global index s, 0-based): zero_grad; out = step_fn(s); a NaN/inf loss throws NonFiniteLoss;
 // backward; the global L2 gradient norm (clipped if clip_grad_norm > 0; a NaN/inf norm throws
-// NonFiniteLoss); optimizer.step(); scheduler step. After it, step() == s + 1, and logging, evaluation and
-// checkpointing happen when step() is a multiple of their interval and at max_steps.
+// NonFiniteLoss); optimizer.step(); scheduler step. With accumulation_steps k > 1 a step runs k
+// micro-batches, step_fn(s * k) .. step_fn(s * k + k - 1), each loss scaled by 1/k before its backward, so
+// the gradients summed before the optimiser step are those of the mean loss: with mean-reduced losses over
+// equal micro-batches, one step of a k-times batch up to rounding. The step's loss is the micro-batches' mean. After
+// it, step() == s + 1, and logging, evaluation and checkpointing happen when step() is a multiple of their interval and
+// at max_steps.
 //
 // Determinism: step_fn must be a pure function of (step, model, tracked generators), e.g. a batch drawn by
 // DataLoader::batch_at(step). eval_fn runs in eval mode under NoGradGuard and must not draw from a
@@ -76,21 +80,22 @@ struct EarlyStopping {
 };
 
 struct TrainerOptions {
-  std::int64_t max_steps = 1000;       // total optimiser steps of the run (not of this call)
-  std::int64_t steps_per_epoch = 0;    // 0: unknown; else metrics lines carry "epoch" (fractional) and the
-                                       // progress shows it (e.g. DataLoader::batches_per_epoch())
-  std::int64_t max_epochs = 0;         // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
-  std::int64_t log_every = 10;         // a metrics.jsonl line and a progress update every N steps (>= 1)
-  std::int64_t eval_every = 0;         // 0: never (the last step is always evaluated if eval given)
-  std::int64_t checkpoint_every = 0;   // 0: only at the end (when run_dir is set)
-  double clip_grad_norm = 0.0;         // 0: off; else global L2 clip, the norm is logged either way
-  std::string run_dir;                 // empty: no files; else metrics.jsonl + checkpoint/ inside
-  bool resume = true;                  // continue from run_dir's last good checkpoint if present
-  double time_budget_s = 0.0;          // > 0: stop after the step that brings the run's training time (this
-                                       // call and those it resumed) to this many seconds
-  EarlyStopping early_stopping;        // off unless early_stopping.metric is set (needs an eval_fn)
-  Progress progress = Progress::Auto;  // see progress.h
-  std::ostream* out = &std::cerr;      // where the bar / lines / messages go (nullptr: nowhere)
+  std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
+  std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
+                                        // progress shows it (e.g. DataLoader::batches_per_epoch())
+  std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
+  std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
+  std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
+  std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)
+  std::int64_t accumulation_steps = 1;  // micro-batches (step_fn calls) per optimiser step (>= 1)
+  double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
+  std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
+  bool resume = true;                   // continue from run_dir's last good checkpoint if present
+  double time_budget_s = 0.0;           // > 0: stop after the step that brings the run's training time (this
+                                        // call and those it resumed) to this many seconds
+  EarlyStopping early_stopping;         // off unless early_stopping.metric is set (needs an eval_fn)
+  Progress progress = Progress::Auto;   // see progress.h
+  std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
 };
 
 // What step_fn returns: the scalar loss to minimise, and how many examples / tokens it covered
@@ -101,7 +106,9 @@ struct StepOutput {
   std::int64_t tokens = 0;
 };
 
-using StepFn = std::function<StepOutput(std::int64_t step)>;                     // step = 0-based global index
+// step = 0-based global index of the micro-batch: the optimiser step's index times accumulation_steps, plus
+// the micro-batch's place in it (the optimiser step's index when accumulation_steps is 1).
+using StepFn = std::function<StepOutput(std::int64_t step)>;
 using EvalFn = std::function<std::map<std::string, double>(std::int64_t step)>;  // step = steps done; {"val_loss":..}
 
 enum class StopReason { MaxSteps, TimeBudget, EarlyStopping, Callback };
@@ -140,7 +147,7 @@ class NonFiniteLoss : public Error {
   NonFiniteLoss(const std::string& message, std::int64_t step, double value, std::string quantity,
                 std::int64_t checkpoint_step)
       : Error(message), step_(step), value_(value), quantity_(std::move(quantity)), checkpoint_step_(checkpoint_step) {}
-  // 0-based index of the failing step (the argument step_fn received).
+  // 0-based index of the failing optimiser step (the argument step_fn received when accumulation_steps is 1).
   std::int64_t step() const { return step_; }
   double value() const { return value_; }
   // "loss" or "gradient norm".
@@ -234,8 +241,9 @@ class Trainer {
   double elapsed() const { return elapsed_before_ + elapsed_now_; }
   // Why the run should stop before taking another step (max steps, time budget, early stopping), if it should.
   std::optional<StopReason> stop_before_step() const;
-  // NonFiniteLoss for step_fn(step), saying which checkpoint is kept.
-  NonFiniteLoss non_finite(std::int64_t step, double value, const std::string& quantity) const;
+  // NonFiniteLoss for optimiser step `step` (its micro-batch step_fn(micro), or -1 for the step as a whole),
+  // saying which checkpoint is kept.
+  NonFiniteLoss non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity) const;
   // Restores the training mode and adds this call's time to the run's.
   double end_fit(Clock::time_point call_start, bool was_training);
 
