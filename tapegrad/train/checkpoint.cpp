@@ -107,6 +107,7 @@ std::string trainer_json_text(const CheckpointState& state) {
   }
   j["log_interval"] = {{"steps", state.interval_steps}, {"loss_sum", state.interval_loss_sum}};
   j["accumulation_steps"] = state.accumulation_steps;
+  j["ema"] = state.ema;
   j["checksum"] = content_checksum(j);
   return j.dump(2) + "\n";
 }
@@ -233,6 +234,10 @@ CheckpointState read_trainer_json(const std::string& file) {
     state.interval_steps = int_field(*interval, file, "steps");
     state.interval_loss_sum = double_field(*interval, file, "loss_sum");
   }
+  if (const auto ema = j.find("ema"); ema != j.end()) {
+    if (!ema->is_boolean()) bad_field(file, "ema", "must be true or false, got " + io::json_excerpt(*ema));
+    state.ema = ema->get<bool>();
+  }
   if (j.contains("accumulation_steps")) {
     state.accumulation_steps = int_field(j, file, "accumulation_steps");
     if (state.accumulation_steps < 1)
@@ -267,7 +272,7 @@ std::int64_t checkpoint_step_on_disk(const std::string& run_dir) {
 }
 
 void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model, const NamedTensors& optimizer,
-                      const CheckpointState& state) {
+                      const CheckpointState& state, const NamedTensors& ema) {
   const fs::path run_dir(run_dir_name);
   std::error_code ec;
   fs::create_directories(run_dir, ec);
@@ -287,6 +292,7 @@ void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model
   try {
     io::save_safetensors((tmp / "model.safetensors").string(), model, {{"step", step}});
     io::save_safetensors((tmp / "optimizer.safetensors").string(), optimizer, {{"step", step}});
+    if (state.ema) io::save_safetensors((tmp / "ema.safetensors").string(), ema, {{"step", step}});
     as_trainer([&] {
       io::write_file_synced((tmp / "trainer.json").string(), trainer_json_text(state));
       io::sync_directory(tmp.string());
@@ -323,7 +329,9 @@ void Trainer::save_checkpoint() {
   state.interval_steps = interval_steps_;
   state.interval_loss_sum = interval_loss_sum_;
   state.accumulation_steps = options_.accumulation_steps;
-  write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state);
+  state.ema = ema_ != nullptr;
+  write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state,
+                   ema_ ? ema_->state() : NamedTensors());
 }
 
 bool Trainer::load_checkpoint() {
@@ -350,6 +358,17 @@ bool Trainer::load_checkpoint() {
               "is " + std::to_string(state.accumulation_steps) + " but this trainer's accumulation_steps is " +
                   std::to_string(options_.accumulation_steps));
   check_step_counts(state, json_file, model_file, model_state, optimizer_file, optimizer_state);
+  // A run that gains an average on resume would start it from the resumed weights, not from the run's start.
+  io::SafetensorsFile ema_state;
+  if (ema_) {
+    if (!state.ema) bad_field(json_file, "ema", "is false but the trainer has a ModelEma (set_ema)");
+    const std::string ema_file = (dir / "ema.safetensors").string();
+    ema_state = io::load_safetensors(ema_file);
+    const auto it = ema_state.metadata.find("step");
+    if (it == ema_state.metadata.end() || it->second != std::to_string(state.step))
+      throw IoError("Trainer: checkpoint files disagree: " + ema_file + " is not from step " +
+                    std::to_string(state.step) + " as " + json_file + " is");
+  }
   std::vector<Generator> restored(generators_.size());
   for (std::size_t i = 0; i < generators_.size(); ++i) {
     const std::string& name = generators_[i].first;
@@ -373,11 +392,26 @@ bool Trainer::load_checkpoint() {
   // Both loads check before they copy; if the optimiser's fails, the model's values are put back.
   NamedTensors model_before;
   for (const auto& [name, t] : model_.state_dict()) model_before.emplace_back(name, t.detach().clone());
-  with_file(model_file, [&] { model_.load_state_dict(model_state.tensors); });
+  // The average first: its load checks everything before it copies, and it is put back if a later load fails.
+  NamedTensors ema_before;
+  if (ema_) {
+    ema_before = ema_->state();
+    with_file((dir / "ema.safetensors").string(), [&] { ema_->load_state(ema_state.tensors); });
+  }
+  const auto put_back = [&](bool model) {
+    if (model) model_.load_state_dict(model_before);
+    if (ema_) ema_->load_state(ema_before);
+  };
+  try {
+    with_file(model_file, [&] { model_.load_state_dict(model_state.tensors); });
+  } catch (...) {
+    put_back(false);
+    throw;
+  }
   try {
     with_file(optimizer_file, [&] { optimizer_.load_state(optimizer_state.tensors); });
   } catch (...) {
-    model_.load_state_dict(model_before);
+    put_back(true);
     throw;
   }
   for (std::size_t g = 0; g < state.lrs.size(); ++g) optimizer_.param_groups()[g].lr = state.lrs[g];

@@ -2,10 +2,11 @@
 // The Trainer's checkpoint directory, run_dir/checkpoint/:
 //   model.safetensors      model.state_dict()
 //   optimizer.safetensors  optimizer.state_tensors()
+//   ema.safetensors        ModelEma::state(), when the Trainer has one (set_ema)
 //   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
 //                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
 //                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
-//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"accumulation_steps":k,
+//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"accumulation_steps":k,"ema":bool,
 //                           "checksum":"<CRC-32>"}
 // The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and both
 // safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
@@ -43,12 +44,14 @@ struct CheckpointState {
   std::int64_t interval_steps = 0;
   double interval_loss_sum = 0.0;
   std::int64_t accumulation_steps = 1;  // micro-batches per step (absent from older files: 1)
+  bool ema = false;                     // ema.safetensors holds a ModelEma's state (absent: false)
 };
 
 // Writes run_dir/checkpoint/ as above (creating run_dir if needed). IoError naming the path on failure,
 // which leaves the previous checkpoint in place.
+// With state.ema, `ema` (ModelEma::state()) goes to ema.safetensors beside them.
 void write_checkpoint(const std::string& run_dir, const NamedTensors& model, const NamedTensors& optimizer,
-                      const CheckpointState& state);
+                      const CheckpointState& state, const NamedTensors& ema = {});
 
 // Removes leftover checkpoint.tmp-* directories, then returns run_dir/checkpoint, or run_dir/checkpoint.old
 // when only that exists, or "" when there is no checkpoint.

@@ -1,8 +1,9 @@
 #pragma once
 // Everything in tapegrad::train: the Trainer (training loop) and its metrics file, progress display and
-// checkpoint directory.
+// checkpoint directory; the moving average of weights (ModelEma).
 
 #include "tapegrad/train/checkpoint.h"
+#include "tapegrad/train/ema.h"
 #include "tapegrad/train/metrics.h"
 #include "tapegrad/train/progress.h"
 #include "tapegrad/train/trainer.h"

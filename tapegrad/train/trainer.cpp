@@ -76,6 +76,14 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   for (const auto& [name, gen] : model_.named_generators()) generators_.emplace_back(kModelGeneratorPrefix + name, gen);
 }
 
+void Trainer::set_ema(ModelEma* ema, bool evaluate_on_ema) {
+  if (ema && step_ > 0)
+    throw ValueError("Trainer::set_ema: the trainer has taken " + std::to_string(step_) +
+                     " steps; set the average before training");
+  ema_ = ema;
+  evaluate_on_ema_ = ema && evaluate_on_ema;
+}
+
 void Trainer::set_scheduler(optim::Scheduler* scheduler) {
   if (scheduler && schedule_)
     throw ValueError("Trainer::set_scheduler: a fraction schedule is set (set_schedule); use one or the other");
@@ -208,6 +216,7 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
   if (!optimizer_.param_groups().empty()) record.lr = *optimizer_.param_groups()[0].lr;
   optimizer_.step();
   if (scheduler_) scheduler_->step();
+  if (ema_) ema_->update();
   step_ = s + 1;
   last_loss_ = record.loss;
   return record;
@@ -243,7 +252,12 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
     NoGradGuard no_grad;
     model_.eval();
     try {
-      metrics = eval_fn(step_);
+      if (ema_ && evaluate_on_ema_) {
+        const ModelEma::Applied averaged = ema_->apply();
+        metrics = eval_fn(step_);
+      } else {
+        metrics = eval_fn(step_);
+      }
     } catch (...) {
       model_.train();
       throw;

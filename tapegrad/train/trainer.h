@@ -19,12 +19,12 @@
 //
 // One step (global index s, 0-based): zero_grad; out = step_fn(s); a NaN/inf loss throws NonFiniteLoss;
 // backward; the global L2 gradient norm (clipped if clip_grad_norm > 0; a NaN/inf norm throws
-// NonFiniteLoss); optimizer.step(); scheduler step. With accumulation_steps k > 1 a step runs k
-// micro-batches, step_fn(s * k) .. step_fn(s * k + k - 1), each loss scaled by 1/k before its backward, so
-// the gradients summed before the optimiser step are those of the mean loss: with mean-reduced losses over
-// equal micro-batches, one step of a k-times batch up to rounding. The step's loss is the micro-batches' mean. After
-// it, step() == s + 1, and logging, evaluation and checkpointing happen when step() is a multiple of their interval and
-// at max_steps.
+// NonFiniteLoss); optimizer.step(); scheduler step; the moving average's update (set_ema). With accumulation_steps k >
+// 1 a step runs k micro-batches, step_fn(s * k) .. step_fn(s * k + k - 1), each loss scaled by 1/k before its backward,
+// so the gradients summed before the optimiser step are those of the mean loss: with mean-reduced losses over equal
+// micro-batches, one step of a k-times batch up to rounding. The step's loss is the micro-batches' mean. After it,
+// step() == s + 1, and logging, evaluation and checkpointing happen when step() is a multiple of their interval and at
+// max_steps.
 //
 // Determinism: step_fn must be a pure function of (step, model, tracked generators), e.g. a batch drawn by
 // DataLoader::batch_at(step). eval_fn runs in eval mode under NoGradGuard and must not draw from a
@@ -64,6 +64,7 @@
 #include "tapegrad/nn/module.h"
 #include "tapegrad/optim/optimizer.h"
 #include "tapegrad/optim/schedule.h"
+#include "tapegrad/train/ema.h"
 #include "tapegrad/train/metrics.h"
 #include "tapegrad/train/progress.h"
 
@@ -176,6 +177,11 @@ class Trainer {
   // Sets every group's lr to base * schedule(progress()) before each step, base being the group's lr now.
   // Defined on the fraction of training done, it suits a time budget. ValueError together with a scheduler.
   void set_schedule(optim::FractionSchedule schedule);
+  // A moving average of the model's weights (ema.h), updated after every optimiser step and kept in the
+  // checkpoint (ema.safetensors); with evaluate_on_ema, eval_fn sees the averaged weights (the model's own
+  // are put back after it). Set before training; a resumed run needs it if the checkpoint has one and
+  // refuses a checkpoint without one. nullptr: none. It must outlive the trainer.
+  void set_ema(ModelEma* ema, bool evaluate_on_ema = false);
   // Called after every step; training stops when it returns true. Empty: none.
   void set_stop_callback(StopFn stop);
   // The generator's state is checkpointed under name and restored on resume (ValueError on an empty or
@@ -251,6 +257,8 @@ class Trainer {
   optim::Optimizer& optimizer_;
   TrainerOptions options_;
   optim::Scheduler* scheduler_ = nullptr;
+  ModelEma* ema_ = nullptr;
+  bool evaluate_on_ema_ = false;
   optim::FractionSchedule schedule_;
   std::vector<double> schedule_base_lrs_;
   StopFn stop_fn_;
