@@ -19,6 +19,7 @@
 #include "tapegrad/io/file.h"
 #include "tapegrad/io/json.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/train/average.h"
 #include "tapegrad/train/trainer.h"
 
 namespace tapegrad::train {
@@ -330,8 +331,21 @@ void Trainer::save_checkpoint() {
   state.interval_loss_sum = interval_loss_sum_;
   state.accumulation_steps = options_.accumulation_steps;
   state.ema = ema_ != nullptr;
-  write_checkpoint(options_.run_dir, model_.state_dict(), optimizer_.state_tensors(), state,
+  const NamedTensors model_state = model_.state_dict();
+  write_checkpoint(options_.run_dir, model_state, optimizer_.state_tensors(), state,
                    ema_ ? ema_->state() : NamedTensors());
+  if (options_.keep_checkpoints > 0) {
+    // After the checkpoint, so a kept model is never from a step the checkpoint has not reached.
+    const fs::path kept = fs::path(options_.run_dir) / "checkpoints";
+    std::error_code ec;
+    fs::create_directories(kept, ec);
+    if (ec) throw IoError("Trainer: cannot create " + kept.string() + ": " + ec.message());
+    io::save_safetensors((kept / ("model-" + std::to_string(step_) + ".safetensors")).string(), model_state,
+                         {{"step", std::to_string(step_)}});
+    std::vector<std::string> all = kept_checkpoints(options_.run_dir);
+    for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep_checkpoints) < all.size(); ++i)
+      fs::remove(all[i], ec);
+  }
 }
 
 bool Trainer::load_checkpoint() {

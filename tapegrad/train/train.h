@@ -1,7 +1,8 @@
 #pragma once
 // Everything in tapegrad::train: the Trainer (training loop) and its metrics file, progress display and
-// checkpoint directory; the moving average of weights (ModelEma).
+// checkpoint directory; the moving average of weights (ModelEma) and checkpoint averaging.
 
+#include "tapegrad/train/average.h"
 #include "tapegrad/train/checkpoint.h"
 #include "tapegrad/train/ema.h"
 #include "tapegrad/train/metrics.h"

@@ -53,6 +53,8 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   if (o.eval_every < 0) throw ValueError("Trainer: eval_every must be >= 0, got " + std::to_string(o.eval_every));
   if (o.checkpoint_every < 0)
     throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
+  if (o.keep_checkpoints < 0)
+    throw ValueError("Trainer: keep_checkpoints must be >= 0, got " + std::to_string(o.keep_checkpoints));
   if (o.accumulation_steps < 1)
     throw ValueError("Trainer: accumulation_steps must be >= 1, got " + std::to_string(o.accumulation_steps));
   if (!(o.clip_grad_norm >= 0.0))

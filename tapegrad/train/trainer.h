@@ -89,6 +89,8 @@ struct TrainerOptions {
   std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
   std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)
   std::int64_t accumulation_steps = 1;  // micro-batches (step_fn calls) per optimiser step (>= 1)
+  std::int64_t keep_checkpoints = 0;    // > 0: keep the models of the last N checkpoints for averaging
+                                        // (run_dir/checkpoints/model-<step>.safetensors; average.h)
   double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
   std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
   bool resume = true;                   // continue from run_dir's last good checkpoint if present

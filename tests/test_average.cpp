@@ -1,0 +1,94 @@
+// Checkpoint averaging (tapegrad/train/average.h): the Trainer keeps the models of its last k
+// checkpoints, average_checkpoints gives their element-wise mean, and mismatching files are refused
+// naming the file and the entry.
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/io/safetensors.h"
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tapegrad/train/train.h"
+#include "tests/testing.h"
+#include "tests/trainer_testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::TempDir;
+using namespace tapegrad::testing::trainer;
+namespace fs = std::filesystem;
+
+TEST_CASE("average: the Trainer keeps the last k checkpoint models and their mean is the average") {
+  TempDir dir;
+  train::TrainerOptions o = quiet_options(dir.str(), 10);
+  o.checkpoint_every = 2;
+  o.keep_checkpoints = 3;
+  Run run(7, o);
+  std::map<std::int64_t, std::vector<std::vector<float>>> at_step;
+  run.trainer.set_stop_callback([&](const train::StepInfo& info) {
+    at_step[info.step] = run.params();
+    return false;
+  });
+  run.trainer.fit(run.step_fn());
+  at_step[10] = run.params();  // the callback is not called after the last step
+  REQUIRE(at_step.count(6) == 1);
+  REQUIRE(at_step.count(8) == 1);
+
+  const std::vector<std::string> kept = train::kept_checkpoints(dir.str());
+  REQUIRE(kept.size() == 3);
+  CHECK(fs::path(kept[0]).filename() == "model-6.safetensors");
+  CHECK(fs::path(kept[1]).filename() == "model-8.safetensors");
+  CHECK(fs::path(kept[2]).filename() == "model-10.safetensors");
+  CHECK(train::kept_checkpoints(dir.str(), 2) == std::vector<std::string>{kept[1], kept[2]});
+  CHECK(train::kept_checkpoints(dir.str(), 5) == kept);
+
+  const std::string out = (dir.path / "averaged.safetensors").string();
+  const NamedTensors averaged = train::average_checkpoints(kept, out);
+  const io::SafetensorsFile written = io::load_safetensors(out);
+  CHECK(written.metadata.at("averaged_from") == kept[0] + "," + kept[1] + "," + kept[2]);
+  // The model's parameters, in order, against the mean of the values seen after steps 6, 8 and 10.
+  Mlp probe(1);
+  probe.load_state_dict(written.tensors);
+  const auto mean = values(probe);
+  REQUIRE(mean.size() == at_step[6].size());
+  for (std::size_t i = 0; i < mean.size(); ++i)
+    for (std::size_t k = 0; k < mean[i].size(); ++k) {
+      const double expected = (static_cast<double>(at_step[6][i][k]) + at_step[8][i][k] + at_step[10][i][k]) / 3.0;
+      CHECK(mean[i][k] == doctest::Approx(expected).epsilon(1e-6));
+    }
+  CHECK(averaged.size() == written.tensors.size());
+  // One file averages to itself.
+  const NamedTensors single = train::average_checkpoints({kept[2]});
+  Mlp last(2);
+  last.load_state_dict(single);
+  CHECK(values(last) == at_step[10]);
+}
+
+TEST_CASE("average: mismatching or missing files are refused naming the file and the entry") {
+  TempDir dir;
+  const std::string a = (dir.path / "a.safetensors").string(), b = (dir.path / "b.safetensors").string();
+  io::save_safetensors(a, {{"w", ones({2, 2})}, {"count", scalar_tensor(3, kInt64)}});
+  io::save_safetensors(b, {{"w", ones({2, 3})}, {"count", scalar_tensor(3, kInt64)}});
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({a, b}), doctest::Contains("entry 'w' has shape (2,3) but (2,2)"),
+                       ShapeError);
+  io::save_safetensors(b, {{"w", ones({2, 2})}, {"count", scalar_tensor(4, kInt64)}});
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({a, b}), doctest::Contains("entry 'count' (int64, not averaged)"),
+                       ValueError);
+  io::save_safetensors(b, {{"w", ones({2, 2})}});
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({a, b}), doctest::Contains("entry 'count' is missing"), ValueError);
+  io::save_safetensors(b, {{"w", ones({2, 2})}, {"count", scalar_tensor(3, kInt64)}, {"extra", ones({1})}});
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({a, b}), doctest::Contains("entry 'extra' is not in"), ValueError);
+  io::save_safetensors(b, {{"w", ones({2, 2}, kFloat64)}, {"count", scalar_tensor(3, kInt64)}});
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({a, b}), doctest::Contains("entry 'w' has dtype float64"), TypeError);
+  CHECK_THROWS_WITH_AS(train::average_checkpoints({}), "average_checkpoints: no files to average", ValueError);
+  CHECK_THROWS_AS(train::average_checkpoints({a, (dir.path / "none.safetensors").string()}), IoError);
+  CHECK(train::kept_checkpoints(dir.str()).empty());
+  train::TrainerOptions o;
+  o.keep_checkpoints = -1;
+  Mlp model(1);
+  optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1));
+  CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, o), "Trainer: keep_checkpoints must be >= 0, got -1", ValueError);
+}
