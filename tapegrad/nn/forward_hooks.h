@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
@@ -31,6 +32,10 @@ namespace detail {
 using StoredPreHook = std::function<std::optional<TensorList>(Module& module, const TensorList& tensor_args)>;
 using StoredForwardHook =
     std::function<void(Module& module, const TensorList& tensor_args, void* output, const std::type_info& output_type)>;
+
+// The type's name as written in the source ("tapegrad::nn::LinearImpl") where the compiler's ABI can
+// demangle it, else the compiler's own name for it.
+std::string readable_type_name(const std::type_info& type);
 
 // Throws the TypeError of a forward hook registered for `expected` called on an output of type `got`.
 [[noreturn]] void throw_forward_hook_type_error(const Module& module, const std::type_info& expected,

@@ -209,11 +209,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 
 // ---------------------------------------------------------------- type names
 
-namespace {
-
-// The type's name as written in the source ("tapegrad::nn::LinearImpl") where the compiler's ABI can
-// demangle it, else the compiler's own name for it.
-std::string readable_type_name(const std::type_info& type) {
+std::string detail::readable_type_name(const std::type_info& type) {
 #if __has_include(<cxxabi.h>)
   int status = 0;
   char* demangled = abi::__cxa_demangle(type.name(), nullptr, nullptr, &status);
@@ -226,10 +222,8 @@ std::string readable_type_name(const std::type_info& type) {
   return type.name();
 }
 
-}  // namespace
-
 std::string Module::name() const {
-  std::string type = readable_type_name(typeid(*this));
+  std::string type = detail::readable_type_name(typeid(*this));
   // Drop the namespaces (the last "::" before any template arguments), then the "Impl" suffix.
   const std::size_t scope = type.rfind("::", type.find('<'));
   if (scope != std::string::npos) type.erase(0, scope + 2);
@@ -255,6 +249,15 @@ void Module::run_forward_pre_hooks(TensorList& tensor_args) {
     }
     tensor_args = std::move(*replacement);
   }
+}
+
+RemovableHandle Module::register_forward_hook_any(ObservingForwardHook fn) {
+  if (!fn) throw ValueError(name() + ": register_forward_hook_any: the hook is empty");
+  if (!forward_hooks_) forward_hooks_ = std::make_shared<HookList<detail::StoredForwardHook>>();
+  return HookList<detail::StoredForwardHook>::add(
+      forward_hooks_,
+      [fn = std::move(fn)](Module& module, const TensorList& tensor_args, void* output,
+                           const std::type_info& output_type) { fn(module, tensor_args, output, output_type); });
 }
 
 void Module::run_forward_hooks(const TensorList& tensor_args, void* output, const std::type_info& output_type) {

@@ -124,6 +124,14 @@ class Module {
   template <class Output = Tensor, class Fn>
   RemovableHandle register_forward_hook(Fn fn);
 
+  // A forward hook that observes the output of any type and cannot replace it, for tools that walk
+  // every module of a model whatever its forward returns (nn::summarize): fn(Module& module, const
+  // TensorList& tensor_args, const void* output, const std::type_info& output_type), `output` pointing
+  // at an object of type output_type. It runs in order with the typed forward hooks.
+  using ObservingForwardHook = std::function<void(Module& module, const TensorList& tensor_args, const void* output,
+                                                  const std::type_info& output_type)>;
+  RemovableHandle register_forward_hook_any(ObservingForwardHook fn);
+
   // True when a forward pre-hook or forward hook is registered.
   bool has_forward_hooks() const noexcept {
     return (forward_pre_hooks_ && !forward_pre_hooks_->empty()) || (forward_hooks_ && !forward_hooks_->empty());

@@ -18,4 +18,5 @@
 #include "tapegrad/nn/routing.h"
 #include "tapegrad/nn/seq2seq.h"
 #include "tapegrad/nn/similarity.h"
+#include "tapegrad/nn/summary.h"
 #include "tapegrad/nn/transformer.h"
