@@ -1,7 +1,8 @@
 #pragma once
 // Everything in tapegrad::io: durable file writes, safetensors files of named tensors and modules,
-// and word vectors in the word2vec formats.
+// NumPy's .npy and .npz files, and word vectors in the word2vec formats.
 
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/npy.h"
 #include "tapegrad/io/safetensors.h"
 #include "tapegrad/io/word2vec.h"
