@@ -23,6 +23,8 @@ PACKAGES=(
   zlib1g-dev         # crc32 for the checksums in checkpoint files
   python3
   python3-numpy      # tests/read_npy.py reads the .npy and .npz files tapegrad writes
+  python3-protobuf   # tests/tensorboard_check.py parses TensorBoard event files with protobuf
+  protobuf-compiler  # protoc: the Python classes of tests/data/tensorboard/event.proto
   clang-format       # scripts/check-format.sh: CI checks the formatting (clang-format 14)
   bible-kjv-text     # /usr/lib/bible.data: examples/language_model's corpus
   bible-kjv          # /usr/bin/bible: the reference the corpus loader's test compares with

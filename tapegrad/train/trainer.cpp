@@ -154,6 +154,8 @@ std::string Trainer::metrics_path() const { return metrics_.path(); }
 
 void Trainer::begin_fit(TrainResult& result) {
   if (options_.resume && load_checkpoint()) result.resumed_from = step_;
+  if (!options_.tensorboard_dir.empty() && !tensorboard_)
+    tensorboard_ = std::make_unique<SummaryWriter>(options_.tensorboard_dir);
   if (options_.run_dir.empty()) return;
   std::error_code ec;
   fs::create_directories(options_.run_dir, ec);
@@ -239,6 +241,11 @@ void Trainer::log_step(const StepRecord& record, bool end_of_run, Window& window
   line["elapsed_s"] = elapsed_before_ + elapsed_now_;
   if (end_of_run) line["end_of_run"] = true;
   metrics_.append(line.dump());
+  if (tensorboard_) {
+    for (const auto& [key, value] : line.items())
+      if (key != "step" && value.is_number()) tensorboard_->add_scalar("train/" + key, value.get<double>(), step_);
+    tensorboard_->flush();
+  }
   window = Window();
   // An end-of-run line is dropped when the run resumes, so the next scheduled line still averages from the
   // previous scheduled one, as in a run never interrupted.
@@ -272,6 +279,10 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
   line["elapsed_s"] = elapsed_before_ + elapsed_now_;
   if (end_of_run) line["end_of_run"] = true;
   metrics_.append(line.dump());
+  if (tensorboard_) {
+    for (const auto& [name, value] : metrics) tensorboard_->add_scalar("eval/" + name, value, step_);
+    tensorboard_->flush();
+  }
   std::string text = "eval step " + std::to_string(step_) + ':';
   for (const auto& [name, value] : metrics) text += ' ' + name + ' ' + format_significant(value, 5);
   progress.message(text);

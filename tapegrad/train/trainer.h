@@ -53,6 +53,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -67,6 +68,7 @@
 #include "tapegrad/train/ema.h"
 #include "tapegrad/train/metrics.h"
 #include "tapegrad/train/progress.h"
+#include "tapegrad/train/tensorboard.h"
 
 namespace tapegrad::train {
 
@@ -93,6 +95,8 @@ struct TrainerOptions {
                                         // (run_dir/checkpoints/model-<step>.safetensors; average.h)
   double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
   std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
+  std::string tensorboard_dir;          // not empty: every metrics.jsonl line's numbers also go to a TensorBoard event
+                                        // file there (tensorboard.h), as "train/<key>" and "eval/<name>"
   bool resume = true;                   // continue from run_dir's last good checkpoint if present
   double time_budget_s = 0.0;           // > 0: stop after the step that brings the run's training time (this
                                         // call and those it resumed) to this many seconds
@@ -271,9 +275,10 @@ class Trainer {
   std::vector<std::pair<std::string, Generator*>> generators_;
   std::int64_t step_ = 0;
   double last_loss_ = 0.0;
-  double elapsed_before_ = 0.0;  // training seconds of earlier calls (restored from checkpoints)
-  double elapsed_now_ = 0.0;     // seconds of the running call, kept current for checkpoints
-  MetricsFile metrics_;          // run_dir/metrics.jsonl
+  double elapsed_before_ = 0.0;                 // training seconds of earlier calls (restored from checkpoints)
+  double elapsed_now_ = 0.0;                    // seconds of the running call, kept current for checkpoints
+  MetricsFile metrics_;                         // run_dir/metrics.jsonl
+  std::unique_ptr<SummaryWriter> tensorboard_;  // options_.tensorboard_dir's event file, from the first fit
 };
 
 }  // namespace tapegrad::train
