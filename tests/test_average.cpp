@@ -92,3 +92,45 @@ TEST_CASE("average: mismatching or missing files are refused naming the file and
   optim::SGD sgd(model.parameters(), optim::SGDOptions(0.1));
   CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, o), "Trainer: keep_checkpoints must be >= 0, got -1", ValueError);
 }
+
+TEST_CASE("average: a fresh run drops an earlier run's kept models, a resumed one those past its checkpoint") {
+  TempDir dir;
+  train::TrainerOptions o = quiet_options(dir.str(), 8);
+  o.checkpoint_every = 2;
+  o.keep_checkpoints = 3;
+  {
+    Run first(7, o);
+    first.trainer.fit(first.step_fn());
+  }
+  auto steps = [&] {
+    std::vector<std::int64_t> out;
+    for (const std::string& f : train::kept_checkpoints(dir.str())) out.push_back(train::kept_checkpoint_step(f));
+    return out;
+  };
+  CHECK(steps() == std::vector<std::int64_t>{4, 6, 8});
+  // Resumed from step 4 (the checkpoint rewound by hand): models 6 and 8 are not this run's past.
+  {
+    TempDir four;
+    train::TrainerOptions short_run = quiet_options(four.str(), 4);
+    short_run.checkpoint_every = 2;
+    Run r(7, short_run);
+    r.trainer.fit(r.step_fn());
+    fs::remove_all(dir.path / "checkpoint");
+    fs::copy(four.path / "checkpoint", dir.path / "checkpoint", fs::copy_options::recursive);
+  }
+  o.max_steps = 6;
+  {
+    Run resumed(7, o);
+    const train::TrainResult r = resumed.trainer.fit(resumed.step_fn());
+    CHECK(r.resumed_from == 4);
+  }
+  CHECK(steps() == std::vector<std::int64_t>{4, 6});
+  // A fresh run in the same directory keeps only its own.
+  o.resume = false;
+  o.max_steps = 2;
+  Run fresh(7, o);
+  fresh.trainer.fit(fresh.step_fn());
+  CHECK(steps() == std::vector<std::int64_t>{2});
+  CHECK(train::kept_checkpoint_step("x/model-12.safetensors") == 12);
+  CHECK(train::kept_checkpoint_step("x/model-.safetensors") == -1);
+}

@@ -181,4 +181,8 @@ TEST_CASE("ema: the Trainer updates it every step, evaluates on it, and a resume
   e.trainer.set_ema(&ema_e);
   CHECK_THROWS_WITH_AS(e.trainer.fit(e.step_fn()),
                        doctest::Contains("field 'ema' is false but the trainer has a ModelEma"), IoError);
+  // And a checkpoint with an average is not resumed without one (its next save would drop it).
+  Run f(7, quiet_options(dir_b.str(), kSteps + 4));
+  CHECK_THROWS_WITH_AS(f.trainer.fit(f.step_fn()),
+                       doctest::Contains("field 'ema' is true but the trainer has no ModelEma"), IoError);
 }

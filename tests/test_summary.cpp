@@ -60,7 +60,8 @@ TEST_CASE("summary: nested modules, outputs that are not tensors, uncalled modul
     CHECK_FALSE(row.output.empty());
     if (row.type == "MultiHeadAttention") {
       saw_attention = true;
-      CHECK(row.depth == 3);  // layers.0.self_attn
+      CHECK(row.output == "AttentionResult");  // a struct: its type's name
+      CHECK(row.depth == 3);                   // layers.0.self_attn
     }
   }
   CHECK(saw_attention);

@@ -393,8 +393,10 @@ TEST_CASE("trainer: a NaN loss in a micro-batch names the micro-batch and takes 
   o.accumulation_steps = 3;
   o.progress = train::Progress::Off;
   train::Trainer trainer(model, sgd, o);
+  std::vector<std::vector<float>> after_first_step;
   try {
     trainer.fit([&](std::int64_t m) {
+      if (m == 3) after_first_step = values(model);  // the first micro-batch of step 2
       auto [x, y] = batch_at(m);
       Tensor loss = nn::mse_loss(model(x), y);
       if (m == 4) loss = loss * std::numeric_limits<double>::quiet_NaN();
@@ -406,5 +408,6 @@ TEST_CASE("trainer: a NaN loss in a micro-batch names the micro-batch and takes 
     CHECK(std::string(e.what()).find("non-finite loss nan at step 2 (step_fn(4))") != std::string::npos);
   }
   CHECK(trainer.step() == 1);
-  CHECK(values(model) != start);  // step 1 was taken, step 2 was not
+  CHECK(values(model) != start);             // step 1 was taken
+  CHECK(values(model) == after_first_step);  // step 2 was not
 }

@@ -315,12 +315,19 @@ int run_train(const Config& parsed) {
   Pretraining pretraining;
   if (config.pretrain_epochs > 0) {
     if (resume) {
-      const nlohmann::json saved = io::read_json_file(run.file("pretraining.json"));
-      pretraining.rows = saved.at("rows").get<std::int64_t>();
-      pretraining.words = saved.at("words").get<std::int64_t>();
-      pretraining.seconds = saved.at("seconds").get<double>();
-      pretraining.words_per_second = saved.at("words_per_second").get<double>();
-      pretraining.final_loss = saved.at("final_loss").get<double>();
+      const std::string path = run.file("pretraining.json");
+      const nlohmann::json saved = io::read_json_file(path);
+      auto field = [&](const char* key) {
+        const auto it = saved.is_object() ? saved.find(key) : saved.end();
+        if (it == saved.end() || !it->is_number())
+          throw IoError("spam_classifier: " + path + ": field '" + key + "' is missing or not a number");
+        return it->get<double>();
+      };
+      pretraining.rows = static_cast<std::int64_t>(field("rows"));
+      pretraining.words = static_cast<std::int64_t>(field("words"));
+      pretraining.seconds = field("seconds");
+      pretraining.words_per_second = field("words_per_second");
+      pretraining.final_loss = field("final_loss");
     } else {
       pretraining = pretrain_embeddings(corpus, vocab, config, model.token_embedding());
       write_json_atomic(run.file("pretraining.json"), pretraining.to_json());

@@ -49,8 +49,11 @@ std::string pad(const std::string& s, std::size_t width) {
 ModelSummary summarize(Module& model, const std::function<void()>& forward) {
   if (!forward) throw ValueError("summarize: the forward function is empty");
   ModelSummary summary;
+  // A module shared by two parents is listed once per path; it is hooked once, under its first path.
   std::map<const Module*, std::string> paths;
-  for (const auto& [path, module] : model.named_modules()) paths.emplace(module, path);
+  std::vector<const Module*> modules;
+  for (const auto& [path, module] : model.named_modules())
+    if (paths.emplace(module, path).second) modules.push_back(module);
   for (const auto& [name, p] : model.named_parameters()) {
     summary.total_parameters += p.numel();
     if (p.requires_grad()) summary.trainable_parameters += p.numel();
@@ -63,7 +66,7 @@ ModelSummary summarize(Module& model, const std::function<void()>& forward) {
   // so the open rows form a stack.
   std::vector<std::size_t> open;
   std::vector<RemovableHandle> handles;
-  for (const auto& [path, module_ptr] : model.named_modules()) {
+  for (const Module* module_ptr : modules) {
     Module& module = const_cast<Module&>(*module_ptr);
     handles.push_back(module.register_forward_pre_hook([&summary, &open, &paths](Module& m, const TensorList&) {
       SummaryRow row;

@@ -35,6 +35,8 @@ std::int64_t kept_step(const std::string& name) {
 
 }  // namespace
 
+std::int64_t kept_checkpoint_step(const std::string& path) { return kept_step(fs::path(path).filename().string()); }
+
 std::vector<std::string> kept_checkpoints(const std::string& run_dir, std::int64_t last) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   std::error_code ec;

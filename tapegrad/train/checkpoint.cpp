@@ -374,6 +374,8 @@ bool Trainer::load_checkpoint() {
   check_step_counts(state, json_file, model_file, model_state, optimizer_file, optimizer_state);
   // A run that gains an average on resume would start it from the resumed weights, not from the run's start.
   io::SafetensorsFile ema_state;
+  if (!ema_ && state.ema)
+    bad_field(json_file, "ema", "is true but the trainer has no ModelEma (set_ema): resuming would drop the average");
   if (ema_) {
     if (!state.ema) bad_field(json_file, "ema", "is false but the trainer has a ModelEma (set_ema)");
     const std::string ema_file = (dir / "ema.safetensors").string();

@@ -8,9 +8,9 @@
 //                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
 //                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"accumulation_steps":k,"ema":bool,
 //                           "checksum":"<CRC-32>"}
-// The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and both
+// The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and the
 // safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
-// of the three, or files from two different saves, are an IoError at load. Version 1 files (before
+// of the files, or files from two different saves, are an IoError at load. Version 1 files (before
 // checksums) are still read.
 // A save writes checkpoint.tmp-XXXXXX/ (every file fsynced), renames checkpoint/ to checkpoint.old/, the
 // new directory to checkpoint/, fsyncs run_dir, then removes checkpoint.old/: a crash at any point leaves

@@ -42,13 +42,19 @@ void ModelEma::update() {
   if (current.size() != average_.size())
     throw ValueError("ModelEma::update: the model has " + std::to_string(current.size()) +
                      " state_dict entries but the average was made with " + std::to_string(average_.size()));
-  const double d = next_decay();
+  // Everything is checked before anything changes.
   for (std::size_t i = 0; i < current.size(); ++i) {
     const Tensor& value = current[i].second;
     const Tensor& average = average_[i].second;
     if (current[i].first != average_[i].first || value.shape() != average.shape() || value.dtype() != average.dtype())
-      throw ValueError("ModelEma::update: the model's entry " + current[i].first + " " + value.shape().str() +
-                       " does not match the average's " + average_[i].first + " " + average.shape().str());
+      throw ValueError("ModelEma::update: the model's entry " + current[i].first + " " + value.shape().str() + " " +
+                       dtype_name(value.dtype()) + " does not match the average's " + average_[i].first + " " +
+                       average.shape().str() + " " + dtype_name(average.dtype()));
+  }
+  const double d = next_decay();
+  for (std::size_t i = 0; i < current.size(); ++i) {
+    const Tensor& value = current[i].second;
+    const Tensor& average = average_[i].second;
     if (is_floating(value.dtype())) {
       average.mul_(d);
       average.add_(value.detach(), 1.0 - d);

@@ -2,6 +2,8 @@
 
 #include "tapegrad/train/trainer.h"
 
+#include "tapegrad/train/average.h"
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -154,6 +156,13 @@ std::string Trainer::metrics_path() const { return metrics_.path(); }
 
 void Trainer::begin_fit(TrainResult& result) {
   if (options_.resume && load_checkpoint()) result.resumed_from = step_;
+  if (options_.keep_checkpoints > 0) {
+    // Kept models the run did not reach (an earlier run's, or past the checkpoint a resume starts
+    // from) would be averaged with this run's.
+    std::error_code ec;
+    for (const std::string& file : kept_checkpoints(options_.run_dir))
+      if (kept_checkpoint_step(file) > step_ || step_ == 0) fs::remove(file, ec);
+  }
   if (!options_.tensorboard_dir.empty() && !tensorboard_)
     tensorboard_ = std::make_unique<SummaryWriter>(options_.tensorboard_dir);
   if (options_.run_dir.empty()) return;

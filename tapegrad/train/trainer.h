@@ -85,7 +85,8 @@ struct EarlyStopping {
 struct TrainerOptions {
   std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
   std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
-                                        // progress shows it (e.g. DataLoader::batches_per_epoch())
+                                        // progress shows it (e.g. DataLoader::batches_per_epoch(), divided by
+                                        // accumulation_steps when step_fn's index is a micro-batch's)
   std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
   std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
   std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
@@ -96,7 +97,9 @@ struct TrainerOptions {
   double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
   std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
   std::string tensorboard_dir;          // not empty: every metrics.jsonl line's numbers also go to a TensorBoard event
-                                        // file there (tensorboard.h), as "train/<key>" and "eval/<name>"
+                                        // file there (tensorboard.h), as "train/<key>" and "eval/<name>"; a resumed
+                                        // run writes a new file, so steps between its checkpoint and the
+                                        // interruption show twice
   bool resume = true;                   // continue from run_dir's last good checkpoint if present
   double time_budget_s = 0.0;           // > 0: stop after the step that brings the run's training time (this
                                         // call and those it resumed) to this many seconds
