@@ -139,6 +139,15 @@ Baseline naive_bayes_baseline(const Corpus& corpus, double alpha) {
   return {validation, test, std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
+// A number field of a JSON file the run wrote: IoError naming the file and the field when it is missing or
+// not a number.
+double number_field(const nlohmann::json& j, const std::string& path, const char* key) {
+  const auto it = j.is_object() ? j.find(key) : j.end();
+  if (it == j.end() || !it->is_number())
+    throw IoError("spam_classifier: " + path + ": field '" + key + "' is missing or not a number");
+  return it->get<double>();
+}
+
 // word2vec pretraining of the word embeddings.
 struct Pretraining {
   std::int64_t rows = 0;  // rows of the embedding table that took a word2vec vector
@@ -151,6 +160,18 @@ struct Pretraining {
             {"seconds", seconds},
             {"words_per_second", words_per_second},
             {"final_loss", final_loss}};
+  }
+
+  // What to_json wrote to path.
+  static Pretraining load(const std::string& path) {
+    const nlohmann::json j = io::read_json_file(path);
+    Pretraining p;
+    p.rows = static_cast<std::int64_t>(number_field(j, path, "rows"));
+    p.words = static_cast<std::int64_t>(number_field(j, path, "words"));
+    p.seconds = number_field(j, path, "seconds");
+    p.words_per_second = number_field(j, path, "words_per_second");
+    p.final_loss = number_field(j, path, "final_loss");
+    return p;
   }
 };
 
@@ -210,15 +231,9 @@ struct BestModel {
   // On resume: the best model so far competes with the rest of the run, as it would have without the interruption.
   void restore() {
     const nlohmann::json best = io::read_json_file(json_path);
-    auto field = [&](const char* key) {
-      const auto it = best.is_object() ? best.find(key) : best.end();
-      if (it == best.end() || !it->is_number())
-        throw IoError("spam_classifier: " + json_path + ": field '" + key + "' is missing or not a number");
-      return it->get<double>();
-    };
-    f1 = field("val_f1");
-    loss = field("val_loss");
-    step = static_cast<std::int64_t>(field("step"));
+    f1 = number_field(best, json_path, "val_f1");
+    loss = number_field(best, json_path, "val_loss");
+    step = static_cast<std::int64_t>(number_field(best, json_path, "step"));
     if (!std::filesystem::exists(model_path))
       throw IoError("spam_classifier: " + json_path + " names step " + std::to_string(step) + " but " + model_path +
                     " is missing");
@@ -315,19 +330,7 @@ int run_train(const Config& parsed) {
   Pretraining pretraining;
   if (config.pretrain_epochs > 0) {
     if (resume) {
-      const std::string path = run.file("pretraining.json");
-      const nlohmann::json saved = io::read_json_file(path);
-      auto field = [&](const char* key) {
-        const auto it = saved.is_object() ? saved.find(key) : saved.end();
-        if (it == saved.end() || !it->is_number())
-          throw IoError("spam_classifier: " + path + ": field '" + key + "' is missing or not a number");
-        return it->get<double>();
-      };
-      pretraining.rows = static_cast<std::int64_t>(field("rows"));
-      pretraining.words = static_cast<std::int64_t>(field("words"));
-      pretraining.seconds = field("seconds");
-      pretraining.words_per_second = field("words_per_second");
-      pretraining.final_loss = field("final_loss");
+      pretraining = Pretraining::load(run.file("pretraining.json"));
     } else {
       pretraining = pretrain_embeddings(corpus, vocab, config, model.token_embedding());
       write_json_atomic(run.file("pretraining.json"), pretraining.to_json());
