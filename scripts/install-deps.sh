@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs, from Debian 12's packages, everything tapegrad needs to build and test:
 # the compiler, CMake and Ninja, the header-only libraries (xtensor, xtl, xsimd, nlohmann_json,
-# doctest), OpenBLAS for cblas_sgemm, zlib for crc32, pkg-config, python3 (used by tests) and
-# clang-format (the formatting check), and the King James Bible (bible-kjv-text, the language
+# doctest), OpenBLAS for cblas_sgemm, zlib for crc32, pkg-config, python3 with NumPy, protobuf and
+# PyTorch (the tests' independent readers and the PyTorch round trips), clang-format (the formatting
+# check), and the King James Bible (bible-kjv-text, the language
 # model's corpus, and bible-kjv, its reader, which the corpus loader's test compares against).
 #
 # Idempotent: when every package is already installed it does nothing (set
@@ -25,6 +26,7 @@ PACKAGES=(
   python3-numpy      # tests/read_npy.py reads the .npy and .npz files tapegrad writes
   python3-protobuf   # tests/tensorboard_check.py parses TensorBoard event files with protobuf
   protobuf-compiler  # protoc: the Python classes of tests/data/tensorboard/event.proto
+  python3-torch      # tests/torch_interop.py: weights between PyTorch and tapegrad, both ways
   clang-format       # scripts/check-format.sh: CI checks the formatting (clang-format 14)
   bible-kjv-text     # /usr/lib/bible.data: examples/language_model's corpus
   bible-kjv          # /usr/bin/bible: the reference the corpus loader's test compares with

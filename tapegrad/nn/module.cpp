@@ -168,43 +168,116 @@ NamedTensors Module::state_dict() const {
   return state;
 }
 
-void Module::load_state_dict(const NamedTensors& state, bool strict) {
-  std::unordered_map<std::string, const Tensor*> given;
+IncompatibleKeys Module::load_state_dict(const NamedTensors& state, bool strict) {
+  return load_state_dict(state, LoadOptions().strict(strict));
+}
+
+IncompatibleKeys Module::load_state_dict(const NamedTensors& state, const LoadOptions& options) {
+  const KeyMap& map = options.key_map();
+  // The state's entries under the module's names, each with the name the caller knows it by.
+  struct Entry {
+    std::string source_name;
+    Tensor value;
+  };
+  std::unordered_map<std::string, Entry> given;
+  std::vector<std::string> given_order;
   for (const auto& [name, t] : state) {
-    if (!given.emplace(name, &t).second) throw ValueError("load_state_dict: the entry \"" + name + "\" appears twice");
+    if (map.ignores(name)) continue;
+    const std::string key = map.to_module_key(name);
+    auto [it, inserted] = given.emplace(key, Entry{name, t});
+    if (inserted) {
+      given_order.push_back(key);
+    } else if (it->second.source_name == name) {
+      throw ValueError("load_state_dict: the entry \"" + name + "\" appears twice");
+    } else {
+      throw ValueError("load_state_dict: the entries \"" + it->second.source_name + "\" and \"" + name +
+                       "\" both map to \"" + key + "\"");
+    }
   }
+  // How an entry is named in messages: its own name, and the module's when the map changed it.
+  const auto described = [](const std::string& key, const Entry& entry) {
+    return "\"" + entry.source_name + "\"" + (entry.source_name == key ? "" : " (\"" + key + "\" in the module)");
+  };
+
+  // A missing entry is named by the module; with a map that renames it, by the state's naming too.
+  const auto source_name_of_missing = [&map](const std::string& key) -> std::string {
+    std::string source_key;
+    try {
+      source_key = map.to_source_key(key);
+    } catch (const ValueError&) {
+      return "";  // the map's function has no inverse
+    }
+    return source_key == key ? "" : " (\"" + source_key + "\" in the state's names)";
+  };
+
+  // Every problem first, then the copy: a failed load changes nothing.
+  struct Problem {
+    enum Kind { Shape, Type, Name } kind;
+    std::string message;
+  };
+  std::vector<Problem> problems;
+  IncompatibleKeys result;
   const NamedTensors own = state_dict();
-  std::vector<std::string> missing;
+  std::unordered_map<std::string, const Tensor*> targets;
+  std::vector<std::pair<Tensor, Tensor>> copies;  // (target, source value)
   for (const auto& [name, target] : own) {
+    targets.emplace(name, &target);
     auto it = given.find(name);
     if (it == given.end()) {
-      missing.push_back(name);
+      result.missing_keys.push_back(name);
       continue;
     }
-    const Tensor& source = *it->second;
-    if (source.shape() != target.shape())
-      throw ShapeError("load_state_dict: \"" + name + "\" has shape " + source.shape().str() + " in the state but " +
-                       target.shape().str() + " in the module");
+    Tensor source = it->second.value;
+    if (map.transposes(name)) {
+      if (source.dim() != 2) {
+        problems.push_back({Problem::Shape, described(name, it->second) + " is to be transposed but has shape " +
+                                                source.shape().str() + "; only 2-D entries can be"});
+        continue;
+      }
+      source = source.transpose(0, 1);
+    }
+    if (source.shape() != target.shape()) {
+      problems.push_back({Problem::Shape, described(name, it->second) + " has shape " + source.shape().str() +
+                                              (map.transposes(name) ? " (transposed)" : "") + " in the state but " +
+                                              target.shape().str() + " in the module"});
+      continue;
+    }
     // Floating dtypes convert on copy (float64 state into a float32 module and back, as torch's copy_); other
     // mismatches (an integer or bool entry against a floating one, or the reverse) are refused.
-    if (source.dtype() != target.dtype() && !(source.is_floating_point() && target.is_floating_point()))
-      throw TypeError("load_state_dict: \"" + name + "\" is " + dtype_name(source.dtype()) + " in the state but " +
-                      dtype_name(target.dtype()) + " in the module");
-  }
-  if (strict) {
-    if (!missing.empty()) throw ValueError("load_state_dict: missing entry \"" + missing.front() + "\"");
-    for (const auto& entry_in : state) {
-      const std::string& name = entry_in.first;
-      const bool known = std::any_of(own.begin(), own.end(), [&](const auto& entry) { return entry.first == name; });
-      if (!known) throw ValueError("load_state_dict: unexpected entry \"" + name + "\"");
+    if (source.dtype() != target.dtype() && !(source.is_floating_point() && target.is_floating_point())) {
+      problems.push_back({Problem::Type, described(name, it->second) + " is " + dtype_name(source.dtype()) +
+                                             " in the state but " + dtype_name(target.dtype()) + " in the module"});
+      continue;
     }
+    copies.emplace_back(target, source);
   }
-  // Everything checked: now copy, so a failed load changes nothing.
+  for (const std::string& key : given_order)
+    if (targets.find(key) == targets.end()) result.unexpected_keys.push_back(given.at(key).source_name);
+  if (options.strict()) {
+    for (const std::string& name : result.missing_keys)
+      problems.push_back({Problem::Name, "missing entry \"" + name + "\"" + source_name_of_missing(name)});
+    for (const std::string& name : result.unexpected_keys)
+      problems.push_back({Problem::Name, "unexpected entry \"" + name + "\""});
+  }
+  if (!problems.empty()) {
+    std::string message = "load_state_dict: ";
+    if (problems.size() == 1) {
+      message += problems.front().message;
+    } else {
+      message += std::to_string(problems.size()) + " problems:";
+      for (const Problem& problem : problems) message += "\n  " + problem.message;
+    }
+    // The kind's own type when every problem is of one kind, else ValueError.
+    const auto same_kind = [&](Problem::Kind kind) {
+      return std::all_of(problems.begin(), problems.end(), [kind](const Problem& p) { return p.kind == kind; });
+    };
+    if (same_kind(Problem::Shape)) throw ShapeError(message);
+    if (same_kind(Problem::Type)) throw TypeError(message);
+    throw ValueError(message);
+  }
   NoGradGuard guard;
-  for (const auto& [name, target] : own) {
-    auto it = given.find(name);
-    if (it != given.end()) target.copy_(*it->second);
-  }
+  for (auto& [target, source] : copies) target.copy_(source);
+  return result;
 }
 
 // ---------------------------------------------------------------- type names

@@ -47,6 +47,7 @@
 #include "tapegrad/autograd/hooks.h"
 #include "tapegrad/nn/forward_hooks.h"
 #include "tapegrad/nn/holder.h"
+#include "tapegrad/nn/key_map.h"
 
 namespace tapegrad::nn {
 
@@ -56,6 +57,18 @@ using NamedGenerators = std::vector<std::pair<std::string, Generator*>>;
 // The generator a module's options name (their .generator(&gen)), or the calling thread's default
 // generator when they name none. Module constructors draw their initial values from it.
 inline Generator& generator_or_default(Generator* gen) { return gen != nullptr ? *gen : default_generator(); }
+
+// What a non-strict load_state_dict left out, as torch's _IncompatibleKeys.
+struct IncompatibleKeys {
+  std::vector<std::string> missing_keys;     // the module's entries the state does not have
+  std::vector<std::string> unexpected_keys;  // the state's entries the module does not have
+  bool empty() const { return missing_keys.empty() && unexpected_keys.empty(); }
+};
+
+struct LoadOptions {
+  TAPEGRAD_ARG(bool, strict) = true;
+  TAPEGRAD_ARG(KeyMap, key_map);  // from the state's names to the module's; empty: the same names
+};
 
 class Module {
  public:
@@ -144,11 +157,16 @@ class Module {
   // --- state ---
   // Parameters then buffers, by hierarchical name.
   NamedTensors state_dict() const;
-  // Copies values in. Strict: every name must match both ways. Shapes must match always; a
+  // Copies values in. Strict: every name must match both ways; otherwise the names that do not are
+  // returned (missing_keys, unexpected_keys) and the rest is loaded. Shapes must match always; a
   // floating-point entry is converted to the module's floating dtype (float32 <-> float64, the
-  // module keeps its dtype), other dtype mismatches are refused. Throws ValueError / ShapeError /
-  // TypeError naming the entry; on any error nothing is copied.
-  void load_state_dict(const NamedTensors& state, bool strict = true);
+  // module keeps its dtype), other dtype mismatches are refused. Every problem is found before anything
+  // is copied, and on any error nothing is: one exception names every problem and entry, a ShapeError when
+  // all are shapes, a TypeError when all are dtypes, else a ValueError.
+  IncompatibleKeys load_state_dict(const NamedTensors& state, bool strict = true);
+  // The same with a KeyMap from the state's names and layouts to the module's (key_map.h): messages and
+  // unexpected_keys give the state's names, missing_keys the module's.
+  IncompatibleKeys load_state_dict(const NamedTensors& state, const LoadOptions& options);
 
  protected:
   // Called by to(dtype) once every parameter and buffer has the new dtype: a module whose state is

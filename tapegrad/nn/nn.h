@@ -7,6 +7,7 @@
 #include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/huffman.h"
 #include "tapegrad/nn/init.h"
+#include "tapegrad/nn/key_map.h"
 #include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linear.h"

@@ -154,13 +154,14 @@ void check_no_cache(const AttentionForwardOptions& options, const char* stack, c
 
 }  // namespace
 
-TransformerEncoderImpl::TransformerEncoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers) {
+TransformerEncoderImpl::TransformerEncoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers,
+                                               std::optional<bool> final_norm) {
   check_stack(num_layers, "TransformerEncoder");
   TransformerLayerOptions options = layer;
   options.generator(&generator_or_default(layer.generator()));
   auto list = register_module("layers", ModuleList());
   for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(list->push_back(TransformerEncoderLayer(options)));
-  if (options.norm_first()) norm_ = register_module("norm", make_norm(options));
+  if (final_norm.value_or(options.norm_first())) norm_ = register_module("norm", make_norm(options));
 }
 
 Tensor TransformerEncoderImpl::forward(const Tensor& x, const AttentionForwardOptions& options) {
@@ -170,13 +171,14 @@ Tensor TransformerEncoderImpl::forward(const Tensor& x, const AttentionForwardOp
   return norm_ ? norm_(h) : h;
 }
 
-TransformerDecoderImpl::TransformerDecoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers) {
+TransformerDecoderImpl::TransformerDecoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers,
+                                               std::optional<bool> final_norm) {
   check_stack(num_layers, "TransformerDecoder");
   TransformerLayerOptions options = layer;
   options.generator(&generator_or_default(layer.generator()));
   auto list = register_module("layers", ModuleList());
   for (std::int64_t i = 0; i < num_layers; ++i) layers_.push_back(list->push_back(TransformerDecoderLayer(options)));
-  if (options.norm_first()) norm_ = register_module("norm", make_norm(options));
+  if (final_norm.value_or(options.norm_first())) norm_ = register_module("norm", make_norm(options));
 }
 
 DecoderResult TransformerDecoderImpl::forward(const Tensor& x, const Tensor& memory,
@@ -201,6 +203,21 @@ DecoderResult TransformerDecoderImpl::forward(const Tensor& x, const Tensor& mem
   }
   result.output = norm_ ? norm_(h) : h;
   return result;
+}
+
+// ---------------------------------------------------------------- Transformer
+TransformerImpl::TransformerImpl(const TransformerOptions& options) {
+  TransformerLayerOptions layer = options.layer();
+  layer.generator(&generator_or_default(options.generator()));
+  encoder_ = register_module("encoder", TransformerEncoder(layer, options.num_encoder_layers(), /*final_norm=*/true));
+  decoder_ = register_module("decoder", TransformerDecoder(layer, options.num_decoder_layers(), /*final_norm=*/true));
+}
+
+Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const AttentionForwardOptions& src_options,
+                                const AttentionForwardOptions& tgt_options,
+                                const AttentionForwardOptions& memory_options) {
+  const Tensor memory = encoder_(src, src_options);
+  return decoder_(tgt, memory, tgt_options, memory_options).output;
 }
 
 // ---------------------------------------------------------------- language model

@@ -92,19 +92,21 @@ class TransformerDecoderLayerImpl : public Module {
 };
 TAPEGRAD_MODULE(TransformerDecoderLayer);
 
-// A stack of encoder layers ("layers.0" ...) and, for pre-norm, a final "norm".
+// A stack of encoder layers ("layers.0" ...) and a final LayerNorm ("norm"): by default for pre-norm
+// only; final_norm true or false decides (torch.nn.Transformer has one after post-norm stacks too).
 //   nn::TransformerEncoder encoder(nn::TransformerLayerOptions(64, 4).norm_first(true), /*num_layers=*/2);
 //   Tensor h = encoder(x, nn::AttentionForwardOptions().key_padding_mask(pad));
 class TransformerEncoderImpl : public Module {
  public:
-  TransformerEncoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers);
+  TransformerEncoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers,
+                         std::optional<bool> final_norm = std::nullopt);
   // x: (B, T, d) -> (B, T, d); options as for one layer, without a cache (ValueError).
   Tensor forward(const Tensor& x, const AttentionForwardOptions& options = {});
   std::int64_t num_layers() const { return static_cast<std::int64_t>(layers_.size()); }
 
  private:
   std::vector<TransformerEncoderLayer> layers_;
-  LayerNorm norm_{nullptr};  // empty for post-norm
+  LayerNorm norm_{nullptr};  // empty without a final norm
 };
 TAPEGRAD_MODULE(TransformerEncoder);
 
@@ -125,9 +127,11 @@ struct DecoderResult {
   std::vector<Tensor> cross_weights;  // each layer's (B, H, T, S) when cross.need_weights, else empty
 };
 
+// A stack of decoder layers ("layers.0" ...) and a final "norm" as for TransformerEncoder.
 class TransformerDecoderImpl : public Module {
  public:
-  TransformerDecoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers);
+  TransformerDecoderImpl(const TransformerLayerOptions& layer, std::int64_t num_layers,
+                         std::optional<bool> final_norm = std::nullopt);
   // x: (B, T, d), memory: (B, S, d); self and cross as for one layer but without caches (ValueError):
   // the stack's caches are per layer, in `cache`. With a cache, x holds only the new positions.
   DecoderResult forward(const Tensor& x, const Tensor& memory, const AttentionForwardOptions& self = {},
@@ -136,9 +140,42 @@ class TransformerDecoderImpl : public Module {
 
  private:
   std::vector<TransformerDecoderLayer> layers_;
-  LayerNorm norm_{nullptr};  // empty for post-norm
+  LayerNorm norm_{nullptr};  // empty without a final norm
 };
 TAPEGRAD_MODULE(TransformerDecoder);
+
+// torch.nn.Transformer: an encoder stack and a decoder stack, each with a final LayerNorm, on vectors
+// (no embeddings, positions or output layer; EncoderDecoder has them). Its state dict has torch's
+// names under nn::pytorch_key_map() (key_map.h), so weights move both ways.
+//   nn::Transformer model(nn::TransformerOptions(nn::TransformerLayerOptions(64, 4).dropout(0.0)));
+//   Tensor y = model(src, tgt);  // (B, S, 64), (B, T, 64) -> (B, T, 64)
+struct TransformerOptions {
+  TransformerOptions() = default;
+  explicit TransformerOptions(const TransformerLayerOptions& layer) : layer_(layer) {}
+  TAPEGRAD_ARG(TransformerLayerOptions, layer);
+  TAPEGRAD_ARG(std::int64_t, num_encoder_layers) = 6;
+  TAPEGRAD_ARG(std::int64_t, num_decoder_layers) = 6;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights and dropout; layer().generator() is not read
+};
+
+class TransformerImpl : public Module {
+ public:
+  // Children: "encoder", "decoder".
+  explicit TransformerImpl(const TransformerOptions& options);
+  // src: (B, S, d), tgt: (B, T, d) -> (B, T, d). The decoder's self-attention is causal, as torch's
+  // with tgt_mask = Transformer.generate_square_subsequent_mask(T). src: the encoder's self-attention
+  // masks (src_key_padding_mask as src.key_padding_mask); tgt: the decoder's (tgt_key_padding_mask);
+  // memory: the cross-attention's (memory_key_padding_mask). None takes a cache.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const AttentionForwardOptions& src_options = {},
+                 const AttentionForwardOptions& tgt_options = {}, const AttentionForwardOptions& memory_options = {});
+  TransformerEncoder& encoder() { return encoder_; }
+  TransformerDecoder& decoder() { return decoder_; }
+
+ private:
+  TransformerEncoder encoder_{nullptr};
+  TransformerDecoder decoder_{nullptr};
+};
+TAPEGRAD_MODULE(Transformer);
 
 // Decoder-only language model: token embedding (+ learned or sinusoidal positions) -> causal
 // self-attention blocks (encoder layers run with is_causal) -> final norm -> Linear to the vocabulary.
