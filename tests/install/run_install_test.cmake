@@ -8,18 +8,11 @@
 #    with plain flags: no build type, CMAKE_CXX_FLAGS=-O2; the consumer project fails if the package
 #    imposes compile options or definitions,
 # 3. runs the consumer, which checks a gradient, and the README's training script, which must learn.
-foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR README_SCRIPT GENERATOR CXX_COMPILER)
-  if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
-    message(FATAL_ERROR "run_install_test: ${var} must be set")
-  endif()
-endforeach()
-function(run step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  message("-- ${step}: ${ARGN}\n${out}${err}")
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "run_install_test: ${step} failed (${rc})")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/ScriptSteps.cmake)
+require_variables(run_install_test BUILD_DIR WORK_DIR CONSUMER_DIR README_SCRIPT GENERATOR CXX_COMPILER)
+macro(run step)
+  run_step(run_install_test ${step} ${ARGN})
+endmacro()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
