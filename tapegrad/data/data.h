@@ -2,6 +2,7 @@
 // Everything in tapegrad::data: vocabularies, tokenizers, datasets and loaders, splits.
 
 #include "tapegrad/data/dataset.h"
+#include "tapegrad/data/prefetch.h"
 #include "tapegrad/data/split.h"
 #include "tapegrad/data/token_stream.h"
 #include "tapegrad/data/tokenizer.h"
