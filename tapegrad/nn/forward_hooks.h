@@ -19,6 +19,7 @@
 #include <typeinfo>
 #include <utility>
 
+#include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/graph.h"
 
 namespace tapegrad::nn {
@@ -70,6 +71,26 @@ constexpr std::array<std::size_t, sizeof...(Args)> tensor_slots() {
   return slots;
 }
 
+// The modules being run on this thread, outermost first, for the module path in error messages. A scope
+// lives for one handle call (ForwardCall::call). An exception of tapegrad's (Error) raised inside a module
+// that an outer module called reaches the outermost caller with the path of the innermost module from the
+// outermost one before its message, and its type unchanged:
+//   "decoder.layers.1.cross_attn: matmul: cannot multiply (2,5,64) by (2,7,32)"
+// An error raised in the outermost module itself keeps its message.
+class ForwardScope {
+ public:
+  explicit ForwardScope(const Module& module);
+  ~ForwardScope();
+  ForwardScope(const ForwardScope&) = delete;
+  ForwardScope& operator=(const ForwardScope&) = delete;
+  // Called from the handler of `error`: rethrows it, or a copy of its type with the module path added.
+  [[noreturn]] void rethrow(const Error& error) const;
+
+ private:
+  // Sets path to module's name below parent ("layers.1"); false when it is not a descendant.
+  static bool path_below(const Module& parent, const Module* module, std::string& path);
+};
+
 // Module, named through M so that its members are looked up where ForwardCall is instantiated (by
 // then module.h has defined Module), not here.
 template <class M>
@@ -85,7 +106,8 @@ struct ForwardCall {
   template <class M, class... Args>
   static auto call(M& module, Args&&... args) -> decltype(module.forward(std::forward<Args>(args)...)) {
     if constexpr (std::is_base_of_v<Module, M>) {
-      if (module.has_forward_hooks() || autograd::is_anomaly_enabled()) {
+      const ForwardScope scope(module);
+      try {
         // In anomaly mode the ops of this call are labelled with the module's name (nested calls
         // nest: "TransformerEncoderLayer.MultiHeadAttention.Linear").
         std::optional<autograd::AnomalyLabel> label;
@@ -93,9 +115,12 @@ struct ForwardCall {
         if (module.has_forward_hooks())
           return call_hooked(module, std::index_sequence_for<Args...>{}, std::forward<Args>(args)...);
         return module.forward(std::forward<Args>(args)...);
+      } catch (const Error& error) {
+        scope.rethrow(error);
       }
+    } else {
+      return module.forward(std::forward<Args>(args)...);
     }
-    return module.forward(std::forward<Args>(args)...);
   }
 
  private:

@@ -280,6 +280,73 @@ IncompatibleKeys Module::load_state_dict(const NamedTensors& state, const LoadOp
   return result;
 }
 
+// ---------------------------------------------------------------- module paths in errors
+
+namespace {
+
+struct ForwardStack {
+  std::vector<const Module*> modules;  // outermost first
+  std::string annotated;               // the message of the last error given a path, passed on as it is
+};
+
+ForwardStack& forward_stack() {
+  static thread_local ForwardStack stack;
+  return stack;
+}
+
+}  // namespace
+
+detail::ForwardScope::ForwardScope(const Module& module) { forward_stack().modules.push_back(&module); }
+
+detail::ForwardScope::~ForwardScope() {
+  ForwardStack& stack = forward_stack();
+  stack.modules.pop_back();
+  if (stack.modules.empty()) stack.annotated.clear();
+}
+
+bool detail::ForwardScope::path_below(const Module& parent, const Module* module, std::string& path) {
+  for (const auto& [name, child] : parent.children_) {
+    if (!child) continue;
+    std::string below;
+    if (child.get() == module || path_below(*child, module, below)) {
+      path = below.empty() ? name : name + "." + below;
+      return true;
+    }
+  }
+  return false;
+}
+
+void detail::ForwardScope::rethrow(const Error& error) const {
+  ForwardStack& stack = forward_stack();
+  const std::size_t depth = stack.modules.size() - 1;  // this call's place on the stack
+  if (depth == 0 || stack.annotated == error.what()) throw;
+  // The path from the outermost module: each module's name below its caller (through containers the
+  // caller did not call, as a ModuleList's "layers.1"), or its type in brackets when it is not there.
+  std::string path;
+  for (std::size_t i = 1; i <= depth; ++i) {
+    const Module* child = stack.modules[i];
+    std::string name;
+    if (!path_below(*stack.modules[i - 1], child, name)) name = "<" + child->name() + ">";
+    if (!path.empty()) path += '.';
+    path += name;
+  }
+  std::string message = path + ": " + error.what();
+  // A copy of the same type; a type of the user's own (derived from one of these) passes unchanged.
+  const std::type_info& type = typeid(error);
+  const auto annotate = [&](auto copy) {
+    stack.annotated = copy.what();
+    throw copy;
+  };
+  if (type == typeid(ShapeError)) annotate(ShapeError(message));
+  if (type == typeid(IndexError)) annotate(IndexError(message));
+  if (type == typeid(ValueError)) annotate(ValueError(message));
+  if (type == typeid(TypeError)) annotate(TypeError(message));
+  if (type == typeid(GraphError)) annotate(GraphError(message));
+  if (type == typeid(IoError)) annotate(IoError(message));
+  if (type == typeid(Error)) annotate(Error(message));
+  throw;
+}
+
 // ---------------------------------------------------------------- type names
 
 std::string detail::readable_type_name(const std::type_info& type) {

@@ -194,6 +194,7 @@ class Module {
 
  private:
   friend struct detail::ForwardCall;
+  friend class detail::ForwardScope;
 
   // Runs the pre-hooks on the call's Tensor arguments, replacing them where a hook returns tensors.
   void run_forward_pre_hooks(TensorList& tensor_args);
