@@ -5,4 +5,5 @@
 #include "tapegrad/io/file.h"
 #include "tapegrad/io/npy.h"
 #include "tapegrad/io/safetensors.h"
+#include "tapegrad/io/svg.h"
 #include "tapegrad/io/word2vec.h"

@@ -6,6 +6,7 @@
 #include "tapegrad/train/average.h"
 #include "tapegrad/train/checkpoint.h"
 #include "tapegrad/train/ema.h"
+#include "tapegrad/train/lr_finder.h"
 #include "tapegrad/train/metrics.h"
 #include "tapegrad/train/progress.h"
 #include "tapegrad/train/tensorboard.h"

@@ -1,4 +1,4 @@
-#include "examples/common/svg.h"
+#include "tapegrad/io/svg.h"
 
 #include <algorithm>
 #include <array>
@@ -13,7 +13,7 @@
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/io/file.h"
 
-namespace tapegrad::examples {
+namespace tapegrad::io {
 
 namespace {
 
@@ -126,6 +126,29 @@ std::string scale_colour(double t) {
   return buffer;
 }
 
+namespace {
+
+// The ticks of an axis over [lo, hi]. On a log axis, decades (with 2 and 5 between when there are few);
+// the axis spans the data. Else round numbers, and the axis widens to the outer ticks.
+std::vector<double> axis_ticks(double& lo, double& hi, bool log) {
+  std::vector<double> ticks;
+  if (log) {
+    ticks = log_ticks(lo, hi);
+    if (ticks.size() < 2) {
+      ticks.clear();
+      for (const double t : nice_ticks(lo, hi, 4))
+        if (t > 0) ticks.push_back(t);
+    }
+  } else {
+    ticks = nice_ticks(lo, hi);
+    lo = std::min(lo, ticks.front());
+    hi = std::max(hi, ticks.back());
+  }
+  return ticks;
+}
+
+}  // namespace
+
 std::string line_plot_svg(const LinePlot& plot) {
   if (plot.width <= 0 || plot.height <= 0)
     throw ValueError("line_plot_svg: size must be positive, got " + std::to_string(plot.width) + "x" +
@@ -134,7 +157,10 @@ std::string line_plot_svg(const LinePlot& plot) {
     if (s.x.size() != s.y.size())
       throw ValueError("line_plot_svg: series \"" + s.name + "\" has " + std::to_string(s.x.size()) + " x values and " +
                        std::to_string(s.y.size()) + " y values");
-  auto drawable = [&](double x, double y) { return std::isfinite(x) && std::isfinite(y) && (!plot.log_y || y > 0); };
+  auto drawable = [&](double x, double y) {
+    return std::isfinite(x) && std::isfinite(y) && (!plot.log_x || x > 0) && (!plot.log_y || y > 0);
+  };
+  auto tx = [&](double x) { return plot.log_x ? std::log10(x) : x; };
   auto ty = [&](double y) { return plot.log_y ? std::log10(y) : y; };
 
   double x_lo = std::numeric_limits<double>::infinity(), x_hi = -x_lo, y_lo = x_lo, y_hi = -x_lo;
@@ -148,35 +174,26 @@ std::string line_plot_svg(const LinePlot& plot) {
       }
   const bool empty = !(x_lo <= x_hi);
   if (empty) {
-    x_lo = 0, x_hi = 1, y_lo = plot.log_y ? 1 : 0, y_hi = plot.log_y ? 10 : 1;
+    x_lo = plot.log_x ? 1 : 0, x_hi = plot.log_x ? 10 : 1, y_lo = plot.log_y ? 1 : 0, y_hi = plot.log_y ? 10 : 1;
   }
-  if (x_lo == x_hi) x_lo -= 0.5, x_hi += 0.5;
+  if (x_lo == x_hi) {
+    if (plot.log_x) x_lo /= 2, x_hi *= 2;
+    else x_lo -= 0.5, x_hi += 0.5;
+  }
   if (y_lo == y_hi) {
     if (plot.log_y) y_lo /= 2, y_hi *= 2;
     else y_lo -= 0.5, y_hi += 0.5;
   }
-  std::vector<double> x_ticks = nice_ticks(x_lo, x_hi);
-  std::vector<double> y_ticks;
-  if (plot.log_y) {
-    // The axis runs over whole decades when that adds little, else over the data.
-    y_ticks = log_ticks(y_lo, y_hi);
-    if (y_ticks.size() < 2) {
-      y_ticks.clear();
-      for (const double t : nice_ticks(y_lo, y_hi, 4))
-        if (t > 0) y_ticks.push_back(t);
-    }
-  } else {
-    y_ticks = nice_ticks(y_lo, y_hi);
-    y_lo = std::min(y_lo, y_ticks.front());
-    y_hi = std::max(y_hi, y_ticks.back());
-  }
-  x_lo = std::min(x_lo, x_ticks.front());
-  x_hi = std::max(x_hi, x_ticks.back());
+  const std::vector<double> x_ticks = axis_ticks(x_lo, x_hi, plot.log_x);
+  const std::vector<double> y_ticks = axis_ticks(y_lo, y_hi, plot.log_y);
 
   const double left = 70, right = 20, top = plot.title.empty() ? 20 : 40, bottom = 55;
   const double pw = plot.width - left - right, ph = plot.height - top - bottom;
   const double ly_lo = ty(y_lo), ly_hi = ty(y_hi);
-  auto sx = [&](double x) { return left + (x - x_lo) / (x_hi - x_lo) * pw; };
+  const double lx_lo = tx(x_lo), lx_hi = tx(x_hi);
+  const double x_slack = 1e-9 * (std::abs(x_lo) + std::abs(x_hi));
+  auto in_x_range = [&](double t) { return t >= x_lo - x_slack && t <= x_hi + x_slack; };
+  auto sx = [&](double x) { return left + (tx(x) - lx_lo) / (lx_hi - lx_lo) * pw; };
   auto sy = [&](double y) { return top + ph - (ty(y) - ly_lo) / (ly_hi - ly_lo) * ph; };
 
   std::ostringstream out;
@@ -185,7 +202,7 @@ std::string line_plot_svg(const LinePlot& plot) {
   // Grid and ticks.
   out << "<g stroke=\"#dddddd\" stroke-width=\"1\">\n";
   for (const double t : x_ticks)
-    if (t >= x_lo && t <= x_hi)
+    if (in_x_range(t))
       out << "<line x1=\"" << num(sx(t)) << "\" y1=\"" << num(top) << "\" x2=\"" << num(sx(t)) << "\" y2=\""
           << num(top + ph) << "\"/>\n";
   for (const double t : y_ticks)
@@ -196,10 +213,11 @@ std::string line_plot_svg(const LinePlot& plot) {
   out << "<rect x=\"" << num(left) << "\" y=\"" << num(top) << "\" width=\"" << num(pw) << "\" height=\"" << num(ph)
       << "\" fill=\"none\" stroke=\"black\"/>\n";
   for (const double t : x_ticks)
-    if (t >= x_lo && t <= x_hi) out << text(sx(t), top + ph + 16, tick_label(t));
+    if (in_x_range(t)) out << text(sx(t), top + ph + 16, tick_label(t));
   for (const double t : y_ticks)
     if (t >= y_lo * (1 - 1e-9) && t <= y_hi * (1 + 1e-9)) out << text(left - 6, sy(t) + 4, tick_label(t), "end");
-  if (!plot.x_label.empty()) out << text(left + pw / 2, plot.height - 12, plot.x_label, "middle", 13);
+  if (!plot.x_label.empty())
+    out << text(left + pw / 2, plot.height - 12, plot.x_label + (plot.log_x ? " (log scale)" : ""), "middle", 13);
   if (!plot.y_label.empty())
     out << text(16, top + ph / 2, plot.y_label + (plot.log_y ? " (log scale)" : ""), "middle", 13,
                 " transform=\"rotate(-90 16 " + num(top + ph / 2) + ")\"");
@@ -314,6 +332,6 @@ std::string heat_map_svg(const std::vector<HeatMap>& panels, const std::string& 
   return out.str();
 }
 
-void write_svg(const std::string& path, const std::string& svg) { io::write_file_atomic(path, svg); }
+void write_svg(const std::string& path, const std::string& svg) { write_file_atomic(path, svg); }
 
-}  // namespace tapegrad::examples
+}  // namespace tapegrad::io
