@@ -12,6 +12,8 @@ import sys
 import time
 
 # The case's kInteropPoints (tests/test_tensorboard.cpp): (tag, value, step), in the order written.
+SESSION_START_STEP = 12  # the session start the writer records after the file version
+
 POINTS = [
     ("train/loss", 2.5, 0),
     ("train/loss", 0.1, 1),
@@ -88,14 +90,19 @@ def main():
         # Canonical encoding: field order, packed sizes and defaults left out, as protobuf writes it.
         assert event.SerializeToString() == data, "record %d is not protobuf's own encoding" % len(events)
         events.append(event)
-    assert len(events) == 1 + len(POINTS), "%d events, expected %d" % (len(events), 1 + len(POINTS))
+    assert len(events) == 2 + len(POINTS), "%d events, expected %d" % (len(events), 2 + len(POINTS))
 
     first = events[0]
     assert first.WhichOneof("what") == "file_version", first
     assert first.file_version == "brain.Event:2", first.file_version
     assert first.step == 0
-    previous_time = first.wall_time
-    for (tag, value, step), event in zip(POINTS, events[1:]):
+    start = events[1]
+    assert start.WhichOneof("what") == "session_log", start
+    assert start.session_log.status == event_pb2.SessionLog.START, start
+    assert start.step == SESSION_START_STEP, start.step
+    previous_time = start.wall_time
+    assert previous_time >= first.wall_time
+    for (tag, value, step), event in zip(POINTS, events[2:]):
         where = "point %r step %d" % (tag, step)
         assert event.WhichOneof("what") == "summary", where
         assert math.isfinite(event.wall_time) and now - 600 <= event.wall_time <= now + 1, where

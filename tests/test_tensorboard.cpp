@@ -118,6 +118,7 @@ struct Event {
   std::int64_t step = 0;
   std::string file_version;
   std::vector<Scalar> values;
+  std::uint64_t session_status = 0;  // SessionLog.status: 1 = START
 };
 
 // Decodes Summary.Value {tag = 1 string, simple_value = 2 float}.
@@ -161,6 +162,11 @@ Event decode_event(std::string_view bytes) {
         REQUIRE(summary.varint() == ((1 << 3) | 2));  // Summary.value
         event.values.push_back(decode_value(summary.take(static_cast<std::size_t>(summary.varint()))));
       }
+    } else if (key == ((6 << 3) | 2)) {
+      Fields session_log(f.take(static_cast<std::size_t>(f.varint())));
+      REQUIRE(session_log.varint() == ((1 << 3) | 0));  // SessionLog.status
+      event.session_status = session_log.varint();
+      CHECK(session_log.done());
     } else {
       FAIL("unexpected Event key " << key);
     }
@@ -203,6 +209,7 @@ struct Point {
 // What the file for tests/tensorboard_check.py holds; the script has the same list. Steps 0 (left out of
 // the encoding), negative (a ten-byte varint) and beyond 32 bits; values not exact in float, zero, negative,
 // a float's extremes; a tag with non-ASCII UTF-8.
+constexpr std::int64_t kSessionStartStep = 12;  // tests/tensorboard_check.py's SESSION_START_STEP
 const std::vector<Point> kInteropPoints = {
     {"train/loss", 2.5, 0},
     {"train/loss", 0.1, 1},
@@ -458,10 +465,14 @@ TEST_CASE("tensorboard: write the event file for the protobuf check") {
   {
     train::SummaryWriter writer(out.string());
     path = writer.path();
+    writer.add_session_start(kSessionStartStep);
     for (const Point& p : kInteropPoints) writer.add_scalar(p.tag, p.value, p.step);
   }
   const std::vector<Event> events = read_events(path);
-  REQUIRE(events.size() == 1 + kInteropPoints.size());
+  REQUIRE(events.size() == 2 + kInteropPoints.size());
+  CHECK(events[1].session_status == 1);
+  CHECK(events[1].step == kSessionStartStep);
+  CHECK(events[1].values.empty());
   CHECK(events.back().values.at(0).tag == kInteropPoints.back().tag);
   CHECK(file_names(out) == std::vector<std::string>{fs::path(path).filename().string()});
 }
@@ -495,4 +506,42 @@ TEST_CASE("tensorboard: the Trainer writes every number of its metrics lines as 
     CHECK(series["eval/val_loss"][i].second == static_cast<float>(1.0 / static_cast<double>(evaluated[i])));
   }
   CHECK(series["train/step_loss"].back().second == static_cast<float>(result.final_loss));
+}
+
+TEST_CASE("tensorboard: every fit starts its file with a session start one step past where it begins") {
+  // A run of 5 steps, then the same run resumed to 8: the resumed fit's file starts with a session start at
+  // step 6, one past its checkpoint, so TensorBoard would drop any point an interrupted first run had
+  // logged past that checkpoint; the first fit's file starts at step 1.
+  TempDir dir;
+  train::TrainerOptions first = testing::trainer::quiet_options(dir.file("run"), 5);
+  first.tensorboard_dir = dir.file("tb");
+  first.log_every = 1;
+  first.checkpoint_every = 4;
+  {
+    testing::trainer::Run run(7, first);
+    run.trainer.fit(run.step_fn());
+  }
+  train::TrainerOptions resumed = testing::trainer::quiet_options(dir.file("run"), 8);
+  resumed.tensorboard_dir = dir.file("tb");
+  resumed.resume = true;
+  {
+    testing::trainer::Run run(7, resumed);
+    run.trainer.fit(run.step_fn());
+  }
+  std::vector<std::string> files = file_names(dir.file("tb"));
+  REQUIRE(files.size() == 2);
+  std::vector<std::vector<Event>> by_file;
+  for (const std::string& name : files) by_file.push_back(read_events((fs::path(dir.file("tb")) / name).string()));
+  // Which file is which: the one whose start is at step 1 is the first run's.
+  std::sort(by_file.begin(), by_file.end(), [](const auto& a, const auto& b) { return a.at(1).step < b.at(1).step; });
+  for (const auto& events : by_file) {
+    REQUIRE(events.size() >= 2);
+    CHECK(events[1].session_status == 1);
+    CHECK(events[1].values.empty());
+    for (std::size_t i = 2; i < events.size(); ++i) CHECK(events[i].session_status == 0);
+  }
+  CHECK(by_file[0][1].step == 1);
+  CHECK(by_file[1][1].step == 6);  // the first fit ended at step 5 and checkpointed it
+  // Every point of the second file is past its start.
+  for (std::size_t i = 2; i < by_file[1].size(); ++i) CHECK(by_file[1][i].step >= 6);
 }

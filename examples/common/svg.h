@@ -5,8 +5,8 @@
 
 namespace tapegrad::examples {
 
-using io::HeatMap;
 using io::heat_map_svg;
+using io::HeatMap;
 using io::line_plot_svg;
 using io::LinePlot;
 using io::nice_ticks;

@@ -87,7 +87,9 @@ void put_bytes(std::string& out, std::uint32_t field, std::string_view bytes) {
 }
 
 // Field numbers of tensorflow.Event, Summary and Summary.Value.
-constexpr std::uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5;
+constexpr std::uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5,
+                        kEventSessionLog = 6;
+constexpr std::uint32_t kSessionLogStatus = 1, kSessionStart = 1;
 constexpr std::uint32_t kSummaryValue = 1;
 constexpr std::uint32_t kValueTag = 1, kValueSimpleValue = 2;
 
@@ -102,12 +104,8 @@ std::string file_version_event(double wall_time) {
   return event;
 }
 
-std::string scalar_event(double wall_time, std::int64_t step, const std::string& tag, float value) {
-  std::string summary_value;
-  put_bytes(summary_value, kValueTag, tag);
-  put_float(summary_value, kValueSimpleValue, value);  // in a oneof: written even when 0
-  std::string summary;
-  put_bytes(summary, kSummaryValue, summary_value);
+// An Event's wall time and step (left out at 0, as proto3 does).
+std::string event_head(double wall_time, std::int64_t step) {
   std::string event;
   put_double(event, kEventWallTime, wall_time);
   // int64 is a varint of the two's complement: a negative step takes ten bytes.
@@ -115,7 +113,26 @@ std::string scalar_event(double wall_time, std::int64_t step, const std::string&
     put_key(event, kEventStep, kVarint);
     put_varint(event, static_cast<std::uint64_t>(step));
   }
+  return event;
+}
+
+std::string scalar_event(double wall_time, std::int64_t step, const std::string& tag, float value) {
+  std::string summary_value;
+  put_bytes(summary_value, kValueTag, tag);
+  put_float(summary_value, kValueSimpleValue, value);  // in a oneof: written even when 0
+  std::string summary;
+  put_bytes(summary, kSummaryValue, summary_value);
+  std::string event = event_head(wall_time, step);
   put_bytes(event, kEventSummary, summary);
+  return event;
+}
+
+std::string session_start_event(double wall_time, std::int64_t step) {
+  std::string session_log;
+  put_key(session_log, kSessionLogStatus, kVarint);
+  put_varint(session_log, kSessionStart);
+  std::string event = event_head(wall_time, step);
+  put_bytes(event, kEventSessionLog, session_log);
   return event;
 }
 
@@ -190,6 +207,11 @@ void SummaryWriter::add_scalar(const std::string& tag, double value, std::int64_
   if (tag.empty()) throw ValueError("SummaryWriter::add_scalar: empty tag at step " + std::to_string(step));
   append(scalar_event(wall_time_now(), step, tag, static_cast<float>(value)));
   if (pending_.size() >= kFlushBytes || std::chrono::steady_clock::now() - last_write_ >= kFlushInterval) flush();
+}
+
+void SummaryWriter::add_session_start(std::int64_t step) {
+  append(session_start_event(wall_time_now(), step));
+  flush();
 }
 
 void SummaryWriter::flush() {

@@ -11,7 +11,8 @@
 //   record  uint64 length (little-endian), uint32 masked_crc32c(length bytes), data, uint32 masked_crc32c(data)
 //           masked_crc32c(x) = rotate_right(crc32c(x), 15) + 0xa282ead8 (mod 2^32)
 //   Event   wall_time = 1 (double, unix seconds), step = 2 (int64), file_version = 3 (string),
-//           summary = 5 (Summary: value = 1, repeated Summary.Value: tag = 1 (string), simple_value = 2 (float))
+//           summary = 5 (Summary: value = 1, repeated Summary.Value: tag = 1 (string), simple_value = 2 (float)),
+//           session_log = 6 (SessionLog: status = 1 (enum, START = 1))
 // The first record is Event{wall_time, file_version: "brain.Event:2"}; every add_scalar adds
 // Event{wall_time, step, summary{value{tag, simple_value}}} (fields at their default, as step 0, are left out,
 // as proto3 does).
@@ -42,6 +43,11 @@ class SummaryWriter {
   // Adds the point (step, value) to the curve named tag (e.g. "train/loss"); value is stored as a float.
   // ValueError on an empty tag; IoError naming the file when a write it triggers fails.
   void add_scalar(const std::string& tag, double value, std::int64_t step);
+  // Marks a start of the run at `step` (Event{step, session_log{status: START}}). TensorBoard then drops
+  // the points it read from earlier files of the directory at steps >= step: a run resumed from a checkpoint
+  // at step s writes one at s + 1, so the points an interrupted run logged past its checkpoint are not
+  // shown twice. IoError naming the file when a write it triggers fails.
+  void add_session_start(std::int64_t step);
   // Writes the buffered records to the file. IoError naming the file when that fails.
   void flush();
   // The event file.

@@ -163,8 +163,12 @@ void Trainer::begin_fit(TrainResult& result) {
     for (const std::string& file : kept_checkpoints(options_.run_dir))
       if (kept_checkpoint_step(file) > step_ || step_ == 0) fs::remove(file, ec);
   }
-  if (!options_.tensorboard_dir.empty() && !tensorboard_)
+  if (!options_.tensorboard_dir.empty() && !tensorboard_) {
     tensorboard_ = std::make_unique<SummaryWriter>(options_.tensorboard_dir);
+    // TensorBoard drops the points of earlier files past this run's start: those an interrupted run
+    // logged after its checkpoint, or an earlier run's in the same directory.
+    tensorboard_->add_session_start(step_ + 1);
+  }
   if (options_.run_dir.empty()) return;
   std::error_code ec;
   fs::create_directories(options_.run_dir, ec);
