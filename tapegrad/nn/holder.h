@@ -21,6 +21,7 @@
 //   };
 
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -45,6 +46,37 @@ std::false_type holder_test(...);
 template <class T>
 constexpr bool is_module_holder_v = decltype(detail::holder_test(std::declval<std::decay_t<T>*>()))::value;
 
+namespace detail {
+
+// A handle's constructor arguments as clone() keeps them: a module handle is cloned when the copy is built,
+// a Tensor is kept as its shape and dtype only (the copy's values come from the original's state, and a
+// large table is not held twice), anything else is copied.
+template <class T, class = void>
+struct SavedArgOf {
+  using type = std::decay_t<T>;
+};
+template <class T>
+struct SavedArgOf<T, std::enable_if_t<std::is_same_v<std::decay_t<T>, Tensor>>> {
+  using type = std::pair<Shape, DType>;
+};
+template <class T>
+using SavedArg = typename SavedArgOf<T>::type;
+
+template <class T>
+SavedArg<T> save_arg(const T& arg) {
+  if constexpr (std::is_same_v<std::decay_t<T>, Tensor>) return {arg.shape(), arg.dtype()};
+  else return arg;
+}
+// The argument to build the copy with: a saved copy by reference (a constructor may take it as T&).
+inline Tensor restore_arg(std::pair<Shape, DType>& saved) { return zeros(saved.first, saved.second); }
+template <class T>
+decltype(auto) restore_arg(T& saved) {
+  if constexpr (is_module_holder_v<T>) return saved.is_empty() ? T(saved) : T(saved.clone());
+  else return (saved);
+}
+
+}  // namespace detail
+
 template <class Impl>
 class ModuleHolder {
  public:
@@ -53,7 +85,9 @@ class ModuleHolder {
   // Default-constructs the module when Impl has a default constructor (as nn::Sequential does);
   // otherwise a handle must be given arguments or nullptr.
   template <class I = Impl, std::enable_if_t<std::is_default_constructible_v<I>, int> = 0>
-  ModuleHolder() : impl_(std::make_shared<I>()) {}
+  ModuleHolder() : impl_(std::make_shared<I>()) {
+    impl_->factory_ = [] { return std::make_shared<I>(); };
+  }
   // An empty handle, to be assigned later (e.g. a member set in the owner's constructor body).
   ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
   // Wraps a module that already exists (shares it).
@@ -68,8 +102,21 @@ class ModuleHolder {
                                                         std::is_same_v<std::decay_t<Head>, std::nullptr_t> ||
                                                         std::is_convertible_v<Head, std::shared_ptr<Impl>>)),
                              int> = 0>
-  explicit ModuleHolder(Head&& head, Tail&&... tail)
-      : impl_(std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...)) {}
+  explicit ModuleHolder(Head&& head, Tail&&... tail) {
+    // How to build another like it, for clone(): copies of the arguments, taken before they are forwarded.
+    std::function<std::shared_ptr<Impl>()> factory;
+    if constexpr (std::is_copy_constructible_v<detail::SavedArg<Head>> &&
+                  (std::is_copy_constructible_v<detail::SavedArg<Tail>> && ...)) {
+      factory = [saved = std::make_tuple(detail::save_arg(head), detail::save_arg(tail)...)]() mutable {
+        return std::apply([](auto&... args) { return std::make_shared<Impl>(detail::restore_arg(args)...); }, saved);
+      };
+    }
+    impl_ = std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...);
+    if (factory) impl_->factory_ = std::move(factory);
+  }
+
+  // A deep copy of the module (Module::clone), as a handle of the same type: nn::Linear twin = fc.clone();
+  std::shared_ptr<Impl> clone() const { return std::static_pointer_cast<Impl>(checked()->clone()); }
 
   // Calls the module's forward with the arguments, with the module's forward pre-hooks and forward
   // hooks around it (forward_hooks.h; a module without hooks pays one check of two empty lists).

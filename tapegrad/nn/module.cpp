@@ -280,6 +280,49 @@ IncompatibleKeys Module::load_state_dict(const NamedTensors& state, const LoadOp
   return result;
 }
 
+// ---------------------------------------------------------------- clone
+
+std::shared_ptr<Module> Module::clone() const {
+  if (!factory_)
+    throw TypeError(name() +
+                    ": clone() needs a module made through its handle (nn::Linear(...), a TAPEGRAD_MODULE "
+                    "handle) with copyable constructor arguments; this one was made otherwise");
+  std::shared_ptr<Module> copy;
+  {
+    // Building the copy draws initial values; the default generator is left as it was.
+    Generator& gen = default_generator();
+    const std::string state = gen.state();
+    try {
+      copy = factory_();
+    } catch (...) {
+      gen.set_state(state);
+      throw;
+    }
+    gen.set_state(state);
+  }
+  copy->factory_ = factory_;
+  // The dtype first (load_state_dict keeps the module's), then the values, flags and modes.
+  const NamedTensors own = state_dict();
+  const auto floating =
+      std::find_if(own.begin(), own.end(), [](const auto& e) { return e.second.is_floating_point(); });
+  if (floating != own.end()) copy->to(floating->second.dtype());
+  copy->load_state_dict(own);
+  const NamedTensors params = named_parameters(), copy_params = copy->named_parameters();
+  for (std::size_t i = 0; i < params.size() && i < copy_params.size(); ++i)
+    copy_params[i].second.requires_grad_(params[i].second.requires_grad());
+  const auto modules = named_modules(), copy_modules = copy->named_modules();
+  if (modules.size() != copy_modules.size())
+    throw ValueError(name() + ": clone() built a module with " + std::to_string(copy_modules.size()) +
+                     " submodules, not " + std::to_string(modules.size()) +
+                     ": its constructor depends on more than its arguments");
+  for (std::size_t i = 0; i < modules.size(); ++i)
+    const_cast<Module*>(copy_modules[i].second)->training_ = modules[i].second->training_;
+  const NamedGenerators gens = named_generators(), copy_gens = copy->named_generators();
+  for (std::size_t i = 0; i < gens.size() && i < copy_gens.size(); ++i)
+    copy_gens[i].second->set_state(gens[i].second->state());
+  return copy;
+}
+
 // ---------------------------------------------------------------- module paths in errors
 
 namespace {

@@ -35,6 +35,7 @@
 //   h.remove();  // later calls record nothing
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,6 +151,17 @@ class Module {
     return (forward_pre_hooks_ && !forward_pre_hooks_->empty()) || (forward_hooks_ && !forward_hooks_->empty());
   }
 
+  // --- copies ---
+  // A deep copy: a new module built as this one was (its handle's constructor arguments, kept by the
+  // handle; module arguments are cloned in turn), then given copies of this module's parameters, buffers,
+  // dtype, requires_grad flags, generator states and training modes. Nothing is shared with this module;
+  // hooks are not copied. Building the copy draws its initial values as construction does: the default
+  // generator is put back afterwards, a generator named in the options is drawn from. TypeError when the
+  // module was not made through a handle (std::make_shared), or by a constructor with an argument that
+  // cannot be copied. A handle's clone() returns the copy as its own type:
+  //   nn::Linear twin = fc.clone();
+  std::shared_ptr<Module> clone() const;
+
   // The module's type for messages: its class name without namespaces and without a trailing "Impl"
   // ("Linear", "MultiHeadAttention", "Mlp" for a user's MlpImpl). Override to name it otherwise.
   virtual std::string name() const;
@@ -194,6 +206,8 @@ class Module {
 
  private:
   friend struct detail::ForwardCall;
+  template <class Impl>
+  friend class ModuleHolder;
   friend class detail::ForwardScope;
 
   // Runs the pre-hooks on the call's Tensor arguments, replacing them where a hook returns tensors.
@@ -212,6 +226,8 @@ class Module {
   NamedGenerators generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  // Builds a module as this one was built (set by the handle that made it; empty otherwise).
+  std::function<std::shared_ptr<Module>()> factory_;
   // Created at the first registration; a handle holds a weak_ptr to its list.
   std::shared_ptr<HookList<detail::StoredPreHook>> forward_pre_hooks_;
   std::shared_ptr<HookList<detail::StoredForwardHook>> forward_hooks_;
