@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -319,6 +320,52 @@ TEST_CASE("sparse grad: SparseAdam follows its formula at touched rows and leave
   opt.step();
   resumed.step();
   CHECK(emb->weight().to_vector<double>() == copy->weight().to_vector<double>());
+}
+
+TEST_CASE("sparse grad: SparseAdam's vector loop matches the formula on wide rows, the same on 1 and 2 threads") {
+  // 37 columns: whole vector batches and a tail in every row; 300 of 2000 rows touched, some twice.
+  const std::int64_t v = 2000, d = 37;
+  const auto run = [&](int threads) {
+    set_num_threads(threads);
+    manual_seed(12);
+    nn::Embedding emb{nn::EmbeddingOptions(v, d).sparse(true)};
+    optim::SparseAdam opt(emb->parameters(), optim::SparseAdamOptions(0.01));
+    std::vector<std::int64_t> ids;
+    for (std::int64_t i = 0; i < 300; ++i) ids.push_back((i * 37 + 11) % 1500);
+    ids.push_back(5);
+    ids.push_back(5);
+    const Tensor index = from_vector(ids, {static_cast<std::int64_t>(ids.size())});
+    std::vector<float> reference = emb->weight().to_vector<float>();
+    std::vector<float> m(static_cast<std::size_t>(v * d), 0.0f), s(m.size(), 0.0f);
+    for (int t = 1; t <= 3; ++t) {
+      const Tensor w = randn({index.numel(), d});
+      weighted_sum(emb(index), w).backward();
+      const SparseRows g = emb->weight().sparse_grad().coalesce();
+      const double step_size = 0.01 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+      const std::vector<std::int64_t> rows = g.indices().to_vector<std::int64_t>();
+      const std::vector<float> gv = g.values().to_vector<float>();
+      for (std::size_t k = 0; k < rows.size(); ++k)
+        for (std::int64_t j = 0; j < d; ++j) {
+          const std::size_t at = static_cast<std::size_t>(rows[k] * d + j);
+          const float gj = gv[k * d + static_cast<std::size_t>(j)];
+          m[at] = m[at] + (gj - m[at]) * (1.0f - 0.9f);
+          s[at] = s[at] + (gj * gj - s[at]) * static_cast<float>(1.0 - 0.999);
+          reference[at] += static_cast<float>(-step_size) * (m[at] / (std::sqrt(s[at]) + 1e-8f));
+        }
+      opt.step();
+      opt.zero_grad();
+    }
+    const std::vector<float> got = emb->weight().to_vector<float>();
+    double worst = 0.0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, static_cast<double>(std::abs(got[i] - reference[i])));
+    CHECK(worst <= 1e-6);
+    return got;
+  };
+  const int threads = num_threads();
+  const std::vector<float> one = run(1), two = run(2);
+  set_num_threads(threads);
+  CHECK(one == two);
 }
 
 TEST_CASE("sparse grad: clip_grad_norm clips the coalesced rows as it clips the dense gradient") {

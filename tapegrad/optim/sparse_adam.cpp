@@ -5,6 +5,7 @@
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/kernels/optim.h"
 #include "tapegrad/autograd/storage.h"
 
 namespace tapegrad::optim {
@@ -60,28 +61,16 @@ void SparseAdam::update_sparse(const ParamGroup& group, const Tensor& p, const S
   // Bias corrections in double, as torch computes them from Python floats.
   const double t = static_cast<double>(state.step);
   const double step_size = *group.lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
-  const std::int64_t dim = p.shape()[1];
-  const std::int64_t* rows = g.indices().data_ptr<std::int64_t>();
+  kernels::SparseAdamStep step;
+  step.step_size = step_size;
+  step.beta1 = beta1;
+  step.beta2 = beta2;
+  step.eps = options_.eps();
   dispatch_floating(p.dtype(), "SparseAdam", [&](auto tag) {
     using T = decltype(tag);
-    const T one_minus_beta1 = static_cast<T>(1.0 - beta1), one_minus_beta2 = static_cast<T>(1.0 - beta2);
-    const T eps = static_cast<T>(options_.eps()), minus_step = static_cast<T>(-step_size);
-    T* param = p.data_ptr<T>();
-    T* m = state.buffers["exp_avg"].data_ptr<T>();
-    T* v = state.buffers["exp_avg_sq"].data_ptr<T>();
-    const T* values = g.values().data_ptr<T>();
-    for (std::int64_t k = 0; k < g.nnz(); ++k) {
-      const std::int64_t at = rows[k] * dim;
-      const T* gk = values + k * dim;
-      for (std::int64_t j = 0; j < dim; ++j) {
-        const T m_old = m[at + j], v_old = v[at + j];
-        const T m_new = m_old + (gk[j] - m_old) * one_minus_beta1;
-        const T v_new = v_old + (gk[j] * gk[j] - v_old) * one_minus_beta2;
-        m[at + j] = m_new;
-        v[at + j] = v_new;
-        param[at + j] += minus_step * (m_new / (std::sqrt(v_new) + eps));
-      }
-    }
+    kernels::sparse_adam_rows<T>(p.data_ptr<T>(), state.buffers["exp_avg"].data_ptr<T>(),
+                                 state.buffers["exp_avg_sq"].data_ptr<T>(), g.indices().data_ptr<std::int64_t>(),
+                                 g.values().data_ptr<T>(), g.nnz(), p.shape()[1], step);
   });
   state.buffers["exp_avg"].impl()->storage->bump_version();
   state.buffers["exp_avg_sq"].impl()->storage->bump_version();

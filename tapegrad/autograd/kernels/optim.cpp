@@ -3,6 +3,7 @@
 
 #include "tapegrad/autograd/kernels/optim.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include <xsimd/xsimd.hpp>
@@ -87,5 +88,45 @@ void adam_update(T* param, const T* grad, T* m, T* v, T* vmax, std::int64_t n, c
 
 template void adam_update<float>(float*, const float*, float*, float*, float*, std::int64_t, const AdamStep&);
 template void adam_update<double>(double*, const double*, double*, double*, double*, std::int64_t, const AdamStep&);
+
+template <class T>
+void sparse_adam_rows(T* param, T* m, T* v, const std::int64_t* rows, const T* values, std::int64_t nnz,
+                      std::int64_t dim, const SparseAdamStep& step) {
+  // param, m, v: (., dim); rows: (nnz); values: (nnz, dim)
+  const T one_b1 = static_cast<T>(1.0 - step.beta1), one_b2 = static_cast<T>(1.0 - step.beta2);
+  const T eps = static_cast<T>(step.eps), minus_step = static_cast<T>(-step.step_size);
+  auto apply = [&](auto pk, auto gk, auto mk, auto vk) {
+    using V = decltype(pk);
+    mk = mk + (gk - mk) * V(one_b1);
+    vk = vk + (gk * gk - vk) * V(one_b2);
+    pk = pk + V(minus_step) * (mk / (xsimd::sqrt(vk) + V(eps)));
+    return std::make_tuple(pk, mk, vk);
+  };
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  const std::int64_t body = dim / lanes * lanes;
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(dim, 1));
+  parallel_for(0, nnz, grain, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t k = first; k < last; ++k) {
+      T* p = param + rows[k] * dim;
+      T* mr = m + rows[k] * dim;
+      T* vr = v + rows[k] * dim;
+      const T* g = values + k * dim;
+      for (std::int64_t j = 0; j < body; j += lanes) {
+        auto [pk, mk, vk] = apply(B::load_unaligned(p + j), B::load_unaligned(g + j), B::load_unaligned(mr + j),
+                                  B::load_unaligned(vr + j));
+        pk.store_unaligned(p + j);
+        mk.store_unaligned(mr + j);
+        vk.store_unaligned(vr + j);
+      }
+      for (std::int64_t j = body; j < dim; ++j) std::tie(p[j], mr[j], vr[j]) = apply(p[j], g[j], mr[j], vr[j]);
+    }
+  });
+}
+
+template void sparse_adam_rows<float>(float*, float*, float*, const std::int64_t*, const float*, std::int64_t,
+                                      std::int64_t, const SparseAdamStep&);
+template void sparse_adam_rows<double>(double*, double*, double*, const std::int64_t*, const double*, std::int64_t,
+                                       std::int64_t, const SparseAdamStep&);
 
 }  // namespace tapegrad::kernels

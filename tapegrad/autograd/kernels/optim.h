@@ -42,4 +42,20 @@ struct AdamStep {
 template <class T>
 void adam_update(T* param, const T* grad, T* m, T* v, T* vmax, std::int64_t n, const AdamStep& step);
 
+// One SparseAdam step's constants (torch.optim.SparseAdam's formula).
+struct SparseAdamStep {
+  double step_size = 0.0;  // lr sqrt(1 - beta2^t) / (1 - beta1^t)
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+};
+
+// For each k < nnz, the row rows[k] of the (., dim) tables param, m and v, with its gradient row
+// values[k]: m += (g - m)(1 - beta1), v += (g^2 - v)(1 - beta2), p -= step_size m / (sqrt(v) + eps). The
+// rows must be distinct (a coalesced gradient); they are split over the thread pool, each row computed
+// the same way whatever the thread count.
+template <class T>
+void sparse_adam_rows(T* param, T* m, T* v, const std::int64_t* rows, const T* values, std::int64_t nnz,
+                      std::int64_t dim, const SparseAdamStep& step);
+
 }  // namespace tapegrad::kernels
