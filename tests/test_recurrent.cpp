@@ -13,17 +13,9 @@
 
 using namespace tapegrad;
 using tapegrad::testing::max_abs_diff;
+using tapegrad::testing::message_of;
 
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::shared_ptr<nn::RecurrentImpl> make(RecurrentMode mode, const nn::RecurrentOptions& options) {
   if (mode == RecurrentMode::Lstm) return nn::LSTM(options).ptr();

@@ -16,6 +16,7 @@
 #include "tests/testing.h"
 
 using namespace tapegrad;
+using tapegrad::testing::max_abs_diff;
 using tapegrad::testing::TempDir;
 
 namespace {
@@ -24,11 +25,6 @@ std::vector<std::string> names_of(const NamedTensors& state) {
   std::vector<std::string> names;
   for (const auto& entry : state) names.push_back(entry.first);
   return names;
-}
-
-double max_abs_difference(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  return (a - b).abs().max().item();
 }
 
 // The sizes tests/torch_interop.py builds its models with.
@@ -217,9 +213,9 @@ TEST_CASE("torch names: nn::Transformer's state dict under pytorch_key_map is to
   nn::Transformer copy = make_transformer(other_gen);
   const Tensor src = randn({2, 5, kDModel}, gen), tgt = randn({2, 4, kDModel}, gen);
   const Tensor padding = zeros({2, 5}, kBool);
-  CHECK(max_abs_difference(run_transformer(model, src, tgt, padding), run_transformer(copy, src, tgt, padding)) > 0.1);
+  CHECK(max_abs_diff(run_transformer(model, src, tgt, padding), run_transformer(copy, src, tgt, padding)) > 0.1);
   CHECK(copy->load_state_dict(torch_state, nn::LoadOptions().key_map(nn::pytorch_key_map())).empty());
-  CHECK(max_abs_difference(run_transformer(model, src, tgt, padding), run_transformer(copy, src, tgt, padding)) == 0.0);
+  CHECK(max_abs_diff(run_transformer(model, src, tgt, padding), run_transformer(copy, src, tgt, padding)) == 0.0);
 }
 
 // With TAPEGRAD_TORCH_DIR set (CTest sets it after tests/torch_interop.py has exported PyTorch's models there),
@@ -253,14 +249,14 @@ TEST_CASE("torch interop: load PyTorch's models then train and write them back f
     tgt = get(io, "tgt");
     padding = get(io, "src_key_padding_mask");
     const double transformer_difference =
-        max_abs_difference(run_transformer(transformer, src, tgt, padding), get(io, "output"));
+        max_abs_diff(run_transformer(transformer, src, tgt, padding), get(io, "output"));
     MESSAGE("nn.Transformer: tapegrad's output differs from PyTorch's by " << transformer_difference);
     CHECK(transformer_difference <= kTolerance);
 
     CHECK(lm->load_state_dict(io::load_safetensors(dir + "/torch_lstm.safetensors").tensors, from_torch).empty());
     const io::SafetensorsFile lm_io = io::load_safetensors(dir + "/torch_lstm_io.safetensors");
     tokens = get(lm_io, "tokens");
-    const double lm_difference = max_abs_difference(lm(tokens), get(lm_io, "logits"));
+    const double lm_difference = max_abs_diff(lm(tokens), get(lm_io, "logits"));
     MESSAGE("LSTM language model: tapegrad's logits differ from PyTorch's by " << lm_difference);
     CHECK(lm_difference <= kTolerance);
   }
@@ -285,6 +281,6 @@ TEST_CASE("torch interop: load PyTorch's models then train and write them back f
   // What the script reads back is what was written.
   nn::Transformer reloaded = make_transformer(gen);
   reloaded->load_state_dict(io::load_safetensors(dir + "/tapegrad_transformer.safetensors").tensors, from_torch);
-  CHECK(max_abs_difference(run_transformer(reloaded, src, tgt, padding),
-                           run_transformer(transformer, src, tgt, padding)) == 0.0);
+  CHECK(max_abs_diff(run_transformer(reloaded, src, tgt, padding), run_transformer(transformer, src, tgt, padding)) ==
+        0.0);
 }

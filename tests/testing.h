@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -90,6 +91,16 @@ inline bool any_nan(const Tensor& t) {
 }
 
 // The largest |a - b| over the elements (the shapes must match).
+// The message of the tapegrad::Error fn throws, or "no error" when it throws none.
+inline std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
   const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
