@@ -50,6 +50,19 @@ TEST_CASE("transformer: encoder layer gradcheck, pre- and post-norm, with key pa
   }
 }
 
+TEST_CASE("transformer: nn::Transformer gradcheck, post-norm stacks with final norms and source padding") {
+  manual_seed(0);
+  Generator& gen = default_generator();
+  nn::Transformer model(nn::TransformerOptions(tiny(false)).num_encoder_layers(1).num_decoder_layers(1));
+  model->to(kFloat64);
+  const Tensor src = randn({2, 3, 4}, gen, kFloat64), tgt = randn({2, 2, 4}, gen, kFloat64);
+  const Tensor pad = padding({false, false, true, false, false, false}, 2, 3);
+  const auto padded = nn::AttentionForwardOptions().key_padding_mask(pad);
+  check_gradients(
+      [&](const TensorList& in) { return model(in[0], in[1], padded, nn::AttentionForwardOptions(), padded); },
+      {src, tgt}, {}, model->parameters());
+}
+
 TEST_CASE("transformer: decoder layer gradcheck, pre- and post-norm, with both padding masks") {
   for (bool norm_first : {true, false}) {
     manual_seed(1);
