@@ -22,6 +22,8 @@ PACKAGES=(
   doctest-dev
   libopenblas-dev
   zlib1g-dev         # crc32 for the checksums in checkpoint files
+  libopenmpi-dev     # tapegrad::dist, data parallelism over MPI (optional for the library, tested here)
+  openmpi-bin        # mpirun, for the tests and the data-parallel examples
   python3
   python3-numpy      # tests/read_npy.py reads the .npy and .npz files tapegrad writes
   python3-protobuf   # tests/tensorboard_check.py parses TensorBoard event files with protobuf

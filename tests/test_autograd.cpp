@@ -391,6 +391,43 @@ TEST_CASE("hooks: post-accumulate-grad hooks run once per backward, after .grad 
                        GraphError);
 }
 
+TEST_CASE("queue_callback: runs once the whole backward is done, in order, and only inside a backward") {
+  Tensor u = tensor({1.0, 2.0}, kFloat64).requires_grad_();
+  Tensor v = tensor({3.0}, kFloat64).requires_grad_();
+  std::vector<std::string> events;
+  v.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("v");
+    autograd::queue_callback([&] {
+      // Every leaf's gradient is complete by now, u's too (its hook ran after v's queued this).
+      events.push_back("first: u.grad sums to " + std::to_string(u.grad().sum().item()));
+      autograd::queue_callback([&] { events.push_back("queued by a callback"); });
+    });
+    autograd::queue_callback([&] { events.push_back("second"); });
+  });
+  u.register_post_accumulate_grad_hook([&](const Tensor&) { events.push_back("u"); });
+  ((u * 2.0).sum() * v).sum().backward();  // v's gradient is delivered before u's
+  CHECK(events ==
+        std::vector<std::string>{"v", "u", "first: u.grad sums to 12.000000", "second", "queued by a callback"});
+
+  // A backward that throws drops its callbacks unrun.
+  events.clear();
+  Tensor w = tensor({1.0}, kFloat64).requires_grad_();
+  w.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("queued");
+    autograd::queue_callback([&] { events.push_back("must not run"); });
+  });
+  const Tensor from_u = (u * 0.0).sum();
+  const Tensor from_w = w * 2.0;  // recorded later, so its backward runs first
+  Tensor y = from_u + from_w;     // w's gradient arrives first, then u's hook throws
+  u.register_hook([](const Tensor&) -> Tensor { throw ValueError("a hook fails"); });
+  CHECK_THROWS_WITH_AS(y.backward(), "a hook fails", ValueError);
+  CHECK(events == std::vector<std::string>{"queued"});
+
+  CHECK_THROWS_WITH_AS(autograd::queue_callback([] {}),
+                       "queue_callback: no backward is running on this thread (call it from a hook during backward)",
+                       GraphError);
+}
+
 // ---------------------------------------------------------------- several outputs
 
 TEST_CASE("record_multi: one node for several outputs, its backward runs once") {

@@ -348,6 +348,57 @@ TEST_CASE("data: DataLoader rejects an empty dataset and a bad batch_size or max
   CHECK_THROWS_WITH_AS(DataLoader(numbered_dataset(3), options), doctest::Contains("max_length"), ValueError);
 }
 
+TEST_CASE("data: with num_replicas each rank gets an equal contiguous share of every global batch") {
+  const Dataset d = numbered_dataset(22);
+  DataLoaderOptions options;
+  options.batch_size = 6;  // the global batch
+  options.seed = 4;
+  const DataLoader whole(d, options);
+  REQUIRE(whole.batches_per_epoch() == 4);  // 6, 6, 6, 4
+  options.num_replicas = 3;
+  for (std::int64_t epoch = 0; epoch < 2; ++epoch) {
+    const std::vector<std::size_t> order = whole.order(epoch);
+    for (std::int64_t i = 0; i < 4; ++i) {
+      std::vector<std::size_t> joined;
+      for (int rank = 0; rank < 3; ++rank) {
+        options.rank = rank;
+        const DataLoader shard(d, options);
+        CHECK(shard.batches_per_epoch() == 4);
+        CHECK(shard.order(epoch) == order);  // the shared seed: one order on every rank
+        const Batch b = shard.batch(epoch, i);
+        CHECK(b.size() == 2);  // equal counts, the last batch's too
+        CHECK(shard.batch_at(epoch * 4 + i).indices == b.indices);
+        joined.insert(joined.end(), b.indices.begin(), b.indices.end());
+      }
+      const std::vector<std::size_t> global = whole.batch(epoch, i).indices;
+      if (i < 3) {
+        CHECK(joined == global);  // rank r holds rows [2r, 2r + 2) of the global batch
+      } else {
+        // 4 rows over 3 ranks: 2 each, the last rank's second row wraps to the epoch's first.
+        CHECK(std::vector<std::size_t>(joined.begin(), joined.begin() + 4) == global);
+        CHECK(joined[4] == order[0]);
+        CHECK(joined[5] == order[1]);
+      }
+    }
+  }
+  // Every row of an epoch once across the ranks' full batches.
+  std::vector<std::size_t> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    options.rank = rank;
+    for (const Batch& b : DataLoader(d, options).epoch(1))
+      if (b.indices.size() == 2) seen.insert(seen.end(), b.indices.begin(), b.indices.end());
+  }
+  std::sort(seen.begin(), seen.end());
+  CHECK(std::unique(seen.begin(), seen.end()) - seen.begin() == 22);
+
+  options.rank = 3;
+  CHECK_THROWS_WITH_AS(DataLoader(d, options), doctest::Contains("rank 3 of num_replicas 3 is not a rank"), ValueError);
+  options.rank = 0;
+  options.num_replicas = 4;
+  CHECK_THROWS_WITH_AS(DataLoader(d, options),
+                       doctest::Contains("the global batch_size 6 does not divide among 4 replicas"), ValueError);
+}
+
 // ---------------------------------------------------------------- split
 
 TEST_CASE("data: stratified_split keeps class ratios, covers every row once and is seeded") {

@@ -288,7 +288,7 @@ bool has_non_finite(const Tensor& t) {
 
 class GraphTask;
 // The backward running on this thread (a hook or a backward may start another inside it).
-thread_local const GraphTask* running_task = nullptr;
+thread_local GraphTask* running_task = nullptr;
 
 // One backward: the roots, what to do with leaf gradients, and (for autograd::grad) which
 // tensors' gradients to return.
@@ -301,6 +301,7 @@ class GraphTask {
 
   void run(const TensorList& roots, const TensorList& seeds);
   TensorList take_results() { return std::move(results_); }
+  void queue_callback(std::function<void()> fn) { callbacks_.push_back(std::move(fn)); }
   bool creates_graph() const { return create_graph_; }
   bool returns_gradients() const { return inputs_ != nullptr; }
 
@@ -324,6 +325,7 @@ class GraphTask {
     Tensor grad;
   };
   std::vector<PendingLeaf> hooked_;
+  std::vector<std::function<void()>> callbacks_;  // autograd::queue_callback, run at the end of run()
 };
 
 // Walks the graph once before a backward that needs it: for autograd::grad, marks the nodes
@@ -434,10 +436,10 @@ void GraphTask::check_anomaly(const Node& node, const TensorList& grads) const {
 }
 
 void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
-  const GraphTask* outer_task = running_task;
+  GraphTask* outer_task = running_task;
   running_task = this;
   struct RestoreTask {
-    const GraphTask* outer;
+    GraphTask* outer;
     ~RestoreTask() { running_task = outer; }
   } restore_task{outer_task};
   std::vector<std::shared_ptr<Node>> heap;  // max-heap on sequence: the tape in reverse
@@ -551,6 +553,12 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
   // Hooked leaves some of whose edges carried no gradient (their ops were not reached).
   for (PendingLeaf& pending : hooked_)
     if (pending.remaining > 0 && pending.grad.defined()) finish_leaf(pending.leaf, std::move(pending.grad));
+  // By index: a callback may queue another.
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    std::function<void()> callback = std::move(callbacks_[i]);
+    callback();
+  }
+  callbacks_.clear();
 }
 
 // The gradient each root starts from: 1 for a one-element root with none given.
@@ -624,6 +632,13 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
       throw GraphError("grad: input " + std::to_string(i) + " (shape " + inputs[i].shape().str() +
                        ") was not used to compute the outputs; pass allow_unused to get an undefined gradient");
   return results;
+}
+
+void queue_callback(std::function<void()> fn) {
+  if (running_task == nullptr)
+    throw GraphError("queue_callback: no backward is running on this thread (call it from a hook during backward)");
+  if (!fn) throw ValueError("queue_callback: the callback is empty");
+  running_task->queue_callback(std::move(fn));
 }
 
 DetectAnomalyGuard::DetectAnomalyGuard() : previous_(anomaly_enabled) { anomaly_enabled = true; }

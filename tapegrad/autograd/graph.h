@@ -182,6 +182,13 @@ struct GradOptions {
 TensorList grad(const TensorList& outputs, const TensorList& inputs, const TensorList& grad_outputs = {},
                 const GradOptions& options = {});
 
+// Queues fn to run once the backward now running on this thread has been through its whole graph
+// (every leaf gradient accumulated and its hooks run), before that backward returns; callbacks run in
+// the order they were queued, and one may queue another. Called from a hook, it is how a
+// data-parallel wrapper waits for its last gradient all-reduce. Outside a backward, a GraphError. A
+// backward that throws drops its queued callbacks.
+void queue_callback(std::function<void()> fn);
+
 // Anomaly mode: while a guard lives on this thread, ops record where they were made, and a
 // backward that produces a NaN or an infinity stops with a GraphError naming the op whose
 // backward produced it, the forward op that made the tensor, and the AnomalyLabels in scope.

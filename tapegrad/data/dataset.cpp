@@ -62,6 +62,28 @@ void DataLoader::validate() const {
   if (options_.max_length < 0)
     throw ValueError("DataLoader: max_length must be >= 0 (0: no truncation), got " +
                      std::to_string(options_.max_length));
+  if (options_.num_replicas < 1 || options_.rank < 0 || options_.rank >= options_.num_replicas)
+    throw ValueError("DataLoader: rank " + std::to_string(options_.rank) + " of num_replicas " +
+                     std::to_string(options_.num_replicas) + " is not a rank (need num_replicas >= 1, 0 <= rank < it)");
+  if (options_.batch_size % options_.num_replicas != 0)
+    throw ValueError("DataLoader: the global batch_size " + std::to_string(options_.batch_size) +
+                     " does not divide among " + std::to_string(options_.num_replicas) + " replicas");
+}
+
+std::vector<std::size_t> DataLoader::batch_rows(const std::vector<std::size_t>& order, std::int64_t index) const {
+  const auto begin = static_cast<std::size_t>(index * options_.batch_size);
+  const auto end = std::min(order.size(), begin + static_cast<std::size_t>(options_.batch_size));
+  if (options_.num_replicas == 1) return std::vector<std::size_t>(order.begin() + begin, order.begin() + end);
+  const std::size_t rows = end - begin;
+  const auto replicas = static_cast<std::size_t>(options_.num_replicas);
+  const std::size_t share = (rows + replicas - 1) / replicas;
+  std::vector<std::size_t> out;
+  out.reserve(share);
+  for (std::size_t k = 0; k < share; ++k) {
+    const std::size_t position = static_cast<std::size_t>(options_.rank) * share + k;  // within the global batch
+    out.push_back(position < rows ? order[begin + position] : order[(position - rows) % order.size()]);
+  }
+  return out;
 }
 
 std::int64_t DataLoader::batches_per_epoch() const {
@@ -86,10 +108,7 @@ Batch DataLoader::batch(std::int64_t epoch, std::int64_t index) const {
   if (index < 0 || index >= count)
     throw IndexError("DataLoader::batch: index " + std::to_string(index) + " is out of range for " +
                      std::to_string(count) + " batches per epoch");
-  const std::vector<std::size_t> rows = order(epoch);
-  const auto begin = static_cast<std::size_t>(index * options_.batch_size);
-  const auto end = std::min(rows.size(), begin + static_cast<std::size_t>(options_.batch_size));
-  return collate(std::vector<std::size_t>(rows.begin() + begin, rows.begin() + end));
+  return collate(batch_rows(order(epoch), index));
 }
 
 Batch DataLoader::batch_at(std::int64_t step) const {
@@ -105,12 +124,7 @@ std::vector<Batch> DataLoader::epoch(std::int64_t epoch) const {
   const std::vector<std::size_t> rows = order(epoch);
   std::vector<Batch> batches;
   const std::int64_t count = batches_per_epoch();
-  const auto size = static_cast<std::size_t>(options_.batch_size);
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::size_t begin = static_cast<std::size_t>(i) * size;
-    const std::size_t end = std::min(rows.size(), begin + size);
-    batches.push_back(collate(std::vector<std::size_t>(rows.begin() + begin, rows.begin() + end)));
-  }
+  for (std::int64_t i = 0; i < count; ++i) batches.push_back(collate(batch_rows(rows, i)));
   return batches;
 }
 

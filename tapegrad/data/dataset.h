@@ -45,6 +45,14 @@ struct DataLoaderOptions {
   std::uint64_t seed = 0;       // with the epoch number, decides each epoch's order
   std::int64_t max_length = 0;  // 0: no truncation; else inputs and targets keep their first max_length ids
   std::int64_t pad_id = Vocab::kPad;
+  // Data parallelism (dist::DistributedDataParallel): batch_size is then the global batch, and rank
+  // `rank` of `num_replicas` gets its own contiguous share of each global batch,
+  // batch_size / num_replicas rows (batch_size must divide evenly). Every rank draws the same epoch
+  // order from the shared seed, so the shares are disjoint, cover the batch, and are reshuffled every
+  // epoch. An epoch's last, smaller batch is shared out in equal counts too: ceil(rows / num_replicas)
+  // each, the shortfall taken from the start of the epoch's order.
+  int num_replicas = 1;
+  int rank = 0;
 };
 
 // The loader holds the dataset through a shared_ptr to a const copy made at construction (or
@@ -61,12 +69,13 @@ class DataLoader {
   std::int64_t dataset_size() const { return static_cast<std::int64_t>(dataset_->size()); }
   const DataLoaderOptions& options() const { return options_; }
 
-  // Batch `index` of epoch `epoch`. An epoch's order is a permutation drawn (Fisher-Yates) from a
-  // Generator seeded by a mix of (seed, epoch); without shuffle it is the dataset order.
+  // Batch `index` of epoch `epoch` (this rank's share of it, see num_replicas). An epoch's order is a
+  // permutation drawn (Fisher-Yates) from a Generator seeded by a mix of (seed, epoch); without
+  // shuffle it is the dataset order.
   Batch batch(std::int64_t epoch, std::int64_t index) const;
   // Global step -> batch(step / batches_per_epoch(), step % batches_per_epoch()).
   Batch batch_at(std::int64_t step) const;
-  // All batches of an epoch, in order.
+  // All batches of an epoch, in order (this rank's shares).
   std::vector<Batch> epoch(std::int64_t epoch) const;
   // The rows of an epoch in its order.
   std::vector<std::size_t> order(std::int64_t epoch) const;
@@ -75,6 +84,8 @@ class DataLoader {
 
  private:
   void validate() const;
+  // This rank's rows of batch `index`, from the epoch's order.
+  std::vector<std::size_t> batch_rows(const std::vector<std::size_t>& order, std::int64_t index) const;
   std::shared_ptr<const Dataset> dataset_;
   DataLoaderOptions options_;
 };
