@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/data_parallel.h"
 #include "examples/common/run_dir.h"
 #include "examples/language_model/corpus.h"
 #include "examples/language_model/lm_config.h"
@@ -192,16 +193,18 @@ int run(const Config& options) {
   const LmConfig c = examples::read_config<LmConfig>(options);
   validate(c);
 
+  // Under mpirun every process trains on its share of each global batch; rank 0 writes the files.
+  examples::DataParallel parallel = examples::DataParallel::from_environment();
   examples::RunDir run(c.run_dir);
   if (c.resume) {
     run.check_same_config(
         options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every), examples::key_of(&C::progress),
                   examples::key_of(&C::prompt), examples::key_of(&C::sample_tokens), examples::key_of(&C::temperature),
                   examples::key_of(&C::top_k), examples::key_of(&C::top_p), examples::key_of(&C::stop_after)});
-  } else {
+  } else if (parallel.is_main()) {
     run.clear_previous_run();
   }
-  run.write_config(options);
+  if (parallel.is_main()) run.write_config(options);
 
   const examples::Bible bible = examples::load_bible(c.data);
   const examples::LmCorpus corpus = examples::kjv_corpus(bible, examples::split_books(c.heldout_books));
@@ -211,12 +214,14 @@ int run(const Config& options) {
       data::TokenStreamOptions(stream_options).seed(static_cast<std::uint64_t>(c.seed)));
   const data::TokenStream heldout_stream(examples::byte_tokens(corpus.heldout_text), stream_options);
   const std::vector<data::TokenBatch> eval_batches = heldout_stream.eval_batches(c.eval_windows);
-  std::cerr << "language_model: " << corpus.train_text.size() << " training bytes (" << corpus.train_verses
-            << " verses), " << corpus.heldout_text.size() << " held-out bytes (" << corpus.heldout_verses
-            << " verses of " << c.heldout_books << ")\n";
+  if (parallel.is_main())
+    std::cerr << "language_model: " << corpus.train_text.size() << " training bytes (" << corpus.train_verses
+              << " verses), " << corpus.heldout_text.size() << " held-out bytes (" << corpus.heldout_verses
+              << " verses of " << c.heldout_books << ")\n";
 
   Generator init(static_cast<std::uint64_t>(c.seed));
   nn::LanguageModel model(model_options(c, c.attention).generator(&init));
+  parallel.replicate(*model);
   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
 
   train::TrainerOptions o;
@@ -230,24 +235,27 @@ int run(const Config& options) {
   o.run_dir = run.path();
   o.resume = c.resume;
   o.progress = train::parse_progress(c.progress);
+  o.replicas = parallel.replicas();
   if (c.patience > 0) o.early_stopping = train::EarlyStopping{"val_loss", c.patience, 0.0, false};
   train::Trainer trainer(model, optimizer, o);
   trainer.set_schedule(optim::warmup_cosine(c.warmup_fraction, c.min_lr_ratio));
 
   const auto step_fn = [&](std::int64_t step) {
-    const data::TokenBatch b = train_stream.batch_at(step);
-    const Tensor logits = model(b.input).reshape({-1, kVocab});
-    return train::StepOutput{nn::cross_entropy(logits, b.target.reshape({-1})), b.size(), b.tokens()};
+    const data::TokenBatch b = train_stream.batch_at(step);  // the global batch; this process takes its rows
+    const Tensor logits = model(parallel.share(b.input)).reshape({-1, kVocab});
+    return train::StepOutput{nn::cross_entropy(logits, parallel.share(b.target).reshape({-1})), b.size(), b.tokens()};
   };
   const auto eval_fn = [&](std::int64_t) {
     const double loss = heldout_loss(model, eval_batches);
     return std::map<std::string, double>{{"val_loss", loss}, {"val_bpc", loss / std::log(2.0)}};
   };
-  std::cerr << "language_model: " << model->num_parameters() << " parameters, " << c.attention << " attention, "
-            << c.positions << " positions\n";
+  if (parallel.is_main())
+    std::cerr << "language_model: " << model->num_parameters() << " parameters, " << c.attention << " attention, "
+              << c.positions << " positions, " << parallel.size() << " process(es)\n";
   if (c.stop_after > 0)
     trainer.set_stop_callback([&](const train::StepInfo& info) { return info.step == c.stop_after; });
   const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
+  if (!parallel.is_main()) return 0;  // rank 0 measures, samples and writes the summary
   if (trained.stop_reason == train::StopReason::Callback) {
     std::cerr << "language_model: stopped at step " << trained.steps << " (--stop_after); --resume true continues\n";
     return 0;

@@ -264,30 +264,31 @@ void GradientReducer::exit_no_sync() { --state_->no_sync; }
 bool GradientReducer::syncing() const { return state_->no_sync == 0; }
 GradientReducer::Timing GradientReducer::last_timing() const { return state_->timing; }
 
-namespace detail {
+namespace {
 
-void check_replicas_match(const nn::Module& module, const ProcessGroup& group) {
-  NamedTensors tensors = module.named_parameters();
-  for (auto& entry : module.named_buffers()) tensors.push_back(std::move(entry));
-  check_same_layout(tensors, group, "parameters and buffers");
-}
-
-void broadcast_module_state(const nn::Module& module, const ProcessGroup& group, bool parameters, bool buffers) {
+void broadcast_all(const NamedTensors& tensors, const ProcessGroup& group) {
   if (group.size() == 1) return;
   NoGradGuard no_grad;
   std::vector<Work> works;
-  auto send = [&](const NamedTensors& tensors) {
-    for (const auto& [name, tensor] : tensors) {
-      if (!tensor.is_contiguous())
-        throw ValueError(message("DistributedDataParallel: ", name, " is not contiguous and cannot be broadcast"));
-      works.push_back(group.broadcast_async(tensor, 0));
-    }
-  };
-  if (parameters) send(module.named_parameters());
-  if (buffers) send(module.named_buffers());
+  for (const auto& [name, tensor] : tensors) {
+    if (!tensor.is_contiguous())
+      throw ValueError(message("DistributedDataParallel: ", name, " is not contiguous and cannot be broadcast"));
+    works.push_back(group.broadcast_async(tensor, 0));
+  }
   for (Work& work : works) work.wait();
 }
 
-}  // namespace detail
+}  // namespace
+
+void sync_module_state(const nn::Module& module, const ProcessGroup& group) {
+  NamedTensors tensors = module.named_parameters();
+  for (auto& entry : module.named_buffers()) tensors.push_back(std::move(entry));
+  check_same_layout(tensors, group, "parameters and buffers");
+  broadcast_all(tensors, group);
+}
+
+void broadcast_buffers(const nn::Module& module, const ProcessGroup& group) {
+  broadcast_all(module.named_buffers(), group);
+}
 
 }  // namespace tapegrad::dist

@@ -96,29 +96,27 @@ class NoSyncGuard {
   GradientReducer* reducer_;
 };
 
-namespace detail {
-// ValueError on every rank unless all ranks' modules have the same parameter and buffer names,
-// shapes and dtypes (checked before anything is broadcast into them).
-void check_replicas_match(const nn::Module& module, const ProcessGroup& group);
-// Broadcasts the module's parameters and buffers (values only) from rank 0.
-void broadcast_module_state(const nn::Module& module, const ProcessGroup& group, bool parameters, bool buffers);
-}  // namespace detail
+// Gives every rank rank 0's parameter and buffer values. First checks that every rank's module has the same
+// names, shapes and dtypes (ValueError on every rank otherwise, before anything is overwritten).
+void sync_module_state(const nn::Module& module, const ProcessGroup& group);
+// Broadcasts the module's buffers from rank 0 (values only; the layouts are assumed checked).
+void broadcast_buffers(const nn::Module& module, const ProcessGroup& group);
 
 // Wraps a module handle (nn::Linear, nn::Transformer, a TAPEGRAD_MODULE of the user's): calling the
 // wrapper calls the module; the wrapper shares the module, whose parameters the optimiser steps.
+// (Without the wrapper: sync_module_state, then a GradientReducer over model->named_parameters().)
 template <class ModuleType>
 class DistributedDataParallel {
  public:
   DistributedDataParallel(ModuleType module, ProcessGroup group, DistributedDataParallelOptions options = {})
       : module_(std::move(module)), group_(std::move(group)), options_(options) {
-    detail::check_replicas_match(*module_, group_);
+    sync_module_state(*module_, group_);
     reducer_ = std::make_unique<GradientReducer>(module_->named_parameters(), group_, options_);
-    detail::broadcast_module_state(*module_, group_, true, true);
   }
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
-    if (options_.broadcast_buffers) detail::broadcast_module_state(*module_, group_, false, true);
+    if (options_.broadcast_buffers) broadcast_buffers(*module_, group_);
     return module_(std::forward<Args>(args)...);
   }
 

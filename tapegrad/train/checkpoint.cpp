@@ -315,6 +315,7 @@ void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model
 
 void Trainer::save_checkpoint() {
   if (options_.run_dir.empty()) throw ValueError("Trainer::save_checkpoint: run_dir is not set");
+  if (!writes_files()) return;  // rank 0 writes for every replica
   CheckpointState state;
   state.step = step_;
   state.scheduler_step = scheduler_ ? scheduler_->current_step() : -1;

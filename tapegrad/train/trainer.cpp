@@ -48,8 +48,22 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
     : model_(model),
       optimizer_(optimizer),
       options_(std::move(options)),
-      metrics_(options_.run_dir.empty() ? std::string() : (fs::path(options_.run_dir) / "metrics.jsonl").string()) {
+      metrics_(options_.run_dir.empty() || options_.replicas.rank != 0
+                   ? std::string()
+                   : (fs::path(options_.run_dir) / "metrics.jsonl").string()) {
   const TrainerOptions& o = options_;
+  const Replicas& r = o.replicas;
+  if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size)
+    throw ValueError("Trainer: replicas: rank " + std::to_string(r.rank) + " of world_size " +
+                     std::to_string(r.world_size) + " is not a rank");
+  if (r.world_size > 1 && (!r.mean || !r.max || !r.barrier))
+    throw ValueError("Trainer: replicas: world_size " + std::to_string(r.world_size) +
+                     " needs the mean, max and barrier functions (dist::replicas(world) makes them)");
+  if (!writes_files()) {
+    // Only rank 0 shows progress and writes TensorBoard files.
+    options_.out = nullptr;
+    options_.tensorboard_dir.clear();
+  }
   if (o.max_steps < 0) throw ValueError("Trainer: max_steps must be >= 0, got " + std::to_string(o.max_steps));
   if (o.log_every < 1) throw ValueError("Trainer: log_every must be >= 1, got " + std::to_string(o.log_every));
   if (o.eval_every < 0) throw ValueError("Trainer: eval_every must be >= 0, got " + std::to_string(o.eval_every));
@@ -156,6 +170,9 @@ std::string Trainer::metrics_path() const { return metrics_.path(); }
 
 void Trainer::begin_fit(TrainResult& result) {
   if (options_.resume && load_checkpoint()) result.resumed_from = step_;
+  // Every rank has read the checkpoint before rank 0 may write the next one.
+  if (replicated()) options_.replicas.barrier();
+  if (!writes_files()) return;
   if (options_.keep_checkpoints > 0) {
     // Kept models the run did not reach (an earlier run's, or past the checkpoint a resume starts
     // from) would be averaged with this run's.
@@ -216,7 +233,8 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
       throw ValueError("Trainer::fit: step_fn must return a one-element loss, got " +
                        (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
                        " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(micro) + "))");
-    const double loss = out.loss.item();
+    // Averaged over the ranks first: a NaN on one rank stops every rank here.
+    const double loss = mean_over_ranks(out.loss.item());
     if (!std::isfinite(loss)) throw non_finite(s, micro, loss, "loss");
     (k == 1 ? out.loss : out.loss * (1.0 / static_cast<double>(k))).backward();
     loss_sum += loss;
@@ -286,6 +304,7 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
     }
     model_.train();
   }
+  for (auto& entry : metrics) entry.second = mean_over_ranks(entry.second);
   ordered_json line;
   line["step"] = step_;
   line["eval"] = metrics;
@@ -336,8 +355,8 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     while (!stop) {
       const StepRecord record = run_step(step_fn, params, window);
       result.losses.push_back(record.loss);
-      elapsed_now_ = seconds_since(call_start);
-      stop = stop_before_step();  // max steps or time budget
+      elapsed_now_ = max_over_ranks(seconds_since(call_start));  // one clock for every rank's stop decision
+      stop = stop_before_step();                                 // max steps or time budget
 
       const bool log_due = step_ % options_.log_every == 0;
       bool logged = false;
@@ -356,14 +375,14 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
       if (eval_fn && (eval_due || stop)) run_eval();
       if (!stop && stop_fn_) {
         StepInfo info{step_, record.loss, record.lr, record.grad_norm, elapsed(), metrics ? &*metrics : nullptr};
-        if (stop_fn_(info)) stop = StopReason::Callback;
+        if (max_over_ranks(stop_fn_(info) ? 1.0 : 0.0) > 0) stop = StopReason::Callback;
       }
       // A step that stops the run early is its last: logged and evaluated like one.
       if (stop && !logged) log_step(record, !log_due, window);
       if (stop && eval_fn && !metrics) run_eval();
 
       const bool checkpoint_due = options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0;
-      if (!options_.run_dir.empty() && (checkpoint_due || stop)) {
+      if (!options_.run_dir.empty() && writes_files() && (checkpoint_due || stop)) {
         save_checkpoint();
         if (progress.mode() == Progress::Lines)
           progress.message("checkpoint at step " + std::to_string(step_) + " in " + checkpoint_dir());

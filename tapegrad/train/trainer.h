@@ -82,6 +82,23 @@ struct EarlyStopping {
   bool maximize = false;      // true for accuracy-like metrics
 };
 
+// The processes of a data-parallel run (dist::DistributedDataParallel) as the Trainer sees them;
+// dist::replicas(world) makes one. With world_size > 1 every rank runs fit() with the same options and
+// run_dir: only rank 0 writes run_dir (metrics.jsonl, checkpoints), TensorBoard files and progress, and
+// every rank reads the checkpoint when it resumes (then all wait for each other, so rank 0 overwrites
+// nothing another rank still reads). Each step's loss is the mean over the ranks (so a NaN on one rank
+// stops every rank at the same step), evaluation metrics are averaged over the ranks, the training time
+// is the slowest rank's, and a stop callback stops the run when it says so on any rank: every rank stops
+// at the same step. A checkpoint holds nothing of the world size, so a run resumes on any number of
+// processes that divides its global batch.
+struct Replicas {
+  int rank = 0;
+  int world_size = 1;
+  std::function<double(double)> mean;  // a number averaged over the ranks
+  std::function<double(double)> max;   // the largest value over the ranks
+  std::function<void()> barrier;       // returns once every rank has called it
+};
+
 struct TrainerOptions {
   std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
   std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
@@ -106,6 +123,7 @@ struct TrainerOptions {
   EarlyStopping early_stopping;         // off unless early_stopping.metric is set (needs an eval_fn)
   Progress progress = Progress::Auto;   // see progress.h
   std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
+  Replicas replicas;                    // data parallelism (see Replicas); one process by default
 };
 
 // What step_fn returns: the scalar loss to minimise, and how many examples / tokens it covered
@@ -209,7 +227,8 @@ class Trainer {
   double progress() const;
   const TrainerOptions& options() const { return options_; }
 
-  // Writes run_dir/checkpoint atomically (ValueError if run_dir is empty, IoError on a failed write).
+  // Writes run_dir/checkpoint atomically (ValueError if run_dir is empty, IoError on a failed write). On a
+  // data-parallel rank other than 0, does nothing.
   void save_checkpoint();
   // Restores model, optimizer, scheduler, tracked generators and step from run_dir's checkpoint. False if
   // there is none (or run_dir is empty). A corrupt or mismatching checkpoint throws (IoError for unreadable
@@ -261,6 +280,11 @@ class Trainer {
   NonFiniteLoss non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity) const;
   // Restores the training mode and adds this call's time to the run's.
   double end_fit(Clock::time_point call_start, bool was_training);
+  // Data parallelism (options_.replicas): whether this process writes files, and values over the ranks.
+  bool writes_files() const { return options_.replicas.rank == 0; }
+  bool replicated() const { return options_.replicas.world_size > 1; }
+  double mean_over_ranks(double value) const { return replicated() ? options_.replicas.mean(value) : value; }
+  double max_over_ranks(double value) const { return replicated() ? options_.replicas.max(value) : value; }
 
   nn::Module& model_;
   optim::Optimizer& optimizer_;

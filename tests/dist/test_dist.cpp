@@ -7,16 +7,21 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "tapegrad/dist/dist.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
+#include "tapegrad/train/train.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;
@@ -308,6 +313,81 @@ TEST_CASE("dist: replicas that differ are refused, naming the rank") {
   const std::string error = message_of([&] { dist::DistributedDataParallel<nn::Linear> ddp(model, group); });
   CHECK(error.find("DistributedDataParallel: rank " + std::to_string(group.rank()) +
                    "'s model differs from another rank's (parameters and buffers") != std::string::npos);
+}
+
+TEST_CASE("dist: the Trainer over DistributedDataParallel: global losses, one writer, resume on another world size") {
+  const dist::ProcessGroup group = world();
+  const std::int64_t global = 8;
+  // One run directory for every rank, named after rank 0's process.
+  Tensor id = full({1}, group.rank() == 0 ? static_cast<double>(::getpid()) : 0.0, kFloat64);
+  group.broadcast(id, 0);
+  const std::string run_dir =
+      (std::filesystem::temp_directory_path() / ("tapegrad_dist_trainer_" + std::to_string(id.item<long long>())))
+          .string();
+  if (group.rank() == 0) std::filesystem::remove_all(run_dir);
+  group.barrier();
+
+  train::TrainerOptions options;
+  options.max_steps = 6;
+  options.log_every = 1;
+  options.progress = train::Progress::Off;
+  options.out = nullptr;
+
+  // One process on the global batches.
+  manual_seed(21);
+  Mlp reference;
+  optim::Adam ref_opt(reference->parameters(), optim::AdamOptions(0.01));
+  const train::TrainResult expected = train::Trainer(reference, ref_opt, options).fit([&](std::int64_t step) {
+    const GlobalBatch b = global_batch(step, global);
+    return train::StepOutput{nn::cross_entropy(reference(b.x), b.y), global, 0};
+  });
+
+  // Every rank on its share, for 4 of the 6 steps, checkpointing into the shared directory.
+  manual_seed(21);
+  Mlp replica;
+  dist::DistributedDataParallel ddp(replica, group);
+  optim::Adam opt(replica->parameters(), optim::AdamOptions(0.01));
+  train::TrainerOptions parallel = options;
+  parallel.max_steps = 4;
+  parallel.checkpoint_every = 2;
+  parallel.run_dir = run_dir;
+  parallel.replicas = dist::replicas(group);
+  const train::TrainResult first = train::Trainer(replica, opt, parallel).fit([&](std::int64_t step) {
+    const GlobalBatch b = shard(global_batch(step, global), group);
+    return train::StepOutput{nn::cross_entropy(ddp(b.x), b.y), b.x.size(0), 0};
+  });
+  REQUIRE(first.losses.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(first.losses[i] == doctest::Approx(expected.losses[i]).epsilon(1e-6));
+  group.barrier();
+  if (group.rank() == 0) {
+    // Written once, by rank 0: four step lines, not four per rank.
+    std::ifstream metrics(std::filesystem::path(run_dir) / "metrics.jsonl");
+    int lines = 0;
+    for (std::string line; std::getline(metrics, line);) ++lines;
+    CHECK(lines == 4);
+
+    // The checkpoint of the parallel run resumed by one process on the global batches.
+    manual_seed(99);  // other initial weights: the checkpoint must replace them
+    Mlp resumed;
+    optim::Adam resumed_opt(resumed->parameters(), optim::AdamOptions(0.01));
+    train::TrainerOptions alone = options;
+    alone.run_dir = run_dir;
+    const train::TrainResult second = train::Trainer(resumed, resumed_opt, alone).fit([&](std::int64_t step) {
+      const GlobalBatch b = global_batch(step, global);
+      return train::StepOutput{nn::cross_entropy(resumed(b.x), b.y), global, 0};
+    });
+    CHECK(second.resumed_from == 4);
+    REQUIRE(second.losses.size() == 2);
+    CHECK(second.losses[0] == doctest::Approx(expected.losses[4]).epsilon(1e-5));
+    CHECK(second.losses[1] == doctest::Approx(expected.losses[5]).epsilon(1e-5));
+    const auto p = resumed->named_parameters(), q = reference->named_parameters();
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      INFO(p[i].first);
+      CHECK(max_abs_difference(p[i].second, q[i].second) < 1e-5);
+    }
+    std::filesystem::remove_all(run_dir);
+  }
+  group.barrier();
 }
 
 int main(int argc, char** argv) {

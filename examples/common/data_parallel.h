@@ -1,0 +1,48 @@
+#pragma once
+// Data parallelism for the experiments: started under mpirun (and with tapegrad::dist built) a
+// program trains on every process, each on its share of the global batch, with the gradients
+// averaged in every backward; started alone, the same calls describe one process and do nothing.
+//
+//   examples::DataParallel parallel = examples::DataParallel::from_environment();
+//   parallel.replicate(*model);                     // rank 0's weights, gradient averaging
+//   options.replicas = parallel.replicas();          // the Trainer: rank 0 writes, every rank stops together
+//   Tensor rows = parallel.share(batch.input);       // this rank's rows of the global batch
+//   if (parallel.is_main()) write_summary(...);
+
+#include <memory>
+
+#include "tapegrad/autograd/tensor.h"
+#include "tapegrad/nn/module.h"
+#include "tapegrad/train/trainer.h"
+
+namespace tapegrad::examples {
+
+class DataParallel {
+ public:
+  // The job's processes under an MPI launcher when tapegrad::dist is built; one process otherwise
+  // (and a clear error when launched by mpirun without tapegrad::dist).
+  static DataParallel from_environment();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool is_main() const { return rank_ == 0; }
+  // What the Trainer needs (train::Replicas); the default (one process) without dist.
+  train::Replicas replicas() const { return replicas_; }
+  // Gives every rank rank 0's weights and averages the gradients of `model` over the ranks in every
+  // backward from now on. Nothing for one process.
+  void replicate(const nn::Module& model);
+  // Rows [rank * n / size, (rank + 1) * n / size) of a global batch's first axis; ValueError unless the
+  // rows divide evenly.
+  Tensor share(const Tensor& global) const;
+  // Every rank waits for the others.
+  void barrier() const;
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+  train::Replicas replicas_;
+  std::shared_ptr<void> group_;    // dist::ProcessGroup when built with dist
+  std::shared_ptr<void> reducer_;  // dist::GradientReducer, once replicate() ran
+};
+
+}  // namespace tapegrad::examples

@@ -1,0 +1,44 @@
+"""Data parallelism in an experiment: the program run alone and under `mpirun -np 2` with the same
+global batch must reach the same results (summary.json's KEYS within a relative TOLERANCE; float
+sums in another order are the only difference), and the parallel run's files are written once.
+
+    parallel_same.py MPIEXEC "FLAGS" RUNS KEYS TOLERANCE -- PROGRAM ARGS...
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+
+def run(command, run_dir):
+    shutil.rmtree(run_dir, ignore_errors=True)
+    done = subprocess.run(command + ["--run_dir", run_dir], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        summary = json.load(f)
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        lines = f.read().splitlines()
+    return summary, lines, done.stderr
+
+
+def main():
+    split = sys.argv.index("--")
+    mpiexec, flags, runs, keys, tolerance = sys.argv[1:split]
+    program = sys.argv[split + 1:]
+    one, one_lines, _ = run(program, os.path.join(runs, "one"))
+    two, two_lines, two_err = run([mpiexec] + flags.split(";") + ["-np", "2"] + program, os.path.join(runs, "two"))
+    if "2 process(es)" not in two_err:
+        sys.exit(f"the mpirun run did not train on 2 processes:\n{two_err}")
+    if len(one_lines) != len(two_lines):
+        sys.exit(f"metrics.jsonl: {len(one_lines)} lines alone, {len(two_lines)} under mpirun (written twice?)")
+    for key in keys.split(";"):
+        a, b = float(one[key]), float(two[key])
+        if abs(a - b) > float(tolerance) * max(abs(a), abs(b)):
+            sys.exit(f"summary.json {key}: {a} alone, {b} on 2 processes (tolerance {tolerance} relative)")
+        print(f"{key}: {a} alone, {b} on 2 processes")
+
+
+if __name__ == "__main__":
+    main()
