@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench_common.h"
+#include "bench/w3_model.h"
 #include "tapegrad/autograd/autograd.h"
 #include "tapegrad/autograd/kernels/blas.h"
 #include "tapegrad/nn/nn.h"
@@ -461,16 +462,7 @@ void run_w2conv(const Options& opt) {
 // ---------------------------------------------------------------- W3 causal LM
 void run_w3(const Options& opt) {
   using C = bench::LmConfig;
-  manual_seed(0);
-  nn::LanguageModel model{nn::LanguageModelOptions()
-                              .vocab_size(C::kVocab)
-                              .max_len(C::kLength)
-                              .num_layers(C::kLayers)
-                              .layer(nn::TransformerLayerOptions(C::kDModel, C::kHeads)
-                                         .dim_feedforward(C::kFfn)
-                                         .activation(nn::Activation::GELU)
-                                         .dropout(0.0)
-                                         .norm_first(true))};
+  nn::LanguageModel model = bench::w3_model();
   optim::AdamW adamw(model->parameters(), optim::AdamWOptions(3e-4));  // weight decay 0.01, as torch's default
   const Tensor tokens = from_vector(bench::lm_tokens(), {C::kBatch, C::kLength + 1});
   const Tensor inputs = tokens.slice(1, 0, C::kLength).contiguous();        // (B, T)

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/data_parallel.h"
 #include "examples/common/metrics.h"
 #include "examples/common/naive_bayes.h"
 #include "examples/common/run_dir.h"
@@ -226,8 +227,10 @@ struct BestModel {
   double f1 = -1, loss = 0;
   std::int64_t step = -1;
 
-  explicit BestModel(const RunDir& run)
-      : model_path(run.file("best_model.safetensors")), json_path(run.file("best.json")) {}
+  bool writes = true;  // false on data-parallel ranks other than 0, which keep the figures only
+
+  BestModel(const RunDir& run, bool writes_files)
+      : model_path(run.file("best_model.safetensors")), json_path(run.file("best.json")), writes(writes_files) {}
 
   // On resume: the best model so far competes with the rest of the run, as it would have without the interruption.
   void restore() {
@@ -245,6 +248,7 @@ struct BestModel {
     f1 = val_f1;
     loss = val_loss;
     step = at;
+    if (!writes) return;
     io::save_safetensors(model_path, model.state_dict(), {{"step", std::to_string(at)}});
     write_json_atomic(json_path, {{"step", at}, {"val_f1", f1}, {"val_loss", loss}});
   }
@@ -291,21 +295,24 @@ int run_train(const Config& parsed) {
   const std::uint64_t seed = static_cast<std::uint64_t>(config.seed);
   const Corpus corpus = split_corpus(emails, config);
   const data::Split& split = corpus.split;
+  // Under mpirun every process trains on its share of each global batch; rank 0 writes the files.
+  DataParallel parallel = DataParallel::from_environment();
   RunDir run(config.run_dir);
   const bool resume = config.resume;
-  prepare_run_dir(parsed, resume, run);
+  if (parallel.is_main()) prepare_run_dir(parsed, resume, run);
 
   const Baseline nb = naive_bayes_baseline(corpus, config.nb_alpha);
-  std::fprintf(stderr,
-               "spam_classifier: %zu emails (%zu train, %zu validation, %zu test); Naive Bayes validation F1 %.4f\n",
-               emails.size(), split.train.size(), split.validation.size(), split.test.size(), nb.validation.f1());
+  if (parallel.is_main())
+    std::fprintf(stderr,
+                 "spam_classifier: %zu emails (%zu train, %zu validation, %zu test); Naive Bayes validation F1 %.4f\n",
+                 emails.size(), split.train.size(), split.validation.size(), split.test.size(), nb.validation.f1());
 
   // The transformer reads the first max_length words, ids from the training split's vocabulary.
   data::VocabOptions vocab_options;
   vocab_options.min_freq = config.min_freq;
   vocab_options.max_size = config.vocab_size;
   const data::Vocab vocab = data::Vocab::build(corpus.train_docs, vocab_options);
-  vocab.save(run.file("vocab.json"));
+  if (parallel.is_main()) vocab.save(run.file("vocab.json"));
   data::Dataset dataset;
   for (std::size_t i = 0; i < corpus.docs.size(); ++i) {
     data::Example example;
@@ -319,8 +326,10 @@ int run_train(const Config& parsed) {
   loader_options.batch_size = config.batch_size;
   loader_options.seed = seed;
   loader_options.max_length = config.max_length;
-  const data::DataLoader train_loader(std::move(train_set), loader_options);
   data::DataLoaderOptions all_options = loader_options;
+  loader_options.num_replicas = parallel.size();  // batch_size is the global batch
+  loader_options.rank = parallel.rank();
+  const data::DataLoader train_loader(std::move(train_set), loader_options);
   all_options.shuffle = false;
   const data::DataLoader all_loader(dataset, all_options);
 
@@ -334,11 +343,13 @@ int run_train(const Config& parsed) {
       pretraining = Pretraining::load(run.file("pretraining.json"));
     } else {
       pretraining = pretrain_embeddings(corpus, vocab, config, model.token_embedding());
-      write_json_atomic(run.file("pretraining.json"), pretraining.to_json());
+      if (parallel.is_main()) write_json_atomic(run.file("pretraining.json"), pretraining.to_json());
     }
-    std::fprintf(stderr, "spam_classifier: word2vec pretraining: %lld embedding rows in %.1f s (%.0f words/s)\n",
-                 static_cast<long long>(pretraining.rows), pretraining.seconds, pretraining.words_per_second);
+    if (parallel.is_main())
+      std::fprintf(stderr, "spam_classifier: word2vec pretraining: %lld embedding rows in %.1f s (%.0f words/s)\n",
+                   static_cast<long long>(pretraining.rows), pretraining.seconds, pretraining.words_per_second);
   }
+  parallel.replicate(model);  // rank 0's weights (its pretraining's too) on every rank
   // No weight decay on biases, norms and position tables.
   std::vector<optim::ParamGroup> groups(2);
   groups[1].weight_decay = 0.0;  // the other group takes the options' decay
@@ -360,23 +371,27 @@ int run_train(const Config& parsed) {
   options.run_dir = run.path();
   options.resume = resume;
   options.progress = train::parse_progress(config.progress);
+  options.replicas = parallel.replicas();
   train::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);
-  std::fprintf(stderr, "spam_classifier: vocabulary %lld words, model %lld parameters\n",
-               static_cast<long long>(vocab.size()), static_cast<long long>(model.num_parameters()));
+  if (parallel.is_main())
+    std::fprintf(stderr, "spam_classifier: vocabulary %lld words, model %lld parameters, %d process(es)\n",
+                 static_cast<long long>(vocab.size()), static_cast<long long>(model.num_parameters()), parallel.size());
 
   const std::vector<std::int64_t> validation_labels = labels_of(dataset, split.validation);
   // The next batches are collated on a background thread while the current step runs; batch_at is a
   // pure function of the step, so the run is the same as without.
   data::Prefetcher<data::Batch> batches([&train_loader](std::int64_t step) { return train_loader.batch_at(step); },
                                         data::PrefetchOptions{/*workers=*/1, /*depth=*/4});
-  BestModel best(run);
+  BestModel best(run, parallel.is_main());
   if (resume && run.exists("best.json")) best.restore();
   const train::TrainResult result = trainer.fit(
       [&](std::int64_t step) {
         const data::Batch batch = batches.get(step);
         const Tensor logits = model.forward(batch.input, batch.padding_mask);
-        return train::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size(), batch.tokens};
+        // Throughput figures for the global batch: every rank's share has as many emails (tokens roughly so).
+        return train::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size() * parallel.size(),
+                                 batch.tokens * parallel.size()};
       },
       [&](std::int64_t step) {
         const Prediction p = predict_rows(model, all_loader, split.validation, config.eval_batch_size);
@@ -385,6 +400,7 @@ int run_train(const Config& parsed) {
         return std::map<std::string, double>{{"val_loss", p.loss}, {"val_accuracy", m.accuracy()}, {"val_f1", m.f1()}};
       });
 
+  if (!parallel.is_main()) return 0;  // rank 0 tests the best model and writes the summary
   if (result.steps < config.steps) {
     std::fprintf(stderr, "spam_classifier: stopped at step %lld of %lld; continue with --resume true\n",
                  static_cast<long long>(result.steps), static_cast<long long>(config.steps));
