@@ -2,6 +2,7 @@
 // bucket's all-reduce once its gradients are complete, and the end-of-backward wait.
 #include "tapegrad/dist/ddp.h"
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 
@@ -188,7 +189,8 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
       }
     }
     const Clock::time_point done = Clock::now();
-    timing.overlapped_s = launched_any ? seconds_between(first_launch, backward_end) : 0.0;
+    // Buckets first started here (after backward's own work) overlapped nothing.
+    timing.overlapped_s = launched_any ? std::max(0.0, seconds_between(first_launch, backward_end)) : 0.0;
     timing.waited_s = seconds_between(backward_end, done);
     timing.bytes = bytes;
   }
