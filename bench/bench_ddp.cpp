@@ -116,6 +116,7 @@ int run(const Args& args) {
   }
   const double step = median(step_ms), waited = median(waited_ms), alone = alone_ms.empty() ? 0.0 : median(alone_ms);
   const double slowest = world.all_reduce(step, dist::ReduceOp::Max);
+  loss = world.all_reduce(loss, dist::ReduceOp::Mean);  // the last step's loss over the global batch
   if (world.rank() != 0) return 0;
   const double hidden = alone > 0 ? std::max(0.0, 1.0 - waited / alone) : 0.0;
   if (args.json) {

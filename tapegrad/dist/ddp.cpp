@@ -132,6 +132,7 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
 
   void launch(int index) {
     Bucket& bucket = buckets[index];
+    if (group.size() == 1) return;  // the mean over one rank is the gradient itself
     NoGradGuard no_grad;
     for (int i : bucket.params) {
       const Param& p = params[i];
@@ -176,6 +177,13 @@ struct GradientReducer::State : std::enable_shared_from_this<GradientReducer::St
     }
     launch_ready();
     NoGradGuard no_grad;
+    if (group.size() == 1) {
+      // Nothing was reduced; an unused parameter (find_unused_parameters) gets the zero gradient it counted as.
+      for (const Param& p : params)
+        if (!p.tensor.has_sparse_grad() && !p.tensor.grad().defined()) p.tensor.set_grad(zeros_like(p.tensor));
+      timing = Timing{};
+      return;
+    }
     std::int64_t bytes = 0;
     for (Bucket& bucket : buckets) {
       bucket.work.wait();
