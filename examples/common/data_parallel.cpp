@@ -2,6 +2,7 @@
 #include "examples/common/data_parallel.h"
 
 #include <cstdlib>
+#include <iostream>
 #include <string>
 
 #include "tapegrad/autograd/error.h"
@@ -24,6 +25,14 @@ DataParallel DataParallel::from_environment() {
     throw ValueError("started by mpirun, but this build has no tapegrad::dist (install libopenmpi-dev and rebuild)");
 #endif
   return parallel;
+}
+
+DataParallel::~DataParallel() {
+  if (size_ == 1 || std::uncaught_exceptions() <= uncaught_) return;
+#if TAPEGRAD_EXAMPLES_DIST
+  std::cerr << "rank " << rank_ << " of " << size_ << " failed; ending the job\n";
+  static_cast<const dist::ProcessGroup*>(group_.get())->abort(1);
+#endif
 }
 
 void DataParallel::replicate(const nn::Module& model) {

@@ -9,6 +9,7 @@
 //   Tensor rows = parallel.share(batch.input);       // this rank's rows of the global batch
 //   if (parallel.is_main()) write_summary(...);
 
+#include <exception>
 #include <memory>
 
 #include "tapegrad/autograd/tensor.h"
@@ -19,6 +20,13 @@ namespace tapegrad::examples {
 
 class DataParallel {
  public:
+  DataParallel() = default;
+  DataParallel(const DataParallel&) = default;
+  DataParallel& operator=(const DataParallel&) = default;
+  // Left by an exception on one of several processes, ends the whole job (the others would wait for
+  // this one in their next collective).
+  ~DataParallel();
+
   // The job's processes under an MPI launcher when tapegrad::dist is built; one process otherwise
   // (and a clear error when launched by mpirun without tapegrad::dist).
   static DataParallel from_environment();
@@ -38,6 +46,7 @@ class DataParallel {
   void barrier() const;
 
  private:
+  int uncaught_ = std::uncaught_exceptions();
   int rank_ = 0;
   int size_ = 1;
   train::Replicas replicas_;

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/data_parallel.h"
 #include "examples/common/run_dir.h"
 #include "examples/common/svg.h"
 #include "examples/reversal/reversal.h"
@@ -71,19 +72,22 @@ struct EvalSet {
 
 RunResult train_one(const ReversalConfig& config, const std::string& name, std::int64_t seed_index,
                     const data::Dataset& train_set, const Tensors& heldout, const std::vector<EvalSet>& tests,
-                    const examples::RunDir& run) {
+                    const examples::RunDir& run, examples::DataParallel& parallel) {
   // Every model of one seed index starts from the same generator state.
   ReversalModel model = build_model(config, name, static_cast<std::uint64_t>(config.seed + 1 + seed_index));
+  parallel.replicate(*model.module);
   optim::Adam optimizer(model.module->parameters(), optim::AdamOptions(config.lr));
 
   data::DataLoaderOptions loader_options;
   loader_options.batch_size = config.batch_size;
   loader_options.seed = static_cast<std::uint64_t>(config.seed + seed_index);
   loader_options.pad_id = kPad;
+  loader_options.num_replicas = parallel.size();  // batch_size is the global batch
+  loader_options.rank = parallel.rank();
   const data::DataLoader loader(train_set, loader_options);
 
   examples::RunDir dir(run.file(name + "/seed_" + std::to_string(seed_index)));
-  if (!config.resume) dir.clear_previous_run();
+  if (!config.resume && parallel.is_main()) dir.clear_previous_run();
   train::TrainerOptions trainer_options;
   trainer_options.max_steps = config.steps;
   trainer_options.steps_per_epoch = loader.batches_per_epoch();
@@ -93,21 +97,26 @@ RunResult train_one(const ReversalConfig& config, const std::string& name, std::
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.resume;
   trainer_options.progress = train::parse_progress(config.progress);
+  trainer_options.replicas = parallel.replicas();
   train::Trainer trainer(*model.module, optimizer, trainer_options);
 
   const auto step_fn = [&](std::int64_t step) {
     const data::Batch batch = loader.batch_at(step);
-    return train::StepOutput{model.loss(batch), batch.size(), batch.tokens + batch.target_tokens};
+    // Throughput figures for the global batch: every rank's share has as many strings (tokens roughly so).
+    return train::StepOutput{model.loss(batch), batch.size() * parallel.size(),
+                             (batch.tokens + batch.target_tokens) * parallel.size()};
   };
   const auto eval_fn = [&](std::int64_t /*step*/) {
     const Accuracy a = decode_accuracy(model, heldout, 1);
     return std::map<std::string, double>{{"heldout_exact_match", a.exact}, {"heldout_token_accuracy", a.tokens}};
   };
-  std::cerr << "sequence_reversal: training " << name << ", seed " << seed_index << " ("
-            << model.module->num_parameters() << " parameters)\n";
+  if (parallel.is_main())
+    std::cerr << "sequence_reversal: training " << name << ", seed " << seed_index << " ("
+              << model.module->num_parameters() << " parameters, " << parallel.size() << " process(es))\n";
   const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
   RunResult result;
   result.steps = trained.steps;
+  if (!parallel.is_main()) return result;  // rank 0 measures and writes
   // From the metrics file rather than the evaluations of this call, which a resumed run only half saw.
   for (const nlohmann::json& line : examples::read_jsonl(dir.file("metrics.jsonl")))
     if (line.contains("eval") && line.at("eval").value("heldout_exact_match", 0.0) == 1.0) {
@@ -155,11 +164,13 @@ int run(const Config& options) {
   const data::Dataset train_set = to_dataset(train);
   const Tensors heldout_tensors = to_tensors(heldout);
 
+  // Under mpirun every process trains on its share of each global batch; rank 0 writes the files.
+  examples::DataParallel parallel = examples::DataParallel::from_environment();
   examples::RunDir run(config.run_dir);
   if (config.resume) {
     run.check_same_config(options, {examples::key_of(&C::resume), examples::key_of(&C::checkpoint_every),
                                     examples::key_of(&C::progress)});
-  } else {
+  } else if (parallel.is_main()) {
     // A fresh run: nothing of an earlier one (another --models, say) may be left beside it.
     run.clear_previous_run();
     for (const std::string& name : kAllModels) {
@@ -168,7 +179,7 @@ int run(const Config& options) {
       std::filesystem::remove(run.file("attention_" + name + ".svg"), error);
     }
   }
-  run.write_config(options);
+  if (parallel.is_main()) run.write_config(options);
   std::vector<std::string> models = kAllModels;
   if (config.models != "all") models = {config.models};
 
@@ -183,7 +194,8 @@ int run(const Config& options) {
   for (const std::string& name : models) {
     std::vector<RunResult> runs;
     for (std::int64_t s = 0; s < config.seeds; ++s)
-      runs.push_back(train_one(config, name, s, train_set, heldout_tensors, tests, run));
+      runs.push_back(train_one(config, name, s, train_set, heldout_tensors, tests, run, parallel));
+    if (!parallel.is_main()) continue;
     double heldout_mean = 0, seconds = 0;
     for (const RunResult& r : runs) {
       heldout_mean += r.heldout.exact / static_cast<double>(runs.size());
@@ -223,6 +235,7 @@ int run(const Config& options) {
       }
     plot.series.push_back(std::move(series));
   }
+  if (!parallel.is_main()) return 0;
   examples::write_svg(run.file("loss.svg"), examples::line_plot_svg(plot));
   const nlohmann::json summary = {
       {"exact_match_by_length", exact_json},

@@ -1,6 +1,7 @@
 """Data parallelism in an experiment: the program run alone and under `mpirun -np 2` with the same
-global batch must reach the same results (summary.json's KEYS within a relative TOLERANCE; float
-sums in another order are the only difference), and the parallel run's files are written once.
+global batch must reach the same results (summary.json's KEYS, paths like "final_loss/learned/0",
+within a relative TOLERANCE; float sums in another order are the only difference), and the parallel
+run's files are written once.
 
     parallel_same.py MPIEXEC "FLAGS" RUNS KEYS TOLERANCE -- PROGRAM ARGS...
 """
@@ -18,9 +19,22 @@ def run(command, run_dir):
         sys.exit(f"{' '.join(command)} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        lines = f.read().splitlines()
+    lines = {}  # every metrics.jsonl of the run (sequence_reversal keeps one per model and seed): its lines
+    for folder, _, files in os.walk(run_dir):
+        if "metrics.jsonl" in files:
+            with open(os.path.join(folder, "metrics.jsonl")) as f:
+                lines[os.path.relpath(folder, run_dir)] = len(f.read().splitlines())
+    if not lines:
+        sys.exit(f"{run_dir} holds no metrics.jsonl")
     return summary, lines, done.stderr
+
+
+def lookup(summary, key):
+    """A value of summary.json by its path: "final_loss/learned/0" is summary["final_loss"]["learned"][0]."""
+    value = summary
+    for part in key.split("/"):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
 
 
 def main():
@@ -31,10 +45,10 @@ def main():
     two, two_lines, two_err = run([mpiexec] + flags.split(";") + ["-np", "2"] + program, os.path.join(runs, "two"))
     if "2 process(es)" not in two_err:
         sys.exit(f"the mpirun run did not train on 2 processes:\n{two_err}")
-    if len(one_lines) != len(two_lines):
-        sys.exit(f"metrics.jsonl: {len(one_lines)} lines alone, {len(two_lines)} under mpirun (written twice?)")
+    if one_lines != two_lines:
+        sys.exit(f"metrics.jsonl lines: {one_lines} alone, {two_lines} under mpirun (written twice?)")
     for key in keys.split(";"):
-        a, b = float(one[key]), float(two[key])
+        a, b = float(lookup(one, key)), float(lookup(two, key))
         if abs(a - b) > float(tolerance) * max(abs(a), abs(b)):
             sys.exit(f"summary.json {key}: {a} alone, {b} on 2 processes (tolerance {tolerance} relative)")
         print(f"{key}: {a} alone, {b} on 2 processes")

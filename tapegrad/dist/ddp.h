@@ -30,8 +30,12 @@
 // micro-batches); the first backward outside it reduces the accumulated sums.
 //
 // Parameters and buffers are broadcast from rank 0 at construction; with broadcast_buffers (the
-// default, as in PyTorch) buffers are broadcast again before each forward through the wrapper.
-// Row-sparse gradients (sparse embeddings) are not reduced: such a parameter is an error.
+// default, as in PyTorch) buffers are broadcast again before each forward through the wrapper that
+// records a graph (so such a forward is a collective: every rank makes it; forwards under
+// NoGradGuard, as evaluation runs, are not). Row-sparse gradients (sparse embeddings) are not
+// reduced: such a parameter is an error. A backward must give at least one parameter a gradient on
+// every rank: the reduction starts from the parameters' hooks, so a rank whose backward reaches none
+// of them takes no part (the others then wait until the group's timeout).
 
 #include <cstdint>
 #include <memory>
@@ -116,7 +120,7 @@ class DistributedDataParallel {
 
   template <class... Args>
   decltype(auto) operator()(Args&&... args) {
-    if (options_.broadcast_buffers) broadcast_buffers(*module_, group_);
+    if (options_.broadcast_buffers && is_grad_enabled()) broadcast_buffers(*module_, group_);
     return module_(std::forward<Args>(args)...);
   }
 

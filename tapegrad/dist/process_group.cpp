@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -125,20 +126,26 @@ struct ProcessGroup::Impl {
   int local_size = 1;
   std::chrono::milliseconds timeout{};
   std::string broken;  // why the group can no longer be used (a timed-out collective), or empty
+  // What pending collectives that timed out read or write (buffers, requests): MPI may still touch
+  // them, so they are kept until the process ends (MPI_Abort at exit, the group being broken).
+  std::vector<std::shared_ptr<void>> abandoned;
 
-  void check_usable(const char* name) const {
+  void check_usable(const std::string& name) const {
     if (!broken.empty()) throw TimeoutError(message(name, ": rank ", rank, " cannot use the process group: ", broken));
   }
 
   // Waits for `request` with the group's deadline, letting MPI progress; on timeout the group is
-  // broken and TimeoutError names the collective.
-  void wait(MPI_Request& request, const std::string& name) {
+  // broken, `keep` (what the collective reads and writes) is kept alive, and TimeoutError names the
+  // collective. On a broken group, throws at once.
+  void wait(MPI_Request& request, const std::string& name, std::shared_ptr<void> keep = nullptr) {
+    check_usable(name);
     const auto start = std::chrono::steady_clock::now();
     int done = 0;
     for (std::uint64_t polls = 0;; ++polls) {
       check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
       if (done) return;
       if ((polls & 63) == 63 && std::chrono::steady_clock::now() - start > timeout) {
+        if (keep) abandoned.push_back(std::move(keep));
         broken = message(name, " did not complete within ", timeout.count(), " ms");
         throw TimeoutError(message(name, ": rank ", rank, " of ", size, " waited ", timeout.count(),
                                    " ms and the collective did not complete (has another rank failed, or "
@@ -187,16 +194,45 @@ struct Work::State {
 Work::Work() = default;
 Work::Work(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Work::Work(Work&&) noexcept = default;
+namespace {
+
+// Waits for an unwaited collective before its state goes; on a broken group (or a timeout now) the
+// state is kept until exit instead, as MPI may still write into its tensor.
+void settle(std::unique_ptr<Work::State>& state) noexcept;
+
+}  // namespace
+
 Work& Work::operator=(Work&& other) noexcept {
   if (this != &other) {
-    if (state_) wait();  // an unwaited collective must complete before its state goes
+    settle(state_);
     state_ = std::move(other.state_);
   }
   return *this;
 }
-Work::~Work() {
-  if (state_ && !state_->finished) wait();  // throws from a destructor: std::terminate ends the job
+Work::~Work() { settle(state_); }
+
+namespace {
+
+void settle(std::unique_ptr<Work::State>& state) noexcept {
+  if (!state || state->finished) return;
+  ProcessGroup::Impl& group = *state->group;
+  if (group.broken.empty() && state->request != MPI_REQUEST_NULL) {
+    try {
+      group.wait(state->request, state->name);
+      state->finish();
+      return;
+    } catch (const std::exception&) {
+      // Timed out now: kept below.
+    }
+  }
+  if (state->request == MPI_REQUEST_NULL) {
+    state->finish();
+    return;
+  }
+  group.abandoned.push_back(std::shared_ptr<Work::State>(state.release()));
 }
+
+}  // namespace
 
 bool Work::is_completed() {
   if (!state_) return true;
@@ -212,7 +248,16 @@ bool Work::is_completed() {
 
 void Work::wait() {
   if (!state_ || state_->finished) return;
-  if (state_->request != MPI_REQUEST_NULL) state_->group->wait(state_->request, state_->name);
+  if (state_->request != MPI_REQUEST_NULL) {
+    try {
+      state_->group->wait(state_->request, state_->name);
+    } catch (const TimeoutError&) {
+      // MPI may still write into the tensor: the state stays alive until exit.
+      ProcessGroup::Impl& group = *state_->group;
+      group.abandoned.push_back(std::shared_ptr<State>(state_.release()));
+      throw;
+    }
+  }
   state_->finish();
 }
 
@@ -293,30 +338,49 @@ Tensor ProcessGroup::all_gather(const Tensor& tensor) const {
     if (bytes > 0) std::memcpy(bytes_of(out), bytes_of(local), bytes);
     return out;
   }
+  // Every rank's shape and dtype must match, or MPI would read past the buffers: a fixed-size record
+  // of them (the same count on every rank, empty tensors included) is compared first. What MPI reads
+  // and writes lives in one heap block, kept alive if a wait times out.
+  struct Buffers {
+    std::int64_t here[4], lowest[4], highest[4];
+    Tensor local, out;
+  };
+  auto buffers = std::make_shared<Buffers>();
+  std::uint64_t shape_hash = 1469598103934665603ull;
+  for (std::int64_t d : tensor.shape()) shape_hash = (shape_hash ^ static_cast<std::uint64_t>(d)) * 1099511628211ull;
+  const std::int64_t record[4] = {tensor.dim(), static_cast<std::int64_t>(tensor.dtype()), tensor.numel(),
+                                  static_cast<std::int64_t>(shape_hash >> 1)};
+  std::copy(record, record + 4, buffers->here);
+  buffers->local = local;
+  buffers->out = out;
+  MPI_Request low = MPI_REQUEST_NULL, high = MPI_REQUEST_NULL;
+  check_mpi(MPI_Iallreduce(buffers->here, buffers->lowest, 4, MPI_INT64_T, MPI_MIN, group.comm, &low),
+            "MPI_Iallreduce");
+  group.wait(low, "all_gather (shape check)", buffers);
+  check_mpi(MPI_Iallreduce(buffers->here, buffers->highest, 4, MPI_INT64_T, MPI_MAX, group.comm, &high),
+            "MPI_Iallreduce");
+  group.wait(high, "all_gather (shape check)", buffers);
+  if (!std::equal(record, record + 4, buffers->lowest) || !std::equal(record, record + 4, buffers->highest))
+    throw ShapeError(message("all_gather: the ranks' tensors differ in shape or dtype (rank ", group.rank, " has ",
+                             tensor.shape().str(), " ", dtype_name(tensor.dtype()),
+                             "; the ranks' element counts range from ", buffers->lowest[2], " to ", buffers->highest[2],
+                             ")"));
   if (local.numel() > 0) {
-    // Every rank's shape must match, or MPI would read past the buffers: compare them first.
-    std::vector<std::int64_t> shape_here(tensor.shape().begin(), tensor.shape().end());
-    shape_here.insert(shape_here.begin(), static_cast<std::int64_t>(tensor.dtype()));
-    shape_here.insert(shape_here.begin(), static_cast<std::int64_t>(shape_here.size()));
-    const int count = static_cast<int>(shape_here.size());
-    std::vector<std::int64_t> lowest(shape_here.size()), highest(shape_here.size());
-    MPI_Request requests[2];
-    check_mpi(MPI_Iallreduce(shape_here.data(), lowest.data(), count, MPI_INT64_T, MPI_MIN, group.comm, &requests[0]),
-              "MPI_Iallreduce");
-    group.wait(requests[0], "all_gather (shape check)");
-    check_mpi(MPI_Iallreduce(shape_here.data(), highest.data(), count, MPI_INT64_T, MPI_MAX, group.comm, &requests[1]),
-              "MPI_Iallreduce");
-    group.wait(requests[1], "all_gather (shape check)");
-    if (lowest != shape_here || highest != shape_here)
-      throw ShapeError(message("all_gather: the ranks' tensors differ in shape or dtype (rank ", group.rank, " has ",
-                               tensor.shape().str(), " ", dtype_name(tensor.dtype()), ")"));
     MPI_Request request = MPI_REQUEST_NULL;
     check_mpi(MPI_Iallgather(bytes_of(local), static_cast<int>(local.numel()), mpi_type(local.dtype()), bytes_of(out),
                              static_cast<int>(local.numel()), mpi_type(local.dtype()), group.comm, &request),
               "MPI_Iallgather");
-    group.wait(request, describe("all_gather", tensor));
+    group.wait(request, describe("all_gather", tensor), buffers);
   }
   return out;
+}
+
+void ProcessGroup::abort(int exit_code) const {
+  Impl& group = checked();
+  std::cout.flush();
+  std::cerr.flush();
+  if (group.comm != MPI_COMM_NULL) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::exit(exit_code);
 }
 
 // ---------------------------------------------------------------- the world group

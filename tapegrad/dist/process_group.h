@@ -9,13 +9,14 @@
 //
 // A program started without a launcher (no mpirun) runs as a group of one, without MPI: every
 // collective is then a copy. Under mpirun, init() initialises MPI once per process, and MPI is
-// finalised when the last handle to the group goes away.
+// finalised at exit.
 //
 // Every collective takes part with the same arguments on every rank, in the same order (MPI's
 // rule). Waiting is bounded: a collective that has not completed within the group's timeout
 // throws TimeoutError naming the collective and the rank, and the group is then broken (later
 // collectives throw at once, and the process calls MPI_Abort at exit instead of MPI_Finalize, so
-// the launcher ends the job). A rank that dies of an uncaught exception ends the job the same way.
+// the launcher ends the job). A rank that dies (an uncaught exception aborts it) ends the job too:
+// mpirun stops the others. A rank that catches an error the others cannot see should call abort().
 //
 // Threads: by default init() gives each process's pool (parallel.h) its share of the machine's
 // CPUs: the CPUs this process may run on divided by the ranks on its node, unless
@@ -94,6 +95,10 @@ class ProcessGroup {
   double all_reduce(double value, ReduceOp op = ReduceOp::Sum) const;
   // A new (size, *tensor.shape) tensor with rank r's tensor at index r.
   Tensor all_gather(const Tensor& tensor) const;
+  // Ends the whole job now with exit_code (MPI_Abort; std::exit for a group without MPI). For a rank
+  // that caught an error the others cannot know of: returning normally would finalise MPI, which waits
+  // for ranks that are themselves waiting in their next collective.
+  [[noreturn]] void abort(int exit_code = 1) const;
   // all_reduce started without waiting; `tensor` must stay alive and untouched until wait().
   Work all_reduce_async(const Tensor& tensor, ReduceOp op = ReduceOp::Sum) const;
   Work broadcast_async(const Tensor& tensor, int root = 0) const;

@@ -170,8 +170,14 @@ std::string Trainer::metrics_path() const { return metrics_.path(); }
 
 void Trainer::begin_fit(TrainResult& result) {
   if (options_.resume && load_checkpoint()) result.resumed_from = step_;
-  // Every rank has read the checkpoint before rank 0 may write the next one.
-  if (replicated()) options_.replicas.barrier();
+  if (replicated()) {
+    // Every rank has read the checkpoint before rank 0 may write the next one, and read the same one.
+    const double step = static_cast<double>(step_);
+    if (max_over_ranks(step) != step || -max_over_ranks(-step) != step)
+      throw ValueError("Trainer: rank " + std::to_string(options_.replicas.rank) + " resumed at step " +
+                       std::to_string(step_) + " but another rank at another step; every rank must read the same " +
+                       "run_dir (a filesystem they share)");
+  }
   if (!writes_files()) return;
   if (options_.keep_checkpoints > 0) {
     // Kept models the run did not reach (an earlier run's, or past the checkpoint a resume starts
@@ -304,7 +310,18 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
     }
     model_.train();
   }
-  for (auto& entry : metrics) entry.second = mean_over_ranks(entry.second);
+  if (replicated()) {
+    // One collective per metric: every rank must return the same keys, or they would reduce different ones.
+    std::uint64_t keys = 1469598103934665603ull;
+    for (const auto& entry : metrics)
+      for (char c : entry.first + ';') keys = (keys ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    const double mine = static_cast<double>(keys >> 12);  // exact in a double
+    if (max_over_ranks(mine) != mine || -max_over_ranks(-mine) != mine)
+      throw ValueError("Trainer: eval_fn returned other metric names on rank " +
+                       std::to_string(options_.replicas.rank) +
+                       " than on another rank; every rank must return the same keys");
+    for (auto& entry : metrics) entry.second = mean_over_ranks(entry.second);
+  }
   ordered_json line;
   line["step"] = step_;
   line["eval"] = metrics;
@@ -321,9 +338,11 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
   return metrics;
 }
 
-double Trainer::end_fit(Clock::time_point call_start, bool was_training) {
+double Trainer::end_fit(Clock::time_point call_start, bool was_training, bool agree) {
   model_.train(was_training);
-  const double call_seconds = seconds_since(call_start);
+  // Every rank adds the same time (the slowest rank's), or a later fit's time budget and schedule would
+  // differ between the ranks. After an error (agree false) there is no collective to make.
+  const double call_seconds = agree ? max_over_ranks(seconds_since(call_start)) : seconds_since(call_start);
   elapsed_before_ += call_seconds;
   elapsed_now_ = 0.0;
   return call_seconds;
@@ -373,9 +392,11 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
         if (update_early_stopping(*metrics) && !stop) stop = StopReason::EarlyStopping;
       };
       if (eval_fn && (eval_due || stop)) run_eval();
-      if (!stop && stop_fn_) {
+      // With replicas every rank takes part, with a callback or without: any rank's "stop" stops all.
+      if (!stop && (stop_fn_ || replicated())) {
         StepInfo info{step_, record.loss, record.lr, record.grad_norm, elapsed(), metrics ? &*metrics : nullptr};
-        if (max_over_ranks(stop_fn_(info) ? 1.0 : 0.0) > 0) stop = StopReason::Callback;
+        const bool local = stop_fn_ && stop_fn_(info);
+        if (max_over_ranks(local ? 1.0 : 0.0) > 0) stop = StopReason::Callback;
       }
       // A step that stops the run early is its last: logged and evaluated like one.
       if (stop && !logged) log_step(record, !log_due, window);
@@ -390,7 +411,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
     }
   } catch (...) {
     progress.finish();
-    end_fit(call_start, was_training);
+    end_fit(call_start, was_training, false);
     throw;
   }
   if (*stop != StopReason::MaxSteps)
@@ -399,7 +420,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   result.best_metric = best_.value;
   result.best_step = best_.step;
   progress.finish();
-  result.seconds = end_fit(call_start, was_training);
+  result.seconds = end_fit(call_start, was_training, true);
   result.steps = step_;
   result.final_loss = last_loss_;
   result.total_seconds = elapsed_before_;

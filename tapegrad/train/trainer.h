@@ -90,7 +90,9 @@ struct EarlyStopping {
 // stops every rank at the same step), evaluation metrics are averaged over the ranks, the training time
 // is the slowest rank's, and a stop callback stops the run when it says so on any rank: every rank stops
 // at the same step. A checkpoint holds nothing of the world size, so a run resumes on any number of
-// processes that divides its global batch.
+// processes that divides its global batch. StepOutput's examples and tokens are logged as rank 0
+// reports them (return the global batch's counts for global throughput figures). Every rank must set
+// the same callbacks and return the same eval_fn keys.
 struct Replicas {
   int rank = 0;
   int world_size = 1;
@@ -278,8 +280,9 @@ class Trainer {
   // NonFiniteLoss for optimiser step `step` (its micro-batch step_fn(micro), or -1 for the step as a whole),
   // saying which checkpoint is kept.
   NonFiniteLoss non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity) const;
-  // Restores the training mode and adds this call's time to the run's.
-  double end_fit(Clock::time_point call_start, bool was_training);
+  // Restores the training mode and adds this call's time to the run's (agreed over the ranks unless
+  // agree is false: after an error).
+  double end_fit(Clock::time_point call_start, bool was_training, bool agree);
   // Data parallelism (options_.replicas): whether this process writes files, and values over the ranks.
   bool writes_files() const { return options_.replicas.rank == 0; }
   bool replicated() const { return options_.replicas.world_size > 1; }

@@ -1,8 +1,10 @@
 // What happens when a rank fails, run under `mpirun -np 2` by tests/dist/run_failure.cmake:
 //   throw    rank 1 dies of an uncaught exception while rank 0 waits in an all_reduce: the job
 //            must end (non-zero) well before rank 0's 60 s timeout.
-//   timeout  rank 1 sleeps without joining a barrier: rank 0's barrier throws TimeoutError after
-//            1.5 s, and the job ends (MPI_Abort at exit) instead of waiting for rank 1's 30 s.
+//   timeout  rank 1 sleeps without joining an all_reduce: rank 0's all_reduce throws TimeoutError
+//            after 1.5 s (its pending buffer kept alive, no second wait), the group refuses the next
+//            collective at once, and the job ends (MPI_Abort at exit) instead of waiting for rank 1's
+//            30 s.
 #include <chrono>
 #include <iostream>
 #include <stdexcept>
@@ -36,7 +38,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     try {
-      group.barrier();
+      Tensor t = ones({4});
+      group.all_reduce(t);
     } catch (const dist::TimeoutError& e) {
       std::cout << "rank 0 caught: " << e.what() << std::endl;
       try {
@@ -46,7 +49,7 @@ int main(int argc, char** argv) {
       }
       return 3;
     }
-    std::cout << "rank 0: the barrier completed, which it must not\n";
+    std::cout << "rank 0: the all_reduce completed, which it must not\n";
     return 0;
   }
   std::cerr << "dist_failures: mode must be throw or timeout, got '" << mode << "'\n";

@@ -215,7 +215,7 @@ TEST_CASE("dist: DistributedDataParallel equals one process on the global batch,
   }
   const dist::GradientReducer::Timing timing = ddp.reducer().last_timing();
   CHECK(timing.bytes == (group.size() > 1 ? replica->num_parameters() * 4 : 0));  // one process reduces nothing
-  CHECK(timing.waited_s >= 0);
+  if (group.size() > 1) CHECK(timing.overlapped_s + timing.waited_s > 0);         // reductions took time somewhere
 }
 
 TEST_CASE("dist: bucketed and unbucketed reductions give the same gradients") {
