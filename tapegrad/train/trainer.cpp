@@ -199,8 +199,8 @@ void Trainer::begin_fit(TrainResult& result) {
   metrics_.truncate_after(step_);
 }
 
-NonFiniteLoss Trainer::non_finite(std::int64_t step, std::int64_t micro, double value,
-                                  const std::string& quantity) const {
+NonFiniteLoss Trainer::non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity,
+                                  const std::string& detail) const {
   const std::int64_t on_disk = options_.run_dir.empty() ? -1 : checkpoint_step_on_disk(options_.run_dir);
   std::string kept;
   if (options_.run_dir.empty()) kept = "no checkpoint is kept (run_dir is not set)";
@@ -212,7 +212,7 @@ NonFiniteLoss Trainer::non_finite(std::int64_t step, std::int64_t micro, double 
       micro >= 0 ? "step_fn(" + std::to_string(micro) + ")"
       : k == 1   ? "step_fn(" + std::to_string(step) + ")"
                  : "step_fn(" + std::to_string(step * k) + ") .. step_fn(" + std::to_string(step * k + k - 1) + ")";
-  return NonFiniteLoss("Trainer: non-finite " + quantity + " " + format_number(value) + " at step " +
+  return NonFiniteLoss("Trainer: non-finite " + quantity + " " + format_number(value) + detail + " at step " +
                            std::to_string(step + 1) + " (" + calls + ")" + "; the optimiser step was not taken and " +
                            kept,
                        step, value, quantity, on_disk);
@@ -240,8 +240,14 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
                        (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
                        " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(micro) + "))");
     // Averaged over the ranks first: a NaN on one rank stops every rank here.
-    const double loss = mean_over_ranks(out.loss.item());
-    if (!std::isfinite(loss)) throw non_finite(s, micro, loss, "loss");
+    const double own = out.loss.item();
+    const double loss = mean_over_ranks(own);
+    if (!std::isfinite(loss))
+      throw non_finite(s, micro, loss, "loss",
+                       replicated()
+                           ? " (the mean over " + std::to_string(options_.replicas.world_size) + " ranks; rank " +
+                                 std::to_string(options_.replicas.rank) + "'s own " + format_number(own) + ")"
+                           : std::string());
     (k == 1 ? out.loss : out.loss * (1.0 / static_cast<double>(k))).backward();
     loss_sum += loss;
     examples += out.examples;

@@ -279,7 +279,9 @@ class Trainer {
   std::optional<StopReason> stop_before_step() const;
   // NonFiniteLoss for optimiser step `step` (its micro-batch step_fn(micro), or -1 for the step as a whole),
   // saying which checkpoint is kept.
-  NonFiniteLoss non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity) const;
+  // detail follows the value in the message (with replicas: the mean's ranks and this rank's own loss).
+  NonFiniteLoss non_finite(std::int64_t step, std::int64_t micro, double value, const std::string& quantity,
+                           const std::string& detail = std::string()) const;
   // Restores the training mode and adds this call's time to the run's (agreed over the ranks unless
   // agree is false: after an error).
   double end_fit(Clock::time_point call_start, bool was_training, bool agree);

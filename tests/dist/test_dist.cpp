@@ -390,6 +390,37 @@ TEST_CASE("dist: the Trainer over DistributedDataParallel: global losses, one wr
   group.barrier();
 }
 
+TEST_CASE("dist: a NaN loss on one rank stops every rank at that step, naming the rank's own loss") {
+  const dist::ProcessGroup group = world();
+  manual_seed(4);
+  Mlp model;
+  dist::DistributedDataParallel ddp(model, group);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(0.01));
+  train::TrainerOptions options;
+  options.max_steps = 5;
+  options.progress = train::Progress::Off;
+  options.out = nullptr;
+  options.replicas = dist::replicas(group);
+  train::Trainer trainer(model, opt, options);
+  const std::string error = message_of([&] {
+    trainer.fit([&](std::int64_t step) {
+      const GlobalBatch b = shard(global_batch(step, 2 * group.size()), group);
+      Tensor loss = nn::cross_entropy(ddp(b.x), b.y);
+      if (step == 2 && group.rank() == group.size() - 1) loss = loss * std::nan("");  // the last rank only
+      return train::StepOutput{loss, b.x.size(0), 0};
+    });
+  });
+  CHECK(trainer.step() == 2);  // every rank stopped before step 3's update
+  if (group.size() > 1) {
+    const std::string own = group.rank() == group.size() - 1 ? "nan" : "";
+    CHECK(error.find("non-finite loss nan (the mean over " + std::to_string(group.size()) + " ranks; rank " +
+                     std::to_string(group.rank()) + "'s own " + own) != std::string::npos);
+  } else {
+    CHECK(error.find("non-finite loss nan at step 3 (step_fn(2))") != std::string::npos);
+  }
+  group.barrier();
+}
+
 int main(int argc, char** argv) {
   dist::InitOptions options;
   options.timeout = std::chrono::seconds(60);
