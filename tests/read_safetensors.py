@@ -11,7 +11,7 @@ import zlib
 
 CHECKSUM_PREFIX = "tapegrad.crc32."
 
-FORMATS = {"F32": ("<f", 4), "F64": ("<d", 8), "I64": ("<q", 8), "BOOL": ("<?", 1)}
+FORMATS = {"F32": ("<f", 4), "F64": ("<d", 8), "I64": ("<q", 8), "BOOL": ("<?", 1), "BF16": (None, 2)}
 
 
 def read(path):
@@ -32,7 +32,11 @@ def read(path):
         for d in e["shape"]:
             count *= d
         assert end - begin == count * size, name
-        values = [struct.unpack_from(fmt, data, begin + i * size)[0] for i in range(count)]
+        if e["dtype"] == "BF16":  # the upper half of a float32
+            halves = [struct.unpack_from("<H", data, begin + i * 2)[0] for i in range(count)]
+            values = [struct.unpack("<f", struct.pack("<I", h << 16))[0] for h in halves]
+        else:
+            values = [struct.unpack_from(fmt, data, begin + i * size)[0] for i in range(count)]
         tensors[name] = (e["dtype"], e["shape"], values)
         checksums[name] = "%08x" % zlib.crc32(data[begin:end])
         end_max = max(end_max, end)
@@ -53,6 +57,8 @@ def main():
         "mask": ("BOOL", [3], [True, False, True]),
         "scale": ("F32", [], [2.0]),
         "nothing": ("F32", [0, 4], []),
+        # 1/3 rounds to the nearest bfloat16, 0.333984375
+        "half": ("BF16", [4], [1.0, -2.5, 3.140625, 0.333984375]),
     }
     failures = []
     if sorted(tensors) != sorted(expected):

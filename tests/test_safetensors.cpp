@@ -347,10 +347,11 @@ TEST_CASE("checkpoint: write the file for the independent Python reader") {
                         {"steps", tensor({-3, 9000000000LL}, kInt64)},
                         {"mask", from_vector(std::vector<bool>{true, false, true}, {3})},
                         {"scale", scalar_tensor(2.0)},
-                        {"nothing", zeros({0, 4})}},
+                        {"nothing", zeros({0, 4})},
+                        {"half", tensor({1.0, -2.5, 3.140625, 1.0 / 3.0}).to(kBFloat16)}},
                        {{"step", "42"}});
   const io::SafetensorsFile file = io::load_safetensors(out);
-  REQUIRE(file.tensors.size() == 6);
+  REQUIRE(file.tensors.size() == 7);
   bool found = false;
   for (const auto& [name, t] : file.tensors)
     if (name == "weight") {

@@ -1,22 +1,26 @@
 #pragma once
-// Element types. Float32 is what training runs in; Float64 is what gradcheck runs in; Int64
-// holds indices (class targets, token ids, topk indices); Bool holds masks.
+// Element types. Float32 is what training runs in; Float64 is what gradcheck runs in; BFloat16
+// is the half-width float that mixed precision (autocast.h) multiplies matrices in; Int64 holds
+// indices (class targets, token ids, topk indices); Bool holds masks.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <utility>
 
+#include "tapegrad/autograd/bfloat16.h"
 #include "tapegrad/autograd/error.h"
 
 namespace tapegrad {
 
-enum class DType : std::uint8_t { Float32, Float64, Int64, Bool };
+enum class DType : std::uint8_t { Float32, Float64, Int64, Bool, BFloat16 };
 
 constexpr DType kFloat32 = DType::Float32;
 constexpr DType kFloat64 = DType::Float64;
 constexpr DType kInt64 = DType::Int64;
 constexpr DType kBool = DType::Bool;
+constexpr DType kBFloat16 = DType::BFloat16;
 
 inline std::size_t element_size(DType dtype) {
   switch (dtype) {
@@ -28,6 +32,8 @@ inline std::size_t element_size(DType dtype) {
       return 8;
     case DType::Bool:
       return 1;
+    case DType::BFloat16:
+      return 2;
   }
   return 0;
 }
@@ -42,11 +48,15 @@ inline const char* dtype_name(DType dtype) {
       return "int64";
     case DType::Bool:
       return "bool";
+    case DType::BFloat16:
+      return "bfloat16";
   }
   return "unknown";
 }
 
-inline bool is_floating(DType dtype) { return dtype == DType::Float32 || dtype == DType::Float64; }
+inline bool is_floating(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16;
+}
 
 // The C++ type stored for each dtype (Bool is stored as one byte).
 template <class T>
@@ -55,10 +65,12 @@ constexpr DType dtype_of() {
   else if constexpr (std::is_same_v<T, double>) return DType::Float64;
   else if constexpr (std::is_same_v<T, std::int64_t>) return DType::Int64;
   else if constexpr (std::is_same_v<T, bool>) return DType::Bool;
+  else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
   else static_assert(sizeof(T) == 0, "tapegrad: no dtype for this C++ type");
 }
 
-// Calls f(T{}) with T the C++ type of a floating dtype; other dtypes are a TypeError naming op.
+// Calls f(T{}) with T float or double; other dtypes are a TypeError naming op (bfloat16 too:
+// ops without a bfloat16 kernel say so, and how to convert).
 template <class F>
 decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
   switch (dtype) {
@@ -66,6 +78,10 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
       return f(float{});
     case DType::Float64:
       return f(double{});
+    case DType::BFloat16:
+      throw TypeError(std::string(op) +
+                      ": no bfloat16 kernel; convert the input with to(kFloat32), or run under an autocast guard, "
+                      "which does");
     default:
       throw TypeError(std::string(op) + ": expected a floating-point tensor (float32 or float64), got " +
                       dtype_name(dtype));
@@ -87,6 +103,14 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
   }
 }
 
+// Calls f(T{}) for float32, float64 and bfloat16: the ops whose kernels compute bfloat16 in
+// float32 and round each result (elementwise arithmetic and activations) take this one.
+template <class F>
+decltype(auto) dispatch_floating_or_bf16(DType dtype, const char* op, F&& f) {
+  if (dtype == DType::BFloat16) return f(BFloat16{});
+  return dispatch_floating(dtype, op, std::forward<F>(f));
+}
+
 // Calls f(T{}) for any dtype (Bool is passed as bool, stored as one byte).
 template <class F>
 decltype(auto) dispatch_all(DType dtype, F&& f) {
@@ -99,6 +123,8 @@ decltype(auto) dispatch_all(DType dtype, F&& f) {
       return f(std::int64_t{});
     case DType::Bool:
       return f(bool{});
+    case DType::BFloat16:
+      return f(BFloat16{});
   }
   return f(float{});
 }

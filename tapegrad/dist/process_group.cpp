@@ -37,11 +37,15 @@ MPI_Datatype mpi_type(DType dtype) {
       return MPI_INT64_T;
     case DType::Bool:
       return MPI_UINT8_T;  // one byte, 0 or 1: max is a logical or, min a logical and
+    case DType::BFloat16:
+      return MPI_UINT16_T;  // moved as bits: broadcast and all_gather only (mpi_op refuses reductions)
   }
   return MPI_DATATYPE_NULL;
 }
 
 MPI_Op mpi_op(ReduceOp op, DType dtype, const char* name) {
+  if (dtype == DType::BFloat16)
+    throw TypeError(message(name, ": MPI has no bfloat16 arithmetic; reduce a float32 copy (t.to(kFloat32))"));
   if (op == ReduceOp::Mean && !is_floating(dtype))
     throw TypeError(message(name, ": ReduceOp::Mean needs a floating-point tensor, got ", dtype_name(dtype)));
   switch (op) {

@@ -92,6 +92,8 @@ const char* descr_of(DType dtype) {
       return "<i8";
     case DType::Bool:
       return "|b1";
+    case DType::BFloat16:
+      break;  // refused by encode_npy
   }
   return "?";
 }
@@ -104,6 +106,10 @@ struct EncodedNpy {
 };
 
 EncodedNpy encode_npy(const Tensor& t) {
+  if (t.dtype() == kBFloat16)
+    throw TypeError(
+        "npy: NumPy has no bfloat16 dtype, so a bfloat16 tensor has no .npy form; save t.to(kFloat32), "
+        "or use safetensors, which stores BF16");
   EncodedNpy out;
   const std::vector<std::int64_t> dims = t.shape().vec();
   const std::vector<std::uint64_t> shape(dims.begin(), dims.end());
@@ -377,6 +383,7 @@ void read_elements(const FileType& type, const char* src, std::size_t n, const T
     case DType::Bool:
       return convert<std::uint8_t>(src, n, type.swap, out.data_ptr<bool>());
     case DType::Int64:
+    case DType::BFloat16:  // never parsed from a file
       break;
   }
   std::int64_t* dst = out.data_ptr<std::int64_t>();

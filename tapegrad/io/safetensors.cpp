@@ -50,6 +50,8 @@ const char* file_dtype_name(DType dtype) {
       return "I64";
     case DType::Bool:
       return "BOOL";
+    case DType::BFloat16:
+      return "BF16";
   }
   return "?";
 }
@@ -59,6 +61,7 @@ bool parse_file_dtype(const std::string& name, DType& out) {
   else if (name == "F64") out = DType::Float64;
   else if (name == "I64") out = DType::Int64;
   else if (name == "BOOL") out = DType::Bool;
+  else if (name == "BF16") out = DType::BFloat16;
   else return false;
   return true;
 }

@@ -4,7 +4,7 @@
 //
 //   [8 bytes: N, little-endian u64][N bytes: JSON header, space-padded to a multiple of 8][data buffer]
 //
-// The header maps each tensor name to {"dtype": "F32"|"F64"|"I64"|"BOOL", "shape": [...],
+// The header maps each tensor name to {"dtype": "F32"|"F64"|"BF16"|"I64"|"BOOL", "shape": [...],
 // "data_offsets": [begin, end]} (offsets relative to the data buffer, end exclusive, data little-endian
 // C order), plus an optional "__metadata__" string -> string map.
 //

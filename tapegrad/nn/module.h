@@ -171,7 +171,7 @@ class Module {
   NamedTensors state_dict() const;
   // Copies values in. Strict: every name must match both ways; otherwise the names that do not are
   // returned (missing_keys, unexpected_keys) and the rest is loaded. Shapes must match always; a
-  // floating-point entry is converted to the module's floating dtype (float32 <-> float64, the
+  // floating-point entry is converted to the module's floating dtype (float32, float64, bfloat16; the
   // module keeps its dtype), other dtype mismatches are refused. Every problem is found before anything
   // is copied, and on any error nothing is: one exception names every problem and entry, a ShapeError when
   // all are shapes, a TypeError when all are dtypes, else a ValueError.
