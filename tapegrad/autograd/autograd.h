@@ -2,6 +2,7 @@
 // The whole autograd layer: tensors, the tape, every op, and gradcheck.
 
 #include "tapegrad/autograd/alias_table.h"
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/checkpoint.h"
 #include "tapegrad/autograd/custom_op.h"
 #include "tapegrad/autograd/error.h"

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/block_pool.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/live_counts.h"
@@ -436,6 +437,8 @@ void GraphTask::check_anomaly(const Node& node, const TensorList& grads) const {
 }
 
 void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
+  // Each backward formula runs in the dtypes its forward chose, whatever autocast scope backward is called in.
+  detail::AutocastOffGuard no_autocast;
   GraphTask* outer_task = running_task;
   running_task = this;
   struct RestoreTask {

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 
 namespace tapegrad::nn {
@@ -32,6 +33,8 @@ void reject_batch_mean(Reduction reduction, const char* op) {
 }
 
 // None / Sum / Mean over every element.
+bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
+
 Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
   reject_batch_mean(reduction, op);
   if (reduction == Reduction::Sum) return sum(loss);
@@ -166,6 +169,8 @@ Tensor eps_smooth(const Tensor& p, double eps, double classes) {
 }  // namespace
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOptions& options) {
+  if (is_bf16(log_probs))  // float32 policy (autograd/autocast.h)
+    return detail::precision_result(nll_loss(log_probs.to(kFloat32), targets, options), kBFloat16);
   reject_batch_mean(options.reduction, "nll_loss");
   const PickedLoss picked =
       pick_negative_log_probs(log_probs, targets, options.ignore_index, options.weight, "nll_loss");
@@ -173,6 +178,9 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& targets, const NllLossOpt
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEntropyOptions& options) {
+  if (is_bf16(logits) || is_bf16(targets))  // float32 policy (autograd/autocast.h)
+    return detail::precision_result(cross_entropy(detail::widen_bf16(logits), detail::widen_bf16(targets), options),
+                                    kBFloat16);
   const char* op = "cross_entropy";
   reject_batch_mean(options.reduction, op);
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
@@ -215,6 +223,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bool log_target) {
+  if (is_bf16(input) || is_bf16(target))  // float32 policy (autograd/autocast.h)
+    return detail::precision_result(
+        kl_div(detail::widen_bf16(input), detail::widen_bf16(target), reduction, log_target), kBFloat16);
   const char* op = "kl_div";
   check_floating(input, op, "input");
   check_floating(target, op, "target");
@@ -245,6 +256,11 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, Reduction reduction,
                                         const Tensor& pos_weight) {
+  if (is_bf16(logits) || is_bf16(targets) || is_bf16(pos_weight))  // float32 policy (autograd/autocast.h)
+    return detail::precision_result(
+        binary_cross_entropy_with_logits(detail::widen_bf16(logits), detail::widen_bf16(targets), reduction,
+                                         detail::widen_bf16(pos_weight)),
+        kBFloat16);
   const char* op = "binary_cross_entropy_with_logits";
   check_floating(logits, op, "logits");
   check_floating(targets, op, "targets");
@@ -302,6 +318,9 @@ Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, cons
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (is_bf16(input) || is_bf16(target))  // float32 policy (autograd/autocast.h)
+    return detail::precision_result(mse_loss(detail::widen_bf16(input), detail::widen_bf16(target), reduction),
+                                    kBFloat16);
   const char* op = "mse_loss";
   check_floating(input, op, "input");
   check_floating(target, op, "target");

@@ -5,10 +5,13 @@
 
 #include <cblas.h>
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/parallel.h"
@@ -281,6 +284,47 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc) {
   gemm_impl<double>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+namespace {
+
+// The stored (rows, cols) matrix with row stride ld, widened into a dense float32 (rows, cols).
+std::vector<float> widen(const BFloat16* src, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  std::vector<float> out(static_cast<std::size_t>(rows * cols));
+  float* dst = out.data();
+  parallel_for(0, rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)),
+               [&](std::int64_t lo, std::int64_t hi) {
+                 for (std::int64_t r = lo; r < hi; ++r) {
+                   const BFloat16* row = src + r * ld;
+                   float* out_row = dst + r * cols;
+                   for (std::int64_t j = 0; j < cols; ++j) out_row[j] = row[j];
+                 }
+               });
+  return out;
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
+          std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  // A is stored (m, k), or (k, m) when transposed; B (k, n), or (n, k).
+  const std::int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
+  const std::int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  const std::vector<float> wide_a = widen(a, a_rows, a_cols, lda);
+  const std::vector<float> wide_b = widen(b, b_rows, b_cols, ldb);
+  gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::int64_t>(a_cols, 1), wide_b.data(),
+       std::max<std::int64_t>(b_cols, 1), beta, c, ldc);
+}
+
+bool cpu_has_bf16_instructions() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  const bool avx512_bf16 = (eax >> 5) & 1u;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const bool amx_bf16 = (edx >> 22) & 1u;
+  return avx512_bf16 || amx_bf16;
 }
 
 int blas_num_threads() { return openblas_get_num_threads(); }

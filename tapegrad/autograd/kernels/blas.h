@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tapegrad/autograd/bfloat16.h"
+
 namespace tapegrad::kernels {
 
 // Picks gemm_loop for small products and BLAS otherwise (see kLoopGemmMaxWork in blas.cpp for
@@ -25,6 +27,18 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
           std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
+
+// bfloat16 operands, float32 accumulation and result: C (float32) = alpha op(A) op(B) + beta C.
+// On this build every CPU takes the widening path: op(A) and op(B) are widened to float32 (exactly,
+// in parallel over the pool) and multiplied by the float32 gemm above, so the result is the product
+// of the bfloat16 values with float32 accumulation, the contract a bfloat16 instruction kernel
+// (vdpbf16ps, which accumulates pairs in float32) also meets to float32 rounding.
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
+          std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
+
+// Whether this CPU has bfloat16 dot-product instructions (AVX512_BF16 or AMX-BF16), read from cpuid
+// at run time.
+bool cpu_has_bf16_instructions();
 
 // Always cblas_sgemm / cblas_dgemm. Throws ValueError when a size does not fit BLAS's int.
 void gemm_blas(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,

@@ -85,11 +85,12 @@ Tensor map3(const Tensor& a, const Tensor& b, const Tensor& c, const Shape& out_
   return out;
 }
 
-// out = f(x) for floating x (dtype checked under op's name), f returning x's type. This and
-// backward_map are static, compiled in each ops file that uses them (see rows.h).
+// out = f(x) for floating x (dtype checked under op's name), f returning x's type; a bfloat16
+// element is computed in float32 and rounded. This and backward_map are static, compiled in each
+// ops file that uses them (see rows.h).
 template <class F>
 static Tensor floating_map(const Tensor& x, const char* op, F f) {
-  return dispatch_floating(x.dtype(), op, [&](auto tag) {
+  return dispatch_floating_or_bf16(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return map<T, T>(x, [f](T v) { return static_cast<T>(f(v)); });
   });
@@ -98,7 +99,7 @@ static Tensor floating_map(const Tensor& x, const char* op, F f) {
 // grad_in = f(g, saved) where g and saved have the same shape (unary backward formulas).
 template <class F>
 static Tensor backward_map(const Tensor& g, const Tensor& saved, F f) {
-  return dispatch_floating(g.dtype(), "backward", [&](auto tag) {
+  return dispatch_floating_or_bf16(g.dtype(), "backward", [&](auto tag) {
     using T = decltype(tag);
     return map2<T, T>(g, saved, g.shape(), [f](T gv, T s) { return static_cast<T>(f(gv, s)); });
   });

@@ -24,12 +24,22 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
     throw TypeError(std::string(op) + ": dtype mismatch, " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
 }
 
-// The binary arithmetic ops share their shape and dtype checks.
+// Type promotion: a bfloat16 operand beside a float32 or float64 one is widened to the other's
+// dtype (a recorded to()), which holds it exactly, as PyTorch promotes.
+bool promotes(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == b.dtype()) return false;
+  if (a.dtype() == kBFloat16) return b.dtype() == kFloat32 || b.dtype() == kFloat64;
+  return b.dtype() == kBFloat16 && (a.dtype() == kFloat32 || a.dtype() == kFloat64);
+}
+Tensor promoted(const Tensor& t, const Tensor& other) { return t.dtype() == kBFloat16 ? t.to(other.dtype()) : t; }
+
+// The binary arithmetic ops share their shape and dtype checks; bfloat16 is computed in float32
+// and rounded.
 template <class F>
 Tensor arithmetic(const Tensor& a, const Tensor& b, const char* op, F f) {
   check_same_dtype(a, b, op);
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return dispatch_floating(a.dtype(), op, [&](auto tag) {
+  return dispatch_floating_or_bf16(a.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     return map2<T, T>(a, b, shape, [f](T x, T y) { return static_cast<T>(f(x, y)); });
   });
@@ -39,6 +49,7 @@ Tensor arithmetic(const Tensor& a, const Tensor& b, const char* op, F f) {
 
 // ---------------------------------------------------------------- arithmetic
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (promotes(a, b)) return add(promoted(a, b), promoted(b, a));
   Tensor out = arithmetic(a, b, "add", [](auto x, auto y) { return x + y; });
   if (any_requires_grad({&a, &b}))
     record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> TensorList {
@@ -48,6 +59,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (promotes(a, b)) return sub(promoted(a, b), promoted(b, a));
   Tensor out = arithmetic(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (any_requires_grad({&a, &b}))
     record("sub", out, {a, b},
@@ -58,6 +70,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (promotes(a, b)) return mul(promoted(a, b), promoted(b, a));
   Tensor out = arithmetic(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (any_requires_grad({&a, &b}))
     record("mul", out, {a, b},
@@ -70,6 +83,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (promotes(a, b)) return div(promoted(a, b), promoted(b, a));
   Tensor out = arithmetic(a, b, "div", [](auto x, auto y) { return x / y; });
   if (any_requires_grad({&a, &b}))
     record("div", out, {a, b},

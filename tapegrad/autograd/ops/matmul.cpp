@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/blas.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/strided.h"
@@ -116,13 +117,14 @@ std::optional<std::int64_t> merged_row_stride(const Tensor& a) {
   return stride;
 }
 
-// out (contiguous, s.out) = a @ b for promoted operands of element type T.
-template <class T>
+// out (contiguous, s.out) = a @ b for promoted operands of element type T; out's elements are of
+// type Out (float for bfloat16 operands: the products accumulate in float32).
+template <class T, class Out = T>
 void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
-  T* po = out.data_ptr<T>();  // out: (batch..., n, m)
+  Out* po = out.data_ptr<Out>();  // out: (batch..., n, m)
   if (out.numel() == 0) return;
   if (s.k == 0) {
-    for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = T(0);
+    for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = Out(0);
     return;
   }
   GemmLayout la = matrix_layout(a);
@@ -146,8 +148,8 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
       const std::int64_t rows = a.numel() / s.k;
       const GemmLayout rows_layout = gemm_layout(rows, s.k, *row_stride, a.strides()[a.dim() - 1]);
       if (rows_layout.usable) {
-        kernels::gemm(rows_layout.transposed, lb.transposed, rows, s.m, s.k, T(1), pa, rows_layout.ld, pb, lb.ld, T(0),
-                      po, s.m);
+        kernels::gemm(rows_layout.transposed, lb.transposed, rows, s.m, s.k, Out(1), pa, rows_layout.ld, pb, lb.ld,
+                      Out(0), po, s.m);
         return;
       }
     }
@@ -162,7 +164,7 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
   Dims out_strides = contiguous_strides(s.batch);
   for (std::int64_t& st : out_strides) st *= s.n * s.m;
   auto product = [&](const kernels::Offsets<3>& off) {
-    kernels::gemm(la.transposed, lb.transposed, s.n, s.m, s.k, T(1), pa + off[1], la.ld, pb + off[2], lb.ld, T(0),
+    kernels::gemm(la.transposed, lb.transposed, s.n, s.m, s.k, Out(1), pa + off[1], la.ld, pb + off[2], lb.ld, Out(0),
                   po + off[0], s.m);
   };
   std::vector<kernels::Offsets<3>> entries;  // (out, a, b) offsets of each batch entry
@@ -192,6 +194,7 @@ Shape result_shape(const MatmulShapes& s, bool a_vector, bool b_vector) {
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (detail::autocast_lowers({&a, &b})) return matmul(detail::autocast_lower(a), detail::autocast_lower(b));
   if (a.dtype() != b.dtype())
     throw TypeError(std::string("matmul: dtype mismatch, ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
   if (a.dim() == 0 || b.dim() == 0)
@@ -200,12 +203,20 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor a_p = promote_lhs(a);
   const Tensor b_p = promote_rhs(b);
   const MatmulShapes s = matmul_shapes(a_p.shape(), b_p.shape(), a.shape(), b.shape());
-  Tensor out = dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
-    using T = decltype(tag);
-    Tensor result = empty(s.out, a.dtype());
-    matmul_into<T>(a_p, b_p, s, result);
-    return result;
-  });
+  Tensor out;
+  if (a.dtype() == kBFloat16) {
+    // Accumulated in float32, rounded once at the end (not recorded: the op is recorded whole below).
+    Tensor wide = empty(s.out, kFloat32);
+    matmul_into<BFloat16, float>(a_p, b_p, s, wide);
+    out = wide.to(kBFloat16);
+  } else {
+    out = dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+      using T = decltype(tag);
+      Tensor result = empty(s.out, a.dtype());
+      matmul_into<T>(a_p, b_p, s, result);
+      return result;
+    });
+  }
   if (a.dim() == 1 || b.dim() == 1) {
     const Shape shape = result_shape(s, a.dim() == 1, b.dim() == 1);
     out = detail::make_view(out, shape, contiguous_strides(shape), 0);
@@ -248,6 +259,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (detail::autocast_lowers({&x, &weight, &bias}))
+    return linear(detail::autocast_lower(x), detail::autocast_lower(weight), detail::autocast_lower(bias));
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw TypeError(std::string("linear: dtype mismatch, x ") + dtype_name(x.dtype()) + ", weight " +
                     dtype_name(weight.dtype()) +
@@ -261,9 +274,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                      ", got " + bias.shape().str());
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out_features;
-  Tensor out = dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+  // y = x W^T + b for element type T, written as Out (float for bfloat16: accumulated in float32).
+  auto compute = [&](auto tag, auto out_tag) {
     using T = decltype(tag);
-    Tensor y = empty(out_shape, x.dtype());  // y: (..., out)
+    using Out = decltype(out_tag);
+    Tensor y = empty(out_shape, dtype_of<Out>());  // y: (..., out)
     if (y.numel() == 0) return y;
     const std::int64_t rows = y.numel() / out_features;
     // x's rows as one (rows, in) matrix: a copy only when they are not evenly spaced.
@@ -277,20 +292,24 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     const GemmLayout lw = matrix_layout(weight);  // weight (out, in), read as its transpose
     const Tensor wd = lw.usable ? weight : kernels::dense(weight);
     const GemmLayout lwd = matrix_layout(wd);
-    T* py = y.data_ptr<T>();
-    T beta = T(0);
+    Out* py = y.data_ptr<Out>();
+    Out beta = Out(0);
     if (bias.defined()) {
       const Tensor bd = kernels::dense(bias);
       const T* pb = bd.data_ptr<T>();
       parallel_for(0, rows, kernels::row_grain(out_features), [&](std::int64_t first, std::int64_t last) {
         for (std::int64_t r = first; r < last; ++r) std::copy(pb, pb + out_features, py + r * out_features);
       });
-      beta = T(1);
+      beta = Out(1);
     }
-    kernels::gemm(lx.transposed, !lwd.transposed, rows, out_features, in, T(1), xd.data_ptr<T>(), lx.ld,
+    kernels::gemm(lx.transposed, !lwd.transposed, rows, out_features, in, Out(1), xd.data_ptr<T>(), lx.ld,
                   wd.data_ptr<T>(), lwd.ld, beta, py, out_features);
     return y;
-  });
+  };
+  // bfloat16 is accumulated in float32 and rounded once at the end (not recorded: the op is recorded whole below).
+  const Tensor out = x.dtype() == kBFloat16
+                         ? compute(BFloat16{}, float{}).to(kBFloat16)
+                         : dispatch_floating(x.dtype(), "linear", [&](auto tag) { return compute(tag, tag); });
   if (any_requires_grad({&x, &weight, &bias}))
     record("linear", out, {x, weight, bias},
            [sx = SavedTensor(x), sw = SavedTensor(weight), need_x = x.requires_grad(), need_w = weight.requires_grad(),

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/dropout.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/norm.h"
@@ -58,6 +59,11 @@ TensorList layer_norm_backward_taped(const Tensor& g, const Tensor& x, const Ten
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  if (x.dtype() == kBFloat16 || (weight.defined() && weight.dtype() == kBFloat16) ||
+      (bias.defined() && bias.dtype() == kBFloat16))  // float32 policy (autocast.h)
+    return detail::precision_result(
+        layer_norm(detail::widen_bf16(x), normalized_shape, detail::widen_bf16(weight), detail::widen_bf16(bias), eps),
+        x.dtype());
   const int k = normalized_shape.size();
   bool trailing_match = k > 0 && k <= x.dim();
   for (int i = 0; i < k && trailing_match; ++i) trailing_match = x.shape()[x.dim() - k + i] == normalized_shape[i];
@@ -113,6 +119,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // ---------------------------------------------------------------- dropout
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  if (x.dtype() == kBFloat16) return dropout(x.to(kFloat32), p, training, gen).to(kBFloat16);  // computed in float32
   if (!(p >= 0.0 && p <= 1.0)) {
     std::ostringstream message;
     message << "dropout: probability p must be in [0, 1], got " << p;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/reduce.h"
@@ -54,6 +55,8 @@ Tensor expand_grad(const Tensor& g, const ReducedAxes& r, const Shape& input_sha
 }  // namespace
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(sum(x.to(kFloat32), axes, keepdim), kBFloat16);  // float32 policy (autocast.h)
   const ReducedAxes r = resolve_axes(x.shape(), axes, "sum");
   Tensor kept =
       dispatch_floating(x.dtype(), "sum", [&](auto tag) { return kernels::sum_reduced<decltype(tag)>(x, r); });
@@ -64,6 +67,8 @@ Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x, const Dims& axes, bool keepdim) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(mean(x.to(kFloat32), axes, keepdim), kBFloat16);  // float32 policy (autocast.h)
   const ReducedAxes r = resolve_axes(x.shape(), axes, "mean");
   Tensor kept =
       dispatch_floating(x.dtype(), "mean", [&](auto tag) { return kernels::mean_reduced<decltype(tag)>(x, r); });
@@ -86,6 +91,9 @@ void check_not_empty(const Shape& shape, const ReducedAxes& r, const char* op) {
 }
 
 Tensor extremum(const Tensor& x, const Dims& axes, bool keepdim, const char* op, bool take_max) {
+  // bfloat16 values compare exactly in float32, and the extremum is one of them.
+  if (x.dtype() == kBFloat16)
+    return extremum(x.to(kFloat32), axes, keepdim, op, take_max).to(kBFloat16);  // computed in float32
   const ReducedAxes r = resolve_axes(x.shape(), axes, op);
   Tensor kept = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
@@ -205,6 +213,7 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
 namespace {
 
 Tensor arg_extremum(const Tensor& x, std::int64_t axis, bool keepdim, const char* op, bool take_max) {
+  if (x.dtype() == kBFloat16) return arg_extremum(x.to(kFloat32), axis, keepdim, op, take_max);  // exact
   const int a = normalize_axis(axis, x.dim(), op);
   Shape kept_shape = x.shape();
   if (x.dim() > 0) kept_shape[a] = 1;
@@ -237,6 +246,9 @@ Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdim) {
 // ---------------------------------------------------------------- logsumexp
 
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(logsumexp(x.to(kFloat32), axes, keepdim),
+                                    kBFloat16);  // float32 policy (autocast.h)
   const ReducedAxes r = resolve_axes(x.shape(), axes, "logsumexp");
   Tensor kept = dispatch_floating(x.dtype(), "logsumexp", [&](auto tag) {
     using T = decltype(tag);

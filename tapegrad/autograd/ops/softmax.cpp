@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/softmax.h"
 #include "tapegrad/autograd/ops.h"
@@ -47,7 +48,11 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_family<false>(x, axis, "softmax"); }
+Tensor softmax(const Tensor& x, std::int64_t axis) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(softmax(x.to(kFloat32), axis), kBFloat16);  // float32 policy (autocast.h)
+  return softmax_family<false>(x, axis, "softmax");
+}
 
 // causal_softmax: each row i of the trailing (Tq, Tk) matrices is softmaxed over its first
 // min(Tk, i + offset + 1) entries and the rest are written as 0, in one pass per row. The
@@ -55,6 +60,8 @@ Tensor softmax(const Tensor& x, std::int64_t axis) { return softmax_family<false
 // mask, filling the scores or exponentiating the masked entries. The backward is softmax's:
 // y = 0 at the excluded entries makes their gradient 0.
 Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(causal_softmax(x.to(kFloat32), offset), kBFloat16);  // float32 policy (autocast.h)
   if (x.dim() < 2) throw ShapeError("causal_softmax: expected (..., Tq, Tk) scores, got shape " + x.shape().str());
   const std::int64_t tq = x.shape()[x.dim() - 2], tk = x.shape()[x.dim() - 1];
   if (offset < 0)
@@ -84,6 +91,10 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
   return out;
 }
 
-Tensor log_softmax(const Tensor& x, std::int64_t axis) { return softmax_family<true>(x, axis, "log_softmax"); }
+Tensor log_softmax(const Tensor& x, std::int64_t axis) {
+  if (x.dtype() == kBFloat16)
+    return detail::precision_result(log_softmax(x.to(kFloat32), axis), kBFloat16);  // float32 policy (autocast.h)
+  return softmax_family<true>(x, axis, "log_softmax");
+}
 
 }  // namespace tapegrad

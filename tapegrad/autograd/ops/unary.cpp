@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/unary.h"
 #include "tapegrad/autograd/ops.h"
@@ -61,7 +62,7 @@ Tensor neg(const Tensor& x) {
 Tensor pow(const Tensor& x, double exponent) {
   Tensor out = floating_map(x, "pow", [exponent](auto v) {
     using T = decltype(v);
-    if (exponent == 2.0) return v * v;
+    if (exponent == 2.0) return static_cast<T>(v * v);
     return static_cast<T>(std::pow(v, static_cast<T>(exponent)));
   });
   if (any_requires_grad({&x}))
@@ -81,6 +82,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return detail::precision_result(exp(x.to(kFloat32)), kBFloat16);
   Tensor out = dispatch_floating(x.dtype(), "exp", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::exp(e); });
   });
@@ -90,6 +92,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return detail::precision_result(log(x.to(kFloat32)), kBFloat16);
   Tensor out = dispatch_floating(x.dtype(), "log", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::log(e); });
   });
@@ -99,6 +102,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return sqrt(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "sqrt", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sqrt(e); });
   });
@@ -122,13 +126,14 @@ Tensor abs(const Tensor& x) {
       }
       return {backward_map(g, x, [](auto gv, auto xv) {
         using T = decltype(xv);
-        return xv > T(0) ? gv : (xv < T(0) ? -gv : T(0));
+        return xv > T(0) ? gv : (xv < T(0) ? static_cast<T>(-gv) : T(0));
       })};
     });
   return out;
 }
 
 Tensor tanh(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return tanh(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "tanh", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::tanh(e); });
   });
@@ -142,6 +147,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return sigmoid(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "sigmoid", [&](auto tag) {
     using T = decltype(tag);
     return kernels::vector_map<T>(x, [](const auto& e) { return T(1) / (T(1) + xt::exp(-e)); });
@@ -156,6 +162,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 
 Tensor softplus(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return softplus(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out =
       dispatch_floating(x.dtype(), "softplus", [&](auto tag) { return kernels::softplus_forward<decltype(tag)>(x); });
   if (any_requires_grad({&x}))
@@ -181,6 +188,7 @@ Tensor relu(const Tensor& x) {
   return out;
 }
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  if (x.dtype() == kBFloat16) return gelu(x.to(kFloat32), approximate).to(kBFloat16);  // computed in float32
   const bool use_tanh = approximate == GeluApproximation::Tanh;
   Tensor out =
       dispatch_floating(x.dtype(), "gelu", [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
@@ -192,6 +200,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
 }
 
 Tensor silu(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return silu(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "silu", [&](auto tag) {
     using T = decltype(tag);
     return kernels::vector_map<T>(x, [](const auto& e) { return e / (T(1) + xt::exp(-e)); });

@@ -1,0 +1,271 @@
+// bfloat16 products and autocast: the product against float64 arithmetic on the rounded
+// operands, the policy's dtypes, the guard's scoping, and a transformer's loss and gradients under
+// autocast against float32.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tapegrad/autograd/kernels/blas.h"
+#include "tapegrad/nn/nn.h"
+#include "testing.h"
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+// a @ b in float64 from the bfloat16 values of a and b, and the bound on float32 accumulation error
+// for each entry (k units of float32 rounding times sum_p |a_ip b_pj|).
+struct Reference {
+  Tensor value;  // float64
+  Tensor bound;  // float64
+};
+
+Reference float64_product(const Tensor& a, const Tensor& b) {
+  const Tensor a64 = a.to(kFloat64), b64 = b.to(kFloat64);
+  const std::int64_t k = a.shape().back();
+  const double unit = std::ldexp(1.0, -24);
+  return {matmul(a64, b64), matmul(abs(a64), abs(b64)) * (static_cast<double>(k + 2) * unit)};
+}
+
+// Every entry of got (float32 or bfloat16) within its float32 accumulation bound of the reference,
+// plus the final rounding to got's dtype (half a unit in the last place of bfloat16: 2^-9 relative).
+void check_product(const Tensor& got, const Reference& ref) {
+  REQUIRE(got.shape() == ref.value.shape());
+  const double rounding = got.dtype() == kBFloat16 ? std::ldexp(1.0, -8) : 0.0;
+  const std::vector<double> g = got.to(kFloat64).contiguous().to_vector<double>();
+  const std::vector<double> v = ref.value.contiguous().to_vector<double>();
+  const std::vector<double> b = ref.bound.contiguous().to_vector<double>();
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    INFO("entry " << i << ": got " << g[i] << ", float64 " << v[i]);
+    CHECK(std::abs(g[i] - v[i]) <= b[i] + rounding * std::abs(v[i]) + 1e-30);
+  }
+}
+
+Tensor bf16_randn(const Shape& shape, Generator& gen) { return randn(shape, gen).to(kBFloat16); }
+
+}  // namespace
+
+TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat16 values") {
+  Generator gen(11);
+  struct Case {
+    bool ta, tb;
+    std::int64_t m, n, k;
+  };
+  for (const Case c : {Case{false, false, 1, 1, 1}, Case{false, false, 7, 13, 5}, Case{true, false, 9, 3, 17},
+                       Case{false, true, 33, 65, 129}, Case{true, true, 64, 48, 300}, Case{false, false, 1, 257, 31},
+                       Case{false, false, 130, 1, 77}}) {
+    CAPTURE(c.m);
+    CAPTURE(c.n);
+    CAPTURE(c.k);
+    // Stored (rows, cols) with a row stride larger than the row: ld = cols + 3.
+    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const Tensor a_store = bf16_randn({a_rows, a_cols + 3}, gen);
+    const Tensor b_store = bf16_randn({b_rows, b_cols + 3}, gen);
+    const Tensor a = a_store.narrow(1, 0, a_cols), b = b_store.narrow(1, 0, b_cols);
+    const Tensor op_a = c.ta ? a.mT() : a, op_b = c.tb ? b.mT() : b;
+    Tensor out = full({c.m, c.n}, 0.5);  // beta = 1 adds it
+    kernels::gemm(c.ta, c.tb, c.m, c.n, c.k, 2.0f, a_store.data_ptr<BFloat16>(), a_cols + 3,
+                  b_store.data_ptr<BFloat16>(), b_cols + 3, 1.0f, out.data_ptr<float>(), c.n);
+    Reference ref = float64_product(op_a, op_b);
+    ref.value = ref.value * 2.0 + 0.5;
+    ref.bound = ref.bound * 2.0 + std::ldexp(1.0, -24);
+    check_product(out, ref);
+  }
+}
+
+TEST_CASE("bfloat16 product: matmul and linear on every operand layout") {
+  Generator gen(12);
+  // (a shape, b shape): vectors, odd sizes, transposed operands, broadcast batches.
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{5}, {5}},           {{5}, {5, 3}},
+                                                       {{4, 5}, {5}},        {{1, 1}, {1, 1}},
+                                                       {{7, 13}, {13, 9}},   {{2, 1, 3, 4}, {5, 4, 6}},
+                                                       {{3, 8, 16}, {16, 4}}};
+  for (const auto& [sa, sb] : shapes) {
+    CAPTURE(sa.str());
+    CAPTURE(sb.str());
+    const Tensor a = bf16_randn(sa, gen), b = bf16_randn(sb, gen);
+    const Tensor y = matmul(a, b);
+    CHECK(y.dtype() == kBFloat16);
+    check_product(y, float64_product(a, b));
+  }
+  // Transposed views multiply in place.
+  const Tensor a = bf16_randn({6, 10}, gen), b = bf16_randn({7, 10}, gen);
+  check_product(matmul(a, b.mT()), float64_product(a, b.mT()));
+  check_product(matmul(a.mT().contiguous().mT(), b.mT()), float64_product(a, b.mT()));
+  // linear: x W^T + b, the bias added before the single rounding.
+  const Tensor x = bf16_randn({2, 3, 10}, gen), w = bf16_randn({4, 10}, gen), bias = bf16_randn({4}, gen);
+  const Tensor y = linear(x, w, bias);
+  CHECK(y.dtype() == kBFloat16);
+  Reference ref = float64_product(x, w.mT());
+  ref.value = ref.value + bias.to(kFloat64);
+  check_product(y, ref);
+}
+
+TEST_CASE("autocast: products run in bfloat16, precision-sensitive ops in float32, the rest follow") {
+  Generator gen(13);
+  const Tensor x = randn({4, 6}, gen), w = randn({5, 6}, gen), b = randn({5}, gen);
+  CHECK_FALSE(autocast_enabled());
+  {
+    AutocastGuard autocast(kBFloat16);
+    CHECK(autocast_enabled());
+    const Tensor y = linear(x, w, b);
+    CHECK(y.dtype() == kBFloat16);
+    CHECK(matmul(x, w.mT()).dtype() == kBFloat16);
+    CHECK(matmul(x.to(kBFloat16), w.mT()).dtype() == kBFloat16);
+    CHECK(softmax(y, 1).dtype() == kFloat32);
+    CHECK(log_softmax(y, 1).dtype() == kFloat32);
+    CHECK(layer_norm(y, {5}, ones({5}), zeros({5}), 1e-5).dtype() == kFloat32);
+    CHECK(sum(y).dtype() == kFloat32);
+    CHECK(mean(y, {0}).dtype() == kFloat32);
+    CHECK(exp(y).dtype() == kFloat32);
+    CHECK(log(abs(y) + 1.0).dtype() == kFloat32);
+    CHECK(logsumexp(y, {1}).dtype() == kFloat32);
+    CHECK(nn::cross_entropy(y, tensor({0, 1, 2, 3}, kInt64)).dtype() == kFloat32);
+    CHECK(nn::mse_loss(y, zeros({4, 5})).dtype() == kFloat32);
+    // Followers.
+    CHECK(gelu(y).dtype() == kBFloat16);
+    CHECK(relu(y).dtype() == kBFloat16);
+    CHECK(tanh(y).dtype() == kBFloat16);
+    CHECK((y * 2.0).dtype() == kBFloat16);
+    CHECK((y + y).dtype() == kBFloat16);
+    CHECK(y.reshape({20}).dtype() == kBFloat16);
+    CHECK(y.transpose(0, 1).contiguous().dtype() == kBFloat16);
+    // A bfloat16 operand beside a float32 one meets it in float32.
+    CHECK((y + randn({4, 5}, gen)).dtype() == kFloat32);
+    CHECK((randn({4, 5}, gen) * y).dtype() == kFloat32);
+    // float64 is never touched.
+    const Tensor y64 = linear(x.to(kFloat64), w.to(kFloat64), b.to(kFloat64));
+    CHECK(y64.dtype() == kFloat64);
+    {
+      AutocastGuard off(kBFloat16, false);
+      CHECK_FALSE(autocast_enabled());
+      CHECK(linear(x, w, b).dtype() == kFloat32);
+    }
+    CHECK(autocast_enabled());
+  }
+  CHECK_FALSE(autocast_enabled());
+  // Outside autocast a bfloat16 input gives a bfloat16 result, computed in float32.
+  const Tensor h = randn({3, 4}, gen).to(kBFloat16);
+  CHECK(softmax(h, 1).dtype() == kBFloat16);
+  CHECK(sum(h).dtype() == kBFloat16);
+  CHECK(sum(h).item() == doctest::Approx(static_cast<double>(sum(h.to(kFloat32)).to(kBFloat16).item())));
+  CHECK(nn::cross_entropy(h, tensor({0, 1, 3}, kInt64)).dtype() == kBFloat16);
+  CHECK(max(h).dtype() == kBFloat16);
+  CHECK(max(h).item() == max(h.to(kFloat32)).item());
+  CHECK(argmax(h, 1).to_vector<std::int64_t>() == argmax(h.to(kFloat32), 1).to_vector<std::int64_t>());
+  CHECK_THROWS_AS(AutocastGuard{kFloat64}, ValueError);
+}
+
+TEST_CASE("autocast: the state belongs to the thread") {
+  AutocastGuard autocast(kBFloat16);
+  bool other_thread_sees = true;
+  std::thread other([&] { other_thread_sees = autocast_enabled(); });
+  other.join();
+  CHECK_FALSE(other_thread_sees);
+  CHECK(autocast_enabled());
+}
+
+TEST_CASE("autocast: casts are on the tape, so float32 leaves get float32 gradients") {
+  Generator gen(14);
+  const Tensor x = randn({3, 4}, gen);
+  const Tensor w = randn({2, 4}, gen).requires_grad_();
+  const Tensor b = randn({2}, gen).requires_grad_();
+  Tensor loss;
+  {
+    AutocastGuard autocast(kBFloat16);
+    loss = sum(gelu(linear(x, w, b)));
+  }
+  CHECK(loss.dtype() == kFloat32);
+  loss.backward();
+  REQUIRE(w.grad().defined());
+  CHECK(w.grad().dtype() == kFloat32);
+  CHECK(b.grad().dtype() == kFloat32);
+  // Against float32: within bfloat16's precision.
+  const Tensor w32 = w.detach().requires_grad_(), b32 = b.detach().requires_grad_();
+  sum(gelu(linear(x, w32, b32))).backward();
+  CHECK(max_abs_diff(w.grad(), w32.grad()) <= 0.03 * max(abs(w32.grad())).item() + 1e-3);
+  CHECK(max_abs_diff(b.grad(), b32.grad()) <= 0.03 * max(abs(b32.grad())).item() + 1e-3);
+}
+
+TEST_CASE("autocast: backward called inside the scope runs as outside it") {
+  Generator gen(15);
+  const Tensor x = randn({5, 8}, gen);
+  const Tensor w = randn({6, 8}, gen).requires_grad_();
+  auto run = [&](bool backward_inside) {
+    w.zero_grad(true);
+    AutocastGuard autocast(kBFloat16);
+    const Tensor loss = sum(softmax(linear(x, w), 1) * linear(x, w));
+    if (backward_inside) {
+      loss.backward();
+    } else {
+      AutocastGuard off(kBFloat16, false);
+      loss.backward();
+    }
+    return w.grad().clone();
+  };
+  const Tensor inside = run(true);
+  const Tensor outside = run(false);
+  CHECK(max_abs_diff(inside, outside) == 0.0);
+}
+
+TEST_CASE("autocast: a transformer language model's loss and gradients stay within bfloat16 tolerance") {
+  manual_seed(21);
+  nn::LanguageModel lm(nn::LanguageModelOptions().vocab_size(11).max_len(16).num_layers(2).layer(
+      nn::TransformerLayerOptions(/*d_model=*/32, /*nhead=*/4)
+          .dim_feedforward(64)
+          .activation(nn::Activation::GELU)
+          .dropout(0.0)
+          .norm_first(true)));
+  Generator gen(22);
+  const Tensor tokens = randint(0, 11, {3, 16}, gen);
+  const Tensor targets = randint(0, 11, {3 * 16}, gen);
+  auto loss_of = [&](bool bf16) {
+    lm->zero_grad();
+    Tensor loss;
+    {
+      AutocastGuard autocast(kBFloat16, bf16);
+      const Tensor logits = lm->forward(tokens);  // (3, 16, 11)
+      if (bf16) CHECK(logits.dtype() == kBFloat16);
+      loss = nn::cross_entropy(logits.reshape({3 * 16, 11}), targets);
+    }
+    CHECK(loss.dtype() == kFloat32);
+    loss.backward();
+    NamedTensors grads;
+    for (const auto& [name, p] : lm->named_parameters()) {
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().dtype() == kFloat32);
+      grads.emplace_back(name, p.grad().clone());
+    }
+    return std::make_pair(loss.item(), grads);
+  };
+  const auto [loss32, grads32] = loss_of(false);
+  const auto [loss16, grads16] = loss_of(true);
+  CHECK(std::abs(loss16 - loss32) <= 0.01 * std::abs(loss32));
+  // Each parameter's gradient within 5% of the float32 one, relative to its norm.
+  for (std::size_t i = 0; i < grads32.size(); ++i) {
+    const Tensor& g32 = grads32[i].second;
+    const Tensor& g16 = grads16[i].second;
+    const double norm = std::sqrt(sum(g32 * g32).item());
+    const Tensor diff = g16 - g32;
+    const double error = std::sqrt(sum(diff * diff).item());
+    INFO(grads32[i].first << ": |g16 - g32| = " << error << ", |g32| = " << norm);
+    CHECK(error <= 0.05 * norm + 1e-6);
+  }
+}
+
+TEST_CASE("autocast: float64 gradcheck is unaffected") {
+  Generator gen(16);
+  const Tensor x = randn({3, 4}, gen, kFloat64).requires_grad_();
+  const Tensor w = randn({2, 4}, gen, kFloat64).requires_grad_();
+  AutocastGuard autocast(kBFloat16);
+  const GradcheckResult result =
+      gradcheck([](const TensorList& in) { return softmax(linear(in[0], in[1]), 1) * sum(in[0]); }, {x, w});
+  CHECK_MESSAGE(result.passed, result.message());
+}
