@@ -269,3 +269,54 @@ TEST_CASE("autocast: float64 gradcheck is unaffected") {
       gradcheck([](const TensorList& in) { return softmax(linear(in[0], in[1]), 1) * sum(in[0]); }, {x, w});
   CHECK_MESSAGE(result.passed, result.message());
 }
+
+TEST_CASE("autocast: ops that meet bfloat16 and float32 promote, and bfloat16-only ones round once") {
+  Generator gen(17);
+  const Tensor h = randn({2, 3}, gen).to(kBFloat16), f = randn({2, 3}, gen);
+  const Tensor c = concat({h, f}, 0);
+  CHECK(c.dtype() == kFloat32);
+  CHECK(c.narrow(0, 0, 2).to_vector<float>() == h.to(kFloat32).to_vector<float>());
+  CHECK(concat({h, h}, 1).dtype() == kBFloat16);
+  // topk of bfloat16: exact values and the float32 indices.
+  const auto [values, indices] = topk(h, 2, 1);
+  CHECK(values.dtype() == kBFloat16);
+  CHECK(indices.to_vector<std::int64_t>() == topk(h.to(kFloat32), 2, 1).second.to_vector<std::int64_t>());
+  // scatter_add in bfloat16: summed in float32, rounded once.
+  const Tensor index = tensor({0, 0, 0}, kInt64).reshape({1, 3});
+  const Tensor src = full({1, 3}, 1.0 + 1.0 / 256.0, kBFloat16);  // 1 + 2^-8 is not a bfloat16: 1 (ties to even)
+  const Tensor summed = scatter_add(zeros({1, 3}, kBFloat16), 1, index, src);
+  CHECK(summed.dtype() == kBFloat16);
+  CHECK(summed.narrow(1, 0, 1).item() == 3.0);
+  // In-place arithmetic on bfloat16 (the engine accumulates gradients so).
+  const Tensor acc = full({4}, 1.0, kBFloat16);
+  acc.add_(full({4}, 0.5, kBFloat16), 2.0);
+  CHECK(acc.to_vector<float>() == std::vector<float>(4, 2.0f));
+  acc.mul_(0.25);
+  CHECK(acc.to_vector<float>() == std::vector<float>(4, 0.5f));
+  // Attention with rotary-promoted q, k (float32) and a bfloat16 v: bfloat16 under autocast, float32 outside.
+  const Tensor q = randn({1, 2, 4, 8}, gen), k = randn({1, 2, 4, 8}, gen), v = randn({1, 2, 4, 8}, gen).to(kBFloat16);
+  CHECK(nn::scaled_dot_product_attention(q, k, v).output.dtype() == kFloat32);
+  {
+    AutocastGuard autocast(kBFloat16);
+    CHECK(nn::scaled_dot_product_attention(q, k, v).output.dtype() == kBFloat16);
+  }
+}
+
+TEST_CASE("autocast: every model family of the examples trains a step") {
+  // A recurrent encoder-decoder step: the LSTM's input projection is bfloat16, its states float32.
+  manual_seed(31);
+  nn::LSTM lstm(6, 8);
+  Generator gen(32);
+  const Tensor x = randn({5, 3, 6}, gen);  // (T, B, in)
+  Tensor loss;
+  {
+    AutocastGuard autocast(kBFloat16);
+    loss = sum(lstm->forward(x).output);
+  }
+  CHECK(loss.dtype() == kFloat32);
+  loss.backward();
+  for (const Tensor& p : lstm->parameters()) {
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().dtype() == kFloat32);
+  }
+}

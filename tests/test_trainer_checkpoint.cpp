@@ -228,6 +228,41 @@ TEST_CASE("trainer: a transformer with dropout resumes bit-identically without a
   CHECK(other.losses.front() != full.losses[kStop]);
 }
 
+TEST_CASE("trainer: a bfloat16 run keeps float32 masters and resumes bit-identically") {
+  constexpr std::int64_t kSteps = 8, kStop = 3;
+  auto bf16_options = [](const std::string& dir, std::int64_t steps) {
+    train::TrainerOptions o = quiet_options(dir, steps);
+    o.precision = train::Precision::BFloat16;
+    return o;
+  };
+  TempDir dir_a, dir_b, dir_f;
+  EncoderRun a(11, bf16_options(dir_a.str(), kSteps));
+  const train::TrainResult full = a.trainer.fit(a.step_fn());
+  for (const Tensor& p : a.model.parameters()) CHECK(p.dtype() == kFloat32);
+  CHECK_FALSE(autocast_enabled());
+  // Autocast was on: the float32 run of the same model and data takes other values.
+  EncoderRun f(11, quiet_options(dir_f.str(), kSteps));
+  const train::TrainResult float32 = f.trainer.fit(f.step_fn());
+  CHECK(full.losses.front() != float32.losses.front());
+  CHECK(std::abs(full.losses.front() - float32.losses.front()) <= 0.02 * std::abs(float32.losses.front()));
+  {
+    EncoderRun b(11, bf16_options(dir_b.str(), kStop));
+    b.trainer.fit(b.step_fn());
+  }
+  EncoderRun c(12, bf16_options(dir_b.str(), kSteps));
+  const train::TrainResult rest = c.trainer.fit(c.step_fn());
+  REQUIRE(rest.resumed_from == kStop);
+  for (std::int64_t i = kStop; i < kSteps; ++i) {
+    CAPTURE(i);
+    CHECK(rest.losses[i - kStop] == full.losses[i]);
+  }
+  CHECK(values(c.model) == values(a.model));
+  CHECK(train::parse_precision("bf16") == train::Precision::BFloat16);
+  CHECK(train::parse_precision("float32") == train::Precision::Float32);
+  CHECK(std::string(train::to_string(train::Precision::BFloat16)) == "bf16");
+  CHECK_THROWS_WITH_AS(train::parse_precision("fp16"), doctest::Contains("\"bf16\""), ValueError);
+}
+
 TEST_CASE("trainer: a half-written checkpoint.tmp-* is ignored and removed, a lone checkpoint.old is used") {
   TempDir dir;
   std::vector<std::vector<float>> saved;

@@ -48,6 +48,7 @@ struct LmConfig {
   std::string run_dir = "runs/language_model";
   bool resume = false;
   std::string progress = "auto";
+  std::string precision = "float32";
 
   template <class F>
   static void fields(F& f) {
@@ -91,6 +92,8 @@ struct LmConfig {
     f("run_dir", &C::run_dir, "where the run's files go");
     f("resume", &C::resume, "continue from the checkpoint in run_dir instead of starting afresh");
     f("progress", &C::progress, "progress display", train::progress_names());
+    f("precision", &C::precision, "float32, or bf16: forward passes under bfloat16 autocast, weights float32",
+      {"float32", "bf16"});
   }
 };
 

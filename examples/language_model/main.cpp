@@ -24,6 +24,7 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -235,6 +236,7 @@ int run(const Config& options) {
   o.run_dir = run.path();
   o.resume = c.resume;
   o.progress = train::parse_progress(c.progress);
+  o.precision = train::parse_precision(c.precision);
   o.replicas = parallel.replicas();
   if (c.patience > 0) o.early_stopping = train::EarlyStopping{"val_loss", c.patience, 0.0, false};
   train::Trainer trainer(model, optimizer, o);
@@ -265,6 +267,8 @@ int run(const Config& options) {
   double final_loss = 0.0;
   {
     NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;  // measured in the precision it trained in, as eval_fn was
+    if (o.precision == train::Precision::BFloat16) autocast.emplace(kBFloat16);
     model->eval();
     final_loss = heldout_loss(model, heldout_stream.eval_batches());
     model->train();
@@ -304,6 +308,7 @@ int run(const Config& options) {
   summary["parameters"] = model->num_parameters();
   summary["attention"] = c.attention;
   summary["positions"] = c.positions;
+  summary["precision"] = c.precision;
   summary["kv_cache_bytes_per_token_per_layer"] = kv_bytes;
   summary["kv_cache_bytes_per_token"] = kv_bytes * static_cast<double>(c.layers);
   summary["kv_cache_bytes_per_token_per_layer_by_attention"] = kv_table;

@@ -97,6 +97,7 @@ RunResult train_one(const ReversalConfig& config, const std::string& name, std::
   trainer_options.run_dir = dir.path();
   trainer_options.resume = config.resume;
   trainer_options.progress = train::parse_progress(config.progress);
+  trainer_options.precision = train::parse_precision(config.precision);
   trainer_options.replicas = parallel.replicas();
   train::Trainer trainer(*model.module, optimizer, trainer_options);
 

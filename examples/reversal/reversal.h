@@ -55,6 +55,7 @@ struct ReversalConfig {
   std::string run_dir = "runs/sequence_reversal";
   bool resume = false;
   std::string progress = "auto";
+  std::string precision = "float32";
 
   template <class F>
   static void fields(F& f) {
@@ -93,6 +94,8 @@ struct ReversalConfig {
     f("run_dir", &C::run_dir, "where the run's files go");
     f("resume", &C::resume, "continue from the checkpoints in run_dir instead of starting afresh");
     f("progress", &C::progress, "progress display", train::progress_names());
+    f("precision", &C::precision, "float32, or bf16: forward passes under bfloat16 autocast, weights float32",
+      {"float32", "bf16"});
   }
 };
 

@@ -50,6 +50,7 @@ struct SpamTrainConfig {
   std::int64_t stop_after = 0;
   std::int64_t checkpoint_every = 100;
   std::string progress = "auto";
+  std::string precision = "float32";
 
   template <class F>
   static void fields(F& f) {
@@ -90,6 +91,8 @@ struct SpamTrainConfig {
       "steps between checkpoints, so a killed run can --resume true (0: only at the end; a multiple of "
       "--eval_every)");
     f("progress", &C::progress, "progress display", train::progress_names());
+    f("precision", &C::precision, "float32, or bf16: forward passes under bfloat16 autocast, weights float32",
+      {"float32", "bf16"});
   }
 };
 

@@ -30,6 +30,7 @@ struct ToyConfig {
   bool scale_scores = false;
   std::string run_dir = "runs/spam_toy";
   std::string progress = "auto";
+  std::string precision = "float32";
 
   template <class F>
   static void fields(F& f) {
@@ -44,6 +45,8 @@ struct ToyConfig {
       "lecture's toy uses the plain one)");
     f("run_dir", &C::run_dir, "where the run's files go");
     f("progress", &C::progress, "progress display", train::progress_names());
+    f("precision", &C::precision, "float32, or bf16: forward passes under bfloat16 autocast, weights float32",
+      {"float32", "bf16"});
   }
 };
 
@@ -127,6 +130,7 @@ int run_toy(const Config& parsed) {
   options.run_dir = run.path();
   options.resume = false;
   options.progress = train::parse_progress(config.progress);
+  options.precision = train::parse_precision(config.precision);
   train::Trainer trainer(model, optimizer, options);
   const train::TrainResult result = trainer.fit([&](std::int64_t step) {
     const std::size_t i = static_cast<std::size_t>(step % 4);

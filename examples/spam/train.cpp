@@ -371,6 +371,7 @@ int run_train(const Config& parsed) {
   options.run_dir = run.path();
   options.resume = resume;
   options.progress = train::parse_progress(config.progress);
+  options.precision = train::parse_precision(config.precision);
   options.replicas = parallel.replicas();
   train::Trainer trainer(model, optimizer, options);
   trainer.set_scheduler(&scheduler);

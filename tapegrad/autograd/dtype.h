@@ -79,9 +79,7 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
     case DType::Float64:
       return f(double{});
     case DType::BFloat16:
-      throw TypeError(std::string(op) +
-                      ": no bfloat16 kernel; convert the input with to(kFloat32), or run under an autocast guard, "
-                      "which does");
+      throw TypeError(std::string(op) + ": no bfloat16 kernel; convert the input with to(kFloat32)");
     default:
       throw TypeError(std::string(op) + ": expected a floating-point tensor (float32 or float64), got " +
                       dtype_name(dtype));

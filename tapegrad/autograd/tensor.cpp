@@ -233,6 +233,19 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   return *this;
 }
 
+namespace {
+
+// Writes float32 values (a contiguous tensor of target's shape) into the bfloat16 tensor target,
+// rounded, and bumps target's version.
+void store_bf16(const Tensor& target, const Tensor& values) {
+  const Tensor rounded = values.to(kBFloat16);
+  kernels::copy_strided(rounded.data_ptr<BFloat16>(), rounded.strides(), target.data_ptr<BFloat16>(), target.strides(),
+                        target.shape());
+  target.impl()->storage->bump_version();
+}
+
+}  // namespace
+
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   detail::check_inplace(*this, "add_");
   if (other.dtype() != dtype())
@@ -240,6 +253,11 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
     throw ShapeError("add_: cannot add a tensor of shape " + other.shape().str() + " into one of shape " +
                      shape().str());
+  if (dtype() == kBFloat16) {  // computed in float32, rounded once
+    NoGradGuard no_grad;
+    store_bf16(*this, to(kFloat32) + other.to(kFloat32) * alpha);
+    return *this;
+  }
   dispatch_floating(dtype(), "add_", [&](auto tag) {
     using T = decltype(tag);
     const T a = static_cast<T>(alpha);
@@ -255,6 +273,11 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
 
 const Tensor& Tensor::mul_(double factor) const {
   detail::check_inplace(*this, "mul_");
+  if (dtype() == kBFloat16) {  // computed in float32, rounded once
+    NoGradGuard no_grad;
+    store_bf16(*this, to(kFloat32) * factor);
+    return *this;
+  }
   dispatch_floating(dtype(), "mul_", [&](auto tag) {
     using T = decltype(tag);
     const T f = static_cast<T>(factor);

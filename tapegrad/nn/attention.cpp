@@ -4,6 +4,7 @@
 #include <limits>
 #include <string>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/nn/functional.h"
 
 namespace tapegrad::nn {
@@ -143,10 +144,9 @@ void check_memory(const Tensor& t, std::int64_t dim, std::int64_t b, const Tenso
                      std::to_string(dim) + ") for query " + query.shape().str() + ", got " + t.shape().str());
 }
 
-}  // namespace
-
-AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                             const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
+// scaled_dot_product_attention once q, k and v share their dtype.
+AttentionResult attention_of_one_dtype(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
   const Shape scores_shape = check_sdpa_shapes(q, k, v);  // (L..., Tq, Tk)
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
     throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));
@@ -224,6 +224,20 @@ AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   result.output = matmul(mixed, group > 1 ? repeat_heads(v, group) : v);  // (L..., Tq, Dv)
   if (masks.need_weights()) result.weights = weights;
   return result;
+}
+
+}  // namespace
+
+AttentionResult scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
+  // bfloat16 beside float32 (rotary positions promote q and k but not v): under autocast the
+  // products' policy takes all three to bfloat16; outside it they meet in float32.
+  const auto floats = [](const Tensor& t) { return t.dtype() == kFloat32 || t.dtype() == kBFloat16; };
+  if ((q.dtype() != k.dtype() || q.dtype() != v.dtype()) && floats(q) && floats(k) && floats(v)) {
+    const DType common = autocast_enabled() ? kBFloat16 : kFloat32;
+    return attention_of_one_dtype(q.to(common), k.to(common), v.to(common), options, dropout_p, gen);
+  }
+  return attention_of_one_dtype(q, k, v, options, dropout_p, gen);
 }
 
 MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& options)

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/train/checkpoint.h"
@@ -29,6 +30,14 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+const char* to_string(Precision precision) { return precision == Precision::BFloat16 ? "bf16" : "float32"; }
+
+Precision parse_precision(const std::string& name) {
+  if (name == "float32") return Precision::Float32;
+  if (name == "bf16" || name == "bfloat16") return Precision::BFloat16;
+  throw ValueError("precision: expected \"float32\" or \"bf16\", got \"" + name + "\"");
+}
 
 const char* to_string(StopReason reason) {
   switch (reason) {
@@ -234,7 +243,12 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
   std::int64_t examples = 0, tokens = 0;
   for (std::int64_t i = 0; i < k; ++i) {
     const std::int64_t micro = s * k + i;
-    StepOutput out = step_fn(micro);
+    StepOutput out;
+    {
+      std::optional<AutocastGuard> autocast;
+      if (options_.precision == Precision::BFloat16) autocast.emplace(kBFloat16);
+      out = step_fn(micro);
+    }
     if (!out.loss.defined() || out.loss.numel() != 1)
       throw ValueError("Trainer::fit: step_fn must return a one-element loss, got " +
                        (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
@@ -302,6 +316,8 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
   std::map<std::string, double> metrics;
   {
     NoGradGuard no_grad;
+    std::optional<AutocastGuard> autocast;
+    if (options_.precision == Precision::BFloat16) autocast.emplace(kBFloat16);
     model_.eval();
     try {
       if (ema_ && evaluate_on_ema_) {

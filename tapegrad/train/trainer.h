@@ -101,31 +101,41 @@ struct Replicas {
   std::function<void()> barrier;       // returns once every rank has called it
 };
 
+// What step_fn's and eval_fn's forward passes run in. BFloat16 runs them under autocast
+// (autograd/autocast.h: matrix products in bfloat16, precision-sensitive ops in float32) while the
+// parameters, their gradients and the optimiser's state stay float32; backward runs outside the
+// autocast scope. "float32" and "bf16" in configs (to_string, parse_precision).
+enum class Precision { Float32, BFloat16 };
+const char* to_string(Precision precision);
+// "float32" or "bf16" (also "bfloat16"); ValueError naming the choices otherwise.
+Precision parse_precision(const std::string& name);
+
 struct TrainerOptions {
-  std::int64_t max_steps = 1000;        // total optimiser steps of the run (not of this call)
-  std::int64_t steps_per_epoch = 0;     // 0: unknown; else metrics lines carry "epoch" (fractional) and the
-                                        // progress shows it (e.g. DataLoader::batches_per_epoch(), divided by
-                                        // accumulation_steps when step_fn's index is a micro-batch's)
-  std::int64_t max_epochs = 0;          // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
-  std::int64_t log_every = 10;          // a metrics.jsonl line and a progress update every N steps (>= 1)
-  std::int64_t eval_every = 0;          // 0: never (the last step is always evaluated if eval given)
-  std::int64_t checkpoint_every = 0;    // 0: only at the end (when run_dir is set)
-  std::int64_t accumulation_steps = 1;  // micro-batches (step_fn calls) per optimiser step (>= 1)
-  std::int64_t keep_checkpoints = 0;    // > 0: keep the models of the last N checkpoints for averaging
-                                        // (run_dir/checkpoints/model-<step>.safetensors; average.h)
-  double clip_grad_norm = 0.0;          // 0: off; else global L2 clip, the norm is logged either way
-  std::string run_dir;                  // empty: no files; else metrics.jsonl + checkpoint/ inside
-  std::string tensorboard_dir;          // not empty: every metrics.jsonl line's numbers also go to a TensorBoard event
-                                        // file there (tensorboard.h), as "train/<key>" and "eval/<name>"; a resumed
-                                        // run writes a new file, so steps between its checkpoint and the
-                                        // interruption show twice
-  bool resume = true;                   // continue from run_dir's last good checkpoint if present
-  double time_budget_s = 0.0;           // > 0: stop after the step that brings the run's training time (this
-                                        // call and those it resumed) to this many seconds
-  EarlyStopping early_stopping;         // off unless early_stopping.metric is set (needs an eval_fn)
-  Progress progress = Progress::Auto;   // see progress.h
-  std::ostream* out = &std::cerr;       // where the bar / lines / messages go (nullptr: nowhere)
-  Replicas replicas;                    // data parallelism (see Replicas); one process by default
+  std::int64_t max_steps = 1000;             // total optimiser steps of the run (not of this call)
+  std::int64_t steps_per_epoch = 0;          // 0: unknown; else metrics lines carry "epoch" (fractional) and the
+                                             // progress shows it (e.g. DataLoader::batches_per_epoch(), divided by
+                                             // accumulation_steps when step_fn's index is a micro-batch's)
+  std::int64_t max_epochs = 0;               // > 0 (needs steps_per_epoch): max_steps = max_epochs * steps_per_epoch
+  std::int64_t log_every = 10;               // a metrics.jsonl line and a progress update every N steps (>= 1)
+  std::int64_t eval_every = 0;               // 0: never (the last step is always evaluated if eval given)
+  std::int64_t checkpoint_every = 0;         // 0: only at the end (when run_dir is set)
+  std::int64_t accumulation_steps = 1;       // micro-batches (step_fn calls) per optimiser step (>= 1)
+  std::int64_t keep_checkpoints = 0;         // > 0: keep the models of the last N checkpoints for averaging
+                                             // (run_dir/checkpoints/model-<step>.safetensors; average.h)
+  double clip_grad_norm = 0.0;               // 0: off; else global L2 clip, the norm is logged either way
+  Precision precision = Precision::Float32;  // BFloat16: step_fn and eval_fn run under autocast
+  std::string run_dir;                       // empty: no files; else metrics.jsonl + checkpoint/ inside
+  std::string tensorboard_dir;         // not empty: every metrics.jsonl line's numbers also go to a TensorBoard event
+                                       // file there (tensorboard.h), as "train/<key>" and "eval/<name>"; a resumed
+                                       // run writes a new file, so steps between its checkpoint and the
+                                       // interruption show twice
+  bool resume = true;                  // continue from run_dir's last good checkpoint if present
+  double time_budget_s = 0.0;          // > 0: stop after the step that brings the run's training time (this
+                                       // call and those it resumed) to this many seconds
+  EarlyStopping early_stopping;        // off unless early_stopping.metric is set (needs an eval_fn)
+  Progress progress = Progress::Auto;  // see progress.h
+  std::ostream* out = &std::cerr;      // where the bar / lines / messages go (nullptr: nowhere)
+  Replicas replicas;                   // data parallelism (see Replicas); one process by default
 };
 
 // What step_fn returns: the scalar loss to minimise, and how many examples / tokens it covered

@@ -138,8 +138,11 @@ Tensor repeat_heads(const Tensor& x, std::int64_t group) {
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                        const FusedAttentionMask& mask) {
   // The tiled kernels run in float32 or float64: bfloat16 inputs are widened and the output rounded.
-  if (q_in.dtype() == kBFloat16 && k_in.dtype() == kBFloat16 && v_in.dtype() == kBFloat16)
-    return fused_attention(q_in.to(kFloat32), k_in.to(kFloat32), v_in.to(kFloat32), scale, mask).to(kBFloat16);
+  if (q_in.dtype() == kBFloat16 && k_in.dtype() == kBFloat16 && v_in.dtype() == kBFloat16) {
+    FusedAttentionMask wide_mask = mask;
+    wide_mask.bias = detail::widen_bf16(mask.bias);
+    return fused_attention(q_in.to(kFloat32), k_in.to(kFloat32), v_in.to(kFloat32), scale, wide_mask).to(kBFloat16);
+  }
   kernels::AttentionShape sh = attention_shape(q_in, k_in, v_in);
   sh.causal = mask.causal;
   sh.offset = mask.causal_offset;

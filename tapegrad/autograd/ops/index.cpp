@@ -43,6 +43,8 @@ void check_has_axes(const Tensor& x, const char* op) {
 // g added into zeros of `shape` at `index` along axis (the backward of a gather): the kernel, or,
 // in a taped backward, the scatter_add op, whose own backward gathers again.
 Tensor scatter_into_zeros(const Tensor& g, int axis, const Tensor& index, const Shape& shape, const char* op) {
+  // bfloat16 sums are accumulated in float32 and rounded once.
+  if (g.dtype() == kBFloat16) return scatter_into_zeros(g.to(kFloat32), axis, index, shape, op).to(kBFloat16);
   if (any_requires_grad({&g})) return scatter_add(zeros(shape, g.dtype()), axis, index, g);
   Tensor gx = zeros(shape, g.dtype());
   dispatch_floating(g.dtype(), op, [&](auto tag) { kernels::scatter_add<decltype(tag)>(gx, axis, index, g, op); });
@@ -108,6 +110,8 @@ Tensor gather(const Tensor& x, std::int64_t axis_arg, const Tensor& index) {
 Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src) {
   check_index_dtype(index, "scatter_add");
   check_has_axes(x, "scatter_add");
+  if (x.dtype() == kBFloat16 && src.dtype() == kBFloat16)  // accumulated in float32, rounded once
+    return scatter_add(x.to(kFloat32), axis_arg, index, src.to(kFloat32)).to(kBFloat16);
   if (src.dtype() != x.dtype())
     throw TypeError(std::string("scatter_add: x is ") + dtype_name(x.dtype()) + " but src is " +
                     dtype_name(src.dtype()));
@@ -149,7 +153,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
                gsrc = zeros(src_shape, g.dtype());
                // The index-shaped corner of gsrc; the rest of src was never used.
                const Tensor corner = detail::make_view(gsrc, idx.shape(), gsrc.strides(), gsrc.offset());
-               dispatch_floating(g.dtype(), "scatter_add", [&](auto tag) {
+               dispatch_floating_or_bf16(g.dtype(), "scatter_add", [&](auto tag) {
                  kernels::gather<decltype(tag)>(g, axis, idx, corner, "scatter_add");
                });
              }
@@ -332,6 +336,10 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis_arg, bool largest, bool sorted) {
   (void)sorted;
   check_has_axes(x, "topk");
+  if (x.dtype() == kBFloat16) {  // bfloat16 values compare exactly in float32
+    const auto [values, indices] = topk(x.to(kFloat32), k, axis_arg, largest, sorted);
+    return {values.to(kBFloat16), indices};
+  }
   const int axis = normalize_axis(axis_arg, x.dim(), "topk");
   const std::int64_t size = x.shape()[axis];
   if (k < 0) throw ValueError("topk: k must be non-negative, got " + str(k));

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/blas.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/recurrent.h"
@@ -344,6 +345,21 @@ int recurrent_gates(RecurrentMode mode) {
 
 TensorList recurrent_layer(RecurrentMode mode, const Tensor& input_gates, const Tensor& h0, const Tensor& c0,
                            const Tensor& w_hh, const Tensor& b_hh, const Tensor& lengths, bool reverse) {
+  // The fused kernels run in float32 and float64: bfloat16 operands are widened, and the results
+  // rounded back only when every floating operand was bfloat16 (beside float32, bfloat16 meets it in float32).
+  const auto is_bf16 = [](const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; };
+  const auto bf16_or_absent = [&](const Tensor& t) { return !t.defined() || is_bf16(t); };
+  if (is_bf16(input_gates) || is_bf16(h0) || is_bf16(c0) || is_bf16(w_hh) || is_bf16(b_hh)) {
+    const bool all_bf16 =
+        is_bf16(input_gates) && is_bf16(h0) && bf16_or_absent(c0) && is_bf16(w_hh) && bf16_or_absent(b_hh);
+    TensorList r =
+        recurrent_layer(mode, detail::widen_bf16(input_gates), detail::widen_bf16(h0), detail::widen_bf16(c0),
+                        detail::widen_bf16(w_hh), detail::widen_bf16(b_hh), lengths, reverse);
+    if (all_bf16)
+      for (Tensor& t : r)
+        if (t.defined() && t.dtype() == kFloat32) t = t.to(kBFloat16);
+    return r;
+  }
   LayerDims d;
   check_layer(mode, input_gates, h0, c0, w_hh, b_hh, lengths, d);
   const std::string op = std::string(recurrent_mode_name(mode)) + "_layer";

@@ -282,6 +282,19 @@ Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
 
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
   if (tensors.empty()) throw ValueError("concat: expected at least one tensor");
+  // Type promotion: bfloat16 beside float32 or float64 is widened to the widest of them.
+  bool any_bf16 = false;
+  DType widest = kBFloat16;
+  for (const Tensor& t : tensors) {
+    if (t.dtype() == kBFloat16) any_bf16 = true;
+    else if (t.dtype() == kFloat64 || (t.dtype() == kFloat32 && widest != kFloat64)) widest = t.dtype();
+  }
+  if (any_bf16 && widest != kBFloat16) {
+    std::vector<Tensor> promoted;
+    promoted.reserve(tensors.size());
+    for (const Tensor& t : tensors) promoted.push_back(t.dtype() == kBFloat16 ? t.to(widest) : t);
+    return concat(promoted, axis);
+  }
   const Tensor& first = tensors.front();
   if (first.dim() == 0) throw ShapeError("concat: cannot concatenate 0-dimensional tensors");
   const int a = normalize_axis(axis, first.dim(), "concat");
