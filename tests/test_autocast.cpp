@@ -320,3 +320,26 @@ TEST_CASE("autocast: every model family of the examples trains a step") {
     CHECK(p.grad().dtype() == kFloat32);
   }
 }
+
+TEST_CASE("bfloat16: fused attention and gelu keep bfloat16 on the tape and match float32 on the rounded inputs") {
+  Generator gen(18);
+  const Tensor q = randn({2, 3, 6, 8}, gen).to(kBFloat16).requires_grad_();
+  const Tensor k = randn({2, 3, 6, 8}, gen).to(kBFloat16).requires_grad_();
+  const Tensor v = randn({2, 3, 6, 8}, gen).to(kBFloat16).requires_grad_();
+  FusedAttentionMask causal;
+  causal.causal = true;
+  const Tensor out = fused_attention(q, k, v, 0.35, causal);
+  CHECK(out.dtype() == kBFloat16);
+  sum(gelu(out) * out).backward();
+  // The same in float32 from the same (bfloat16) values.
+  const Tensor q32 = q.detach().to(kFloat32).requires_grad_(), k32 = k.detach().to(kFloat32).requires_grad_(),
+               v32 = v.detach().to(kFloat32).requires_grad_();
+  const Tensor out32 = fused_attention(q32, k32, v32, 0.35, causal);
+  sum(gelu(out32) * out32).backward();
+  CHECK(max_abs_diff(out.to(kFloat32), out32) <= std::ldexp(1.0, -8) * max(abs(out32)).item());
+  for (const auto& [got, want] : {std::pair{q, q32}, std::pair{k, k32}, std::pair{v, v32}}) {
+    REQUIRE(got.grad().defined());
+    CHECK(got.grad().dtype() == kBFloat16);
+    CHECK(max_abs_diff(got.grad().to(kFloat32), want.grad()) <= 0.03 * max(abs(want.grad())).item() + 1e-3);
+  }
+}

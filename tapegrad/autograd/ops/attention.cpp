@@ -137,12 +137,6 @@ Tensor repeat_heads(const Tensor& x, std::int64_t group) {
 
 Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
                        const FusedAttentionMask& mask) {
-  // The tiled kernels run in float32 or float64: bfloat16 inputs are widened and the output rounded.
-  if (q_in.dtype() == kBFloat16 && k_in.dtype() == kBFloat16 && v_in.dtype() == kBFloat16) {
-    FusedAttentionMask wide_mask = mask;
-    wide_mask.bias = detail::widen_bf16(mask.bias);
-    return fused_attention(q_in.to(kFloat32), k_in.to(kFloat32), v_in.to(kFloat32), scale, wide_mask).to(kBFloat16);
-  }
   kernels::AttentionShape sh = attention_shape(q_in, k_in, v_in);
   sh.causal = mask.causal;
   sh.offset = mask.causal_offset;
@@ -161,9 +155,13 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
     if (mask.bias.dim() > scores_shape.size())
       throw ShapeError(std::string(kOp) + ": bias of shape " + mask.bias.shape().str() +
                        " does not broadcast to the scores' shape " + scores_shape.str());
-    bias = expand(mask.bias.detach(), scores_shape);  // ShapeError when it does not broadcast
+    bias = expand(detail::widen_bf16(mask.bias.detach()), scores_shape);  // ShapeError when it does not broadcast
   }
-  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  // bfloat16 runs the float32 kernels on widened copies; q, k, v and the output are saved as
+  // bfloat16 (the log-sum-exp as float32), so the memory the tape holds halves.
+  const bool bf16 = q_in.dtype() == kBFloat16;
+  const auto dense = [&](const Tensor& t) { return bf16 ? t.detach().to(kFloat32) : t.contiguous(); };
+  const Tensor q = dense(q_in), k = dense(k_in), v = dense(v_in);
   Shape out_shape = q.shape();
   out_shape[out_shape.size() - 1] = sh.dv;
   Shape lse_shape = q.shape();
@@ -178,6 +176,7 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
       kernels::attention_forward<T>(sh, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
                                     out.data_ptr<T>(), lse.data_ptr<T>());
   });
+  if (bf16) out = out.to(kBFloat16);
   FusedAttentionMask structure = mask;  // what the backward needs of the masks; the bias is saved apart
   structure.bias = Tensor();
   if (any_requires_grad({&q_in, &k_in, &v_in}))
@@ -185,13 +184,19 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
            [sq = SavedTensor(q_in), sk = SavedTensor(k_in), sv = SavedTensor(v_in), so = SavedTensor::output(out),
             slse = SavedTensor(lse), sbias = bias.defined() ? SavedTensor(bias) : SavedTensor(), structure, sh,
             scale](const Tensor& g) -> TensorList {
-             const Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack();
+             using detail::widen_bf16;
+             const Tensor q = widen_bf16(sq.unpack()), k = widen_bf16(sk.unpack()), v = widen_bf16(sv.unpack());
              const Tensor lse = slse.unpack();
              const Tensor bias = sbias.defined() ? sbias.unpack() : Tensor();
-             if (any_requires_grad({&g, &q, &k, &v}))
-               return backward_taped(g, q, k, v, lse, bias, structure, sh.group, scale);
-             const Tensor o = so.unpack();
-             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous();
+             const bool bf16 = g.dtype() == kBFloat16;
+             const auto as_input = [bf16](const Tensor& grad) { return bf16 ? grad.to(kBFloat16) : grad; };
+             if (any_requires_grad({&g, &q, &k, &v})) {
+               const TensorList grads = backward_taped(widen_bf16(g), q, k, v, lse, bias, structure, sh.group, scale);
+               return {as_input(grads[0]), as_input(grads[1]), as_input(grads[2])};
+             }
+             const Tensor o = widen_bf16(so.unpack());
+             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(),
+                          gc = widen_bf16(g).contiguous();
              Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
                     dv = empty(vc.shape(), vc.dtype());
              dispatch_floating(q.dtype(), "fused_attention backward", [&](auto tag) {
@@ -203,7 +208,7 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                                                 vc.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(), gc.data_ptr<T>(),
                                                 dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>());
              });
-             return {dq, dk, dv};
+             return {as_input(dq), as_input(dk), as_input(dv)};
            });
   return out;
 }

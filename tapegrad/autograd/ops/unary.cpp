@@ -188,13 +188,18 @@ Tensor relu(const Tensor& x) {
   return out;
 }
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  if (x.dtype() == kBFloat16) return gelu(x.to(kFloat32), approximate).to(kBFloat16);  // computed in float32
   const bool use_tanh = approximate == GeluApproximation::Tanh;
-  Tensor out =
-      dispatch_floating(x.dtype(), "gelu", [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
+  // bfloat16 runs the float32 kernel on a widened copy and saves its bfloat16 input (a transformer's
+  // largest activation), so the tape holds half the bytes.
+  const bool bf16 = x.dtype() == kBFloat16;
+  Tensor out = bf16 ? kernels::gelu_forward<float>(x.detach().to(kFloat32), use_tanh).to(kBFloat16)
+                    : dispatch_floating(x.dtype(), "gelu",
+                                        [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
   if (any_requires_grad({&x}))
     record("gelu", out, {x}, [x = SavedTensor(x), use_tanh](const Tensor& g) -> TensorList {
-      return {gelu_backward(g, x.unpack(), use_tanh)};
+      const Tensor input = x.unpack();
+      if (input.dtype() != kBFloat16) return {gelu_backward(g, input, use_tanh)};
+      return {gelu_backward(detail::widen_bf16(g), input.to(kFloat32), use_tanh).to(kBFloat16)};
     });
   return out;
 }
