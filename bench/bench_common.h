@@ -85,6 +85,7 @@ struct Options {
   int steps = -1;        // -1: the workload's defined count
   int seq = 2048;        // W5's sequence length T
   bool unfused = false;  // W5 on tapegrad: the unfused attention (weights materialised) instead of the fused kernel
+  bool bf16 = false;     // --precision bf16: W2-W4's forward passes under the framework's bfloat16 autocast
 };
 
 // The workloads both programs run, and their defined warm-up and measured counts.
@@ -126,7 +127,8 @@ inline int steps_of(const Options& o, const std::string& workload) {
   if (!problem.empty()) out << program << ": " << problem << "\n";
   out << "usage: " << program << " [--workload " << extra_workloads
       << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|w7|all] [--json] [--threads N]\n"
-      << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused]\n"
+      << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused] [--precision float32|bf16]\n"
+      << "  --precision bf16 runs W2-W4's forward passes under bfloat16 autocast (backward and step outside).\n"
       << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
       << "  'all' runs every workload except w2conv, w5 (which runs one --seq per process, for its memory)\n"
       << "  and w7 (tables up to 1e6 x 100, about 25 s).\n";
@@ -159,7 +161,12 @@ inline Options parse_options(int argc, char** argv, const char* program, const s
     else if (arg == "--steps" || arg == "--w1-steps") o.steps = count(1);
     else if (arg == "--seq") o.seq = count(1);
     else if (arg == "--unfused") o.unfused = true;
-    else if (arg == "--help" || arg == "-h") usage(program, extra_list, "");
+    else if (arg == "--precision") {
+      const std::string p = value();
+      if (p != "float32" && p != "bf16")
+        usage(program, extra_list, "--precision takes float32 or bf16, got '" + p + "'");
+      o.bf16 = p == "bf16";
+    } else if (arg == "--help" || arg == "-h") usage(program, extra_list, "");
     else usage(program, extra_list, "unknown argument '" + arg + "'");
   }
   bool known = o.workload == "all";

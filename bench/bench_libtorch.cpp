@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
@@ -30,17 +31,41 @@ using bench::ms_since;
 
 namespace {
 
-nlohmann::json record_base(const std::string& workload) {
+nlohmann::json record_base(const std::string& workload, const bench::Options& opt) {
   return {{"workload", workload},
           {"framework", "libtorch"},
           {"threads", torch::get_num_threads()},
-          {"blas_threads", bench::openblas_threads()}};
+          {"blas_threads", bench::openblas_threads()},
+          {"precision", opt.bf16 ? "bf16" : "float32"}};
 }
+
+// libtorch's CPU autocast to bfloat16 for the guard's lifetime when on (workloads.md, Precision):
+// the forward and the loss inside, backward and the optimiser step outside.
+class Autocast {
+ public:
+  explicit Autocast(bool on) : on_(on) {
+    if (!on_) return;
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::set_cpu_enabled(true);
+  }
+  ~Autocast() {
+    if (!on_) return;
+    at::autocast::set_cpu_enabled(false);
+    at::autocast::clear_cache();
+  }
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool on_;
+};
 
 void emit(const bench::Options& opt, nlohmann::json row, const std::string& text) {
   row["peak_rss_mib"] = bench::peak_rss_mib();
   if (opt.json) std::cout << row.dump() << std::endl;
-  else std::cout << text << " (peak RSS " << row["peak_rss_mib"].get<double>() << " MiB)" << std::endl;
+  else
+    std::cout << (opt.bf16 ? "[bf16] " : "") << text << " (peak RSS " << row["peak_rss_mib"].get<double>() << " MiB)"
+              << std::endl;
 }
 
 torch::Tensor long_tensor(const std::vector<std::int64_t>& values, std::vector<std::int64_t> shape) {
@@ -70,7 +95,7 @@ void run_sgemm(const bench::Options& opt) {
   const auto ms = time_steps(bench::warmup_of(opt, "sgemm"), bench::steps_of(opt, "sgemm"), [&] { torch::mm(a, b); });
   const double median_ms = bench::median(ms);
   const double gflops = 2.0 * n * n * n / (median_ms * 1e6);
-  nlohmann::json row = record_base("sgemm");
+  nlohmann::json row = record_base("sgemm", opt);
   row["median_ms"] = median_ms;
   row["runs"] = ms.size();
   row["gflops"] = gflops;
@@ -128,7 +153,7 @@ void run_w1(const bench::Options& opt) {
     ms.push_back(ms_since(start));
   }
   const double us_per_step = ms_since(total) * 1000.0 / steps;
-  nlohmann::json row = record_base("w1");
+  nlohmann::json row = record_base("w1", opt);
   row["median_ms"] = bench::median(ms);
   row["runs"] = steps;
   row["us_per_step"] = us_per_step;
@@ -210,6 +235,7 @@ struct ReversalTraining {
   torch::optim::Adam adam;
   std::vector<torch::Tensor> src, in, out;  // per batch
   torch::Tensor test_src, test_out;
+  bool bf16 = false;  // forward passes under bfloat16 autocast
   ReversalTraining() : adam(model->parameters(), torch::optim::AdamOptions(1e-3)) {
     const std::int64_t b = D::kBatch, t = D::kLength;
     for (std::int64_t j = 0; j < D::batches_per_epoch(); ++j) {
@@ -226,8 +252,12 @@ struct ReversalTraining {
   double step(std::int64_t s) {
     const std::size_t j = static_cast<std::size_t>(s % D::batches_per_epoch());
     adam.zero_grad();
-    const auto logits = model->decode(in[j], model->encode(src[j]));  // (B, T + 1, V)
-    const auto loss = torch::nn::functional::cross_entropy(logits.reshape({-1, D::kVocab}), out[j].reshape({-1}));
+    torch::Tensor loss;
+    {
+      Autocast autocast(bf16);
+      const auto logits = model->decode(in[j], model->encode(src[j]));  // (B, T + 1, V)
+      loss = torch::nn::functional::cross_entropy(logits.reshape({-1, D::kVocab}), out[j].reshape({-1}));
+    }
     loss.backward();
     adam.step();
     return loss.item<double>();
@@ -235,6 +265,7 @@ struct ReversalTraining {
   // Fraction of held-out sequences whose greedy decoding (11 tokens) equals the target exactly.
   double exact_match() {
     torch::NoGradGuard no_grad;
+    Autocast autocast(bf16);
     model->eval();
     const auto memory = model->encode(test_src);
     auto seq = torch::full({D::kHeldOut, 1}, D::kSos, torch::kLong);
@@ -251,11 +282,12 @@ struct ReversalTraining {
 void run_w2(const bench::Options& opt) {
   torch::manual_seed(0);
   ReversalTraining training;
+  training.bf16 = opt.bf16;
   std::int64_t s = 0;
   double last = 0.0;
   const auto ms =
       time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
-  nlohmann::json row = record_base("w2");
+  nlohmann::json row = record_base("w2", opt);
   row["median_ms"] = bench::median(ms);
   row["mean_ms"] = bench::mean(ms);
   row["runs"] = ms.size();
@@ -266,10 +298,11 @@ void run_w2(const bench::Options& opt) {
 void run_w2conv(const bench::Options& opt) {
   torch::manual_seed(0);
   ReversalTraining training;
+  training.bf16 = opt.bf16;
   const bench::Convergence run = bench::train_until_solved(training, bench::steps_of(opt, "w2conv"));
   const std::int64_t solved_at = run.solved_at;
   const double accuracy = run.exact_match, seconds = run.seconds;
-  nlohmann::json row = record_base("w2conv");
+  nlohmann::json row = record_base("w2conv", opt);
   row["solved_at_step"] = solved_at >= 0 ? nlohmann::json(solved_at) : nlohmann::json(nullptr);
   row["exact_match"] = accuracy;
   row["seconds"] = seconds;
@@ -293,13 +326,17 @@ void run_w3(const bench::Options& opt) {
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w3"), bench::steps_of(opt, "w3"), [&] {
     adamw.zero_grad();
-    const auto loss = torch::nn::functional::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    torch::Tensor loss;
+    {
+      Autocast autocast(opt.bf16);
+      loss = torch::nn::functional::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    }
     loss.backward();
     adamw.step();
     last = loss.item<double>();
   });
   const double median_ms = bench::median(ms);
-  nlohmann::json row = record_base("w3");
+  nlohmann::json row = record_base("w3", opt);
   row["median_ms"] = median_ms;
   row["runs"] = ms.size();
   row["tokens_per_s"] = C::kBatch * C::kLength / (median_ms / 1000.0);
@@ -335,7 +372,7 @@ struct MoeImpl : torch::nn::Module {
       const auto rows = torch::div(slots, C::kTopK, "floor");
       const auto y = experts[static_cast<std::size_t>(e)](x.index_select(0, rows)) *
                      flat_weights.index_select(0, slots).unsqueeze(1);
-      out = out.index_add(0, rows, y);
+      out = out.index_add(0, rows, y.to(out.scalar_type()));  // under autocast y is bfloat16
     }
     const auto top1 = ids.select(1, 0);
     const auto f = torch::one_hot(top1, C::kExperts).to(torch::kFloat).mean(0);  // (E), no gradient
@@ -353,11 +390,15 @@ void run_w4(const bench::Options& opt) {
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w4"), bench::steps_of(opt, "w4"), [&] {
     for (auto& p : moe->parameters()) p.mutable_grad() = torch::Tensor();
-    const auto loss = moe->loss(x);
+    torch::Tensor loss;
+    {
+      Autocast autocast(opt.bf16);
+      loss = moe->loss(x);
+    }
     loss.backward();
     last = loss.item<double>();
   });
-  nlohmann::json row = record_base("w4");
+  nlohmann::json row = record_base("w4", opt);
   row["median_ms"] = bench::median(ms);
   row["runs"] = ms.size();
   row["final_loss"] = last;
@@ -385,7 +426,7 @@ void run_w5(const bench::Options& opt) {
     loss.backward();
     last = loss.item<double>();
   });
-  nlohmann::json row = record_base("w5");
+  nlohmann::json row = record_base("w5", opt);
   row["variant"] = "math";
   row["seq"] = t;
   row["median_ms"] = bench::median(ms);
@@ -418,7 +459,7 @@ void run_w6(const bench::Options& opt) {
     loss.backward();
     last = loss.item<double>();
   });
-  nlohmann::json row = record_base("w6");
+  nlohmann::json row = record_base("w6", opt);
   row["median_ms"] = bench::median(ms);
   row["runs"] = ms.size();
   row["final_loss"] = last;
@@ -517,7 +558,7 @@ void run_w7(const bench::Options& opt) {
     }
     const auto ms = bench::time_alternating(steps, bench::warmup_of(opt, "w7"), bench::steps_of(opt, "w7"), C::kRounds);
     for (std::size_t i = 0; i < variants.size(); ++i) {
-      nlohmann::json row = record_base("w7");
+      nlohmann::json row = record_base("w7", opt);
       row["variant"] = variants[i].name;
       row["vocab"] = vocab;
       row["median_ms"] = bench::median(ms[i]);

@@ -42,15 +42,20 @@ using bench::median;
 using bench::ms_since;
 using bench::Options;
 
-nlohmann::json record_base(const std::string& workload) {
-  return {{"workload", workload}, {"framework", "tapegrad"}, {"threads", num_threads()}};
+nlohmann::json record_base(const std::string& workload, const Options& opt) {
+  return {{"workload", workload},
+          {"framework", "tapegrad"},
+          {"threads", num_threads()},
+          {"precision", opt.bf16 ? "bf16" : "float32"}};
 }
 
 // Prints a workload's result: its JSON object (with the peak resident set size) or its text.
 void emit(const Options& opt, nlohmann::json row, const std::string& text) {
   row["peak_rss_mib"] = bench::peak_rss_mib();
   if (opt.json) std::cout << row.dump() << std::endl;
-  else std::printf("%s (peak RSS %.1f MiB)\n\n", text.c_str(), row["peak_rss_mib"].get<double>());
+  else
+    std::printf("%s%s (peak RSS %.1f MiB)\n\n", opt.bf16 ? "[bf16] " : "", text.c_str(),
+                row["peak_rss_mib"].get<double>());
 }
 
 // Median milliseconds per call of fn over `runs` runs. Each run repeats fn enough times to last
@@ -160,7 +165,7 @@ void run_ops(const Options& opt) {
     std::map<std::string, std::string> cells;  // pass -> printed value
     for (const char* pass : {"forward", "forward+backward"}) {
       const bool backward = std::string(pass) == "forward+backward";
-      nlohmann::json row = record_base("ops");
+      nlohmann::json row = record_base("ops", opt);
       row["name"] = c.name;
       row["shape"] = c.shape;
       row["pass"] = pass;
@@ -236,7 +241,7 @@ void run_sgemm(const Options& opt) {
   });
   const double gflops = flops / (matmul_ms * 1e6);
   const double raw_gflops = flops / (raw_ms * 1e6);
-  nlohmann::json row = record_base("sgemm");
+  nlohmann::json row = record_base("sgemm", opt);
   row["median_ms"] = matmul_ms;
   row["runs"] = runs;
   row["gflops"] = gflops;
@@ -333,7 +338,7 @@ void run_w1(const Options& opt) {
   std::sort(sorted.begin(), sorted.end());
   const double p99_us = sorted[sorted.size() * 99 / 100] * 1000.0;
   const double max_us = sorted.back() * 1000.0;
-  nlohmann::json row = record_base("w1");
+  nlohmann::json row = record_base("w1", opt);
   row["median_ms"] = median_ms;
   row["runs"] = steps;
   row["us_per_step"] = mean_us;
@@ -373,6 +378,7 @@ struct ReversalTraining {
   optim::Adam adam{model->parameters(), adam_options()};
   std::vector<Tensor> src, in, out;  // per batch: (32, 10), (32, 11), (32 * 11)
   Tensor test_src, test_out;         // (100, 10), (100, 11)
+  bool bf16 = false;                 // forward passes under bfloat16 autocast
 
   static nn::EncoderDecoderOptions options(Generator& gen) {
     return nn::EncoderDecoderOptions()
@@ -408,8 +414,12 @@ struct ReversalTraining {
   double step(std::int64_t s) {
     const std::size_t j = static_cast<std::size_t>(s % D::batches_per_epoch());
     adam.zero_grad();
-    const Tensor logits = model(src[j], in[j]);  // (B, T + 1, V)
-    const Tensor loss = nn::cross_entropy(logits.reshape({-1, D::kVocab}), out[j]);
+    Tensor loss;
+    {
+      AutocastGuard autocast(kBFloat16, bf16);
+      const Tensor logits = model(src[j], in[j]);  // (B, T + 1, V)
+      loss = nn::cross_entropy(logits.reshape({-1, D::kVocab}), out[j]);
+    }
     loss.backward();
     adam.step();
     return loss.item();
@@ -417,6 +427,7 @@ struct ReversalTraining {
 
   // Fraction of held-out sequences whose greedy decoding (11 tokens) equals the target exactly.
   double exact_match() {
+    AutocastGuard autocast(kBFloat16, bf16);
     const Tensor decoded = model->greedy_decode(test_src, D::kSos, D::kEos, D::kLength + 1);  // (N, 1 + n)
     if (decoded.shape()[1] != D::kLength + 2) return 0.0;  // every row stopped early: all wrong
     const std::vector<std::int64_t> got = decoded.slice(1, 1, D::kLength + 2).to_vector<std::int64_t>();
@@ -431,11 +442,12 @@ struct ReversalTraining {
 
 void run_w2(const Options& opt) {
   ReversalTraining training;
+  training.bf16 = opt.bf16;
   std::int64_t s = 0;
   double last = 0.0;
   const auto ms =
       time_steps(bench::warmup_of(opt, "w2"), bench::steps_of(opt, "w2"), [&] { last = training.step(s++); });
-  nlohmann::json row = record_base("w2");
+  nlohmann::json row = record_base("w2", opt);
   row["median_ms"] = median(ms);
   row["mean_ms"] = bench::mean(ms);
   row["runs"] = ms.size();
@@ -445,10 +457,11 @@ void run_w2(const Options& opt) {
 
 void run_w2conv(const Options& opt) {
   ReversalTraining training;
+  training.bf16 = opt.bf16;
   const bench::Convergence run = bench::train_until_solved(training, bench::steps_of(opt, "w2conv"));
   const std::int64_t solved_at = run.solved_at;
   const double accuracy = run.exact_match, seconds = run.seconds;
-  nlohmann::json row = record_base("w2conv");
+  nlohmann::json row = record_base("w2conv", opt);
   row["solved_at_step"] = solved_at >= 0 ? nlohmann::json(solved_at) : nlohmann::json(nullptr);
   row["exact_match"] = accuracy;
   row["seconds"] = seconds;
@@ -470,13 +483,17 @@ void run_w3(const Options& opt) {
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w3"), bench::steps_of(opt, "w3"), [&] {
     adamw.zero_grad();
-    const Tensor loss = nn::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    Tensor loss;
+    {
+      AutocastGuard autocast(kBFloat16, opt.bf16);
+      loss = nn::cross_entropy(model(inputs).reshape({-1, C::kVocab}), targets);
+    }
     loss.backward();
     adamw.step();
     last = loss.item();
   });
   const double median_ms = median(ms);
-  nlohmann::json row = record_base("w3");
+  nlohmann::json row = record_base("w3", opt);
   row["median_ms"] = median_ms;
   row["runs"] = ms.size();
   row["tokens_per_s"] = C::kBatch * C::kLength / (median_ms / 1000.0);
@@ -502,12 +519,16 @@ void run_w4(const Options& opt) {
   double last = 0.0;
   const auto ms = time_steps(bench::warmup_of(opt, "w4"), bench::steps_of(opt, "w4"), [&] {
     moe->zero_grad(/*set_to_none=*/true);
-    const nn::MoEOutput r = moe(x);
-    const Tensor loss = (r.output * r.output).mean() + 0.01 * r.load_balancing_loss;
+    Tensor loss;
+    {
+      AutocastGuard autocast(kBFloat16, opt.bf16);
+      const nn::MoEOutput r = moe(x);
+      loss = (r.output * r.output).mean() + 0.01 * r.load_balancing_loss;
+    }
     loss.backward();
     last = loss.item();
   });
-  nlohmann::json row = record_base("w4");
+  nlohmann::json row = record_base("w4", opt);
   row["median_ms"] = median(ms);
   row["runs"] = ms.size();
   row["final_loss"] = last;
@@ -534,7 +555,7 @@ void run_w5(const Options& opt) {
     loss.backward();
     last = loss.item();
   });
-  nlohmann::json row = record_base("w5");
+  nlohmann::json row = record_base("w5", opt);
   row["variant"] = opt.unfused ? "unfused" : "fused";
   row["seq"] = t;
   row["median_ms"] = median(ms);
@@ -568,7 +589,7 @@ void run_w6(const Options& opt) {
     loss.backward();
     last = loss.item();
   });
-  nlohmann::json row = record_base("w6");
+  nlohmann::json row = record_base("w6", opt);
   row["median_ms"] = median(ms);
   row["runs"] = ms.size();
   row["final_loss"] = last;
@@ -614,7 +635,7 @@ void run_w7(const Options& opt) {
     }
     const auto ms = bench::time_alternating(steps, bench::warmup_of(opt, "w7"), bench::steps_of(opt, "w7"), C::kRounds);
     for (std::size_t i = 0; i < variants.size(); ++i) {
-      nlohmann::json row = record_base("w7");
+      nlohmann::json row = record_base("w7", opt);
       row["variant"] = variants[i].name;
       row["vocab"] = vocab;
       row["median_ms"] = median(ms[i]);
