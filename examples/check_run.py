@@ -3,12 +3,15 @@
 
   check_run.py RUN_DIR --keys k1,k2 [--metrics rel/metrics.jsonl ...] [--svg rel.svg ...]
                [--numbers k1,k2] [--objects k1,k2] [--checkpoint rel/checkpoint ...]
+               [--at-most key=value ...] [--config key=value ...]
 
 summary.json must be a JSON object holding every --keys entry (--numbers: a finite number,
 --objects: an object of finite numbers); every metrics file must be JSON lines whose training
 loss falls (the mean of the last quarter of the logged losses below the first logged loss);
 every SVG file must parse as XML with an <svg> root; every --checkpoint folder must hold the
-Trainer's model.safetensors, optimizer.safetensors and trainer.json, the last naming a step > 0.
+Trainer's model.safetensors, optimizer.safetensors and trainer.json, the last naming a step > 0;
+every --at-most summary number must be at most its bound, every --config entry of config.json must
+equal its value (compared as text).
 Exits 1 with a message on the first failure.
 Needs only the standard library.
 """
@@ -63,6 +66,8 @@ def main():
     parser.add_argument("--metrics", action="append", default=[])
     parser.add_argument("--svg", action="append", default=[])
     parser.add_argument("--checkpoint", action="append", default=[])
+    parser.add_argument("--at-most", action="append", default=[])
+    parser.add_argument("--config", action="append", default=[])
     args = parser.parse_args()
 
     summary_path = os.path.join(args.run_dir, "summary.json")
@@ -84,9 +89,18 @@ def main():
         value = summary[key]
         if not isinstance(value, dict) or not value or not all(finite(v) for v in value.values()):
             fail(f"{summary_path}: {key} = {value!r} is not an object of numbers")
+    for bound in args.at_most:
+        key, _, limit = bound.partition("=")
+        if key not in summary or not finite(summary[key]) or summary[key] > float(limit):
+            fail(f"{summary_path}: {key} = {summary.get(key)!r} is not at most {limit}")
     with open(os.path.join(args.run_dir, "config.json")) as f:
-        if not isinstance(json.load(f), dict):
-            fail("config.json is not a JSON object")
+        config = json.load(f)
+    if not isinstance(config, dict):
+        fail("config.json is not a JSON object")
+    for entry in args.config:
+        key, _, value = entry.partition("=")
+        if str(config.get(key)) != value:
+            fail(f"config.json: {key} = {config.get(key)!r}, expected {value}")
     for rel in args.metrics:
         check_metrics(os.path.join(args.run_dir, rel))
     for rel in args.svg:

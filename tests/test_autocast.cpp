@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -341,5 +342,95 @@ TEST_CASE("bfloat16: fused attention and gelu keep bfloat16 on the tape and matc
     REQUIRE(got.grad().defined());
     CHECK(got.grad().dtype() == kBFloat16);
     CHECK(max_abs_diff(got.grad().to(kFloat32), want.grad()) <= 0.03 * max(abs(want.grad())).item() + 1e-3);
+  }
+}
+
+namespace {
+
+// Runs forward() twice on the same module, in float32 and under autocast, backpropagates
+// sum(y * c) for a fixed c, and checks the outputs within 2% and every parameter's gradient
+// (float32 both times) within 5% of the float32 ones, relative to their norms.
+void check_module_under_autocast(nn::Module& module, const std::function<Tensor()>& forward, DType expected) {
+  auto run = [&](bool bf16) {
+    module.zero_grad(true);
+    Tensor y, loss;
+    {
+      AutocastGuard autocast(kBFloat16, bf16);
+      y = forward();
+      Generator gen(99);
+      loss = sum(y * randn(y.shape(), gen));
+    }
+    if (bf16) CHECK(y.dtype() == expected);
+    else CHECK(y.dtype() == kFloat32);
+    loss.backward();
+    std::vector<Tensor> grads;
+    for (const auto& [name, p] : module.named_parameters()) {
+      INFO(name);
+      REQUIRE(p.grad().defined());
+      CHECK(p.grad().dtype() == kFloat32);
+      grads.push_back(p.grad().clone());
+    }
+    return std::make_pair(y.detach().to(kFloat32), grads);
+  };
+  const auto [y32, grads32] = run(false);
+  const auto [y16, grads16] = run(true);
+  const Tensor y_diff = y16 - y32;
+  CHECK(std::sqrt(sum(y_diff * y_diff).item()) <= 0.02 * std::sqrt(sum(y32 * y32).item()));
+  const NamedTensors params = module.named_parameters();
+  for (std::size_t i = 0; i < grads32.size(); ++i) {
+    const Tensor diff = grads16[i] - grads32[i];
+    const double error = std::sqrt(sum(diff * diff).item());
+    const double norm = std::sqrt(sum(grads32[i] * grads32[i]).item());
+    INFO(params[i].first << ": |g16 - g32| = " << error << ", |g32| = " << norm);
+    CHECK(error <= 0.05 * norm + 1e-4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("autocast: modules give float32 gradients within bfloat16 tolerance of float32") {
+  Generator gen(40);
+  SUBCASE("encoder-decoder transformer") {
+    manual_seed(41);
+    nn::Transformer model(nn::TransformerOptions(nn::TransformerLayerOptions(16, 2).dim_feedforward(32).dropout(0.0)));
+    const Tensor src = randn({2, 5, 16}, gen), tgt = randn({2, 4, 16}, gen);
+    check_module_under_autocast(*model, [&] { return model->forward(src, tgt); }, kFloat32);  // ends in a LayerNorm
+  }
+  SUBCASE("mixture of experts") {
+    manual_seed(42);
+    nn::MixtureOfExperts moe(nn::MoEOptions(16).num_experts(4).top_k(2).hidden(32));
+    const Tensor x = randn({24, 16}, gen);
+    check_module_under_autocast(
+        *moe,
+        [&] {
+          const nn::MoEOutput r = moe->forward(x);
+          return r.output + 0.0 * r.load_balancing_loss;
+        },
+        kFloat32);  // weighted by float32 router probabilities
+  }
+  SUBCASE("GRU") {
+    manual_seed(43);
+    nn::GRU gru(6, 8);
+    const Tensor x = randn({7, 2, 6}, gen);
+    check_module_under_autocast(*gru, [&] { return gru->forward(x).output; }, kFloat32);
+  }
+  SUBCASE("language model with latent attention and rotary positions") {
+    manual_seed(44);
+    nn::LanguageModel lm(nn::LanguageModelOptions()
+                             .vocab_size(9)
+                             .max_len(8)
+                             .num_layers(1)
+                             .positions(nn::PositionEncoding::Rotary)
+                             .layer(nn::TransformerLayerOptions(16, 2)
+                                        .dim_feedforward(32)
+                                        .dropout(0.0)
+                                        .latent_attention(nn::MultiHeadLatentAttentionOptions(16, 2)
+                                                              .kv_lora_rank(6)
+                                                              .qk_nope_head_dim(4)
+                                                              .qk_rope_head_dim(2)
+                                                              .v_head_dim(4)
+                                                              .max_len(8))));
+    const Tensor tokens = randint(0, 9, {2, 8}, gen);
+    check_module_under_autocast(*lm, [&] { return lm->forward(tokens); }, kBFloat16);  // the head is a Linear
   }
 }

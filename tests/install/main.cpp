@@ -1,5 +1,6 @@
 // Uses the installed tapegrad: one small backward with a gradient known in closed form, and a
-// module used through its handle (nn::Linear with chainable options). Exits 0 when both are right.
+// module used through its handle (nn::Linear with chainable options), also under bfloat16 autocast.
+// Exits 0 when all are right.
 #include <cmath>
 #include <cstdio>
 
@@ -33,5 +34,18 @@ int main() {
   const double out = fc(tensor({{3, 4}})).item();
   const bool module_ok = std::abs(out - 11.0) < 1e-6 && !fc->bias().defined();
   std::printf("consumer: nn::Linear handle gives %g: %s\n", out, module_ok ? "ok" : "WRONG");
-  return wrong == 0 && module_ok ? 0 : 1;
+
+  // The same Linear under bfloat16 autocast (built with plain flags, on any x86-64 CPU): 3, 4, 1 and 2
+  // are exact in bfloat16, so the product is 11 in bfloat16; the gradient reaches the float32 weight.
+  Tensor y16;
+  {
+    AutocastGuard autocast(kBFloat16);
+    y16 = fc(tensor({{3, 4}}));
+  }
+  y16.sum().backward();
+  const bool bf16_ok = y16.dtype() == kBFloat16 && y16.item() == 11.0 && fc->weight().grad().dtype() == kFloat32 &&
+                       fc->weight().grad().at({0, 1}) == 4.0;
+  std::printf("consumer: under bfloat16 autocast %g (%s): %s\n", y16.item(), dtype_name(y16.dtype()),
+              bf16_ok ? "ok" : "WRONG");
+  return wrong == 0 && module_ok && bf16_ok ? 0 : 1;
 }
