@@ -394,7 +394,8 @@ TEST_CASE("autocast: modules give float32 gradients within bfloat16 tolerance of
     manual_seed(41);
     nn::Transformer model(nn::TransformerOptions(nn::TransformerLayerOptions(16, 2).dim_feedforward(32).dropout(0.0)));
     const Tensor src = randn({2, 5, 16}, gen), tgt = randn({2, 4, 16}, gen);
-    check_module_under_autocast(*model, [&] { return model->forward(src, tgt); }, kFloat32);  // ends in a LayerNorm
+    check_module_under_autocast(
+        *model, [&] { return model->forward(src, tgt); }, kFloat32);  // ends in a LayerNorm
   }
   SUBCASE("mixture of experts") {
     manual_seed(42);
@@ -412,25 +413,26 @@ TEST_CASE("autocast: modules give float32 gradients within bfloat16 tolerance of
     manual_seed(43);
     nn::GRU gru(6, 8);
     const Tensor x = randn({7, 2, 6}, gen);
-    check_module_under_autocast(*gru, [&] { return gru->forward(x).output; }, kFloat32);
+    check_module_under_autocast(
+        *gru, [&] { return gru->forward(x).output; }, kFloat32);
   }
   SUBCASE("language model with latent attention and rotary positions") {
     manual_seed(44);
-    nn::LanguageModel lm(nn::LanguageModelOptions()
-                             .vocab_size(9)
-                             .max_len(8)
-                             .num_layers(1)
-                             .positions(nn::PositionEncoding::Rotary)
-                             .layer(nn::TransformerLayerOptions(16, 2)
-                                        .dim_feedforward(32)
-                                        .dropout(0.0)
-                                        .latent_attention(nn::MultiHeadLatentAttentionOptions(16, 2)
-                                                              .kv_lora_rank(6)
-                                                              .qk_nope_head_dim(4)
-                                                              .qk_rope_head_dim(2)
-                                                              .v_head_dim(4)
-                                                              .max_len(8))));
+    nn::LanguageModel lm(
+        nn::LanguageModelOptions()
+            .vocab_size(9)
+            .max_len(8)
+            .num_layers(1)
+            .positions(nn::PositionEncoding::Rotary)
+            .layer(nn::TransformerLayerOptions(16, 2).dim_feedforward(32).dropout(0.0).latent_attention(
+                nn::MultiHeadLatentAttentionOptions(16, 2)
+                    .kv_lora_rank(6)
+                    .qk_nope_head_dim(4)
+                    .qk_rope_head_dim(2)
+                    .v_head_dim(4)
+                    .max_len(8))));
     const Tensor tokens = randint(0, 9, {2, 8}, gen);
-    check_module_under_autocast(*lm, [&] { return lm->forward(tokens); }, kBFloat16);  // the head is a Linear
+    check_module_under_autocast(
+        *lm, [&] { return lm->forward(tokens); }, kBFloat16);  // the head is a Linear
   }
 }
