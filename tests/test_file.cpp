@@ -14,6 +14,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/io/file.h"
+#include "tapegrad/io/hash.h"
 #include "testing.h"
 
 using namespace tapegrad;
@@ -123,4 +124,18 @@ TEST_CASE("format: shortest round-trip text, fixed, significant and scientific d
   CHECK(format_scientific(0.001, 2) == "1.00e-03");
   CHECK(format_scientific(std::numeric_limits<double>::infinity(), 2) == "inf");
   CHECK_THROWS_WITH_AS(format_fixed(1.0, -1), "format_fixed: digits must be >= 0, got -1", ValueError);
+}
+
+TEST_CASE("fnv1a: the published 64-bit test vectors, and numbers as single steps") {
+  CHECK(io::Fnv1a().value() == 0xcbf29ce484222325ull);
+  io::Fnv1a a;
+  a.add("a");
+  CHECK(a.value() == 0xaf63dc4c8601ec8cull);
+  io::Fnv1a foobar;
+  foobar.add("foobar");
+  CHECK(foobar.value() == 0x85944171f73967e8ull);
+  // A byte added as a number is the same step as the byte in a string.
+  io::Fnv1a as_number;
+  as_number.add(std::uint64_t{'a'});
+  CHECK(as_number.value() == a.value());
 }

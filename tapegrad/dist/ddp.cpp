@@ -8,6 +8,7 @@
 
 #include "tapegrad/autograd/graph.h"
 #include "tapegrad/dist/message.h"
+#include "tapegrad/io/hash.h"
 
 namespace tapegrad::dist {
 
@@ -21,20 +22,16 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// FNV-1a over the parameters' names, shapes and dtypes: equal on every rank when the replicas are
+// A hash (FNV-1a) of the parameters' names, shapes and dtypes: equal on every rank when the replicas are
 // the same model.
 std::int64_t layout_hash(const NamedTensors& parameters) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](std::uint64_t v) {
-    h ^= v;
-    h *= 1099511628211ull;
-  };
+  io::Fnv1a h;
   for (const auto& [name, tensor] : parameters) {
-    for (char c : name) mix(static_cast<unsigned char>(c));
-    for (std::int64_t d : tensor.shape()) mix(static_cast<std::uint64_t>(d));
-    mix(static_cast<std::uint64_t>(tensor.dtype()));
+    h.add(name);
+    for (std::int64_t d : tensor.shape()) h.add(static_cast<std::uint64_t>(d));
+    h.add(static_cast<std::uint64_t>(tensor.dtype()));
   }
-  return static_cast<std::int64_t>(h >> 1);
+  return static_cast<std::int64_t>(h.value() >> 1);
 }
 
 // ValueError on every rank unless every rank's tensors have the same names, shapes and dtypes.

@@ -19,6 +19,7 @@
 #include "tapegrad/autograd/graph.h"
 #include "tapegrad/autograd/parallel.h"
 #include "tapegrad/dist/message.h"
+#include "tapegrad/io/hash.h"
 
 namespace tapegrad::dist {
 
@@ -350,10 +351,10 @@ Tensor ProcessGroup::all_gather(const Tensor& tensor) const {
     Tensor local, out;
   };
   auto buffers = std::make_shared<Buffers>();
-  std::uint64_t shape_hash = 1469598103934665603ull;
-  for (std::int64_t d : tensor.shape()) shape_hash = (shape_hash ^ static_cast<std::uint64_t>(d)) * 1099511628211ull;
+  io::Fnv1a shape_hash;
+  for (std::int64_t d : tensor.shape()) shape_hash.add(static_cast<std::uint64_t>(d));
   const std::int64_t record[4] = {tensor.dim(), static_cast<std::int64_t>(tensor.dtype()), tensor.numel(),
-                                  static_cast<std::int64_t>(shape_hash >> 1)};
+                                  static_cast<std::int64_t>(shape_hash.value() >> 1)};
   std::copy(record, record + 4, buffers->here);
   buffers->local = local;
   buffers->out = out;

@@ -13,6 +13,7 @@
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/io/hash.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/train/checkpoint.h"
 
@@ -181,8 +182,7 @@ void Trainer::begin_fit(TrainResult& result) {
   if (options_.resume && load_checkpoint()) result.resumed_from = step_;
   if (replicated()) {
     // Every rank has read the checkpoint before rank 0 may write the next one, and read the same one.
-    const double step = static_cast<double>(step_);
-    if (max_over_ranks(step) != step || -max_over_ranks(-step) != step)
+    if (!same_on_every_rank(static_cast<double>(step_)))
       throw ValueError("Trainer: rank " + std::to_string(options_.replicas.rank) + " resumed at step " +
                        std::to_string(step_) + " but another rank at another step; every rank must read the same " +
                        "run_dir (a filesystem they share)");
@@ -334,11 +334,12 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
   }
   if (replicated()) {
     // One collective per metric: every rank must return the same keys, or they would reduce different ones.
-    std::uint64_t keys = 1469598103934665603ull;
-    for (const auto& entry : metrics)
-      for (char c : entry.first + ';') keys = (keys ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-    const double mine = static_cast<double>(keys >> 12);  // exact in a double
-    if (max_over_ranks(mine) != mine || -max_over_ranks(-mine) != mine)
+    io::Fnv1a keys;
+    for (const auto& entry : metrics) {
+      keys.add(entry.first);
+      keys.add(std::uint64_t{0});  // ends the name: {"ab", "c"} and {"a", "bc"} differ
+    }
+    if (!same_on_every_rank(static_cast<double>(keys.value() >> 12)))  // exact in a double
       throw ValueError("Trainer: eval_fn returned other metric names on rank " +
                        std::to_string(options_.replicas.rank) +
                        " than on another rank; every rank must return the same keys");

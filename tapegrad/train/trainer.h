@@ -300,6 +300,10 @@ class Trainer {
   bool replicated() const { return options_.replicas.world_size > 1; }
   double mean_over_ranks(double value) const { return replicated() ? options_.replicas.mean(value) : value; }
   double max_over_ranks(double value) const { return replicated() ? options_.replicas.max(value) : value; }
+  // Whether every rank passed this value (a collective: every rank must call it).
+  bool same_on_every_rank(double value) const {
+    return max_over_ranks(value) == value && -max_over_ranks(-value) == value;
+  }
 
   nn::Module& model_;
   optim::Optimizer& optimizer_;
