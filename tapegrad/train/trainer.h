@@ -300,9 +300,12 @@ class Trainer {
   bool replicated() const { return options_.replicas.world_size > 1; }
   double mean_over_ranks(double value) const { return replicated() ? options_.replicas.mean(value) : value; }
   double max_over_ranks(double value) const { return replicated() ? options_.replicas.max(value) : value; }
-  // Whether every rank passed this value (a collective: every rank must call it).
+  // Whether every rank passed the same value: the same answer on every rank (a collective: every
+  // rank must call it). Both reductions run unconditionally, so the ranks' collectives stay paired.
   bool same_on_every_rank(double value) const {
-    return max_over_ranks(value) == value && -max_over_ranks(-value) == value;
+    const double highest = max_over_ranks(value);
+    const double lowest = -max_over_ranks(-value);
+    return highest == lowest;
   }
 
   nn::Module& model_;

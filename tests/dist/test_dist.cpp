@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,16 @@ bool same_on_every_rank(const dist::ProcessGroup& group, const Tensor& t) {
   for (int r = 1; r < group.size(); ++r)
     if (std::memcmp(values.data(), values.data() + r * n, n * sizeof(float)) != 0) return false;
   return true;
+}
+
+// Trainer options that print nothing and train over the group's replicas.
+train::TrainerOptions replicated_options(const dist::ProcessGroup& group, std::int64_t max_steps) {
+  train::TrainerOptions options;
+  options.max_steps = max_steps;
+  options.progress = train::Progress::Off;
+  options.out = nullptr;
+  options.replicas = dist::replicas(group);
+  return options;
 }
 
 }  // namespace
@@ -396,12 +407,7 @@ TEST_CASE("dist: a NaN loss on one rank stops every rank at that step, naming th
   Mlp model;
   dist::DistributedDataParallel ddp(model, group);
   optim::Adam opt(model->parameters(), optim::AdamOptions(0.01));
-  train::TrainerOptions options;
-  options.max_steps = 5;
-  options.progress = train::Progress::Off;
-  options.out = nullptr;
-  options.replicas = dist::replicas(group);
-  train::Trainer trainer(model, opt, options);
+  train::Trainer trainer(model, opt, replicated_options(group, 5));
   const std::string error = message_of([&] {
     trainer.fit([&](std::int64_t step) {
       const GlobalBatch b = shard(global_batch(step, 2 * group.size()), group);
@@ -418,6 +424,78 @@ TEST_CASE("dist: a NaN loss on one rank stops every rank at that step, naming th
   } else {
     CHECK(error.find("non-finite loss nan at step 3 (step_fn(2))") != std::string::npos);
   }
+  group.barrier();
+}
+
+TEST_CASE("dist: metric names that differ between ranks are refused on every rank, naming it") {
+  const dist::ProcessGroup group = world();
+  manual_seed(5);
+  Mlp model;
+  dist::DistributedDataParallel ddp(model, group);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(0.01));
+  train::TrainerOptions options = replicated_options(group, 2);
+  options.eval_every = 1;
+  train::Trainer trainer(model, opt, options);
+  const std::string error = message_of([&] {
+    trainer.fit(
+        [&](std::int64_t step) {
+          const GlobalBatch b = shard(global_batch(step, 2 * group.size()), group);
+          return train::StepOutput{nn::cross_entropy(ddp(b.x), b.y), b.x.size(0), 0};
+        },
+        [&](std::int64_t) {
+          return std::map<std::string, double>{{group.rank() == 0 ? "val_loss" : "val_lost", 1.0}};
+        });
+  });
+  if (group.size() > 1) {
+    CHECK(error.find("eval_fn returned other metric names on rank " + std::to_string(group.rank())) !=
+          std::string::npos);
+    CHECK(trainer.step() == 1);  // every rank stopped at the first evaluation
+  } else {
+    CHECK(error == "no error");  // one process has nothing to compare
+  }
+  group.barrier();
+}
+
+TEST_CASE("dist: ranks that resume at different steps are refused on every rank") {
+  const dist::ProcessGroup group = world();
+  // A run directory per rank (as when the ranks do not share a filesystem); the last rank's holds a
+  // checkpoint at step 1, the others' nothing.
+  const std::string run_dir =
+      (std::filesystem::temp_directory_path() /
+       ("tapegrad_dist_resume_" + std::to_string(::getpid()) + "_" + std::to_string(group.rank())))
+          .string();
+  std::filesystem::remove_all(run_dir);
+  const bool last = group.rank() == group.size() - 1;
+  // The loss of a step on this rank's rows, through forward (the model, or its DDP wrapper).
+  auto step_fn = [&group](auto& forward) {
+    return [&forward, &group](std::int64_t step) {
+      const GlobalBatch b = shard(global_batch(step, 2 * group.size()), group);
+      return train::StepOutput{nn::cross_entropy(forward(b.x), b.y), b.x.size(0), 0};
+    };
+  };
+  train::TrainerOptions options;
+  options.progress = train::Progress::Off;
+  options.out = nullptr;
+  options.run_dir = run_dir;
+  if (last) {  // alone: no collective
+    manual_seed(6);
+    Mlp earlier;
+    optim::Adam opt(earlier->parameters(), optim::AdamOptions(0.01));
+    options.max_steps = 1;
+    train::Trainer(earlier, opt, options).fit(step_fn(earlier));
+  }
+  manual_seed(6);
+  Mlp model;
+  dist::DistributedDataParallel ddp(model, group);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(0.01));
+  options.max_steps = 3;
+  options.replicas = dist::replicas(group);
+  const std::string error = message_of([&] { train::Trainer(model, opt, options).fit(step_fn(ddp)); });
+  if (group.size() > 1)
+    CHECK(error.find("rank " + std::to_string(group.rank()) + " resumed at step " + (last ? "1" : "0") +
+                     " but another rank at another step") != std::string::npos);
+  else CHECK(error == "no error");  // one process resumes at its own step 1
+  std::filesystem::remove_all(run_dir);
   group.barrier();
 }
 
