@@ -153,7 +153,7 @@ TEST_CASE("bfloat16: a conversion carries the gradient back in the source dtype"
   const Tensor w = tensor({0.5, 0.25, 2.0});
   const Tensor h = x.to(kBFloat16);
   REQUIRE(h.grad_fn());
-  CHECK(h.grad_fn()->name == "to");
+  CHECK(std::string(h.grad_fn()->name) == "to");
   sum(h.to(kFloat32) * w).backward();
   REQUIRE(x.grad().defined());
   CHECK(x.grad().dtype() == kFloat32);
