@@ -655,8 +655,8 @@ int main(int argc, char** argv) {
   const Options opt = bench::parse_options(argc, argv, "tapegrad_bench", {"ops"});
   if (opt.threads > 0) set_num_threads(opt.threads);
   if (!opt.json)
-    std::printf("tapegrad_bench: OpenBLAS %s kernels, %d thread(s)\n\n", kernels::blas_core_name().c_str(),
-                num_threads());
+    std::printf("tapegrad_bench: OpenBLAS %s kernels, %d thread(s), bfloat16 instructions: %s\n\n",
+                kernels::blas_core_name().c_str(), num_threads(), kernels::cpu_has_bf16_instructions() ? "yes" : "no");
   try {
     const std::string& w = opt.workload;
     if (w == "ops" || w == "all") run_ops(opt);

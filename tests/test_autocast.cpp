@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,6 +115,7 @@ TEST_CASE("autocast: products run in bfloat16, precision-sensitive ops in float3
   Generator gen(13);
   const Tensor x = randn({4, 6}, gen), w = randn({5, 6}, gen), b = randn({5}, gen);
   CHECK_FALSE(autocast_enabled());
+  CHECK(autocast_dtype() == kBFloat16);
   {
     AutocastGuard autocast(kBFloat16);
     CHECK(autocast_enabled());
@@ -435,4 +438,18 @@ TEST_CASE("autocast: modules give float32 gradients within bfloat16 tolerance of
     check_module_under_autocast(
         *lm, [&] { return lm->forward(tokens); }, kBFloat16);  // the head is a Linear
   }
+}
+
+TEST_CASE("bfloat16 product: cpuid's answer agrees with the kernel's flags in /proc/cpuinfo") {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  REQUIRE(cpuinfo.good());
+  std::string line;
+  bool listed = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line);
+    for (std::string word; words >> word;) listed = listed || word == "avx512_bf16" || word == "amx_bf16";
+    break;  // the first CPU's flags
+  }
+  CHECK(kernels::cpu_has_bf16_instructions() == listed);
 }

@@ -41,7 +41,9 @@ bool autocast_lowers(std::initializer_list<const Tensor*> operands) {
 
 Tensor autocast_lower(const Tensor& t) { return t.defined() && t.dtype() == kFloat32 ? t.to(kBFloat16) : t; }
 
-Tensor widen_bf16(const Tensor& x) { return x.defined() && x.dtype() == kBFloat16 ? x.to(kFloat32) : x; }
+bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
+
+Tensor widen_bf16(const Tensor& x) { return is_bf16(x) ? x.to(kFloat32) : x; }
 
 Tensor precision_result(const Tensor& result, DType input_dtype) {
   if (input_dtype != kBFloat16 || autocast_on || result.dtype() != kFloat32) return result;

@@ -51,6 +51,9 @@ class AutocastGuard {
 
 namespace detail {
 
+// Whether t is defined and bfloat16.
+bool is_bf16(const Tensor& t);
+
 // For a product under autocast: true when autocast is on, every defined operand is float32 or
 // bfloat16, and at least one is float32 (which autocast_lower then casts).
 bool autocast_lowers(std::initializer_list<const Tensor*> operands);

@@ -33,7 +33,7 @@ void reject_batch_mean(Reduction reduction, const char* op) {
 }
 
 // None / Sum / Mean over every element.
-bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
+using detail::is_bf16;
 
 Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
   reject_batch_mean(reduction, op);

@@ -59,8 +59,7 @@ TensorList layer_norm_backward_taped(const Tensor& g, const Tensor& x, const Ten
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  if (x.dtype() == kBFloat16 || (weight.defined() && weight.dtype() == kBFloat16) ||
-      (bias.defined() && bias.dtype() == kBFloat16))  // float32 policy (autocast.h)
+  if (detail::is_bf16(x) || detail::is_bf16(weight) || detail::is_bf16(bias))  // float32 policy (autocast.h)
     return detail::precision_result(
         layer_norm(detail::widen_bf16(x), normalized_shape, detail::widen_bf16(weight), detail::widen_bf16(bias), eps),
         x.dtype());

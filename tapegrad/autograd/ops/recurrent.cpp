@@ -347,7 +347,7 @@ TensorList recurrent_layer(RecurrentMode mode, const Tensor& input_gates, const 
                            const Tensor& w_hh, const Tensor& b_hh, const Tensor& lengths, bool reverse) {
   // The fused kernels run in float32 and float64: bfloat16 operands are widened, and the results
   // rounded back only when every floating operand was bfloat16 (beside float32, bfloat16 meets it in float32).
-  const auto is_bf16 = [](const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; };
+  using detail::is_bf16;
   const auto bf16_or_absent = [&](const Tensor& t) { return !t.defined() || is_bf16(t); };
   if (is_bf16(input_gates) || is_bf16(h0) || is_bf16(c0) || is_bf16(w_hh) || is_bf16(b_hh)) {
     const bool all_bf16 =
