@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <future>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "tapegrad/autograd/autograd.h"
@@ -142,6 +144,29 @@ TEST_CASE("tensor: the buffer pool reuses freed buffers of the same size") {
   const PoolStats after = pool_stats();
   CHECK(after.allocations == before.allocations + 1);
   CHECK(after.pool_hits == before.pool_hits + 1);
+}
+
+// A thread that makes tensors another thread frees (a batch loader, a shard's worker) gets their
+// buffers back from the shared list instead of allocating afresh each time, while the other
+// thread's own cache would grow without bound. (Before, the buffers stayed with the freeing thread
+// for as long as it lived, and the allocating thread missed every time.)
+TEST_CASE("tensor: buffers freed on another thread go back to the thread that allocates") {
+  std::vector<Tensor> made;
+  for (int i = 0; i < 4; ++i) made.push_back(empty({12347}));
+  std::promise<void> freed, finish;
+  std::thread other([&] {
+    made.clear();
+    freed.set_value();
+    finish.get_future().wait();  // alive (its own cache with it) while the main thread allocates
+  });
+  freed.get_future().wait();
+  const PoolStats before = pool_stats();
+  for (int i = 0; i < 4; ++i) made.push_back(empty({12347}));
+  const PoolStats after = pool_stats();
+  finish.set_value();
+  other.join();
+  CHECK(after.allocations - before.allocations == 4);
+  CHECK(after.pool_hits - before.pool_hits == 4);
 }
 
 TEST_CASE("tensor: impossible sizes are errors, not crashes") {

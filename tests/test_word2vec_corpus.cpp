@@ -164,6 +164,36 @@ TEST_CASE("word2vec training: a seed gives the same vectors, another seed others
   CHECK(first.to_vector<float>() != other.to_vector<float>());
 }
 
+TEST_CASE("word2vec training: the vectors depend on the shards and not on the thread count") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  const int threads = num_threads();
+  for (const std::string model : {"skipgram", "cbow"}) {
+    CAPTURE(model);
+    Word2VecOptions options;
+    options.model = model;
+    options.dim = 8;
+    options.epochs = 1;
+    options.batch_size = 16;
+    options.shards = 3;
+    set_num_threads(1);
+    const Word2VecResult one = train_word2vec(vocab.encode(sentences), vocab, options);
+    set_num_threads(2);
+    const Word2VecResult two = train_word2vec(vocab.encode(sentences), vocab, options);
+    options.shards = 1;
+    const Word2VecResult single = train_word2vec(vocab.encode(sentences), vocab, options);
+    set_num_threads(threads);
+    CHECK(one.vectors.to_vector<float>() == two.vectors.to_vector<float>());
+    CHECK(one.steps == two.steps);
+    CHECK(one.words == 400 * 8);
+    CHECK(single.words == 400 * 8);
+    CHECK(one.vectors.to_vector<float>() != single.vectors.to_vector<float>());
+    // Three shards take three batches a step: about a third of one shard's steps.
+    CHECK(one.steps * 3 >= single.steps);
+    CHECK(one.steps * 2 < single.steps);
+  }
+}
+
 TEST_CASE("word2vec training: options out of range are a ValueError naming them") {
   const auto sentences = two_topics();
   const Vocabulary vocab = build_vocabulary(sentences, 1);
@@ -176,8 +206,12 @@ TEST_CASE("word2vec training: options out of range are a ValueError naming them"
   CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_loss), doctest::Contains("\"softmax\""), ValueError);
   Word2VecOptions bad_dim;
   bad_dim.dim = 0;
-  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_dim), doctest::Contains("dim, window, negative and epochs"),
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_dim),
+                       doctest::Contains("dim, window, negative, epochs and shards must be at least 1, got 0"),
                        ValueError);
+  Word2VecOptions bad_shards;
+  bad_shards.shards = 0;
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_shards), doctest::Contains("5 and 0"), ValueError);
   Word2VecOptions bad_sample;
   bad_sample.sample = -1;
   CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_sample), doctest::Contains("sample, lr and batch_size"),

@@ -52,6 +52,7 @@ struct W2vConfig {
   std::int64_t epochs = 5;
   double lr = 0.0;
   std::int64_t batch_size = 0;
+  std::int64_t shards = 2;
   std::int64_t threads = 2;
   std::int64_t log_every = 100;
   std::string probes = "god,king,water,bread,sword,wine";
@@ -73,7 +74,11 @@ struct W2vConfig {
     f("epochs", &C::epochs, "passes over the corpus");
     f("lr", &C::lr, "starting learning rate (0: word2vec.c's, 0.025 skip-gram and 0.05 CBOW)");
     f("batch_size", &C::batch_size,
-      "examples per step: (center, context) pairs for skip-gram, centers for CBOW (0: 256 for ns, 64 for hs)");
+      "examples per shard and step: (center, context) pairs for skip-gram, centers for CBOW (0: 256 for ns, 64 for "
+      "hs)");
+    f("shards", &C::shards,
+      "runs of the sentences whose batches each step computes at once, in parallel (the vectors depend on it, "
+      "not on threads)");
     f("threads", &C::threads, "threads of tapegrad's pool");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("probes", &C::probes, "words whose nearest neighbours are printed, comma-separated");
@@ -93,8 +98,8 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }
 
 void validate(const W2vConfig& c) {
-  examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs, &C::threads,
-                             &C::log_every);
+  examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs, &C::shards,
+                             &C::threads, &C::log_every);
   examples::require_non_negative("word2vec", c, &C::sample, &C::lr, &C::batch_size);
   for (const std::string& a : split(c.analogies, ','))
     examples::require(split(a, ':').size() == 4, "word2vec", "--analogies: expected a:b:c:d, got \"" + a + "\"");
@@ -189,6 +194,7 @@ int run(const Config& config) {
   options.epochs = c.epochs;
   options.lr = c.lr;
   options.batch_size = c.batch_size;
+  options.shards = c.shards;
   options.seed = static_cast<std::uint64_t>(c.seed);
   std::string metrics;
   Word2VecCallbacks callbacks;
@@ -223,6 +229,7 @@ int run(const Config& config) {
                      {"epochs", c.epochs},
                      {"steps", result.steps},
                      {"batch_size", options.batch()},
+                     {"shards", options.shards},
                      {"threads", c.threads},
                      {"train_seconds", result.seconds},
                      {"words_per_second", result.words_per_second},

@@ -1,4 +1,4 @@
-// word2vec training: the batches, the two tables and their SGD steps. See trainer.h.
+// word2vec training: the shards' batches, the two tables and their SGD steps. See trainer.h.
 
 #include "examples/word2vec/trainer.h"
 
@@ -13,7 +13,7 @@ namespace tapegrad::examples::word2vec {
 
 namespace {
 
-// One step's examples: what predicts (the center word, or the context words of a CBOW window,
+// A shard's examples: what predicts (the center word, or the context words of a CBOW window,
 // padded with `pad`) and the word predicted.
 struct Batch {
   std::vector<std::int64_t> inputs;   // (B, width)
@@ -25,6 +25,32 @@ struct Batch {
     targets.clear();
     inverse_counts.clear();
   }
+  // Moves the examples from `first` on to the end of `rest`, in order.
+  void split_off(std::int64_t first, std::int64_t width, Batch& rest) {
+    const auto move_tail = [](auto& from, auto& to, std::size_t at) {
+      to.insert(to.end(), from.begin() + static_cast<std::ptrdiff_t>(at), from.end());
+      from.resize(at);
+    };
+    const auto at = static_cast<std::size_t>(first);
+    move_tail(inputs, rest.inputs, at * static_cast<std::size_t>(width));
+    move_tail(targets, rest.targets, at);
+    if (!inverse_counts.empty()) move_tail(inverse_counts, rest.inverse_counts, at);
+  }
+};
+
+// One worker's share of the corpus: a contiguous run of the sentences, read in order each epoch,
+// its own generator (subsampling, windows, noise words), and its own leaves on the two tables:
+// tensors sharing the tables' storage, so the shard's backward writes its row-sparse gradients
+// there and no other shard's.
+struct Shard {
+  std::size_t begin = 0, end = 0, next = 0;  // sentences [begin, end); the next one to read
+  Generator gen;
+  Batch pending;           // examples made and not yet in a step
+  Batch batch;             // this step's
+  std::int64_t words = 0;  // corpus words read so far, all epochs
+  Tensor input, output;
+  Tensor labels;  // negative sampling: (B, 1 + negative), 1 for the target
+  double loss = 0.0;
 };
 
 class Word2Vec {
@@ -45,48 +71,51 @@ class Word2Vec {
                    .generator(&gen)),
         output_(nn::EmbeddingOptions(hs_ ? std::max<std::int64_t>(vocab.size() - 1, 1) : vocab.size(), c.dim)
                     .init(nn::EmbeddingInit::Zeros)
-                    .sparse(true)),
-        optimizer_(TensorList{input_->weight(), output_->weight()}, optim::SGDOptions(c.start_lr())) {}
+                    .sparse(true)) {}
 
   std::int64_t width() const { return width_; }
   bool cbow() const { return cbow_; }
   std::int64_t pad() const { return vocab_size_; }
+  const Tensor& input_table() const { return input_->weight(); }
+  const Tensor& output_table() const { return output_->weight(); }
   // The input vectors, one per vocabulary word (CBOW's padding row left out).
   Tensor vectors() const { return input_->weight().narrow(0, 0, vocab_size_).detach(); }
 
-  // One SGD step on a batch at learning rate lr; returns the batch's summed loss.
-  double step(const Batch& batch, double lr, Generator& gen) {
+  // The shard's batch through the model and back: its gradients on the shard's leaves and its
+  // summed loss in shard.loss. Touches nothing another shard uses, so shards run at once.
+  void forward_backward(Shard& shard) const {
+    const Batch& batch = shard.batch;
     const std::int64_t b = batch.size();
+    shard.loss = 0.0;
+    if (b == 0) return;
     const Tensor targets = from_vector(batch.targets, {b});
     Tensor hidden;  // (B, D)
     if (cbow_) {
       // The mean of the context vectors, each of which then receives the mean's whole gradient (not
       // a 1/count share), as word2vec.c and gensim update them: the value of sum / count, the
       // gradient of sum (the second term is zero, with gradient 1 - 1/count).
-      const Tensor sum = input_(from_vector(batch.inputs, {b, width_})).sum({1});  // (B, D)
-      const Tensor inverse = from_vector(batch.inverse_counts, {b, 1});            // (B, 1)
+      const Tensor sum =
+          embedding(shard.input, from_vector(batch.inputs, {b, width_}), pad(), /*sparse=*/true).sum({1});  // (B, D)
+      const Tensor inverse = from_vector(batch.inverse_counts, {b, 1});                                     // (B, 1)
       hidden = sum * inverse + (sum - sum.detach()) * (1.0 - inverse);
     } else {
-      hidden = input_(from_vector(batch.inputs, {b}));
+      hidden = embedding(shard.input, from_vector(batch.inputs, {b}), std::nullopt, /*sparse=*/true);
     }
     // The scores of the output vectors each example meets, without gathering them (embedding_dot):
     // the losses of nn::hierarchical_softmax_loss and nn::negative_sampling_loss, written on scores.
     Tensor loss;
     if (hs_) {
       const nn::HuffmanPaths paths = tree_.paths(targets);
-      const Tensor scores = embedding_dot(output_->weight(), paths.nodes, hidden, /*sparse=*/true);  // (B, L)
+      const Tensor scores = embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true);  // (B, L)
       const Tensor per_node = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::None);
       loss = where(paths.mask, per_node, 0.0).sum();
     } else {
       // Column 0 the target (label 1), then the noise words (label 0).
-      const Tensor scores = embedding_dot(output_->weight(), noise_words(batch.targets, gen), hidden, true);
-      loss = nn::binary_cross_entropy_with_logits(scores, labels(b), nn::Reduction::Sum);
+      const Tensor scores = embedding_dot(shard.output, noise_words(batch.targets, shard.gen), hidden, true);
+      loss = nn::binary_cross_entropy_with_logits(scores, labels(shard, b), nn::Reduction::Sum);
     }
-    optimizer_.set_lr(0, lr);
     loss.backward();
-    optimizer_.step();
-    optimizer_.zero_grad(true);
-    return loss.item<double>();
+    shard.loss = loss.item<double>();
   }
 
  private:
@@ -107,13 +136,12 @@ class Word2Vec {
     return from_vector(words, {b, k + 1});
   }
 
-  // (B, 1 + negative): 1 for the target, 0 for the noise words.
-  const Tensor& labels(std::int64_t b) {
-    if (labels_.defined() && labels_.shape()[0] == b) return labels_;
+  const Tensor& labels(Shard& shard, std::int64_t b) const {
+    if (shard.labels.defined() && shard.labels.shape()[0] == b) return shard.labels;
     std::vector<float> values(static_cast<std::size_t>(b * (c_.negative + 1)), 0.0f);
     for (std::int64_t i = 0; i < b; ++i) values[static_cast<std::size_t>(i * (c_.negative + 1))] = 1.0f;
-    labels_ = from_vector(values, {b, c_.negative + 1});
-    return labels_;
+    shard.labels = from_vector(values, {b, c_.negative + 1});
+    return shard.labels;
   }
 
   Word2VecOptions c_;
@@ -125,20 +153,16 @@ class Word2Vec {
   nn::HuffmanTree tree_;
   nn::Embedding input_;
   nn::Embedding output_;
-  optim::SGD optimizer_;
-  Tensor labels_;
 };
 
-// Appends a sentence's examples to the batch, calling flush whenever it is full.
-template <class Flush>
-void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window,
-                  std::int64_t batch_size, Generator& gen, Batch& batch, Flush&& flush) {
+// Appends a sentence's examples to the batch.
+void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window, Generator& gen,
+                  Batch& batch) {
   const std::int64_t n = static_cast<std::int64_t>(kept.size());
   if (!model.cbow()) {
     for (const auto& [center, context] : context_pairs(kept, window, gen)) {
       batch.inputs.push_back(center);
       batch.targets.push_back(context);
-      if (batch.size() == batch_size) flush();
     }
     return;
   }
@@ -154,8 +178,22 @@ void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, 
     batch.inputs.insert(batch.inputs.end(), static_cast<std::size_t>(model.width() - count), model.pad());
     batch.targets.push_back(kept[static_cast<std::size_t>(i)]);
     batch.inverse_counts.push_back(1.0f / static_cast<float>(count));
-    if (batch.size() == batch_size) flush();
   }
+}
+
+// Fills the shard's batch with its next batch_size examples (fewer at the end of its sentences),
+// reading sentences as needed.
+void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sentences, const Word2Vec& model,
+                const Word2VecOptions& options, const Vocabulary& vocab, std::int64_t batch_size) {
+  while (shard.pending.size() < batch_size && shard.next < shard.end) {
+    const std::vector<std::int64_t>& sentence = sentences[shard.next++];
+    shard.words += static_cast<std::int64_t>(sentence.size());
+    add_examples(subsample(sentence, vocab, options.sample, shard.gen), model, options.window, shard.gen,
+                 shard.pending);
+  }
+  shard.batch.clear();
+  std::swap(shard.batch, shard.pending);
+  if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, model.width(), shard.pending);
 }
 
 void validate(const Word2VecOptions& o) {
@@ -165,9 +203,10 @@ void validate(const Word2VecOptions& o) {
   require(o.model == "skipgram" || o.model == "cbow",
           "model must be \"skipgram\" or \"cbow\", got \"" + o.model + "\"");
   require(o.loss == "ns" || o.loss == "hs", "loss must be \"ns\" or \"hs\", got \"" + o.loss + "\"");
-  require(o.dim >= 1 && o.window >= 1 && o.negative >= 1 && o.epochs >= 1,
-          "dim, window, negative and epochs must be at least 1, got " + std::to_string(o.dim) + ", " +
-              std::to_string(o.window) + ", " + std::to_string(o.negative) + " and " + std::to_string(o.epochs));
+  require(o.dim >= 1 && o.window >= 1 && o.negative >= 1 && o.epochs >= 1 && o.shards >= 1,
+          "dim, window, negative, epochs and shards must be at least 1, got " + std::to_string(o.dim) + ", " +
+              std::to_string(o.window) + ", " + std::to_string(o.negative) + ", " + std::to_string(o.epochs) + " and " +
+              std::to_string(o.shards));
   require(o.sample >= 0 && o.lr >= 0 && o.batch_size >= 0, "sample, lr and batch_size must be >= 0, got " +
                                                                format_number(o.sample) + ", " + format_number(o.lr) +
                                                                " and " + std::to_string(o.batch_size));
@@ -180,44 +219,76 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
   validate(options);
   const std::int64_t batch_size = options.batch();
   Generator gen(options.seed);
-  Word2Vec model(options, vocab, gen);
+  const Word2Vec model(options, vocab, gen);
+  std::vector<Shard> shards(static_cast<std::size_t>(options.shards));
+  TensorList leaves;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    Shard& shard = shards[s];
+    shard.begin = sentences.size() * s / shards.size();
+    shard.end = sentences.size() * (s + 1) / shards.size();
+    shard.gen = Generator(derive_seed(options.seed, s + 1));
+    shard.input = model.input_table().detach().requires_grad_();
+    shard.output = model.output_table().detach().requires_grad_();
+    leaves.push_back(shard.input);
+    leaves.push_back(shard.output);
+  }
+  // Every shard's gradients, each applied once to the storage all the leaves share.
+  optim::SGD optimizer(leaves, optim::SGDOptions(options.start_lr()));
   const double lr0 = options.start_lr();
   const double all_words = static_cast<double>(options.epochs) * static_cast<double>(vocab.total);
 
   Word2VecResult result;
   double epoch_loss = 0.0, log_loss = 0.0;
   std::int64_t epoch_examples = 0, log_examples = 0;
-  Batch batch;
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  auto flush = [&] {
-    if (batch.size() == 0) return;
-    const double lr = lr0 * std::max(1.0 - static_cast<double>(result.words) / (all_words + 1.0), 1e-4);
-    const double loss = model.step(batch, lr, gen);
-    epoch_loss += loss;
-    log_loss += loss;
-    epoch_examples += batch.size();
-    log_examples += batch.size();
-    ++result.steps;
-    if (callbacks.log_every > 0 && result.steps % callbacks.log_every == 0) {
-      const double t = seconds();
-      if (callbacks.on_log)
-        callbacks.on_log({result.steps, result.words, lr, log_loss / static_cast<double>(log_examples), t,
-                          static_cast<double>(result.words) / t});
-      log_loss = 0.0;
-      log_examples = 0;
-    }
-    batch.clear();
+  const auto words_read = [&] {
+    std::int64_t words = 0;
+    for (const Shard& shard : shards) words += shard.words;
+    return words;
   };
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
     epoch_loss = 0.0;
     epoch_examples = 0;
-    for (const std::vector<std::int64_t>& sentence : sentences) {
-      result.words += static_cast<std::int64_t>(sentence.size());
-      add_examples(subsample(sentence, vocab, options.sample, gen), model, options.window, batch_size, gen, batch,
-                   flush);
+    for (Shard& shard : shards) shard.next = shard.begin;
+    for (;;) {
+      // The learning rate of the words read before this step; then each shard's batch and gradients,
+      // the shards in parallel (their ops run inline on their threads), all computed from the same
+      // weights; then one SGD step with all of them.
+      const double lr = lr0 * std::max(1.0 - static_cast<double>(words_read()) / (all_words + 1.0), 1e-4);
+      parallel_for(0, options.shards, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t s = lo; s < hi; ++s) {
+          Shard& shard = shards[static_cast<std::size_t>(s)];
+          next_batch(shard, sentences, model, options, vocab, batch_size);
+          model.forward_backward(shard);
+        }
+      });
+      std::int64_t examples = 0;
+      double loss = 0.0;
+      for (const Shard& shard : shards) {
+        examples += shard.batch.size();
+        loss += shard.loss;
+      }
+      if (examples == 0) break;  // every shard has read its sentences
+      optimizer.set_lr(0, lr);
+      optimizer.step();
+      optimizer.zero_grad(true);
+      result.words = words_read();
+      epoch_loss += loss;
+      log_loss += loss;
+      epoch_examples += examples;
+      log_examples += examples;
+      ++result.steps;
+      if (callbacks.log_every > 0 && result.steps % callbacks.log_every == 0) {
+        const double t = seconds();
+        if (callbacks.on_log)
+          callbacks.on_log({result.steps, result.words, lr, log_loss / static_cast<double>(log_examples), t,
+                            static_cast<double>(result.words) / t});
+        log_loss = 0.0;
+        log_examples = 0;
+      }
     }
-    flush();
+    result.words = words_read();
     result.epoch_losses.push_back(epoch_loss / static_cast<double>(std::max<std::int64_t>(epoch_examples, 1)));
     if (callbacks.on_epoch)
       callbacks.on_epoch(epoch + 1, result.epoch_losses.back(), static_cast<double>(result.words) / seconds());

@@ -7,13 +7,17 @@
 //            mean of the context's input vectors predicts the center word)
 //   losses   negative sampling (`negative` noise words per example from count^0.75, an AliasTable)
 //            or hierarchical softmax over a Huffman tree of the counts (nn::huffman_tree)
-//   training batches of examples (default 256, 64 with hierarchical softmax); both tables are
-//            Embeddings with row-sparse gradients, stepped by SGD at word2vec.c's learning rate
-//            (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the words of all
-//            epochs. A batch's gradients are summed, computed before any of its updates, so the
-//            nodes near the root of the Huffman tree, on nearly every path, take a batch's updates
-//            at once: with 1024 examples hierarchical softmax diverged, with 256 CBOW's sometimes
-//            did early on
+//   training the sentences are cut into `shards` contiguous runs (default 2), each read in order
+//            by its own worker with its own generator. A step takes the next batch of examples of
+//            every shard (default 256 each, 64 with hierarchical softmax), computes each shard's
+//            gradients from the same weights, the shards in parallel on the thread pool (each on its
+//            own tape, through leaves that share the tables' storage), and applies all of them in one
+//            SGD step. Both tables are Embeddings with row-sparse gradients, stepped at word2vec.c's
+//            learning rate (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the
+//            words of all epochs. The vectors depend on the shards, not on the thread count. A
+//            step's gradients are summed, computed before any of its updates, so the nodes near the
+//            root of the Huffman tree, on nearly every path, take a step's updates at once: with
+//            1024 examples a step hierarchical softmax diverged
 //
 //   Vocabulary vocab = build_vocabulary(sentences, 5);
 //   Word2VecResult r = train_word2vec(vocab.encode(sentences), vocab, Word2VecOptions());
@@ -37,7 +41,8 @@ struct Word2VecOptions {
   double sample = 1e-3;       // subsampling threshold t (0: keep every word)
   std::int64_t epochs = 5;
   double lr = 0.0;              // 0: 0.025 for skip-gram, 0.05 for CBOW
-  std::int64_t batch_size = 0;  // examples per step (0: 256 for ns, 64 for hs)
+  std::int64_t batch_size = 0;  // examples per shard per step (0: 256 for ns, 64 for hs)
+  std::int64_t shards = 2;      // workers computing their batches' gradients at once (see above)
   std::uint64_t seed = 0;       // initial vectors, subsampling, windows and noise words
 
   double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
@@ -64,8 +69,8 @@ struct Word2VecCallbacks {
 };
 
 // Trains on `sentences` (ids of `vocab`, as Vocabulary::encode gives them). ValueError naming the
-// option for a model or loss not listed above, or a dim, window, negative, epochs below 1 or a
-// negative sample, lr or batch_size.
+// option for a model or loss not listed above, or a dim, window, negative, epochs or shards below 1
+// or a negative sample, lr or batch_size.
 Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sentences, const Vocabulary& vocab,
                               const Word2VecOptions& options, const Word2VecCallbacks& callbacks = {});
 

@@ -90,6 +90,13 @@ ThreadCache* thread_cache() {
   return &cache;
 }
 
+// A number for the calling thread that no other thread of the process has had.
+std::uint64_t thread_serial() {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t serial = next.fetch_add(1, std::memory_order_relaxed);
+  return serial;
+}
+
 void* take_orphan(std::size_t size) {
   Shared& s = shared();
   std::lock_guard<std::mutex> lock(s.mutex);
@@ -131,7 +138,22 @@ void* allocate(std::size_t nbytes) {
   return p;
 }
 
-void release(void* p, std::size_t nbytes) {
+// A buffer released on another thread than the one that allocated it goes to the shared lists,
+// where any thread finds it on a miss: a thread that makes tensors another one frees (a batch
+// loader, a worker computing a shard's gradients) gets its buffers back, instead of allocating
+// afresh every step while the other thread's cache grows.
+void give_away(void* p, std::size_t size) {
+  Shared& s = shared();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (static_cast<std::size_t>(s.retired.cached.load()) + size > kMaxCachedBytes) {
+    std::free(p);
+    return;
+  }
+  s.orphans[size].push_back(p);
+  s.retired.cached.store(s.retired.cached.load() + static_cast<std::int64_t>(size));
+}
+
+void release(void* p, std::size_t nbytes, std::uint64_t owner) {
   const std::size_t size = round_up(nbytes);
   ThreadCache* cache = thread_cache();
   if (!cache) {
@@ -140,6 +162,10 @@ void release(void* p, std::size_t nbytes) {
   }
   Counters& c = cache->counters;
   Counters::bump(c.in_use, -static_cast<std::int64_t>(size));
+  if (owner != thread_serial()) {
+    give_away(p, size);
+    return;
+  }
   if (static_cast<std::size_t>(c.cached.load(std::memory_order_relaxed)) + size <= kMaxCachedBytes) {
     cache->free[size].push_back(p);
     Counters::bump(c.cached, static_cast<std::int64_t>(size));
@@ -150,9 +176,9 @@ void release(void* p, std::size_t nbytes) {
 
 }  // namespace
 
-Storage::Storage(std::size_t nbytes) : data_(allocate(nbytes)), nbytes_(nbytes) {}
+Storage::Storage(std::size_t nbytes) : data_(allocate(nbytes)), nbytes_(nbytes), owner_(thread_serial()) {}
 
-Storage::~Storage() { release(data_, nbytes_); }
+Storage::~Storage() { release(data_, nbytes_, owner_); }
 
 PoolStats pool_stats() {
   thread_cache();  // registers this thread, so a fresh thread sees the totals too

@@ -4,8 +4,9 @@
 // Buffers come from a caching pool keyed by exact byte size: a training step allocates the same
 // shapes every step, so after the first step nearly every allocation is a pop from a free list
 // instead of a malloc (and, for large buffers, an mmap plus page faults). Each thread keeps its
-// own free lists, so allocating takes no lock; a buffer released on another thread joins that
-// thread's lists, and the lists of a thread that exits pass to the others.
+// own free lists, so allocating takes no lock. A buffer released on another thread than the one
+// that allocated it goes to a shared list that every thread draws from when its own has none of
+// that size, as do the lists of a thread that exits.
 
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +38,7 @@ class Storage {
  private:
   void* data_ = nullptr;
   std::size_t nbytes_ = 0;
+  std::uint64_t owner_ = 0;  // the allocating thread (storage.cpp)
   std::uint64_t version_ = 0;
 };
 
