@@ -105,6 +105,7 @@ inline const std::vector<WorkloadSpec>& workload_specs() {
       {"w5", 1, 5},         // one causal attention, forward + backward, at --seq T
       {"w6", 3, 30},        // 2-layer LSTM forward + backward
       {"w7", 3, 30},        // sparse embedding step, per vocabulary and variant (alternating)
+      {"w8", 3, 40},        // attention with einsum and with matmul (alternating), at --seq T
   };
   return specs;
 }

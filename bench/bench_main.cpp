@@ -1,8 +1,8 @@
 // tapegrad_bench: per-op timings and the workloads of docs/bench.md: the sgemm ceiling
 // (S0), the spam-toy step (W1), the reversal encoder-decoder (W2), the causal LM step (W3),
-// the mixture-of-experts layer (W4), one causal attention (W5), the LSTM (W6) and the sparse
-// embedding step (W7). A measuring program, not a test; see docs/bench.md.
-// bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both. Over 400
+// the mixture-of-experts layer (W4), one causal attention (W5), the LSTM (W6), the sparse
+// embedding step (W7) and attention written with einsum against matmul (W8, tapegrad only). A measuring program, not a
+// test; see docs/bench.md. bench_libtorch.cpp runs the same workloads on libtorch; bench/compare.sh runs both. Over 400
 // lines: the workloads and the ops table in one program, mirroring bench_libtorch.cpp.
 //
 //   tapegrad_bench                         # every workload, as text
@@ -649,10 +649,45 @@ void run_w7(const Options& opt) {
   }
 }
 
+// ---------------------------------------------------------------- W8 einsum attention
+// The same attention written twice and timed alternately: with einsum ("bhqd,bhkd->bhqk" and
+// "bhqk,bhkd->bhqd") and with matmul, on W5's inputs at --seq T, without the mask.
+void run_w8(const Options& opt) {
+  using C = bench::AttentionConfig;
+  const std::int64_t t = opt.seq;
+  const Shape shape{C::kBatch, C::kHeads, t, C::kHeadDim};
+  const Tensor q = from_vector(bench::attention_input(t, 1), shape).requires_grad_();
+  const Tensor k = from_vector(bench::attention_input(t, 2), shape).requires_grad_();
+  const Tensor v = from_vector(bench::attention_input(t, 3), shape).requires_grad_();
+  const Tensor w = from_vector(bench::attention_input(t, 4), shape);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(C::kHeadDim));
+  const auto step = [&](bool with_einsum) {
+    for (const Tensor* p : {&q, &k, &v}) p->zero_grad(/*set_to_none=*/true);
+    const Tensor scores = with_einsum ? einsum("bhqd,bhkd->bhqk", {q, k}) : matmul(q, k.mT());  // (B, H, T, T)
+    const Tensor weights = softmax(scores * scale, -1);
+    const Tensor out = with_einsum ? einsum("bhqk,bhkd->bhqd", {weights, v}) : matmul(weights, v);  // (B, H, T, D)
+    (out * w).sum().backward();
+  };
+  const auto ms = bench::time_alternating({[&] { step(true); }, [&] { step(false); }}, bench::warmup_of(opt, "w8"),
+                                          bench::steps_of(opt, "w8"), 10);
+  for (const bool with_einsum : {true, false}) {
+    const std::vector<double>& mine = ms[with_einsum ? 0 : 1];
+    nlohmann::json row = record_base("w8", opt);
+    row["variant"] = with_einsum ? "einsum" : "matmul";
+    row["seq"] = t;
+    row["median_ms"] = median(mine);
+    row["runs"] = mine.size();
+    emit(opt, row,
+         "W8 attention T=" + std::to_string(t) + " written with " + (with_einsum ? "einsum" : "matmul") + ": " +
+             std::to_string(median(mine)) + " ms fwd+bwd");
+  }
+  if (!opt.json) std::printf("W8 einsum / matmul: %.3f\n\n", median(ms[0]) / median(ms[1]));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options opt = bench::parse_options(argc, argv, "tapegrad_bench", {"ops"});
+  const Options opt = bench::parse_options(argc, argv, "tapegrad_bench", {"ops", "w8"});
   if (opt.threads > 0) set_num_threads(opt.threads);
   if (!opt.json)
     std::printf("tapegrad_bench: OpenBLAS %s kernels, %d thread(s), bfloat16 instructions: %s\n\n",
@@ -669,6 +704,7 @@ int main(int argc, char** argv) {
     if (w == "w5") run_w5(opt);
     if (w == "w6" || w == "all") run_w6(opt);
     if (w == "w7") run_w7(opt);
+    if (w == "w8") run_w8(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

@@ -481,3 +481,220 @@ TEST_CASE("linear: errors name the op, the shapes and the dtypes") {
   CHECK_THROWS_WITH_AS(linear(randn({2, 3}, gen), randn({4, 3}, gen).to(kFloat64)),
                        "linear: dtype mismatch, x float32, weight float64", TypeError);
 }
+
+// ---------------------------------------------------------------- einsum
+
+namespace {
+
+// A loop over every assignment of the labels of an explicit equation of letters ("ij,jk->ik"):
+// the product of the operands' entries (a size-1 axis read at 0, as broadcasting does) summed
+// into the output. Independent of einsum's lowering, to check its values.
+std::vector<double> loop_einsum(const std::string& equation, const TensorList& operands) {
+  const std::size_t arrow = equation.find("->");
+  std::vector<std::string> terms;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = equation.find(',', start);
+    terms.push_back(equation.substr(start, std::min(comma, arrow) - start));
+    if (comma == std::string::npos || comma > arrow) break;
+    start = comma + 1;
+  }
+  const std::string output = equation.substr(arrow + 2);
+  std::string labels;
+  std::vector<std::int64_t> size(128, 1);
+  std::vector<std::vector<double>> values;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    values.push_back(operands[i].contiguous().to_vector<double>());
+    for (std::size_t a = 0; a < terms[i].size(); ++a) {
+      const char l = terms[i][a];
+      if (labels.find(l) == std::string::npos) labels += l;
+      size[static_cast<std::size_t>(l)] =
+          std::max(size[static_cast<std::size_t>(l)], operands[i].shape()[static_cast<int>(a)]);
+    }
+  }
+  const auto flat_index = [&](const std::string& term, const Shape& shape, const std::vector<std::int64_t>& at) {
+    std::int64_t index = 0;
+    for (std::size_t a = 0; a < term.size(); ++a) {
+      const std::int64_t n = shape[static_cast<int>(a)];
+      index = index * n + (n == 1 ? 0 : at[static_cast<std::size_t>(term[a])]);
+    }
+    return index;
+  };
+  Shape out_shape;
+  std::int64_t out_size = 1;
+  for (const char l : output) {
+    out_shape.push_back(size[static_cast<std::size_t>(l)]);
+    out_size *= size[static_cast<std::size_t>(l)];
+  }
+  std::vector<double> out(static_cast<std::size_t>(out_size), 0.0);
+  std::vector<std::int64_t> at(128, 0);
+  for (;;) {
+    double product = 1.0;
+    for (std::size_t i = 0; i < terms.size(); ++i)
+      product *= values[i][static_cast<std::size_t>(flat_index(terms[i], operands[i].shape(), at))];
+    out[static_cast<std::size_t>(flat_index(output, out_shape, at))] += product;
+    std::size_t k = 0;
+    for (; k < labels.size(); ++k) {
+      std::int64_t& v = at[static_cast<std::size_t>(labels[k])];
+      if (++v < size[static_cast<std::size_t>(labels[k])]) break;
+      v = 0;
+    }
+    if (k == labels.size()) break;
+  }
+  return out;
+}
+
+struct EinsumCase {
+  std::string equation;   // as given to einsum
+  std::string reference;  // the same with explicit letters only, for loop_einsum
+  std::vector<Shape> shapes;
+  Shape out;
+};
+
+// Every product of transformer-numpy-notes.txt and the attention post, then awkward ones.
+const std::vector<EinsumCase>& einsum_cases() {
+  static const std::vector<EinsumCase> cases = {
+      {"ij, jk -> ik", "ij,jk->ik", {{2, 3}, {3, 4}}, {2, 4}},
+      {"nk,mk->nm", "nk,mk->nm", {{3, 4}, {5, 4}}, {3, 5}},
+      {"nm,mv->nv", "nm,mv->nv", {{3, 5}, {5, 2}}, {3, 2}},
+      {"nd,dhk->hnk", "nd,dhk->hnk", {{3, 4}, {4, 2, 3}}, {2, 3, 3}},
+      {"hnk,hmk->hnm", "hnk,hmk->hnm", {{2, 3, 4}, {2, 5, 4}}, {2, 3, 5}},
+      {"hnm,hmv->hnv", "hnm,hmv->hnv", {{2, 3, 5}, {2, 5, 4}}, {2, 3, 4}},
+      {"hnv->nhv", "hnv->nhv", {{2, 3, 4}}, {3, 2, 4}},
+      {"nx,xd->nd", "nx,xd->nd", {{3, 6}, {6, 4}}, {3, 4}},
+      {"nd,df->nf", "nd,df->nf", {{3, 4}, {4, 5}}, {3, 5}},
+      {"nd,vd->nv", "nd,vd->nv", {{3, 4}, {6, 4}}, {3, 6}},
+      {"bhqd,bhkd->bhqk", "bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}, {2, 2, 3, 5}},
+      {"ii->i", "ii->i", {{3, 3}}, {3}},
+      {"ii->", "ii->", {{3, 3}}, {}},
+      {"ii", "ii->", {{3, 3}}, {}},
+      {"iij->j", "iij->j", {{3, 3, 2}}, {2}},
+      {"iji->j", "iji->j", {{3, 2, 3}}, {2}},
+      {"ij->ji", "ij->ji", {{2, 3}}, {3, 2}},
+      {"ba", "ba->ab", {{2, 3}}, {3, 2}},
+      {"ij->", "ij->", {{2, 3}}, {}},
+      {"i,j->ij", "i,j->ij", {{3}, {4}}, {3, 4}},
+      {"i,i->", "i,i->", {{4}, {4}}, {}},
+      {"i,i->i", "i,i->i", {{4}, {4}}, {4}},
+      {"ij,ij->ij", "ij,ij->ij", {{3, 1}, {3, 4}}, {3, 4}},
+      {"ij,jk", "ij,jk->ik", {{2, 3}, {3, 4}}, {2, 4}},
+      {"Ab,bC->AC", "Ab,bC->AC", {{2, 3}, {3, 4}}, {2, 4}},
+      {"bij,bjk->bik", "bij,bjk->bik", {{2, 3, 4}, {2, 4, 2}}, {2, 3, 2}},
+      {"...ij,...jk->...ik", "abij,bjk->abik", {{2, 1, 3, 4}, {5, 4, 2}}, {2, 5, 3, 2}},
+      {"...i->...", "abi->ab", {{2, 3, 4}}, {2, 3}},
+      {"i...->i", "iab->i", {{3, 2, 2}}, {3}},
+      {"...ij", "abij->abij", {{2, 1, 3, 2}}, {2, 1, 3, 2}},
+      {"ij,jk,kl->il", "ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}, {2, 2}},
+      {"ii,i->i", "ii,i->i", {{3, 3}, {3}}, {3}},
+      {"ijk,ikj->i", "ijk,ikj->i", {{2, 3, 4}, {2, 4, 3}}, {2}},
+      {"ij,kl->ijkl", "ij,kl->ijkl", {{2, 3}, {2, 2}}, {2, 3, 2, 2}},
+      {"bn,anm,bm->ba", "bn,anm,bm->ba", {{2, 3}, {4, 3, 2}, {2, 2}}, {2, 4}},
+  };
+  return cases;
+}
+
+TensorList einsum_inputs(const EinsumCase& c, Generator& gen) {
+  TensorList inputs;
+  for (const Shape& s : c.shapes) inputs.push_back(randn(s, gen, kFloat64).requires_grad_());
+  return inputs;
+}
+
+}  // namespace
+
+TEST_CASE("einsum: the seeds' products and awkward patterns equal a loop over every label") {
+  Generator gen(5);
+  for (const EinsumCase& c : einsum_cases()) {
+    CAPTURE(c.equation);
+    const TensorList inputs = einsum_inputs(c, gen);
+    const Tensor out = einsum(c.equation, inputs);
+    REQUIRE(out.shape() == c.out);
+    const std::vector<double> got = out.contiguous().to_vector<double>(), want = loop_einsum(c.reference, inputs);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("einsum: gradcheck and gradgradcheck in float64 on every pattern") {
+  Generator gen(6);
+  for (const EinsumCase& c : einsum_cases()) {
+    CAPTURE(c.equation);
+    const TensorList inputs = einsum_inputs(c, gen);
+    const auto f = [&c](const TensorList& x) { return einsum(c.equation, x); };
+    const GradcheckResult first = gradcheck(f, inputs);
+    CHECK_MESSAGE(first.passed, first.message());
+    const GradcheckResult second = gradgradcheck(f, inputs);
+    CHECK_MESSAGE(second.passed, second.message());
+  }
+}
+
+TEST_CASE("einsum: attention scores and outputs are the matmul-written ones, bit for bit") {
+  Generator gen(7);
+  const Tensor q = randn({2, 4, 5, 8}, gen), k = randn({2, 4, 6, 8}, gen), v = randn({2, 4, 6, 8}, gen);
+  const Tensor scores = einsum("bhqd,bhkd->bhqk", {q, k});
+  CHECK(scores.to_vector<float>() == matmul(q, k.transpose(-2, -1)).to_vector<float>());
+  const Tensor weights = softmax(scores, -1);
+  CHECK(einsum("bhqk,bhkd->bhqd", {weights, v}).to_vector<float>() == matmul(weights, v).to_vector<float>());
+}
+
+TEST_CASE("einsum: under bfloat16 autocast its contractions are matmul's") {
+  Generator gen(10);
+  const Tensor a = randn({3, 4}, gen), b = randn({4, 5}, gen), c = randn({5}, gen);
+  AutocastGuard autocast(kBFloat16);
+  const Tensor product = einsum("ij,jk->ik", {a, b});
+  CHECK(product.dtype() == kBFloat16);
+  CHECK(product.to(kFloat32).to_vector<float>() == matmul(a, b).to(kFloat32).to_vector<float>());
+  CHECK(einsum("i,j->ij", {c, c}).dtype() == kFloat32);  // no label summed: a mul, which follows its inputs
+}
+
+TEST_CASE("diagonal: offsets, axes and its gradient") {
+  Generator gen(8);
+  const Tensor x = randn({3, 4, 2}, gen, kFloat64).requires_grad_();
+  const std::vector<double> xs = x.to_vector<double>();
+  const Tensor d = diagonal(x, 1, 0, 1);  // x[i][i + 1][c], (2, 3)
+  REQUIRE(d.shape() == Shape{2, 3});
+  for (std::int64_t c = 0; c < 2; ++c)
+    for (std::int64_t i = 0; i < 3; ++i)
+      CHECK(d.contiguous().to_vector<double>()[static_cast<std::size_t>(c * 3 + i)] ==
+            xs[static_cast<std::size_t>((i * 4 + i + 1) * 2 + c)]);
+  CHECK(diagonal(x, -2, 0, 1).shape() == Shape{2, 1});
+  CHECK(diagonal(x, 5, 0, 1).shape() == Shape{2, 0});
+  CHECK(diagonal(x, 0, -1, 0).shape() == Shape{4, 2});
+  for (const std::int64_t offset : {-1, 0, 2}) {
+    CAPTURE(offset);
+    const auto f = [offset](const TensorList& in) { return diagonal(in[0], offset, 1, 0); };
+    const GradcheckResult first = gradcheck(f, {x});
+    CHECK_MESSAGE(first.passed, first.message());
+    const GradcheckResult second = gradgradcheck(f, {x});
+    CHECK_MESSAGE(second.passed, second.message());
+  }
+  CHECK_THROWS_WITH_AS(diagonal(x, 0, 1, -2), "diagonal: axis1 and axis2 must differ, both are 1 of shape (3,4,2)",
+                       ValueError);
+}
+
+TEST_CASE("einsum: malformed equations and unfitting operands are errors naming the equation") {
+  Generator gen(9);
+  const Tensor a = randn({2, 3}, gen), b = randn({3, 4}, gen);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->ik->i", {a, b}), "einsum: equation \"ij,jk->ik->i\": more than one \"->\"",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk", {a}), "einsum: equation \"ij,jk\": 2 input terms for 1 operands", ValueError);
+  CHECK_THROWS_WITH_AS(einsum("i1,jk->ik", {a, b}), doctest::Contains("'1' is not a letter"), ValueError);
+  CHECK_THROWS_WITH_AS(einsum("..i..., j", {a, b}), doctest::Contains("a \".\" that is not part of \"...\""),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(einsum("...i...,jk", {a, b}), doctest::Contains("\"...\" twice in \"...i...\""), ValueError);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->iz", {a, b}), doctest::Contains("output label 'z' is in no input"), ValueError);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->ii", {a, b}), doctest::Contains("output label 'i' appears twice"), ValueError);
+  CHECK_THROWS_WITH_AS(einsum("ij", {}), "einsum: equation \"ij\": no operands", ValueError);
+  CHECK_THROWS_WITH_AS(einsum("ijk,jk->i", {a, b}),
+                       "einsum: equation \"ijk,jk->i\": operand 0 has shape (2,3) but its term has 3 labels",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(einsum("ij,ik->jk", {a, b}),
+                       "einsum: equation \"ij,ik->jk\": label 'i' has size 2 and size 3 (operand 1, shape (3,4))",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(einsum("ii->i", {a}),
+                       "einsum: equation \"ii->i\": label 'i' has size 2 and size 3 (operand 0, shape (2,3))",
+                       ShapeError);
+  // Size 1 broadcasts between operands, but a diagonal needs equal sizes.
+  CHECK_THROWS_WITH_AS(einsum("ii->i", {randn({1, 3}, gen)}),
+                       doctest::Contains("label 'i' is repeated in operand 0 over axes of sizes 1 and 3"), ShapeError);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->ik", {a, b.to(kFloat64)}),
+                       "einsum: equation \"ij,jk->ik\": operand 0 is float32 but operand 1 is float64", TypeError);
+}

@@ -19,6 +19,7 @@
 //   ops/reduce.cpp       sum, mean, max, min, var, norm, argmax, argmin, logsumexp
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
+//   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
 //   ops/nn.cpp           layer_norm, dropout
@@ -28,6 +29,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -143,6 +145,18 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // matmul(x, weight.mT()) + bias bit for bit without a separate pass over the output. Backward:
 // dx = g @ weight, dweight = g^T x over all rows (in weight's layout), dbias = g summed over rows.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+// Einstein summation, as numpy.einsum and torch.einsum read the equation: "ij,jk->ik" (explicit
+// output), "ij,jk" (implicit: the labels seen once, in alphabetical order), a label repeated in
+// one operand takes its diagonal ("ii->i", "ii->" the trace), labels absent from the output are
+// summed, "..." stands for the same leading or middle axes of every operand (broadcast like
+// elementwise ops, and first in an implicit output). Labels are letters; spaces are ignored. A
+// label's sizes must agree across operands or be 1 (broadcast). Operands are contracted left to
+// right, each pair as one batched matmul after permuting and reshaping (labels only one side
+// needs summed first), so a product never runs as an element loop; the backward is that of
+// those ops, so einsum differentiates to any order. ValueError naming the equation for a
+// malformed one, ShapeError for an operand whose rank or sizes do not fit it, TypeError for
+// mixed dtypes.
+Tensor einsum(const std::string& equation, const TensorList& operands);
 
 // ---------------------------------------------------------------- shape
 // A tensor with the same elements in a new shape; one entry may be -1 (inferred). A view when
@@ -165,6 +179,10 @@ Tensor narrow(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
 // The sub-tensor at index of axis, with that axis removed (a view).
 Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index);
+// torch.diagonal: the entries x[.., i, .., i + offset, ..] of axes axis1 and axis2 (offset < 0:
+// below the main diagonal), a view with those two axes removed and the diagonal appended last.
+// ValueError when the two axes are the same.
+Tensor diagonal(const Tensor& x, std::int64_t offset = 0, std::int64_t axis1 = 0, std::int64_t axis2 = 1);
 // Joins tensors along an existing axis / a new axis.
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis);

@@ -261,6 +261,32 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
                      });
 }
 
+Tensor diagonal(const Tensor& x, std::int64_t offset, std::int64_t axis1, std::int64_t axis2) {
+  const int a = normalize_axis(axis1, x.dim(), "diagonal");
+  const int b = normalize_axis(axis2, x.dim(), "diagonal");
+  if (a == b)
+    throw ValueError("diagonal: axis1 and axis2 must differ, both are " + str(a) + " of shape " + x.shape().str());
+  const std::int64_t rows = x.shape()[a], cols = x.shape()[b];
+  // Entry i is x[.., i, .., i + offset, ..] (offset >= 0) or x[.., i - offset, .., i, ..].
+  const std::int64_t length =
+      std::max<std::int64_t>(0, offset >= 0 ? std::min(rows, cols - offset) : std::min(rows + offset, cols));
+  const std::int64_t start = length == 0 ? 0 : (offset >= 0 ? offset * x.strides()[b] : -offset * x.strides()[a]);
+  Shape shape;
+  Dims strides;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i == a || i == b) continue;
+    shape.push_back(x.shape()[i]);
+    strides.push_back(x.strides()[i]);
+  }
+  shape.push_back(length);
+  strides.push_back(x.strides()[a] + x.strides()[b]);
+  return record_view(
+      "diagonal", x, shape, strides, x.offset() + start, [in = x.shape(), offset, a, b](const Tensor& g) -> TensorList {
+        return {scatter_into_zeros(
+            g, in, [offset, a, b](const Tensor& gx) { return diagonal(gx, offset, a, b); }, "diagonal_backward")};
+      });
+}
+
 Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
   const int a = normalize_axis(axis, x.dim(), "select");
   if (x.dim() == 0) throw ShapeError("select: cannot select from a 0-dimensional tensor");
