@@ -4,12 +4,17 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
 
 #include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
 
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
+using tapegrad::testing::copy_tied_into_untied;
+using tapegrad::testing::parameter;
 
 namespace {
 
@@ -175,4 +180,41 @@ TEST_CASE(
       nn::MultiHeadLatentAttentionOptions(8, 2).kv_lora_rank(4).qk_nope_head_dim(4).qk_rope_head_dim(2).v_head_dim(4)));
   CHECK_THROWS_WITH_AS(layer(randn({1, 3, 8}), nn::AttentionForwardOptions()),
                        doctest::Contains("latent attention is causal self-attention without masks"), ValueError);
+}
+
+TEST_CASE("language model: tied embeddings are one table, used twice, with both uses' gradient") {
+  const auto options = [](bool tied) {
+    return nn::LanguageModelOptions().vocab_size(7).max_len(6).num_layers(1).tie_embeddings(tied).layer(
+        nn::TransformerLayerOptions(8, 2).dim_feedforward(12).dropout(0.0).norm_first(true));
+  };
+  manual_seed(3);
+  nn::LanguageModel tied(options(true));
+  nn::LanguageModel untied(options(false));
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : tied->state_dict()) names.push_back(name);
+  CHECK(std::count(names.begin(), names.end(), "tok_emb.weight") == 1);
+  CHECK(std::none_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("head.", 0) == 0; }));
+  // The tied table starts N(0, 1/d), d = 8.
+  const Tensor table = parameter(*tied, "tok_emb.weight");
+  const double rms = std::sqrt((table * table).mean().item());
+  CHECK(rms > 0.2);
+  CHECK(rms < 0.5);
+
+  // The same weights in the untied model, its head a copy of the table with a zero bias: the same
+  // logits, and the tied table's gradient is the sum of the untied table's and head's.
+  copy_tied_into_untied(*tied, *untied, "tok_emb.weight");
+  const Tensor tokens = from_vector(std::vector<std::int64_t>{1, 4, 4, 0, 6, 2}, {2, 3});
+  const Tensor tied_logits = tied(tokens), untied_logits = untied(tokens);
+  CHECK(max_diff(tied_logits, untied_logits) < 1e-6);
+  Generator gen(4);
+  const Tensor w = randn(tied_logits.shape(), gen);
+  (tied_logits * w).sum().backward();
+  (untied_logits * w).sum().backward();
+  const Tensor both = parameter(*untied, "tok_emb.weight").grad() + parameter(*untied, "head.weight").grad();
+  CHECK(max_diff(table.grad(), both) < 1e-5);
+  CHECK(max_diff(parameter(*untied, "head.weight").grad(), zeros_like(both)) > 1e-3);  // the head's share is real
+
+  // float64 gradients of the tied model against finite differences.
+  tied->to(kFloat64);
+  check_gradients([&](const TensorList&) { return tied(tokens); }, {}, {}, tied->parameters());
 }

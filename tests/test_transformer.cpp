@@ -345,3 +345,25 @@ TEST_CASE("transformer: rotary self-attention with a cache equals the full pass,
   check_gradients([&](const TensorList& in) { return attn(in[0], Tensor(), causal).output; },
                   {randn({1, 3, 8}, gen, kFloat64)}, {}, attn->parameters());
 }
+
+TEST_CASE("transformer: an encoder-decoder with tied target embeddings has one table and both uses' gradient") {
+  manual_seed(5);
+  nn::EncoderDecoder tied(tiny_seq2seq().tie_embeddings(true));
+  nn::EncoderDecoder untied(tiny_seq2seq());
+  const Tensor table = testing::parameter(*tied, "tgt_emb.weight");
+  REQUIRE(table.defined());
+  CHECK_FALSE(testing::parameter(*tied, "head.weight").defined());
+  testing::copy_tied_into_untied(*tied, *untied, "tgt_emb.weight");
+  const Tensor src = from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 0}, {2, 3});
+  const Tensor tgt = from_vector(std::vector<std::int64_t>{0, 3, 1, 0, 2, 2, 5, 4}, {2, 4});
+  const Tensor tied_logits = tied(src, tgt), untied_logits = untied(src, tgt);
+  CHECK(max_diff(tied_logits, untied_logits) < 1e-6);
+  Generator gen(6);
+  const Tensor w = randn(tied_logits.shape(), gen);
+  (tied_logits * w).sum().backward();
+  (untied_logits * w).sum().backward();
+  CHECK(max_diff(table.grad(), testing::parameter(*untied, "tgt_emb.weight").grad() +
+                                   testing::parameter(*untied, "head.weight").grad()) < 1e-5);
+  tied->to(kFloat64);
+  check_gradients([&](const TensorList&) { return tied(src, tgt); }, {}, {}, tied->parameters());
+}

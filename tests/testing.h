@@ -146,4 +146,21 @@ inline void check_values(const Tensor& t, const std::vector<double>& expected, d
   }
 }
 
+// The parameter of `module` named `name` (undefined when it has none).
+inline Tensor parameter(const nn::Module& module, const std::string& name) {
+  for (const auto& [n, p] : module.named_parameters())
+    if (n == name) return p;
+  return Tensor();
+}
+
+// Copies a model built with tie_embeddings into the same model built without: every weight, and
+// for the untied "head" the shared table `table` with a zero bias, so both compute the same.
+inline void copy_tied_into_untied(const nn::Module& tied, nn::Module& untied, const std::string& table) {
+  CHECK(untied.load_state_dict(tied.state_dict(), /*strict=*/false).missing_keys ==
+        std::vector<std::string>{"head.weight", "head.bias"});
+  NoGradGuard no_grad;
+  parameter(untied, "head.weight").copy_(parameter(tied, table));
+  parameter(untied, "head.bias").fill_(0.0);
+}
+
 }  // namespace tapegrad::testing

@@ -23,6 +23,7 @@ struct LmConfig {
   std::int64_t ff_hidden = 1024;
   double dropout = 0.0;
   std::string positions = "learned";
+  bool tie_embeddings = false;
   std::string attention = "mha";
   std::int64_t kv_heads = 2;
   std::int64_t kv_lora_rank = 64;
@@ -65,6 +66,7 @@ struct LmConfig {
     f("dropout", &C::dropout, "dropout probability");
     f("positions", &C::positions, "position encoding (mla always adds its own decoupled RoPE)",
       {"learned", "sinusoidal", "rotary"});
+    f("tie_embeddings", &C::tie_embeddings, "the output projection is the token table transposed (W_U = W_E^T)");
     f("attention", &C::attention, "multi-head, grouped-query (kv_heads), multi-query or multi-head latent attention",
       {"mha", "gqa", "mqa", "mla"});
     f("kv_heads", &C::kv_heads, "key/value heads of gqa (divides heads)");

@@ -117,6 +117,7 @@ nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& att
       .max_len(c.context)
       .num_layers(c.layers)
       .positions(position_encoding(c.positions))
+      .tie_embeddings(c.tie_embeddings)
       .layer(layer);
 }
 
@@ -308,6 +309,7 @@ int run(const Config& options) {
   summary["parameters"] = model->num_parameters();
   summary["attention"] = c.attention;
   summary["positions"] = c.positions;
+  summary["tie_embeddings"] = c.tie_embeddings;
   summary["precision"] = c.precision;
   summary["kv_cache_bytes_per_token_per_layer"] = kv_bytes;
   summary["kv_cache_bytes_per_token"] = kv_bytes * static_cast<double>(c.layers);

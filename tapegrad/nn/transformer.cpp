@@ -221,6 +221,18 @@ Tensor TransformerImpl::forward(const Tensor& src, const Tensor& tgt, const Atte
 }
 
 // ---------------------------------------------------------------- language model
+namespace {
+
+// A token table that is also the output projection when `tied` (W_U = W_E^T) starts N(0, 1/d), so
+// that the first logits, products of d unit-scale features with it, have about unit scale.
+EmbeddingOptions tied_table_options(std::int64_t vocab, std::int64_t d, bool tied) {
+  EmbeddingOptions options(vocab, d);
+  if (tied) options.init_scale(1.0 / std::sqrt(static_cast<double>(d)));
+  return options;
+}
+
+}  // namespace
+
 LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : options_(options) {
   if (options.num_layers() <= 0 || options.vocab_size() <= 0 || options.max_len() <= 0)
     throw ValueError("LanguageModel: num_layers, vocab_size and max_len must be positive, got " +
@@ -240,7 +252,8 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
                      std::to_string(layer.latent_attention()->max_len()) + " is below the model's " +
                      std::to_string(options.max_len()));
   const std::int64_t d = layer.d_model();
-  tok_emb_ = register_module("tok_emb", Embedding(EmbeddingOptions(options.vocab_size(), d).generator(&gen)));
+  tok_emb_ = register_module(
+      "tok_emb", Embedding(tied_table_options(options.vocab_size(), d, options.tie_embeddings()).generator(&gen)));
   if (options.positions() == PositionEncoding::Learned)
     pos_emb_ = register_module(
         "pos_emb", LearnedPositionEmbedding(LearnedPositionEmbeddingOptions(options.max_len(), d).generator(&gen)));
@@ -250,7 +263,8 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
   for (std::int64_t i = 0; i < options.num_layers(); ++i)
     blocks_.push_back(list->push_back(TransformerEncoderLayer(layer)));
   norm_ = register_module("norm", make_norm(layer));
-  head_ = register_module("head", Linear(LinearOptions(d, options.vocab_size()).generator(&gen)));
+  if (!options.tie_embeddings())
+    head_ = register_module("head", Linear(LinearOptions(d, options.vocab_size()).generator(&gen)));
 }
 
 std::int64_t LanguageModelCache::length() const {
@@ -320,7 +334,8 @@ Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cach
     if (cache && !latent) causal.cache(&cache->kv[i]);
     h = blocks_[i](h, causal);
   }
-  return head_(norm_(h));  // (B, T, vocab)
+  h = norm_(h);
+  return head_ ? head_(h) : linear(h, tok_emb_->weight());  // (B, T, vocab)
 }
 
 namespace {
@@ -401,7 +416,8 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
         std::to_string(options.max_len()) + ", got " + std::to_string(randomized));
   const std::int64_t max_len = randomized > 0 ? randomized : options.max_len();  // the position table's rows
   src_.tokens = register_module("src_emb", Embedding(EmbeddingOptions(options.src_vocab(), d).generator(&gen)));
-  tgt_.tokens = register_module("tgt_emb", Embedding(EmbeddingOptions(options.tgt_vocab(), d).generator(&gen)));
+  tgt_.tokens = register_module(
+      "tgt_emb", Embedding(tied_table_options(options.tgt_vocab(), d, options.tie_embeddings()).generator(&gen)));
   if (options.positions() == PositionEncoding::Learned) {
     const auto learned = LearnedPositionEmbeddingOptions(max_len, d).generator(&gen);
     src_.learned = register_module("src_pos", LearnedPositionEmbedding(learned));
@@ -412,7 +428,8 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
   }
   encoder_ = register_module("encoder", TransformerEncoder(layer, options.encoder_layers()));
   decoder_ = register_module("decoder", TransformerDecoder(layer, options.decoder_layers()));
-  head_ = register_module("head", Linear(LinearOptions(d, options.tgt_vocab()).generator(&gen)));
+  if (!options.tie_embeddings())
+    head_ = register_module("head", Linear(LinearOptions(d, options.tgt_vocab()).generator(&gen)));
   if (randomized > 0) {
     position_gen_.manual_seed(gen.next_u64());
     register_generator("position_generator", position_gen_);
@@ -469,7 +486,7 @@ DecoderResult EncoderDecoderImpl::decode(const Tensor& tgt_in, const Tensor& mem
     }
   }
   DecoderResult result = decoder_(embed(tgt_, tgt_in, offset, positions), memory, self, cross, cache);
-  result.output = head_(result.output);  // (B, T, tgt_vocab)
+  result.output = head_ ? head_(result.output) : linear(result.output, tgt_.tokens->weight());  // (B, T, tgt_vocab)
   return result;
 }
 

@@ -190,6 +190,11 @@ struct LanguageModelOptions {
   // whatever this says, and with Rotary nothing else carries positions.
   TAPEGRAD_ARG(PositionEncoding, positions) = PositionEncoding::Learned;
   TAPEGRAD_ARG(TransformerLayerOptions, layer);
+  // Tied input and output embeddings (W_U = W_E^T): the logits are norm(h) @ tok_emb.weight^T, with
+  // no "head" child and no output bias; the one table is "tok_emb.weight" in the state dict and its
+  // gradient is the sum of both uses. It then starts N(0, 1/d), so the first logits have about unit
+  // scale (N(0, 1), torch's Embedding default, otherwise).
+  TAPEGRAD_ARG(bool, tie_embeddings) = false;
   // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
@@ -221,7 +226,8 @@ struct LanguageModelCache {
 
 class LanguageModelImpl : public Module {
  public:
-  // Children: "tok_emb", "pos_emb" (learned positions only), "blocks.0" ..., "norm", "head".
+  // Children: "tok_emb", "pos_emb" (learned positions only), "blocks.0" ..., "norm", "head" (not
+  // with tie_embeddings).
   explicit LanguageModelImpl(const LanguageModelOptions& options);
   // tokens: Int64 (B, T) -> logits (B, T, vocab). With a cache, tokens are the new positions only
   // and positions continue from the cached length.
@@ -268,13 +274,18 @@ struct EncoderDecoderOptions {
   // "position_generator", in training and in evaluation. 0: positions 0 .. T-1.
   TAPEGRAD_ARG(std::int64_t, randomized_positions) = 0;
   TAPEGRAD_ARG(TransformerLayerOptions, layer);
+  // Tied target and output embeddings (W_U = W_E^T): the logits are the decoder's output @
+  // tgt_emb.weight^T, with no "head" child and no output bias; one "tgt_emb.weight" in the state dict,
+  // its gradient the sum of both uses. It then starts N(0, 1/d), as LanguageModelOptions says.
+  TAPEGRAD_ARG(bool, tie_embeddings) = false;
   // The whole model's initial weights and dropout seeds (default generator if null; layer().generator() is not read).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
 
 class EncoderDecoderImpl : public Module {
  public:
-  // Children: "src_emb", "tgt_emb", "src_pos", "tgt_pos", "encoder", "decoder", "head".
+  // Children: "src_emb", "tgt_emb", "src_pos", "tgt_pos", "encoder", "decoder", "head" (not with
+  // tie_embeddings).
   explicit EncoderDecoderImpl(const EncoderDecoderOptions& options);
   // src: Int64 (B, S) -> memory (B, S, d).
   Tensor encode(const Tensor& src, const Tensor& src_key_padding_mask = Tensor());
