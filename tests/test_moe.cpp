@@ -3,7 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
@@ -11,6 +15,8 @@
 using namespace tapegrad;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::max_abs_diff;
+using tapegrad::testing::parameter;
 
 namespace {
 
@@ -193,4 +199,142 @@ TEST_CASE("moe: routing functions on router logits equal what the module reports
                        "router_z_loss: router logits must be (tokens, experts), got shape (24)", ShapeError);
   CHECK_THROWS_WITH_AS(nn::load_balancing_loss(z, from_vector(std::vector<std::int64_t>{7, 0, 0, 0, 0, 0}, {6, 1})),
                        "load_balancing_loss: expert index 7 is out of range for 4 experts", IndexError);
+}
+
+namespace {
+
+// A noisy-gating layer with a capacity, its noise projection set to random values (it starts at
+// zero) so each token's noise scale differs.
+nn::MixtureOfExperts noisy_moe(double capacity_factor) {
+  manual_seed(11);
+  nn::MixtureOfExperts moe(
+      nn::MoEOptions(6).num_experts(4).top_k(2).hidden(5).noisy_gating(true).capacity_factor(capacity_factor));
+  NoGradGuard no_grad;
+  const Tensor noise = parameter(*moe, "noise.weight");
+  noise.copy_(randn(noise.shape(), default_generator()) * 0.5);
+  return moe;
+}
+
+double cdf(double z) { return 0.5 * (1.0 + std::erf(z / std::sqrt(2.0))); }
+
+}  // namespace
+
+TEST_CASE("moe: noisy gating adds softplus-scaled noise in training only, from the module's generator") {
+  nn::MixtureOfExperts moe = noisy_moe(0.0);
+  const Tensor x = randn({10, 6}, default_generator());
+  const std::string state = moe->noise_generator().state();
+  const nn::MoEOutput noisy = moe(x);
+  Generator same;
+  same.set_state(state);
+  const Tensor expected_std = softplus(matmul(x, parameter(*moe, "noise.weight").mT())) + 1e-2;
+  CHECK(max_abs_diff(noisy.noise_stddev, expected_std) < 1e-6);
+  const Tensor expected = noisy.clean_logits + randn({10, 4}, same) * expected_std;
+  CHECK(max_abs_diff(noisy.router_logits, expected) < 1e-6);
+  CHECK(max_abs_diff(noisy.router_logits, noisy.clean_logits) > 0.1);
+  moe->eval();
+  const nn::MoEOutput clean = moe(x);
+  CHECK(clean.router_logits.to_vector<float>() == clean.clean_logits.to_vector<float>());
+  CHECK(clean.load_loss.defined());
+  nn::MixtureOfExperts plain(nn::MoEOptions(6).num_experts(4).top_k(2).hidden(5));
+  CHECK_FALSE(plain(x).load_loss.defined());
+}
+
+TEST_CASE("moe: the noisy load loss equals the paper's formula, token by token") {
+  nn::MixtureOfExperts moe = noisy_moe(0.0);
+  const Tensor x = randn({12, 6}, default_generator());
+  const nn::MoEOutput r = moe(x);
+  const std::vector<float> clean = r.clean_logits.to_vector<float>(), noisy = r.router_logits.to_vector<float>(),
+                           stddev = r.noise_stddev.to_vector<float>();
+  std::vector<double> load(4, 0.0);
+  for (std::size_t t = 0; t < 12; ++t)
+    for (std::size_t i = 0; i < 4; ++i) {
+      // The k-th largest (k = 2) of the noisy logits without entry i.
+      std::vector<double> others;
+      for (std::size_t j = 0; j < 4; ++j)
+        if (j != i) others.push_back(noisy[t * 4 + j]);
+      std::sort(others.begin(), others.end(), std::greater<double>());
+      load[i] += cdf((clean[t * 4 + i] - others[1]) / stddev[t * 4 + i]);
+    }
+  double mean = 0.0, var = 0.0;
+  for (double l : load) mean += l / 4.0;
+  for (double l : load) var += (l - mean) * (l - mean) / 4.0;
+  CHECK(r.load_loss.item() == doctest::Approx(var / (mean * mean)).epsilon(1e-4));
+}
+
+TEST_CASE("moe: a capacity drops later choices first and equals the per-token loop with the drops") {
+  manual_seed(12);
+  nn::MixtureOfExperts moe(nn::MoEOptions(6).num_experts(4).top_k(2).hidden(5).capacity_factor(0.5));
+  // Positive tokens and a router row of 3s for expert 0: nearly every token's first choice.
+  const Tensor x = randn({16, 6}, default_generator()).abs();
+  {
+    NoGradGuard no_grad;
+    moe->router()->weight().select(0, 0).copy_(ones({6}) * 3.0);
+  }
+  const nn::MoEOutput r = moe(x);
+  CHECK(r.capacity == 4);  // ceil(0.5 * 16 * 2 / 4)
+  const std::vector<std::int64_t> ids = r.expert_indices.to_vector<std::int64_t>();
+  // The loop: slot 0 for every token in order, then slot 1; each expert keeps its first `capacity`.
+  std::vector<std::int64_t> taken(4, 0), dropped(4, 0);
+  std::vector<std::vector<bool>> kept(16, std::vector<bool>(2, false));
+  for (std::size_t j = 0; j < 2; ++j)
+    for (std::size_t t = 0; t < 16; ++t) {
+      const auto e = static_cast<std::size_t>(ids[t * 2 + j]);
+      if (taken[e] < 4) {
+        ++taken[e];
+        kept[t][j] = true;
+      } else {
+        ++dropped[e];
+      }
+    }
+  CHECK(r.tokens_per_expert == taken);
+  CHECK(r.dropped_per_expert == dropped);
+  std::int64_t dropped_sum = 0, tokens_dropped = 0;
+  for (std::int64_t d : dropped) dropped_sum += d;
+  for (const auto& k : kept) tokens_dropped += !k[0] && !k[1];
+  CHECK(r.dropped_assignments == dropped_sum);
+  CHECK(r.dropped_tokens == tokens_dropped);
+  CHECK(dropped[0] > 0);  // expert 0 was everyone's first choice
+  CHECK(tokens_dropped > 0);
+  const std::vector<float> w = r.routing_weights.to_vector<float>();
+  for (std::int64_t t = 0; t < 16; ++t) {
+    Tensor expected = zeros({6});
+    for (std::size_t j = 0; j < 2; ++j)
+      if (kept[static_cast<std::size_t>(t)][j]) {
+        const std::int64_t e = ids[static_cast<std::size_t>(t) * 2 + j];
+        expected = expected + (*moe->expert(e))(x.select(0, t).unsqueeze(0)).squeeze(0) *
+                                  static_cast<double>(w[static_cast<std::size_t>(t) * 2 + j]);
+      }
+    CHECK(max_abs_diff(r.output.select(0, t), expected) < 1e-5);
+  }
+}
+
+TEST_CASE("moe: float64 gradcheck of noisy gating with a capacity, output and load loss") {
+  nn::MixtureOfExperts moe = noisy_moe(0.75);
+  moe->to(kFloat64);
+  const Tensor x = randn({6, 6}, default_generator(), kFloat64);
+  const auto f = [&](const TensorList&) {
+    moe->noise_generator().manual_seed(3);  // the same noise at every evaluation
+    const nn::MoEOutput r = moe(x);
+    return concat({r.output.reshape({-1}), r.load_loss.reshape({1})}, 0);
+  };
+  const GradcheckResult result = gradcheck(f, {}, {}, moe->parameters());
+  CHECK_MESSAGE(result.passed, result.message());
+  moe->noise_generator().manual_seed(3);
+  CHECK(moe(x).dropped_assignments > 0);  // the capacity binds in what was checked
+}
+
+TEST_CASE("moe: noisy gating and capacity options out of range are ValueErrors") {
+  CHECK_THROWS_WITH_AS(nn::MixtureOfExperts(nn::MoEOptions(4).num_experts(2).top_k(1).capacity_factor(-1.0)),
+                       "MixtureOfExperts: capacity_factor and noise_epsilon must be >= 0, got -1 and 0.01", ValueError);
+  CHECK_THROWS_WITH_AS(nn::MixtureOfExperts(nn::MoEOptions(4).num_experts(2).top_k(2).noisy_gating(true)),
+                       "MixtureOfExperts: noisy gating needs top_k below num_experts, got 2 of 2", ValueError);
+}
+
+TEST_CASE("erf: values, gradients and the normal CDF") {
+  Generator gen(13);
+  const Tensor x = randn({7}, gen, kFloat64).requires_grad_();
+  const std::vector<double> xs = x.to_vector<double>(), ys = erf(x).to_vector<double>();
+  for (std::size_t i = 0; i < xs.size(); ++i) CHECK(ys[i] == doctest::Approx(std::erf(xs[i])).epsilon(1e-15));
+  check_gradients([](const TensorList& in) { return erf(in[0]); }, {x});
+  CHECK(nn::normal_cdf(scalar_tensor(1.0, kFloat64)).item() == doctest::Approx(0.8413447460685429).epsilon(1e-12));
 }

@@ -77,6 +77,9 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 // log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) (no overflow); gradient sigmoid(x).
 Tensor softplus(const Tensor& x);
+// The error function; gradient 2 / sqrt(pi) exp(-x^2). The standard normal CDF is
+// 0.5 (1 + erf(x / sqrt(2))) (nn::normal_cdf).
+Tensor erf(const Tensor& x);
 Tensor relu(const Tensor& x);  // gradient 0 at 0
 enum class GeluApproximation { None, Tanh };
 // None: x * Phi(x) with the erf; Tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).

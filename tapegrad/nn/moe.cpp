@@ -1,5 +1,7 @@
 #include "tapegrad/nn/moe.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "tapegrad/nn/routing.h"
@@ -21,6 +23,12 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_
   if (options.num_experts() <= 0 || options.top_k() <= 0 || options.top_k() > options.num_experts())
     throw ValueError("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k " + std::to_string(options.top_k()) +
                      " and num_experts " + std::to_string(options.num_experts()));
+  if (!(options.capacity_factor() >= 0.0) || !(options.noise_epsilon() >= 0.0))
+    throw ValueError("MixtureOfExperts: capacity_factor and noise_epsilon must be >= 0, got " +
+                     format_number(options.capacity_factor()) + " and " + format_number(options.noise_epsilon()));
+  if (options.noisy_gating() && options.top_k() == options.num_experts())
+    throw ValueError("MixtureOfExperts: noisy gating needs top_k below num_experts, got " +
+                     std::to_string(options.top_k()) + " of " + std::to_string(options.num_experts()));
   if (dim <= 0 || options.hidden() <= 0)
     throw ValueError("MixtureOfExperts: dim and hidden must be positive, got " + std::to_string(dim) + " and " +
                      std::to_string(options.hidden()));
@@ -28,9 +36,18 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   router_ = register_module(
       "router", Linear(LinearOptions(dim, options.num_experts()).bias(options.router_bias()).generator(&gen)));
+  if (options.noisy_gating()) {
+    noise_ = register_module("noise", Linear(LinearOptions(dim, options.num_experts()).bias(false)));
+    NoGradGuard no_grad;
+    noise_->weight().fill_(0.0);  // softplus(0) + epsilon: the same noise scale for every token at first
+  }
   auto list = register_module("experts", ModuleList());  // "experts.0.fc1.weight" ...
   const ExpertOptions expert = ExpertOptions(dim, options.hidden()).activation(options.activation()).generator(&gen);
   for (std::int64_t e = 0; e < options.num_experts(); ++e) experts_.push_back(list->push_back(Expert(expert)));
+  if (options.noisy_gating()) {
+    noise_gen_.manual_seed(gen.next_u64());
+    register_generator("noise_generator", noise_gen_);
+  }
 }
 
 MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
@@ -44,24 +61,43 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   const std::int64_t n = tokens.shape()[0];
 
   MoEOutput result;
-  const Tensor logits = router_(tokens);                                           // logits: (N, E)
+  const Tensor clean = router_(tokens);  // clean: (N, E)
+  Tensor logits = clean;                 // logits: (N, E), what the top k are taken of
+  if (noise_) {
+    result.noise_stddev = softplus(noise_(tokens)) + options_.noise_epsilon();  // (N, E)
+    if (is_training()) logits = clean + randn(clean.shape(), noise_gen_, clean.dtype()) * result.noise_stddev;
+    result.load_loss = noisy_top_k_load_loss(clean, logits, result.noise_stddev, k);
+  }
   const auto [top_ids, weights] = top_k_routing(logits, k, options_.weighting());  // (N, k) each
 
-  // Group the (token, slot) pairs by expert: one index list per expert.
+  // Group the (token, slot) pairs by expert: one index list per expert, slot by slot (every first
+  // choice before any second), so that a full expert drops the later choices.
   const std::vector<std::int64_t> ids = top_ids.to_vector<std::int64_t>();
   std::vector<std::vector<std::int64_t>> token_rows(static_cast<std::size_t>(num_experts));
   std::vector<std::vector<std::int64_t>> weight_slots(static_cast<std::size_t>(num_experts));
   result.tokens_per_expert.assign(static_cast<std::size_t>(num_experts), 0);
   result.top1_per_expert.assign(static_cast<std::size_t>(num_experts), 0);
-  for (std::int64_t t = 0; t < n; ++t) {
-    for (std::int64_t j = 0; j < k; ++j) {
-      const std::int64_t e = ids[static_cast<std::size_t>(t * k + j)];
-      token_rows[static_cast<std::size_t>(e)].push_back(t);
-      weight_slots[static_cast<std::size_t>(e)].push_back(t * k + j);
-      ++result.tokens_per_expert[static_cast<std::size_t>(e)];
-      if (j == 0) ++result.top1_per_expert[static_cast<std::size_t>(e)];
+  result.dropped_per_expert.assign(static_cast<std::size_t>(num_experts), 0);
+  if (options_.capacity_factor() > 0.0)
+    result.capacity = static_cast<std::int64_t>(
+        std::ceil(options_.capacity_factor() * static_cast<double>(n * k) / static_cast<double>(num_experts)));
+  std::vector<std::int64_t> kept_slots(static_cast<std::size_t>(n), 0);
+  for (std::int64_t j = 0; j < k; ++j) {
+    for (std::int64_t t = 0; t < n; ++t) {
+      const auto e = static_cast<std::size_t>(ids[static_cast<std::size_t>(t * k + j)]);
+      if (j == 0) ++result.top1_per_expert[e];
+      if (result.capacity > 0 && result.tokens_per_expert[e] >= result.capacity) {
+        ++result.dropped_per_expert[e];
+        ++result.dropped_assignments;
+        continue;
+      }
+      token_rows[e].push_back(t);
+      weight_slots[e].push_back(t * k + j);
+      ++result.tokens_per_expert[e];
+      ++kept_slots[static_cast<std::size_t>(t)];
     }
   }
+  result.dropped_tokens = std::count(kept_slots.begin(), kept_slots.end(), 0);
 
   // Each expert runs once over its tokens; its weighted outputs are scatter-added back.
   Tensor out = zeros({n, dim}, x.dtype());  // out: (N, D)
@@ -84,6 +120,7 @@ MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   result.importance_loss = importance_loss(top_ids, weights, num_experts);
   result.router_z_loss = router_z_loss(logits);
   result.router_logits = logits;
+  result.clean_logits = clean;
   result.expert_indices = top_ids;
   result.routing_weights = weights;
   return result;

@@ -16,6 +16,8 @@
 //   importance (Shazeer et al.): CV^2 of importance_i = sum over tokens of the combine weight
 //     given to expert i; CV^2 = population variance / mean^2.
 //   router_z (ST-MoE): mean over tokens of logsumexp(logits)^2.
+//   load (noisy gating, Shazeer et al.): CV^2 of the experts' smooth loads (routing.h).
+// Noisy gating and an expert capacity with token dropping are options (MoEOptions).
 
 #include <cstdint>
 #include <memory>
@@ -39,19 +41,39 @@ struct MoEOptions {
   TAPEGRAD_ARG(RouterWeighting, weighting) = RouterWeighting::SoftmaxTopK;
   TAPEGRAD_ARG(Activation, activation) = Activation::ReLU;
   TAPEGRAD_ARG(bool, router_bias) = false;
+  // Noisy top-k gating (Shazeer et al. 2017): in training the top k are taken of
+  // H = x W_g + N(0, 1) * (softplus(x W_noise) + noise_epsilon), W_noise a bias-free Linear(D, E)
+  // "noise" that starts at zero; in evaluation of the clean logits x W_g. The noise comes from the
+  // module's "noise_generator" (seeded from the construction generator, kept in checkpoints).
+  // Adds MoEOutput::load_loss.
+  TAPEGRAD_ARG(bool, noisy_gating) = false;
+  TAPEGRAD_ARG(double, noise_epsilon) = 1e-2;
+  // Expert capacity: each expert takes at most ceil(capacity_factor * N * k / E) (token, slot)
+  // pairs, every token's first choice first (in token order), then the second choices, and so on;
+  // the pairs beyond are dropped: their weight is not given to any expert (the others' weights are
+  // not renormalised), and a token dropped from every slot leaves the layer as zeros, so only the
+  // residual connection around the layer carries it. 0: no limit.
+  TAPEGRAD_ARG(double, capacity_factor) = 0.0;
   TAPEGRAD_ARG(Generator*, generator) = nullptr;  // initial weights (default generator if null)
 };
 
 struct MoEOutput {
-  Tensor output;                                // same shape as the input
-  Tensor load_balancing_loss;                   // scalar
-  Tensor importance_loss;                       // scalar
-  Tensor router_z_loss;                         // scalar
-  Tensor router_logits;                         // (N, E)
-  Tensor expert_indices;                        // (N, k) Int64
-  Tensor routing_weights;                       // (N, k)
-  std::vector<std::int64_t> tokens_per_expert;  // top-k assignments per expert (sums to N * k)
-  std::vector<std::int64_t> top1_per_expert;    // top-1 assignments per expert (sums to N)
+  Tensor output;                                 // same shape as the input
+  Tensor load_balancing_loss;                    // scalar
+  Tensor importance_loss;                        // scalar
+  Tensor router_z_loss;                          // scalar
+  Tensor load_loss;                              // scalar, noisy gating only (noisy_top_k_load_loss)
+  Tensor router_logits;                          // (N, E): the logits the top k were taken of (noisy in training)
+  Tensor clean_logits;                           // (N, E): x W_g (the same tensor as router_logits without noise)
+  Tensor noise_stddev;                           // (N, E): noisy gating only
+  Tensor expert_indices;                         // (N, k) Int64
+  Tensor routing_weights;                        // (N, k)
+  std::vector<std::int64_t> tokens_per_expert;   // top-k assignments per expert that it ran on
+  std::vector<std::int64_t> top1_per_expert;     // top-1 assignments per expert (sums to N)
+  std::vector<std::int64_t> dropped_per_expert;  // assignments over the expert's capacity
+  std::int64_t capacity = 0;                     // per expert (0: no limit)
+  std::int64_t dropped_assignments = 0;          // sum of dropped_per_expert
+  std::int64_t dropped_tokens = 0;               // tokens none of whose k assignments was kept
 };
 
 struct ExpertOptions {
@@ -79,17 +101,20 @@ TAPEGRAD_MODULE(Expert);
 
 class MixtureOfExpertsImpl : public Module {
  public:
-  // Children: "router", "experts.0" ... "experts.{E-1}".
+  // Children: "router", "noise" (noisy gating), "experts.0" ... "experts.{E-1}".
   explicit MixtureOfExpertsImpl(const MoEOptions& options);
   MoEOutput forward(const Tensor& x);
 
   const Linear& router() const { return router_; }
   const Expert& expert(std::int64_t i) const { return experts_.at(static_cast<std::size_t>(i)); }
   const MoEOptions& options() const { return options_; }
+  Generator& noise_generator() { return noise_gen_; }
 
  private:
   MoEOptions options_;
+  Generator noise_gen_;
   Linear router_{nullptr};
+  Linear noise_{nullptr};
   std::vector<Expert> experts_;
 };
 TAPEGRAD_MODULE(MixtureOfExperts);

@@ -2,6 +2,7 @@
 
 #include "tapegrad/nn/routing.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,29 @@ Tensor importance_loss(const Tensor& expert_indices, const Tensor& routing_weigh
 Tensor router_z_loss(const Tensor& router_logits) {
   check_logits(router_logits, "router_z_loss");
   return logsumexp(router_logits, {-1}).pow(2.0).mean();
+}
+
+Tensor normal_cdf(const Tensor& x) { return (erf(x * (1.0 / std::sqrt(2.0))) + 1.0) * 0.5; }
+
+Tensor noisy_top_k_load_loss(const Tensor& clean_logits, const Tensor& noisy_logits, const Tensor& noise_stddev,
+                             std::int64_t k) {
+  check_logits(clean_logits, "noisy_top_k_load_loss");
+  if (noisy_logits.shape() != clean_logits.shape() || noise_stddev.shape() != clean_logits.shape())
+    throw ShapeError("noisy_top_k_load_loss: clean logits " + clean_logits.shape().str() + ", noisy logits " +
+                     noisy_logits.shape().str() + " and noise stddev " + noise_stddev.shape().str() +
+                     " must have one shape");
+  const std::int64_t num_experts = clean_logits.size(1);
+  if (k <= 0 || k >= num_experts)
+    throw ValueError("noisy_top_k_load_loss: need 0 < k < E, got k " + std::to_string(k) + " and E " +
+                     std::to_string(num_experts));
+  const Tensor top = topk(noisy_logits, k + 1, 1).first;  // (N, k + 1), largest first
+  const Tensor threshold_in = top.narrow(1, k, 1);        // (N, 1): the (k+1)-th, for experts in the top k
+  const Tensor threshold_out = top.narrow(1, k - 1, 1);   // (N, 1): the k-th, for the others
+  const Tensor in_top = gt(noisy_logits, threshold_in);   // (N, E)
+  const Tensor p_in = normal_cdf((clean_logits - threshold_in) / noise_stddev);
+  const Tensor p_out = normal_cdf((clean_logits - threshold_out) / noise_stddev);
+  const Tensor load = where(in_top, p_in, p_out).sum({0});  // (E)
+  return load.var({}, /*correction=*/0) / load.mean().pow(2.0);
 }
 
 }  // namespace tapegrad::nn

@@ -11,6 +11,7 @@
 //   importance (Shazeer et al.): CV^2 of importance_i = sum over tokens of the routing weight given to expert i;
 //     CV^2 = population variance / mean^2.
 //   router_z (ST-MoE): mean over tokens of logsumexp(logits)^2.
+//   load (Shazeer et al., noisy gating): CV^2 of each expert's smooth load (noisy_top_k_load_loss).
 
 #include <cstdint>
 #include <utility>
@@ -33,5 +34,18 @@ Tensor load_balancing_loss(const Tensor& router_logits, const Tensor& expert_ind
 Tensor importance_loss(const Tensor& expert_indices, const Tensor& routing_weights, std::int64_t num_experts);
 
 Tensor router_z_loss(const Tensor& router_logits);
+
+// The standard normal CDF, 0.5 (1 + erf(x / sqrt(2))).
+Tensor normal_cdf(const Tensor& x);
+
+// The load loss of noisy top-k gating (Shazeer et al. 2017), from the clean logits x W_g (N, E), the
+// noisy ones H the top-k was taken of (N, E) and the noise's standard deviation (N, E): the smooth
+// load of expert i is sum over tokens of P(i) = Phi((clean_i - kth_excluding(H, k, i)) / stddev_i), the
+// chance that i stays in the top k when its own noise is drawn again, where kth_excluding is the k-th
+// largest of H without entry i (the (k+1)-th largest of H when i is in the top k, else the k-th); the
+// loss is CV^2 of the loads, population variance / mean^2. Gradient reaches the clean logits, the
+// stddev and the thresholds. ValueError unless 0 < k < E; ShapeError for mismatched shapes.
+Tensor noisy_top_k_load_loss(const Tensor& clean_logits, const Tensor& noisy_logits, const Tensor& noise_stddev,
+                             std::int64_t k);
 
 }  // namespace tapegrad::nn

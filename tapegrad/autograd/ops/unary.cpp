@@ -177,6 +177,22 @@ Tensor softplus(const Tensor& x) {
   return out;
 }
 
+Tensor erf(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return erf(x.to(kFloat32)).to(kBFloat16);  // computed in float32
+  Tensor out = floating_map(x, "erf", [](auto v) { return std::erf(v); });
+  if (any_requires_grad({&x}))
+    record("erf", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
+      constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
+      const Tensor x = saved.unpack();
+      if (any_requires_grad({&g, &x})) return {g * exp(-(x * x)) * kTwoOverSqrtPi};
+      return {backward_map(g, x, [](auto gv, auto xv) {
+        using T = decltype(xv);
+        return static_cast<T>(gv * T(kTwoOverSqrtPi) * std::exp(-xv * xv));
+      })};
+    });
+  return out;
+}
+
 Tensor relu(const Tensor& x) {
   Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (any_requires_grad({&x}))
