@@ -44,6 +44,10 @@ TEST_CASE("average: the Trainer keeps the last k checkpoint models and their mea
   CHECK(fs::path(kept[2]).filename() == "model-10.safetensors");
   CHECK(train::kept_checkpoints(dir.str(), 2) == std::vector<std::string>{kept[1], kept[2]});
   CHECK(train::kept_checkpoints(dir.str(), 5) == kept);
+  // The last kept model is the checkpoint's model file under a second name, not a second serialisation.
+  CHECK(fs::equivalent(kept[2], dir.path / "checkpoint" / "model.safetensors"));
+  CHECK(fs::hard_link_count(kept[0]) == 1);  // its checkpoint has been replaced since
+  CHECK_FALSE(fs::exists(dir.path / "checkpoints" / "model-10.safetensors.tmp"));
 
   const std::string out = (dir.path / "averaged.safetensors").string();
   const NamedTensors averaged = train::average_checkpoints(kept, out);

@@ -341,8 +341,20 @@ void Trainer::save_checkpoint() {
     std::error_code ec;
     fs::create_directories(kept, ec);
     if (ec) throw IoError("Trainer: cannot create " + kept.string() + ": " + ec.message());
-    io::save_safetensors((kept / ("model-" + std::to_string(step_) + ".safetensors")).string(), model_state,
-                         {{"step", std::to_string(step_)}});
+    // The checkpoint's model file, written once: a second name for it (a hard link; a copy where the
+    // file system has none), made under a temporary name and renamed into place. Checkpoint files are
+    // never rewritten, only replaced, so the kept name keeps this step's bytes.
+    const fs::path source = fs::path(options_.run_dir) / "checkpoint" / "model.safetensors";
+    const fs::path target = kept / ("model-" + std::to_string(step_) + ".safetensors");
+    const fs::path staged = kept / ("model-" + std::to_string(step_) + ".safetensors.tmp");
+    fs::remove(staged, ec);
+    fs::create_hard_link(source, staged, ec);
+    if (ec) {
+      ec.clear();
+      fs::copy_file(source, staged, fs::copy_options::overwrite_existing, ec);
+      if (ec) throw IoError("Trainer: cannot keep " + source.string() + " as " + target.string() + ": " + ec.message());
+    }
+    io::rename_path(staged.string(), target.string());
     std::vector<std::string> all = kept_checkpoints(options_.run_dir);
     for (std::size_t i = 0; i + static_cast<std::size_t>(options_.keep_checkpoints) < all.size(); ++i)
       fs::remove(all[i], ec);
