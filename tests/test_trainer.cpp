@@ -228,6 +228,16 @@ TEST_CASE("trainer: without run_dir no files are written, bad options and bad st
   bad = o;
   bad.clip_grad_norm = -1;
   CHECK_THROWS_AS(train::Trainer(model, sgd, bad), ValueError);
+  bad = o;
+  bad.replicas.world_size = 2;
+  bad.replicas.rank = 2;
+  CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, bad), "Trainer: replicas: rank 2 of world_size 2 is not a rank",
+                       ValueError);
+  bad.replicas.rank = 1;  // a second replica, but no functions to reduce across them
+  CHECK_THROWS_WITH_AS(train::Trainer(model, sgd, bad),
+                       "Trainer: replicas: world_size 2 needs the mean, max and barrier functions "
+                       "(dist::replicas(world) makes them)",
+                       ValueError);
 
   train::Trainer trainer(model, sgd, o);
   Generator data_gen(5);

@@ -178,8 +178,17 @@ TEST_CASE("dist: collectives on every dtype") {
   CHECK(message_of([&] { group.all_reduce(sum, dist::ReduceOp::Mean); })
             .find("all_reduce: ReduceOp::Mean needs a "
                   "floating-point tensor, got int64") != std::string::npos);
-  CHECK_THROWS_AS(group.all_reduce(zeros({3, 4}).transpose(0, 1)), ValueError);
-  CHECK_THROWS_AS(group.broadcast(f, n), ValueError);
+  CHECK_THROWS_WITH_AS(group.all_reduce(zeros({3, 4}).transpose(0, 1)),
+                       "all_reduce: the tensor must be contiguous (it is written in place), got shape (4,3) with "
+                       "strides not row-major; pass t.contiguous() and copy back",
+                       ValueError);
+  const std::string bad_root =
+      "broadcast: root " + std::to_string(n) + " is not a rank of a group of " + std::to_string(n);
+  CHECK_THROWS_WITH_AS(group.broadcast(f, n), bad_root.c_str(), ValueError);
+  CHECK_THROWS_WITH_AS(group.all_reduce(zeros({2}, kBFloat16)),
+                       "all_reduce: MPI has no bfloat16 arithmetic; reduce a float32 copy (t.to(kFloat32))", TypeError);
+  CHECK_THROWS_WITH_AS(group.set_timeout(std::chrono::milliseconds(0)),
+                       "ProcessGroup::set_timeout: must be > 0 ms, got 0", ValueError);
   group.barrier();
 }
 
