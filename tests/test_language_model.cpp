@@ -218,3 +218,50 @@ TEST_CASE("language model: tied embeddings are one table, used twice, with both 
   tied->to(kFloat64);
   check_gradients([&](const TensorList&) { return tied(tokens); }, {}, {}, tied->parameters());
 }
+
+TEST_CASE("language model: mixture-of-experts blocks report their routing and train through their losses") {
+  manual_seed(8);
+  nn::TransformerLayerOptions layer =
+      nn::TransformerLayerOptions(8, 2).dim_feedforward(12).dropout(0.0).norm_first(true);
+  layer.moe(nn::MoEOptions(8).num_experts(3).top_k(2).hidden(6).capacity_factor(1.0).noisy_gating(true));
+  nn::LanguageModel lm(nn::LanguageModelOptions().vocab_size(7).max_len(6).num_layers(2).layer(layer));
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : lm->state_dict()) names.push_back(name);
+  CHECK(std::count(names.begin(), names.end(), "blocks.1.moe.router.weight") == 1);
+  CHECK(std::count(names.begin(), names.end(), "blocks.0.moe.noise.weight") == 1);
+  CHECK(std::none_of(names.begin(), names.end(),
+                     [](const std::string& n) { return n.find(".ff.") != std::string::npos; }));
+  CHECK(lm->last_moe().size() == 2);
+  const Tensor tokens = from_vector(std::vector<std::int64_t>{1, 4, 4, 0, 6, 2, 3, 5}, {2, 4});
+  const Tensor logits = lm(tokens);
+  for (const nn::MoEOutput* m : lm->last_moe()) {
+    CHECK(m->capacity == 6);  // ceil(1.0 * 8 tokens * 2 / 3)
+    std::int64_t kept = 0;
+    for (const std::int64_t k : m->tokens_per_expert) kept += k;
+    CHECK(kept + m->dropped_assignments == 16);
+    CHECK(m->load_loss.defined());
+  }
+  // The router learns from the auxiliary losses alone.
+  Tensor aux = lm->last_moe()[0]->load_balancing_loss + lm->last_moe()[0]->load_loss;
+  aux.backward();
+  CHECK(parameter(*lm, "blocks.0.moe.router.weight").grad().abs().max().item() > 0);
+  CHECK(parameter(*lm, "blocks.0.moe.noise.weight").grad().abs().max().item() > 0);
+
+  // float64 gradients of the logits and the losses, with the noise drawn the same at every evaluation.
+  lm->to(kFloat64);
+  lm->eval();
+  const auto f = [&](const TensorList&) {
+    const Tensor out = lm(tokens).reshape({-1});
+    const nn::MoEOutput& m = *lm->last_moe()[1];
+    return concat({out, m.load_balancing_loss.reshape({1}), m.load_loss.reshape({1})}, 0);
+  };
+  const GradcheckResult result = gradcheck(f, {}, {}, lm->parameters());
+  CHECK_MESSAGE(result.passed, result.message());
+
+  CHECK_THROWS_WITH_AS(nn::TransformerDecoderLayer{layer},
+                       "TransformerDecoderLayer: a mixture-of-experts feed-forward (moe) is for encoder layers only",
+                       ValueError);
+  layer.moe()->dim(6);
+  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer{layer},
+                       "TransformerEncoderLayer: moe has dim 6 but the layer d_model 8", ValueError);
+}

@@ -24,6 +24,11 @@ struct LmConfig {
   double dropout = 0.0;
   std::string positions = "learned";
   bool tie_embeddings = false;
+  std::int64_t moe_experts = 0;
+  std::int64_t moe_top_k = 2;
+  double moe_capacity_factor = 0.0;
+  bool moe_noisy = false;
+  double moe_aux_weight = 0.01;
   std::string attention = "mha";
   std::int64_t kv_heads = 2;
   std::int64_t kv_lora_rank = 64;
@@ -67,6 +72,14 @@ struct LmConfig {
     f("positions", &C::positions, "position encoding (mla always adds its own decoupled RoPE)",
       {"learned", "sinusoidal", "rotary"});
     f("tie_embeddings", &C::tie_embeddings, "the output projection is the token table transposed (W_U = W_E^T)");
+    f("moe_experts", &C::moe_experts,
+      "> 0: every block's feed-forward is a mixture of this many experts of ff_hidden each (0: dense)");
+    f("moe_top_k", &C::moe_top_k, "experts per token");
+    f("moe_capacity_factor", &C::moe_capacity_factor,
+      "expert capacity: at most factor * tokens * top_k / experts assignments each, the rest dropped (0: none)");
+    f("moe_noisy", &C::moe_noisy, "noisy top-k gating (Shazeer et al.) and its load loss");
+    f("moe_aux_weight", &C::moe_aux_weight,
+      "weight of the load-balancing loss (and of the load loss with moe_noisy) in the training loss");
     f("attention", &C::attention, "multi-head, grouped-query (kv_heads), multi-query or multi-head latent attention",
       {"mha", "gqa", "mqa", "mla"});
     f("kv_heads", &C::kv_heads, "key/value heads of gqa (divides heads)");

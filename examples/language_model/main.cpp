@@ -112,6 +112,14 @@ nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& att
                                .v_head_dim(head_dim)
                                .max_len(c.context));
   }
+  if (c.moe_experts > 0)
+    layer.moe(nn::MoEOptions(c.d_model)
+                  .num_experts(c.moe_experts)
+                  .top_k(c.moe_top_k)
+                  .hidden(c.ff_hidden)
+                  .activation(nn::Activation::GELU)
+                  .capacity_factor(c.moe_capacity_factor)
+                  .noisy_gating(c.moe_noisy));
   return nn::LanguageModelOptions()
       .vocab_size(kVocab)
       .max_len(c.context)
@@ -120,6 +128,59 @@ nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& att
       .tie_embeddings(c.tie_embeddings)
       .layer(layer);
 }
+
+// The mixture-of-experts figures of a run: every block's assignments per expert and dropped
+// assignments, summed over the training steps, and the last step's auxiliary losses.
+class MoeTally {
+ public:
+  explicit MoeTally(std::int64_t experts) : experts_(experts) {}
+
+  // Adds a step's blocks; returns the sum of their auxiliary losses (load balancing, plus the
+  // noisy-gating load loss when there is one).
+  Tensor add(const std::vector<const nn::MoEOutput*>& blocks) {
+    if (kept_.empty()) kept_.assign(blocks.size(), std::vector<std::int64_t>(static_cast<std::size_t>(experts_), 0));
+    dropped_.resize(blocks.size(), 0);
+    Tensor aux;
+    last_balance_ = last_load_ = 0.0;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      const nn::MoEOutput& m = *blocks[i];
+      for (std::size_t e = 0; e < kept_[i].size(); ++e) kept_[i][e] += m.tokens_per_expert[e];
+      dropped_[i] += m.dropped_assignments;
+      Tensor block = m.load_balancing_loss;
+      last_balance_ += m.load_balancing_loss.item();
+      if (m.load_loss.defined()) {
+        block = block + m.load_loss;
+        last_load_ += m.load_loss.item();
+      }
+      aux = aux.defined() ? aux + block : block;
+    }
+    return aux;
+  }
+
+  nlohmann::json summary() const {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (std::size_t i = 0; i < kept_.size(); ++i) {
+      std::int64_t kept = 0;
+      for (const std::int64_t k : kept_[i]) kept += k;
+      const double all = static_cast<double>(kept + dropped_[i]);
+      std::vector<double> share;
+      for (const std::int64_t k : kept_[i]) share.push_back(all > 0 ? static_cast<double>(k) / all : 0.0);
+      blocks.push_back({{"assignment_share_per_expert", share},
+                        {"dropped_assignments", dropped_[i]},
+                        {"dropped_share", all > 0 ? static_cast<double>(dropped_[i]) / all : 0.0}});
+    }
+    return {{"experts", experts_},
+            {"blocks", blocks},
+            {"last_load_balancing_loss", last_balance_},
+            {"last_load_loss", last_load_}};
+  }
+
+ private:
+  std::int64_t experts_;
+  std::vector<std::vector<std::int64_t>> kept_;  // per block, per expert
+  std::vector<std::int64_t> dropped_;            // per block
+  double last_balance_ = 0.0, last_load_ = 0.0;
+};
 
 // Mean cross-entropy per token (nats) over the batches.
 double heldout_loss(nn::LanguageModel& model, const std::vector<data::TokenBatch>& batches) {
@@ -243,10 +304,16 @@ int run(const Config& options) {
   train::Trainer trainer(model, optimizer, o);
   trainer.set_schedule(optim::warmup_cosine(c.warmup_fraction, c.min_lr_ratio));
 
+  // With experts: their auxiliary losses join the loss, and their loads and drops are summed over
+  // the training steps for the summary.
+  MoeTally moe_tally(c.moe_experts);
   const auto step_fn = [&](std::int64_t step) {
     const data::TokenBatch b = train_stream.batch_at(step);  // the global batch; this process takes its rows
     const Tensor logits = model(parallel.share(b.input)).reshape({-1, kVocab});
-    return train::StepOutput{nn::cross_entropy(logits, parallel.share(b.target).reshape({-1})), b.size(), b.tokens()};
+    Tensor loss = nn::cross_entropy(logits, parallel.share(b.target).reshape({-1}));
+    const std::vector<const nn::MoEOutput*> experts = model->last_moe();
+    if (!experts.empty()) loss = loss + moe_tally.add(experts) * c.moe_aux_weight;
+    return train::StepOutput{loss, b.size(), b.tokens()};
   };
   const auto eval_fn = [&](std::int64_t) {
     const double loss = heldout_loss(model, eval_batches);
@@ -310,6 +377,7 @@ int run(const Config& options) {
   summary["attention"] = c.attention;
   summary["positions"] = c.positions;
   summary["tie_embeddings"] = c.tie_embeddings;
+  if (c.moe_experts > 0) summary["moe"] = moe_tally.summary();
   summary["precision"] = c.precision;
   summary["kv_cache_bytes_per_token_per_layer"] = kv_bytes;
   summary["kv_cache_bytes_per_token"] = kv_bytes * static_cast<double>(c.layers);

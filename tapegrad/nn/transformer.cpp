@@ -57,7 +57,15 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerLayerO
     self_attn_ = register_module(
         "self_attn", MultiHeadAttention(make_attention_options(options, gen).rotary_max_len(options.rotary_max_len())));
   }
-  ff_ = register_module("ff", make_feed_forward(options, gen));
+  if (options.moe()) {
+    if (options.moe()->dim() != options.d_model())
+      throw ValueError("TransformerEncoderLayer: moe has dim " + std::to_string(options.moe()->dim()) +
+                       " but the layer d_model " + std::to_string(options.d_model()));
+    options_.moe()->generator(nullptr);
+    moe_ = register_module("moe", MixtureOfExperts(MoEOptions(*options.moe()).generator(&gen)));
+  } else {
+    ff_ = register_module("ff", make_feed_forward(options, gen));
+  }
   norm1_ = register_module("norm1", make_norm(options));
   norm2_ = register_module("norm2", make_norm(options));
   dropout1_ = register_module("dropout1", make_dropout(options, gen));
@@ -82,19 +90,26 @@ Tensor TransformerEncoderLayerImpl::forward(const Tensor& x, const AttentionForw
   auto self_attention = [&](const Tensor& h) {
     return latent_attn_ ? latent_attn_(h, options.latent_cache()) : self_attn_(h, Tensor(), options).output;
   };
+  auto feed_forward = [&](const Tensor& h) {
+    if (!moe_) return ff_(h);
+    last_moe_ = moe_(h);
+    return last_moe_.output;
+  };
   Tensor h = x;  // h: (B, T, d)
   if (options_.norm_first()) {
     h = h + dropout1_(self_attention(norm1_(h)));
-    h = h + dropout2_(ff_(norm2_(h)));
+    h = h + dropout2_(feed_forward(norm2_(h)));
   } else {
     h = norm1_(h + dropout1_(self_attention(h)));
-    h = norm2_(h + dropout2_(ff_(h)));
+    h = norm2_(h + dropout2_(feed_forward(h)));
   }
   return h;
 }
 
 // ---------------------------------------------------------------- decoder layer
 TransformerDecoderLayerImpl::TransformerDecoderLayerImpl(const TransformerLayerOptions& options) : options_(options) {
+  if (options.moe())
+    throw ValueError("TransformerDecoderLayer: a mixture-of-experts feed-forward (moe) is for encoder layers only");
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   self_attn_ = register_module(
@@ -376,6 +391,13 @@ class SlidingWindowDecoder : public Decoder {
 };
 
 }  // namespace
+
+std::vector<const MoEOutput*> LanguageModelImpl::last_moe() const {
+  std::vector<const MoEOutput*> out;
+  if (!options_.layer().moe()) return out;
+  for (const TransformerEncoderLayer& block : blocks_) out.push_back(&block->last_moe());
+  return out;
+}
 
 Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.shape()[1] == 0)

@@ -17,6 +17,7 @@
 #include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/module.h"
+#include "tapegrad/nn/moe.h"
 #include "tapegrad/nn/positions.h"
 
 namespace tapegrad::nn {
@@ -43,6 +44,11 @@ struct TransformerLayerOptions {
   // Set: an encoder layer's self-attention is multi-head latent attention (latent_attention.h; causal, no
   // masks, its own decoupled RoPE) instead of MultiHeadAttention. Its d_model must be this d_model.
   TAPEGRAD_ARG(std::optional<MultiHeadLatentAttentionOptions>, latent_attention);
+  // Set: an encoder layer's feed-forward sublayer is a mixture of experts (child "moe" instead of
+  // "ff"; its dim must be this d_model). The MoE's output of the layer's last forward (auxiliary
+  // losses, loads, dropped assignments) is TransformerEncoderLayerImpl::last_moe(). Decoder layers
+  // refuse it.
+  TAPEGRAD_ARG(std::optional<MoEOptions>, moe);
   // Draws the initial weights and the dropout generators' seeds from *generator (default generator if null).
   TAPEGRAD_ARG(Generator*, generator) = nullptr;
 };
@@ -56,12 +62,16 @@ class TransformerEncoderLayerImpl : public Module {
   // only the new positions. need_weights is refused (ValueError): a layer returns one tensor.
   // With latent attention: is_causal is required, masks are refused, and the cache is latent_cache.
   Tensor forward(const Tensor& x, const AttentionForwardOptions& options = {});
+  // With options.moe(): what the mixture of experts returned in the last forward (empty before).
+  const MoEOutput& last_moe() const { return last_moe_; }
 
  private:
   TransformerLayerOptions options_;
   MultiHeadAttention self_attn_{nullptr};
   MultiHeadLatentAttention latent_attn_{nullptr};  // instead of self_attn_ with options.latent_attention()
   FeedForward ff_{nullptr};
+  MixtureOfExperts moe_{nullptr};  // instead of ff_ with options.moe()
+  MoEOutput last_moe_;
   LayerNorm norm1_{nullptr}, norm2_{nullptr};
   Dropout dropout1_{nullptr}, dropout2_{nullptr};
 };
@@ -238,6 +248,9 @@ class LanguageModelImpl : public Module {
   // top_p < 1.
   Tensor generate(const Tensor& prompt, const GenerationOptions& options, Generator& gen);
   const LanguageModelOptions& options() const { return options_; }
+  // With layer().moe(): each block's mixture-of-experts output of the last forward, in block order
+  // (their auxiliary losses go into the training loss); empty without.
+  std::vector<const MoEOutput*> last_moe() const;
 
  private:
   LanguageModelOptions options_;
