@@ -237,6 +237,11 @@ TEST_CASE("moe: noisy gating adds softplus-scaled noise in training only, from t
   CHECK(clean.load_loss.defined());
   nn::MixtureOfExperts plain(nn::MoEOptions(6).num_experts(4).top_k(2).hidden(5));
   CHECK_FALSE(plain(x).load_loss.defined());
+  // The noise projection, too, draws its initial weights from the generator the options name.
+  Generator own(21);
+  const std::string before = default_generator().state();
+  nn::MixtureOfExperts mine(nn::MoEOptions(6).num_experts(4).top_k(2).hidden(5).noisy_gating(true).generator(&own));
+  CHECK(default_generator().state() == before);
 }
 
 TEST_CASE("moe: the noisy load loss equals the paper's formula, token by token") {

@@ -37,7 +37,7 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_
   router_ = register_module(
       "router", Linear(LinearOptions(dim, options.num_experts()).bias(options.router_bias()).generator(&gen)));
   if (options.noisy_gating()) {
-    noise_ = register_module("noise", Linear(LinearOptions(dim, options.num_experts()).bias(false)));
+    noise_ = register_module("noise", Linear(LinearOptions(dim, options.num_experts()).bias(false).generator(&gen)));
     NoGradGuard no_grad;
     noise_->weight().fill_(0.0);  // softplus(0) + epsilon: the same noise scale for every token at first
   }
