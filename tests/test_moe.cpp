@@ -343,3 +343,13 @@ TEST_CASE("erf: values, gradients and the normal CDF") {
   check_gradients([](const TensorList& in) { return erf(in[0]); }, {x});
   CHECK(nn::normal_cdf(scalar_tensor(1.0, kFloat64)).item() == doctest::Approx(0.8413447460685429).epsilon(1e-12));
 }
+
+TEST_CASE("moe: noisy_top_k_load_loss refuses mismatched shapes and a k that leaves no expert out") {
+  const Tensor logits = zeros({3, 4}), stddev = ones({3, 4});
+  CHECK_THROWS_WITH_AS(nn::noisy_top_k_load_loss(logits, zeros({3, 5}), stddev, 2),
+                       "noisy_top_k_load_loss: clean logits (3,4), noisy logits (3,5) and noise stddev (3,4) must "
+                       "have one shape",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::noisy_top_k_load_loss(logits, logits, stddev, 4),
+                       "noisy_top_k_load_loss: need 0 < k < E, got k 4 and E 4", ValueError);
+}
