@@ -6,14 +6,17 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tapegrad/autograd/kernels/blas.h"
+#include "tapegrad/autograd/kernels/gemm_bf16.h"
 #include "tapegrad/nn/nn.h"
 #include "testing.h"
 
@@ -52,6 +55,12 @@ void check_product(const Tensor& got, const Reference& ref) {
 
 Tensor bf16_randn(const Shape& shape, Generator& gen) { return randn(shape, gen).to(kBFloat16); }
 
+// Whether two float32 tensors hold the same bits (NaN included).
+bool same_bits(const Tensor& x, const Tensor& y) {
+  const std::vector<float> u = x.contiguous().to_vector<float>(), v = y.contiguous().to_vector<float>();
+  return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(float)) == 0;
+}
+
 }  // namespace
 
 TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat16 values") {
@@ -81,6 +90,72 @@ TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat1
     ref.bound = ref.bound * 2.0 + std::ldexp(1.0, -24);
     check_product(out, ref);
   }
+}
+
+TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equal float64 arithmetic") {
+  // The shapes cross the dot-product kernel's blocks: k past one block of 256 (and odd, so the last
+  // pair is half empty), rows past one block of 168 and not a multiple of the 14-row tile, columns
+  // past one packed block of 4096 and not a multiple of the 32-column tile, and a single row block
+  // (its columns then split among the threads).
+  const bool dot_product = kernels::cpu_has_avx512_bf16();
+  CHECK(kernels::bf16_gemm_kernel() ==
+        (dot_product ? kernels::Bf16GemmKernel::kDotProduct : kernels::Bf16GemmKernel::kWidening));
+  if (!dot_product) MESSAGE("this CPU has no AVX512_BF16: only the widening kernel is checked here");
+  Generator gen(12);
+  struct Case {
+    bool ta, tb;
+    std::int64_t m, n, k;
+    float beta;
+  };
+  for (const Case c : {Case{false, false, 200, 45, 513, 0.0f}, Case{true, false, 171, 33, 257, 0.5f},
+                       Case{false, true, 15, 4100, 3, 1.0f}, Case{true, true, 29, 70, 600, 0.0f},
+                       Case{false, false, 5, 200, 64, -2.0f}, Case{false, true, 1, 1, 1, 0.0f}}) {
+    CAPTURE(c.ta);
+    CAPTURE(c.tb);
+    CAPTURE(c.m);
+    CAPTURE(c.n);
+    CAPTURE(c.k);
+    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const Tensor a_store = bf16_randn({a_rows, a_cols + 5}, gen);
+    const Tensor b_store = bf16_randn({b_rows, b_cols + 1}, gen);
+    const Tensor op_a = c.ta ? a_store.narrow(1, 0, a_cols).mT() : a_store.narrow(1, 0, a_cols);
+    const Tensor op_b = c.tb ? b_store.narrow(1, 0, b_cols).mT() : b_store.narrow(1, 0, b_cols);
+    // C's row stride is n + 2; beta = 0 must not read C, which starts as NaN then.
+    const Tensor c_start =
+        c.beta == 0.0f ? full({c.m, c.n + 2}, std::numeric_limits<double>::quiet_NaN()) : randn({c.m, c.n + 2}, gen);
+    Reference ref = float64_product(op_a, op_b);
+    ref.value = ref.value * -1.5;
+    ref.bound = ref.bound * 1.5 + std::ldexp(1.0, -24) * abs(ref.value);
+    if (c.beta != 0.0f) {
+      const Tensor c64 = c_start.narrow(1, 0, c.n).to(kFloat64);
+      ref.value = ref.value + c64 * static_cast<double>(c.beta);
+      ref.bound = ref.bound + abs(c64) * (std::abs(static_cast<double>(c.beta)) * std::ldexp(1.0, -23));
+    }
+    const auto run = [&](auto kernel) {
+      Tensor out = c_start.clone();
+      kernel(c.ta, c.tb, c.m, c.n, c.k, -1.5f, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
+             b_cols + 1, c.beta, out.data_ptr<float>(), c.n + 2);
+      // The two columns past n are never written.
+      CHECK(same_bits(out.narrow(1, c.n, 2), c_start.narrow(1, c.n, 2)));
+      return out.narrow(1, 0, c.n);
+    };
+    check_product(run(kernels::gemm_bf16_widening), ref);
+    if (dot_product) check_product(run(kernels::gemm_bf16_avx512), ref);
+  }
+}
+
+TEST_CASE("bfloat16 product: TAPEGRAD_BF16_GEMM picks the kernel and refuses what cannot run") {
+  using kernels::Bf16GemmKernel;
+  CHECK(kernels::bf16_gemm_kernel_from(nullptr, true) == Bf16GemmKernel::kDotProduct);
+  CHECK(kernels::bf16_gemm_kernel_from(nullptr, false) == Bf16GemmKernel::kWidening);
+  CHECK(kernels::bf16_gemm_kernel_from("", true) == Bf16GemmKernel::kDotProduct);
+  CHECK(kernels::bf16_gemm_kernel_from("widen", true) == Bf16GemmKernel::kWidening);
+  CHECK(kernels::bf16_gemm_kernel_from("avx512", true) == Bf16GemmKernel::kDotProduct);
+  CHECK_THROWS_WITH_AS(kernels::bf16_gemm_kernel_from("avx512", false),
+                       "TAPEGRAD_BF16_GEMM = 'avx512', but this CPU has no AVX512_BF16 instructions", ValueError);
+  CHECK_THROWS_WITH_AS(kernels::bf16_gemm_kernel_from("amx", true),
+                       "TAPEGRAD_BF16_GEMM = 'amx': expected 'avx512' or 'widen'", ValueError);
 }
 
 TEST_CASE("bfloat16 product: matmul and linear on every operand layout") {

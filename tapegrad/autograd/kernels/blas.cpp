@@ -3,12 +3,15 @@
 
 #include "tapegrad/autograd/kernels/blas.h"
 
+#include "tapegrad/autograd/kernels/gemm_bf16.h"
+
 #include <cblas.h>
 
 #include <cpuid.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -305,8 +308,9 @@ std::vector<float> widen(const BFloat16* src, std::int64_t rows, std::int64_t co
 
 }  // namespace
 
-void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
-          std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+void gemm_bf16_widening(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                        const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c,
+                        std::int64_t ldc) {
   if (m == 0 || n == 0) return;
   // A is stored (m, k), or (k, m) when transposed; B (k, n), or (n, k).
   const std::int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
@@ -315,6 +319,33 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
   const std::vector<float> wide_b = widen(b, b_rows, b_cols, ldb);
   gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::int64_t>(a_cols, 1), wide_b.data(),
        std::max<std::int64_t>(b_cols, 1), beta, c, ldc);
+}
+
+Bf16GemmKernel bf16_gemm_kernel_from(const char* setting, bool cpu_has_dot_product) {
+  if (setting == nullptr || *setting == '\0')
+    return cpu_has_dot_product ? Bf16GemmKernel::kDotProduct : Bf16GemmKernel::kWidening;
+  const std::string value(setting);
+  if (value == "widen") return Bf16GemmKernel::kWidening;
+  if (value == "avx512") {
+    if (!cpu_has_dot_product)
+      throw ValueError("TAPEGRAD_BF16_GEMM = 'avx512', but this CPU has no AVX512_BF16 instructions");
+    return Bf16GemmKernel::kDotProduct;
+  }
+  throw ValueError("TAPEGRAD_BF16_GEMM = '" + value + "': expected 'avx512' or 'widen'");
+}
+
+Bf16GemmKernel bf16_gemm_kernel() {
+  static const Bf16GemmKernel kernel = bf16_gemm_kernel_from(std::getenv("TAPEGRAD_BF16_GEMM"), cpu_has_avx512_bf16());
+  return kernel;
+}
+
+void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
+          std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
+  if (bf16_gemm_kernel() == Bf16GemmKernel::kDotProduct) {
+    gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+    gemm_bf16_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
 }
 
 bool cpu_has_bf16_instructions() {

@@ -28,11 +28,11 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, double alpha, const double* a,
           std::int64_t lda, const double* b, std::int64_t ldb, double beta, double* c, std::int64_t ldc);
 
-// bfloat16 operands, float32 accumulation and result: C (float32) = alpha op(A) op(B) + beta C.
-// On this build every CPU takes the widening path: op(A) and op(B) are widened to float32 (exactly,
-// in parallel over the pool) and multiplied by the float32 gemm above, so the result is the product
-// of the bfloat16 values with float32 accumulation, the contract a bfloat16 instruction kernel
-// (vdpbf16ps, which accumulates pairs in float32) also meets to float32 rounding.
+// bfloat16 operands, float32 accumulation and result: C (float32) = alpha op(A) op(B) + beta C, the
+// exact products of the bfloat16 values summed in float32. The kernel is picked once, at run time,
+// by bf16_gemm_kernel() (gemm_bf16.h): vdpbf16ps on CPUs with AVX512_BF16, otherwise the widening
+// path (both operands widened to float32, then the float32 gemm above). The two agree to float32
+// rounding (they add the same products in different orders).
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
           std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 

@@ -1,0 +1,232 @@
+// The bfloat16 matrix product on vdpbf16ps (see gemm_bf16.h).
+//
+// Layout. vdpbf16ps takes two vectors of 16 bfloat16 pairs and adds, in each float32 lane j,
+// a[2j] b[2j] + a[2j+1] b[2j+1]. Both packed operands therefore hold k in pairs: a packed A panel
+// stores, for each pair p of k, the pairs (A[i][2p], A[i][2p+1]) of its kMR rows as 32-bit words,
+// so one word broadcast to all lanes serves a whole row of the tile; a packed B panel stores, for
+// each pair p, the pairs (B[2p][j], B[2p+1][j]) of its kNR columns, two vectors. An odd k gets a
+// zero second half in its last pair, short edge tiles get zero rows and columns, and the store
+// writes only the entries of C that exist.
+//
+// Blocking: k in blocks of kKC values, so that one B panel (kKC / 2 pairs x 32 columns x 4 bytes =
+// 16 KiB) stays in L1 while the tile walks down a block of A (at most kMC rows, 86 KiB, in L2);
+// columns in blocks of kNC, so that a packed B block stays within a few MiB.
+
+#include "tapegrad/autograd/kernels/gemm_bf16.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "tapegrad/autograd/parallel.h"
+
+namespace tapegrad::kernels {
+
+namespace {
+
+constexpr int kMR = 14;                  // rows of a register tile
+constexpr int kNR = 32;                  // columns of a register tile: two vectors of 16 float32
+constexpr std::int64_t kKC = 256;        // values of k per packed block (128 pairs)
+constexpr std::int64_t kMC = 12 * kMR;   // most rows of A packed by one task
+constexpr std::int64_t kNC = 128 * kNR;  // most columns of B packed at once
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+std::uint32_t pair(BFloat16 even, BFloat16 odd) {
+  return static_cast<std::uint32_t>(even.bits) | (static_cast<std::uint32_t>(odd.bits) << 16);
+}
+
+// op(A)'s rows [i0, i0 + rows) and k values [k0, k0 + kc) into panels of kMR rows: panel r holds
+// pairs() words at [r * pairs * kMR + p * kMR + i].
+void pack_a(bool trans_a, const BFloat16* a, std::int64_t lda, std::int64_t i0, std::int64_t rows, std::int64_t k0,
+            std::int64_t kc, std::uint32_t* dst) {
+  const std::int64_t pairs = ceil_div(kc, 2);
+  const BFloat16 zero;
+  for (std::int64_t r0 = 0; r0 < rows; r0 += kMR, dst += pairs * kMR) {
+    const std::int64_t tile_rows = std::min<std::int64_t>(kMR, rows - r0);
+    if (tile_rows < kMR) std::fill(dst, dst + pairs * kMR, 0u);
+    if (!trans_a) {
+      // A stored (m, k): a row's pairs are adjacent in memory.
+      for (std::int64_t i = 0; i < tile_rows; ++i) {
+        const BFloat16* row = a + (i0 + r0 + i) * lda + k0;
+        for (std::int64_t p = 0; p < kc / 2; ++p) dst[p * kMR + i] = pair(row[2 * p], row[2 * p + 1]);
+        if (kc % 2 != 0) dst[(pairs - 1) * kMR + i] = pair(row[kc - 1], zero);
+      }
+    } else {
+      // A stored (k, m): the two halves of a pair come from neighbouring stored rows.
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        const BFloat16* even = a + (k0 + 2 * p) * lda + i0 + r0;
+        const bool has_odd = 2 * p + 1 < kc;
+        const BFloat16* odd = even + lda;
+        for (std::int64_t i = 0; i < tile_rows; ++i) dst[p * kMR + i] = pair(even[i], has_odd ? odd[i] : zero);
+      }
+    }
+  }
+}
+
+// op(B)'s k values [k0, k0 + kc) and columns [j0, j0 + cols) into panels of kNR columns: panel q
+// holds words at [q * pairs * kNR + p * kNR + j].
+void pack_b(bool trans_b, const BFloat16* b, std::int64_t ldb, std::int64_t k0, std::int64_t kc, std::int64_t j0,
+            std::int64_t cols, std::int64_t first_panel, std::int64_t end_panel, std::uint32_t* dst) {
+  const std::int64_t pairs = ceil_div(kc, 2);
+  const BFloat16 zero;
+  for (std::int64_t q = first_panel; q < end_panel; ++q) {
+    std::uint32_t* panel = dst + q * pairs * kNR;
+    const std::int64_t c0 = q * kNR;
+    const std::int64_t panel_cols = std::min<std::int64_t>(kNR, cols - c0);
+    if (panel_cols < kNR) std::fill(panel, panel + pairs * kNR, 0u);
+    if (!trans_b) {
+      // B stored (k, n): a pair's halves are the same column of two neighbouring stored rows.
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        const BFloat16* even = b + (k0 + 2 * p) * ldb + j0 + c0;
+        std::uint32_t* out = panel + p * kNR;
+        if (2 * p + 1 < kc) {
+          const BFloat16* odd = even + ldb;
+          for (std::int64_t j = 0; j < panel_cols; ++j) out[j] = pair(even[j], odd[j]);
+        } else {
+          for (std::int64_t j = 0; j < panel_cols; ++j) out[j] = pair(even[j], zero);
+        }
+      }
+    } else {
+      // B stored (n, k): a column's pairs are adjacent in memory.
+      for (std::int64_t j = 0; j < panel_cols; ++j) {
+        const BFloat16* col = b + (j0 + c0 + j) * ldb + k0;
+        for (std::int64_t p = 0; p < kc / 2; ++p) panel[p * kNR + j] = pair(col[2 * p], col[2 * p + 1]);
+        if (kc % 2 != 0) panel[(pairs - 1) * kNR + j] = pair(col[kc - 1], zero);
+      }
+    }
+  }
+}
+
+// One kMR x kNR tile of C from a packed A panel and a packed B panel over `pairs` pairs of k:
+// C = alpha * tile + beta * C when read_c, C = alpha * tile otherwise (C not read), writing only
+// the first `rows` rows and `cols` columns.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile(std::int64_t pairs, const std::uint32_t* ap,
+                                                                          const std::uint32_t* bp, float* c,
+                                                                          std::int64_t ldc, int rows, int cols,
+                                                                          float alpha, float beta, bool read_c) {
+  __m512 acc[kMR][2];
+#pragma GCC unroll 14
+  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (std::int64_t p = 0; p < pairs; ++p, ap += kMR, bp += kNR) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(bp + 16));
+#pragma GCC unroll 14
+    for (int i = 0; i < kMR; ++i) {
+      const __m512bh ai = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(ap[i])));
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+  }
+  const __mmask16 mask0 = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1u);
+  const __mmask16 mask1 = cols >= 32   ? __mmask16(0xFFFF)
+                          : cols <= 16 ? __mmask16(0)
+                                       : __mmask16((1u << (cols - 16)) - 1u);
+  const __m512 valpha = _mm512_set1_ps(alpha), vbeta = _mm512_set1_ps(beta);
+#pragma GCC unroll 14
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= rows) break;
+    float* row = c + i * ldc;
+    __m512 v0 = _mm512_mul_ps(acc[i][0], valpha);
+    __m512 v1 = _mm512_mul_ps(acc[i][1], valpha);
+    if (read_c) {
+      v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask0, row), vbeta, v0);
+      v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask1, row + 16), vbeta, v1);
+    }
+    _mm512_mask_storeu_ps(row, mask0, v0);
+    _mm512_mask_storeu_ps(row + 16, mask1, v1);
+  }
+}
+
+std::vector<std::uint32_t>& packed_a_buffer() {
+  thread_local std::vector<std::uint32_t> buffer;
+  return buffer;
+}
+
+std::vector<std::uint32_t>& packed_b_buffer() {
+  thread_local std::vector<std::uint32_t> buffer;
+  return buffer;
+}
+
+}  // namespace
+
+bool cpu_has_avx512_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid(1, eax, ebx, ecx, edx);
+  const bool osxsave = (ecx >> 27) & 1u;
+  if (!osxsave) return false;
+  // XCR0 must enable the SSE, AVX and the three AVX-512 state components (bits 1, 2, 5, 6, 7).
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xE6u) != 0xE6u) return false;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const bool avx512f = (ebx >> 16) & 1u, avx512bw = (ebx >> 30) & 1u, avx512vl = (ebx >> 31) & 1u;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  const bool avx512_bf16 = (eax >> 5) & 1u;
+  return avx512f && avx512bw && avx512vl && avx512_bf16;
+}
+
+void gemm_bf16_avx512(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                      const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c,
+                      std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+    return;
+  }
+  const std::int64_t threads = in_parallel_region() ? 1 : num_threads();
+  // Row blocks of at most kMC rows, as many as a multiple of the thread count where the rows allow,
+  // so that the pool's equal cut gives every thread the same work.
+  std::int64_t row_blocks = ceil_div(m, kMC);
+  row_blocks = std::min(ceil_div(row_blocks, threads) * threads, ceil_div(m, kMR));
+  const std::int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kMR) * kMR;
+  row_blocks = ceil_div(m, block_rows);
+
+  std::vector<std::uint32_t>& packed_b = packed_b_buffer();
+  for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const std::int64_t cols = std::min(kNC, n - j0);
+    const std::int64_t panels = ceil_div(cols, kNR);
+    // Too few row blocks to occupy the pool: the panels are split among the tasks too.
+    const std::int64_t groups = row_blocks >= threads ? 1 : std::min(panels, ceil_div(threads, row_blocks));
+    const std::int64_t panels_per_group = ceil_div(panels, groups);
+    for (std::int64_t k0 = 0; k0 < k; k0 += kKC) {
+      const std::int64_t kc = std::min(kKC, k - k0);
+      const std::int64_t pairs = ceil_div(kc, 2);
+      packed_b.resize(static_cast<std::size_t>(panels * pairs * kNR));
+      std::uint32_t* pb = packed_b.data();
+      parallel_for(0, panels, 4,
+                   [&](std::int64_t lo, std::int64_t hi) { pack_b(trans_b, b, ldb, k0, kc, j0, cols, lo, hi, pb); });
+      const bool read_c = k0 > 0 || beta != 0.0f;
+      const float block_beta = k0 > 0 ? 1.0f : beta;
+      parallel_for(0, row_blocks * groups, 1, [&](std::int64_t lo, std::int64_t hi) {
+        std::vector<std::uint32_t>& packed_a = packed_a_buffer();
+        packed_a.resize(static_cast<std::size_t>(block_rows * pairs));
+        std::int64_t packed_block = -1;
+        for (std::int64_t task = lo; task < hi; ++task) {
+          const std::int64_t block = task / groups, group = task % groups;
+          const std::int64_t i0 = block * block_rows, rows = std::min(block_rows, m - i0);
+          if (block != packed_block) {
+            pack_a(trans_a, a, lda, i0, rows, k0, kc, packed_a.data());
+            packed_block = block;
+          }
+          const std::int64_t first = group * panels_per_group, last = std::min(panels, first + panels_per_group);
+          for (std::int64_t q = first; q < last; ++q) {
+            const int tile_cols = static_cast<int>(std::min<std::int64_t>(kNR, cols - q * kNR));
+            for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+              const int tile_rows = static_cast<int>(std::min<std::int64_t>(kMR, rows - r0));
+              tile(pairs, packed_a.data() + r0 * pairs, pb + q * pairs * kNR, c + (i0 + r0) * ldc + j0 + q * kNR, ldc,
+                   tile_rows, tile_cols, alpha, block_beta, read_c);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace tapegrad::kernels
