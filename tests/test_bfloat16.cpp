@@ -37,6 +37,12 @@ float float_of_bits(std::uint32_t bits) {
   return f;
 }
 
+std::uint32_t bits_of_float(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
 bool is_nan_bits(std::uint16_t bits) { return (bits & 0x7FFFu) > 0x7F80u; }
 
 std::vector<std::uint16_t> bits_of(const Tensor& t) {
@@ -130,6 +136,32 @@ TEST_CASE("bfloat16: widening is exact and every conversion round trips") {
   CHECK(element_size(kBFloat16) == 2);
   CHECK(std::string(dtype_name(kBFloat16)) == "bfloat16");
   CHECK(h.is_floating_point());
+}
+
+TEST_CASE("bfloat16: the dense conversions give the scalar conversion's bits on every thread's chunk") {
+  // Random float32 patterns (every class: NaN, infinities, subnormals, ties), enough for the pool's
+  // chunks; the contiguous tensor takes the dense kernels, its transposed view the per-element map.
+  std::vector<float> inputs(1 << 18);
+  std::uint32_t state = 12345;
+  for (float& x : inputs) {
+    state = state * 1664525u + 1013904223u;
+    x = float_of_bits(state);
+  }
+  const Tensor t = from_vector(inputs, {512, 512});
+  const std::vector<std::uint16_t> dense = bits_of(t.to(kBFloat16));
+  const std::vector<std::uint16_t> strided = bits_of(t.mT().to(kBFloat16).mT().contiguous());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    INFO("pattern 0x" << std::hex << bits_of_float(inputs[i]));
+    REQUIRE(dense[i] == BFloat16(inputs[i]).bits);
+    REQUIRE(strided[i] == dense[i]);
+  }
+  const Tensor halves = t.to(kBFloat16);
+  const std::vector<float> wide = halves.to(kFloat32).to_vector<float>();
+  const std::vector<float> wide_strided = halves.mT().to(kFloat32).mT().contiguous().to_vector<float>();
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    REQUIRE(bits_of_float(wide[i]) == static_cast<std::uint32_t>(dense[i]) << 16);
+    REQUIRE(bits_of_float(wide_strided[i]) == bits_of_float(wide[i]));
+  }
 }
 
 TEST_CASE("bfloat16: factories, item, fill and printing") {

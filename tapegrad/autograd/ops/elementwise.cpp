@@ -6,6 +6,7 @@
 #include <string>
 #include <type_traits>
 
+#include "tapegrad/autograd/kernels/convert.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/ops.h"
 
@@ -307,16 +308,25 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   const DType source = dtype();
-  Tensor out = dispatch_all(source, [&](auto from) {
-    using S = decltype(from);
-    return dispatch_all(target, [&](auto to) {
-      using T = decltype(to);
-      return map<T, S>(*this, [](S v) {
-        if constexpr (std::is_same_v<T, bool>) return v != S(0);
-        else return static_cast<T>(v);
+  Tensor out;
+  if (is_contiguous() && source == kFloat32 && target == kBFloat16) {
+    out = empty(shape(), target);
+    kernels::round_to_bfloat16(data_ptr<float>(), out.data_ptr<BFloat16>(), numel());
+  } else if (is_contiguous() && source == kBFloat16 && target == kFloat32) {
+    out = empty(shape(), target);
+    kernels::widen_bfloat16(data_ptr<BFloat16>(), out.data_ptr<float>(), numel());
+  } else {
+    out = dispatch_all(source, [&](auto from) {
+      using S = decltype(from);
+      return dispatch_all(target, [&](auto to) {
+        using T = decltype(to);
+        return map<T, S>(*this, [](S v) {
+          if constexpr (std::is_same_v<T, bool>) return v != S(0);
+          else return static_cast<T>(v);
+        });
       });
     });
-  });
+  }
   // Only conversions between floating types carry a gradient.
   if (is_floating(source) && is_floating(target) && any_requires_grad({this}))
     record("to", out, {*this}, [source](const Tensor& g) -> TensorList { return {g.to(source)}; });
