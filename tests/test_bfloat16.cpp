@@ -192,6 +192,43 @@ TEST_CASE("bfloat16: a conversion carries the gradient back in the source dtype"
   CHECK(x.grad().to_vector<float>() == std::vector<float>{0.5f, 0.25f, 2.0f});
 }
 
+TEST_CASE("bfloat16: a sum over leading axes reads bfloat16 in place with the widened sum's bits") {
+  // (count, outputs) blocks, small and large enough for the pool, summed over their leading axes in
+  // place; the same sums of the widened tensor give the reference bits and gradients.
+  Generator gen(5);
+  for (const Shape& shape : {Shape{3, 5}, Shape{2048, 64}, Shape{4, 128, 96}}) {
+    CAPTURE(shape.str());
+    const Tensor base = randn(shape, gen).to(kBFloat16);
+    const Dims axes = shape.size() == 3 ? Dims{0, 1} : Dims{0};
+    const Tensor x = base.detach().requires_grad_(), wide = base.detach().requires_grad_();
+    const Tensor got = sum(x, axes), want = sum(wide.to(kFloat32), axes).to(kBFloat16);
+    CHECK(got.dtype() == kBFloat16);
+    CHECK(bits_of(got) == bits_of(want));
+    {
+      AutocastGuard autocast(kBFloat16);
+      const Tensor got32 = sum(x, axes, true), want32 = sum(wide.to(kFloat32), axes, true);
+      CHECK(got32.dtype() == kFloat32);
+      CHECK(got32.shape() == want32.shape());
+      CHECK(got32.to_vector<float>() == want32.to_vector<float>());
+    }
+    const Tensor w = randn(got.shape(), gen);
+    sum(got.to(kFloat32) * w).backward();
+    sum(want.to(kFloat32) * w).backward();
+    CHECK(x.grad().dtype() == kBFloat16);
+    CHECK(bits_of(x.grad()) == bits_of(wide.grad()));
+  }
+}
+
+TEST_CASE("bfloat16: dropout that keeps everything returns its input without a copy") {
+  Generator gen(3);
+  const Tensor x = randn({4, 8}, gen).to(kBFloat16);
+  CHECK(dropout(x, 0.0, true, gen).data_ptr<BFloat16>() == x.data_ptr<BFloat16>());
+  CHECK(dropout(x, 0.5, false, gen).data_ptr<BFloat16>() == x.data_ptr<BFloat16>());
+  const Tensor dropped = dropout(x, 0.5, true, gen);
+  CHECK(dropped.dtype() == kBFloat16);
+  CHECK_THROWS_WITH_AS(dropout(x, 1.5, true, gen), "dropout: probability p must be in [0, 1], got 1.5", ValueError);
+}
+
 TEST_CASE("bfloat16: copies, views, selection and comparisons keep the dtype") {
   const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}).to(kBFloat16);
   const Tensor t = a.transpose(0, 1).contiguous();

@@ -52,7 +52,8 @@ void pack_a(bool trans_a, const BFloat16* a, std::int64_t lda, std::int64_t i0, 
       // A stored (m, k): a row's pairs are adjacent in memory.
       for (std::int64_t i = 0; i < tile_rows; ++i) {
         const BFloat16* row = a + (i0 + r0 + i) * lda + k0;
-        for (std::int64_t p = 0; p < kc / 2; ++p) dst[p * kMR + i] = pair(row[2 * p], row[2 * p + 1]);
+        // Little-endian: the word read at an even element holds it in its low half, as pair() puts it.
+        for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(dst + p * kMR + i, row + 2 * p, sizeof(std::uint32_t));
         if (kc % 2 != 0) dst[(pairs - 1) * kMR + i] = pair(row[kc - 1], zero);
       }
     } else {
@@ -94,7 +95,7 @@ void pack_b(bool trans_b, const BFloat16* b, std::int64_t ldb, std::int64_t k0, 
       // B stored (n, k): a column's pairs are adjacent in memory.
       for (std::int64_t j = 0; j < panel_cols; ++j) {
         const BFloat16* col = b + (j0 + c0 + j) * ldb + k0;
-        for (std::int64_t p = 0; p < kc / 2; ++p) panel[p * kNR + j] = pair(col[2 * p], col[2 * p + 1]);
+        for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(panel + p * kNR + j, col + 2 * p, sizeof(std::uint32_t));
         if (kc % 2 != 0) panel[(pairs - 1) * kNR + j] = pair(col[kc - 1], zero);
       }
     }

@@ -113,6 +113,24 @@ static Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
   return out;
 }
 
+// The sum of a contiguous bfloat16 x whose reduced axes all come first (x seen as (count, outputs):
+// a linear's bias gradient under autocast), read in bfloat16 and accumulated in float32 into a
+// float32 tensor of the keepdim shape: sum_reduced<float> of the widened x, in the same order, so
+// the same bits, without the widened copy.
+static inline Tensor sum_leading_bfloat16(const Tensor& x, const ReducedAxes& r) {
+  Tensor out = zeros(r.kept_shape, kFloat32);
+  float* po = out.data_ptr<float>();
+  const BFloat16* px = x.data_ptr<BFloat16>();
+  const std::int64_t count = r.count, outputs = count == 0 ? 0 : x.numel() / count;
+  parallel_for(0, outputs, row_grain(count), [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t row = 0; row < count; ++row) {
+      const BFloat16* a = px + row * outputs;  // a: (outputs)
+      for (std::int64_t i = c0; i < c1; ++i) po[i] += static_cast<float>(a[i]);
+    }
+  });
+  return out;
+}
+
 // The mean over the reduced axes: the sum scaled by 1 / count.
 template <class T>
 static Tensor mean_reduced(const Tensor& x, const ReducedAxes& r) {

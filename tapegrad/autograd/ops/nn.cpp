@@ -118,14 +118,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // ---------------------------------------------------------------- dropout
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
-  if (x.dtype() == kBFloat16) return dropout(x.to(kFloat32), p, training, gen).to(kBFloat16);  // computed in float32
   if (!(p >= 0.0 && p <= 1.0)) {
     std::ostringstream message;
     message << "dropout: probability p must be in [0, 1], got " << p;
     throw ValueError(message.str());
   }
-  dispatch_floating(x.dtype(), "dropout", [](auto) {});
+  if (x.dtype() != kBFloat16) dispatch_floating(x.dtype(), "dropout", [](auto) {});
   if (!training || p == 0.0) return x;
+  if (x.dtype() == kBFloat16) return dropout(x.to(kFloat32), p, training, gen).to(kBFloat16);  // computed in float32
   // p == 1 keeps nothing; the scale is then irrelevant, and 0 avoids 1 / 0.
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   Tensor keep = empty(x.shape(), kBool);  // keep: (x.shape), saved for backward (1 byte per element)

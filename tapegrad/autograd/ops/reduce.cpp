@@ -55,8 +55,18 @@ Tensor expand_grad(const Tensor& g, const ReducedAxes& r, const Shape& input_sha
 }  // namespace
 
 Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
-  if (x.dtype() == kBFloat16)
-    return detail::precision_result(sum(x.to(kFloat32), axes, keepdim), kBFloat16);  // float32 policy (autocast.h)
+  if (x.dtype() == kBFloat16) {
+    // float32 policy (autocast.h). Sums over leading axes read the bfloat16 values in place; the
+    // others sum a widened copy.
+    const ReducedAxes r = resolve_axes(x.shape(), axes, "sum");
+    if (!x.is_contiguous() || kernels::reduced_block(x.shape(), r) != kernels::ReducedBlock::kLeading)
+      return detail::precision_result(sum(x.to(kFloat32), axes, keepdim), kBFloat16);
+    Tensor out = finish_shape(kernels::sum_leading_bfloat16(x, r), r, keepdim);
+    if (any_requires_grad({&x}))
+      record("sum", out, {x},
+             [r, in = x.shape()](const Tensor& g) -> TensorList { return {expand_grad(g, r, in).to(kBFloat16)}; });
+    return detail::precision_result(out, kBFloat16);
+  }
   const ReducedAxes r = resolve_axes(x.shape(), axes, "sum");
   Tensor kept =
       dispatch_floating(x.dtype(), "sum", [&](auto tag) { return kernels::sum_reduced<decltype(tag)>(x, r); });
