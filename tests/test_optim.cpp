@@ -96,6 +96,90 @@ TEST_CASE("optim: Adam bias correction, L2 weight decay, amsgrad") {
   }
 }
 
+TEST_CASE("optim: Adagrad follows torch.optim.Adagrad, dense and row-sparse") {
+  // Numbers printed by torch.optim.Adagrad (PyTorch 1.13, float64) on the same problems.
+  {
+    Tensor p = make_param();
+    optim::Adagrad opt({p}, optim::AdagradOptions(0.1));
+    check_trajectory(opt, p,
+                     {{0.900000000004, -1.9000000000028572},
+                      {0.8322943469237772, -1.8313987131353202},
+                      {0.7785568927337935, -1.7764606196220267}});
+  }
+  {
+    Tensor p = make_param();
+    optim::Adagrad opt(
+        {p}, optim::AdagradOptions(0.5).lr_decay(0.25).weight_decay(0.1).initial_accumulator_value(0.3).eps(1e-3));
+    check_trajectory(opt, p,
+                     {{0.5109226125311817, -1.505522226454193},
+                      {0.30722298371633866, -1.2736583155016188},
+                      {0.19134776898998906, -1.1309822443940465}});
+  }
+  {
+    // A (6, 3) table looked up with repeated rows, loss sum(e^2 + e): each step's row-sparse
+    // gradient is coalesced, so a repeated row's sum grows by its whole gradient squared once.
+    std::vector<double> w0;
+    for (int i = 0; i < 18; ++i) w0.push_back(std::round((0.1 * i - 0.7) * 100.0) / 100.0);
+    Tensor table = from_vector(w0, Shape{6, 3}).requires_grad_();
+    optim::Adagrad opt({table}, optim::AdagradOptions(0.2).initial_accumulator_value(0.1).lr_decay(0.1));
+    for (const std::vector<std::int64_t>& ids : {std::vector<std::int64_t>{1, 4, 1}, {0, 4}, {5, 1, 1, 2}}) {
+      opt.zero_grad(true);
+      const Tensor e = embedding(table, from_vector(ids, Shape{static_cast<std::int64_t>(ids.size())}), std::nullopt,
+                                 /*sparse=*/true);
+      sum(e * e + e).backward();
+      REQUIRE(table.has_sparse_grad());
+      opt.step();
+    }
+    check_values(
+        table,
+        {-0.5573700835638381, -0.5028140938760015, -0.5, -0.4889668228695326, -0.4968259939892682, -0.44755786894000443,
+         -0.2549968516404077, -0.15891043152578055, -0.06116459279208907, 0.2, 0.3, 0.4, 0.1895165968637117,
+         0.28745039938384226, 0.38579058546182404, 0.6345525645367208, 0.734386197108753, 0.8342516139725455},
+        1e-12);
+    const NamedTensors state = opt.state_tensors();
+    const auto sum_entry =
+        std::find_if(state.begin(), state.end(), [](const auto& entry) { return entry.first == "group0.param0.sum"; });
+    REQUIRE(sum_entry != state.end());
+    check_values(sum_entry->second,
+                 {0.26, 0.14, 0.1, 0.31178884783638494, 0.7431376927864931, 1.7218254493802456, 0.74, 1.1, 1.54, 0.1,
+                  0.1, 0.1, 6.675730206398896, 8.194665973649352, 9.873722370124268, 6.86, 7.94, 9.1},
+                 1e-12);
+  }
+}
+
+TEST_CASE("optim: Adagrad's vector loop equals its scalar tail, and what it refuses") {
+  // 37 float32 elements: two 16-lane bodies and a 5-element tail, against the formula in double
+  // rounded per operation to float as the kernel computes it.
+  std::vector<float> p0, g0;
+  for (int i = 0; i < 37; ++i) {
+    p0.push_back(0.25f * static_cast<float>(i % 7) - 0.8f);
+    g0.push_back(0.1f * static_cast<float>(i % 5) - 0.2f);
+  }
+  Tensor p = from_vector(p0, Shape{37}).requires_grad_();
+  optim::Adagrad opt({p}, optim::AdagradOptions(0.3).weight_decay(0.05).initial_accumulator_value(0.5));
+  p.set_grad(from_vector(g0, Shape{37}));
+  opt.step();
+  const std::vector<float> got = p.detach().to_vector<float>();
+  for (int i = 0; i < 37; ++i) {
+    const float d = g0[i] + 0.05f * p0[i];
+    const float s = 0.5f + d * d;
+    const float want = p0[i] + -0.3f * (d / (std::sqrt(s) + 1e-10f));
+    CHECK(got[i] == doctest::Approx(want).epsilon(1e-6));
+  }
+  CHECK_THROWS_WITH_AS(optim::Adagrad({p}, optim::AdagradOptions(0.1).lr_decay(-1.0)),
+                       "Adagrad: invalid lr_decay -1 (must be >= 0)", ValueError);
+  CHECK_THROWS_WITH_AS(optim::Adagrad({p}, optim::AdagradOptions(0.1).eps(-1e-3)),
+                       "Adagrad: invalid eps -0.001 (must be >= 0)", ValueError);
+  // A sparse gradient with weight decay is refused before anything changes.
+  Generator gen(4);
+  Tensor table = randn({4, 2}, gen).requires_grad_();
+  sum(embedding(table, from_vector(std::vector<std::int64_t>{1}, Shape{1}), std::nullopt, /*sparse=*/true)).backward();
+  optim::Adagrad decayed({table}, optim::AdagradOptions(0.1).weight_decay(0.1));
+  const std::vector<float> before = table.detach().to_vector<float>();
+  CHECK_THROWS_AS(decayed.step(), ValueError);
+  CHECK(table.detach().to_vector<float>() == before);
+}
+
 TEST_CASE("optim: AdamW decoupled weight decay differs from Adam's L2") {
   Tensor p = make_param();
   optim::AdamW opt({p}, optim::AdamWOptions(0.1).weight_decay(0.1));

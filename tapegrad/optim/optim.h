@@ -1,7 +1,8 @@
 #pragma once
-// Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam), gradient clipping,
+// Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam, Adagrad), gradient clipping,
 // learning-rate schedules.
 
+#include "tapegrad/optim/adagrad.h"
 #include "tapegrad/optim/adam.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/optim/optimizer.h"

@@ -89,6 +89,20 @@ void adam_update(T* param, const T* grad, T* m, T* v, T* vmax, std::int64_t n, c
 template void adam_update<float>(float*, const float*, float*, float*, float*, std::int64_t, const AdamStep&);
 template void adam_update<double>(double*, const double*, double*, double*, double*, std::int64_t, const AdamStep&);
 
+namespace {
+
+// fn(k) for every k < nnz, the gradient rows of a row-sparse step (each dim elements long) split
+// over the pool in chunks of about kElementwiseGrain elements.
+template <class F>
+void for_each_row(std::int64_t nnz, std::int64_t dim, F fn) {
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(dim, 1));
+  parallel_for(0, nnz, grain, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t k = first; k < last; ++k) fn(k);
+  });
+}
+
+}  // namespace
+
 template <class T>
 void sparse_adam_rows(T* param, T* m, T* v, const std::int64_t* rows, const T* values, std::int64_t nnz,
                       std::int64_t dim, const SparseAdamStep& step) {
@@ -105,22 +119,19 @@ void sparse_adam_rows(T* param, T* m, T* v, const std::int64_t* rows, const T* v
   using B = xsimd::batch<T>;
   constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
   const std::int64_t body = dim / lanes * lanes;
-  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(dim, 1));
-  parallel_for(0, nnz, grain, [&](std::int64_t first, std::int64_t last) {
-    for (std::int64_t k = first; k < last; ++k) {
-      T* p = param + rows[k] * dim;
-      T* mr = m + rows[k] * dim;
-      T* vr = v + rows[k] * dim;
-      const T* g = values + k * dim;
-      for (std::int64_t j = 0; j < body; j += lanes) {
-        auto [pk, mk, vk] = apply(B::load_unaligned(p + j), B::load_unaligned(g + j), B::load_unaligned(mr + j),
-                                  B::load_unaligned(vr + j));
-        pk.store_unaligned(p + j);
-        mk.store_unaligned(mr + j);
-        vk.store_unaligned(vr + j);
-      }
-      for (std::int64_t j = body; j < dim; ++j) std::tie(p[j], mr[j], vr[j]) = apply(p[j], g[j], mr[j], vr[j]);
+  for_each_row(nnz, dim, [&](std::int64_t k) {
+    T* p = param + rows[k] * dim;
+    T* mr = m + rows[k] * dim;
+    T* vr = v + rows[k] * dim;
+    const T* g = values + k * dim;
+    for (std::int64_t j = 0; j < body; j += lanes) {
+      auto [pk, mk, vk] = apply(B::load_unaligned(p + j), B::load_unaligned(g + j), B::load_unaligned(mr + j),
+                                B::load_unaligned(vr + j));
+      pk.store_unaligned(p + j);
+      mk.store_unaligned(mr + j);
+      vk.store_unaligned(vr + j);
     }
+    for (std::int64_t j = body; j < dim; ++j) std::tie(p[j], mr[j], vr[j]) = apply(p[j], g[j], mr[j], vr[j]);
   });
 }
 
@@ -128,5 +139,70 @@ template void sparse_adam_rows<float>(float*, float*, float*, const std::int64_t
                                       std::int64_t, const SparseAdamStep&);
 template void sparse_adam_rows<double>(double*, double*, double*, const std::int64_t*, const double*, std::int64_t,
                                        std::int64_t, const SparseAdamStep&);
+
+namespace {
+
+// One Adagrad element (a scalar or an xsimd batch, so body and tail compute alike): torch's addcmul_ then addcdiv_ with
+// value -lr.
+template <class V, class T>
+void adagrad_element(V& p, V d, V& sum, T minus_lr, T eps) {
+  sum = sum + d * d;
+  p = p + V(minus_lr) * (d / (xsimd::sqrt(sum) + V(eps)));
+}
+
+}  // namespace
+
+template <class T>
+void adagrad_update(T* param, const T* grad, T* sum, std::int64_t n, const AdagradStep& step) {
+  // param, grad, sum: (n)
+  const T minus_lr = static_cast<T>(-step.lr), wd = static_cast<T>(step.weight_decay), eps = static_cast<T>(step.eps);
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  parallel_for_blocks(n, kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+    std::int64_t k = lo;
+    for (; k + lanes <= hi; k += lanes) {
+      B p = B::load_unaligned(param + k), s = B::load_unaligned(sum + k);
+      B d = B::load_unaligned(grad + k);
+      if (wd != T(0)) d = d + B(wd) * p;
+      adagrad_element(p, d, s, minus_lr, eps);
+      p.store_unaligned(param + k);
+      s.store_unaligned(sum + k);
+    }
+    for (; k < hi; ++k) {
+      T d = grad[k];
+      if (wd != T(0)) d = d + wd * param[k];
+      adagrad_element(param[k], d, sum[k], minus_lr, eps);
+    }
+  });
+}
+
+template <class T>
+void adagrad_rows(T* param, T* sum, const std::int64_t* rows, const T* values, std::int64_t nnz, std::int64_t dim,
+                  const AdagradStep& step) {
+  // param, sum: (., dim); rows: (nnz); values: (nnz, dim)
+  const T minus_lr = static_cast<T>(-step.lr), eps = static_cast<T>(step.eps);
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  const std::int64_t body = dim / lanes * lanes;
+  for_each_row(nnz, dim, [&](std::int64_t k) {
+    T* p = param + rows[k] * dim;
+    T* s = sum + rows[k] * dim;
+    const T* g = values + k * dim;
+    for (std::int64_t j = 0; j < body; j += lanes) {
+      B pj = B::load_unaligned(p + j), sj = B::load_unaligned(s + j);
+      adagrad_element(pj, B::load_unaligned(g + j), sj, minus_lr, eps);
+      pj.store_unaligned(p + j);
+      sj.store_unaligned(s + j);
+    }
+    for (std::int64_t j = body; j < dim; ++j) adagrad_element(p[j], g[j], s[j], minus_lr, eps);
+  });
+}
+
+template void adagrad_update<float>(float*, const float*, float*, std::int64_t, const AdagradStep&);
+template void adagrad_update<double>(double*, const double*, double*, std::int64_t, const AdagradStep&);
+template void adagrad_rows<float>(float*, float*, const std::int64_t*, const float*, std::int64_t, std::int64_t,
+                                  const AdagradStep&);
+template void adagrad_rows<double>(double*, double*, const std::int64_t*, const double*, std::int64_t, std::int64_t,
+                                   const AdagradStep&);
 
 }  // namespace tapegrad::kernels

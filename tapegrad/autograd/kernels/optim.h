@@ -1,6 +1,6 @@
 #pragma once
 // The optimisers' update loops over one parameter's contiguous buffer, with its gradient and
-// state buffers of the same length: SGD (momentum, Nesterov) and Adam / AdamW (AMSGrad). The
+// state buffers of the same length: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad), SparseAdam and Adagrad. The
 // optimisers (tapegrad/optim) keep the options, the state and the bias corrections; these loops
 // apply one step, vectorised and split over the thread pool so that the bits do not depend on
 // the thread count. Defined for float and double.
@@ -57,5 +57,22 @@ struct SparseAdamStep {
 template <class T>
 void sparse_adam_rows(T* param, T* m, T* v, const std::int64_t* rows, const T* values, std::int64_t nnz,
                       std::int64_t dim, const SparseAdamStep& step);
+
+// One Adagrad step's constants (torch.optim.Adagrad's formula).
+struct AdagradStep {
+  double lr = 0.0;  // this step's lr / (1 + (t - 1) lr_decay)
+  double weight_decay = 0.0;
+  double eps = 1e-10;
+};
+
+// d = g (+ weight_decay p), sum += d^2, p -= lr d / (sqrt(sum) + eps), over n elements.
+template <class T>
+void adagrad_update(T* param, const T* grad, T* sum, std::int64_t n, const AdagradStep& step);
+
+// The same for the rows rows[k] (distinct: a coalesced gradient) of the (., dim) tables param and
+// sum, with gradient rows values[k], without weight decay; the other rows are not touched.
+template <class T>
+void adagrad_rows(T* param, T* sum, const std::int64_t* rows, const T* values, std::int64_t nnz, std::int64_t dim,
+                  const AdagradStep& step);
 
 }  // namespace tapegrad::kernels
