@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "examples/word2vec/corpus.h"
+#include "examples/word2vec/glove.h"
 #include "examples/word2vec/trainer.h"
 #include "tapegrad/nn/nn.h"
 
@@ -216,4 +217,82 @@ TEST_CASE("word2vec training: options out of range are a ValueError naming them"
   bad_sample.sample = -1;
   CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_sample), doctest::Contains("sample, lr and batch_size"),
                        ValueError);
+}
+
+TEST_CASE("GloVe: co-occurrence counts weigh each pair within the window by 1 / distance, both ways") {
+  // Sentence 0 1 2 0, window 2: (0, 1) at distance 1 and (1, 0) at 2; (0, 2) at 2 and (2, 0) at 1;
+  // (1, 2) at 1. The two 0s are 3 apart, outside the window.
+  const Cooccurrences x = count_cooccurrences({{0, 1, 2, 0}, {}}, 3, 2);
+  std::map<std::pair<std::int64_t, std::int64_t>, double> got;
+  for (std::int64_t k = 0; k < x.size(); ++k)
+    got[{x.rows[static_cast<std::size_t>(k)], x.cols[static_cast<std::size_t>(k)]}] =
+        x.counts[static_cast<std::size_t>(k)];
+  const std::map<std::pair<std::int64_t, std::int64_t>, double> want{{{0, 1}, 1.5}, {{1, 0}, 1.5}, {{0, 2}, 1.5},
+                                                                     {{2, 0}, 1.5}, {{1, 2}, 1.0}, {{2, 1}, 1.0}};
+  CHECK(got == want);
+  // Entries come ordered by (row, col).
+  CHECK(x.rows == std::vector<std::int64_t>{0, 0, 1, 1, 2, 2});
+  CHECK(x.cols == std::vector<std::int64_t>{1, 2, 0, 2, 0, 1});
+  // Window 3 reaches the other 0: a diagonal entry, counted in both orders.
+  const Cooccurrences wide = count_cooccurrences({{0, 1, 2, 0}}, 3, 3);
+  CHECK(wide.rows.front() == 0);
+  CHECK(wide.cols.front() == 0);
+  CHECK(wide.counts.front() == doctest::Approx(2.0 / 3.0));
+  CHECK_THROWS_WITH_AS(count_cooccurrences({{0, 5}}, 3, 2),
+                       "count_cooccurrences: word id 5 outside the vocabulary of 3", ValueError);
+  CHECK_THROWS_WITH_AS(count_cooccurrences({{0}}, 3, 0), "count_cooccurrences: window must be at least 1, got 0",
+                       ValueError);
+}
+
+TEST_CASE("GloVe: the first step's loss is the weighted least squares of the initial vectors") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  const Cooccurrences x = count_cooccurrences(vocab.encode(sentences), vocab.size(), 3);
+  GloveOptions options;
+  options.dim = 8;
+  options.epochs = 1;
+  options.batch_size = x.size();  // one step over every pair
+  options.x_max = 10.0;
+  options.seed = 3;
+  const Word2VecResult r = train_glove(x, vocab.size(), options);
+  REQUIRE(r.steps == 1);
+  // The tables as train_glove draws them: words, contexts, then the two biases, from the seed.
+  Generator gen(3);
+  const double half = 0.5 / 8.0;
+  const std::vector<double> w = uniform({12, 8}, -half, half, gen).to_vector<double>();
+  const std::vector<double> c = uniform({12, 8}, -half, half, gen).to_vector<double>();
+  const std::vector<double> bw = uniform({12, 1}, -half, half, gen).to_vector<double>();
+  const std::vector<double> bc = uniform({12, 1}, -half, half, gen).to_vector<double>();
+  double loss = 0.0;
+  for (std::int64_t k = 0; k < x.size(); ++k) {
+    const auto i = static_cast<std::size_t>(x.rows[static_cast<std::size_t>(k)]);
+    const auto j = static_cast<std::size_t>(x.cols[static_cast<std::size_t>(k)]);
+    const double count = x.counts[static_cast<std::size_t>(k)];
+    double dot = 0.0;
+    for (std::size_t e = 0; e < 8; ++e) dot += w[i * 8 + e] * c[j * 8 + e];
+    const double diff = dot + bw[i] + bc[j] - std::log(count);
+    loss += 0.5 * std::min(1.0, std::pow(count / 10.0, 0.75)) * diff * diff;
+  }
+  REQUIRE(r.epoch_losses.size() == 1);
+  CHECK(r.epoch_losses[0] == doctest::Approx(loss / static_cast<double>(x.size())).epsilon(1e-5));
+}
+
+TEST_CASE("GloVe: training separates the two topics and the loss falls") {
+  const auto sentences = two_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  const Cooccurrences x = count_cooccurrences(vocab.encode(sentences), vocab.size(), 5);
+  GloveOptions options;
+  options.dim = 16;
+  options.epochs = 30;
+  options.batch_size = 16;
+  options.x_max = 20.0;
+  const Word2VecResult r = train_glove(x, vocab.size(), options);
+  CHECK(r.vectors.shape() == Shape{12, 16});
+  CHECK(r.words == 30 * x.size());
+  REQUIRE(r.epoch_losses.size() == 30);
+  CHECK(r.epoch_losses.back() < 0.5 * r.epoch_losses.front());
+  CHECK(topic_margin(r.vectors, vocab) > 0.5);
+  options.lr = 0.0;
+  CHECK_THROWS_WITH_AS(train_glove(x, vocab.size(), options),
+                       "train_glove: x_max, alpha and lr must be above 0, got 20, 0.75 and 0", ValueError);
 }

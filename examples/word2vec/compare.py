@@ -3,7 +3,7 @@
 compares speed and quality.
 
   compare.py --word2vec build/examples/word2vec [--seeds 3] [--threads 2] [--epochs 5]
-             [--models skipgram:ns,cbow:ns,skipgram:hs,cbow:hs] [--out runs/word2vec_compare]
+             [--models skipgram:ns,cbow:ns,skipgram:hs,cbow:hs,glove] [--out runs/word2vec_compare]
 
 Each seed of each model first runs tapegrad's program, which writes the tokenised verses it trains
 on (corpus.txt); gensim (Debian's python3-gensim, corpus_file mode) and fastText (Debian's
@@ -11,8 +11,13 @@ fasttext, subwords off: -minn 0 -maxn 0) then train on that file with the same h
 dim 100, window 5, negative 5 (ns) or hierarchical softmax (hs), sample 1e-3, min_count 5, the
 same starting learning rate decayed linearly, the same epochs and threads.
 
+GloVe (model "glove", tapegrad only: neither gensim nor fastText trains it) runs on the same corpus
+with its own epochs, window and x_max (--glove_epochs 25, --glove_window 10, --glove_x_max 10:
+examples/configs/word2vec_glove.json's) and Adagrad.
+
 Speed: words per second = epochs x the corpus words the vocabulary keeps / training seconds
-(tapegrad's and gensim's training loops timed alone; fastText's whole run, reading included).
+(tapegrad's and gensim's training loops timed alone, GloVe's co-occurrence counting included;
+fastText's whole run, reading included).
 
 Quality, from a lexical resource none of the three saw: the synonyms of GCIDE (Debian's dict-gcide,
 /usr/share/dictd/gcide.dict.dz: its "Syn:" lines, Webster 1913 and WordNet). For each pair
@@ -106,9 +111,9 @@ def synonym_quality(path, pairs):
             "synonym_top10": hits / (2 * len(used))}
 
 
-def run_tapegrad(args, model, loss, seed, run_dir):
-    command = [args.word2vec, "--model", model, "--loss", loss, "--seed", str(seed), "--epochs", str(args.epochs),
-               "--threads", str(args.threads), "--run_dir", run_dir]
+def run_tapegrad(args, model, loss, seed, run_dir, epochs, extra=()):
+    command = [args.word2vec, "--model", model, "--loss", loss, "--seed", str(seed), "--epochs", str(epochs),
+               "--threads", str(args.threads), "--run_dir", run_dir, *extra]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     with open(os.path.join(run_dir, "summary.json")) as f:
         summary = json.load(f)
@@ -145,6 +150,9 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--glove_epochs", type=int, default=25)
+    parser.add_argument("--glove_window", type=int, default=10)
+    parser.add_argument("--glove_x_max", type=float, default=10.0)
     parser.add_argument("--out", default="runs/word2vec_compare")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -153,17 +161,21 @@ def main():
 
     rows = []
     for spec in args.models.split(","):
-        model, loss = spec.split(":")
+        model, loss = spec.split(":") if ":" in spec else (spec, "-")
         for seed in range(args.seeds):
             tag = f"{model}_{loss}_s{seed}"
-            summary = run_tapegrad(args, model, loss, seed, os.path.join(args.out, "tapegrad_" + tag))
-            corpus, words = summary["corpus_path"], summary["train_words"] * args.epochs
-            lr = 0.05 if model == "cbow" else 0.025
-            runs = {"tapegrad": (summary["train_seconds"], summary["vectors_path"])}
-            gensim_vectors = os.path.join(args.out, "gensim_" + tag + ".txt")
-            runs["gensim"] = (run_gensim(args, model, loss, seed, corpus, lr, gensim_vectors, words), gensim_vectors)
-            prefix = os.path.join(args.out, "fasttext_" + tag)
-            runs["fasttext"] = (run_fasttext(args, model, loss, corpus, lr, prefix), prefix + ".vec")
+            if model == "glove":
+                summary = run_tapegrad(args, model, "ns", seed, os.path.join(args.out, "tapegrad_" + tag),
+                                       args.glove_epochs,
+                                       ["--window", str(args.glove_window), "--x_max", str(args.glove_x_max)])
+                runs = {"tapegrad": (summary["train_seconds"], summary["vectors_path"])}
+                words = summary["train_words"] * args.glove_epochs
+            else:
+                summary = run_tapegrad(args, model, loss, seed, os.path.join(args.out, "tapegrad_" + tag),
+                                       args.epochs)
+                runs = {"tapegrad": (summary["train_seconds"], summary["vectors_path"])}
+                words = summary["train_words"] * args.epochs
+                add_other_tools(args, model, loss, seed, tag, summary["corpus_path"], words, runs)
             for tool, (seconds, vectors) in runs.items():
                 row = {"tool": tool, "model": model, "loss": loss, "seed": seed, "seconds": seconds,
                        "words_per_second": words / seconds}
@@ -172,7 +184,19 @@ def main():
                 print(json.dumps(row), flush=True)
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"threads": args.threads, "epochs": args.epochs, "rows": rows}, f, indent=2)
+    print_table(args, rows)
 
+
+def add_other_tools(args, model, loss, seed, tag, corpus, words, runs):
+    """gensim's and fastText's runs of the same model on tapegrad's corpus file, into runs."""
+    lr = 0.05 if model == "cbow" else 0.025
+    gensim_vectors = os.path.join(args.out, "gensim_" + tag + ".txt")
+    runs["gensim"] = (run_gensim(args, model, loss, seed, corpus, lr, gensim_vectors, words), gensim_vectors)
+    prefix = os.path.join(args.out, "fasttext_" + tag)
+    runs["fasttext"] = (run_fasttext(args, model, loss, corpus, lr, prefix), prefix + ".vec")
+
+
+def print_table(args, rows):
     def spread(values, fmt):
         mean = statistics.mean(values)
         if len(values) < 2:
@@ -182,10 +206,12 @@ def main():
     print("\n| model | tool | words/s | seconds | synonym percentile | synonym in top 10 |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for spec in args.models.split(","):
-        model, loss = spec.split(":")
+        model, loss = spec.split(":") if ":" in spec else (spec, "-")
         for tool in ("tapegrad", "gensim", "fasttext"):
             sel = [r for r in rows if r["tool"] == tool and r["model"] == model and r["loss"] == loss]
-            print(f"| {model} {loss} | {tool} | {spread([r['words_per_second'] / 1000 for r in sel], '{:.0f}k')} | "
+            if not sel:
+                continue
+            print(f"| {model} {'' if loss == '-' else loss} | {tool} | {spread([r['words_per_second'] / 1000 for r in sel], '{:.0f}k')} | "
                   f"{spread([r['seconds'] for r in sel], '{:.1f}')} | "
                   f"{spread([r['synonym_percentile'] for r in sel], '{:.3f}')} | "
                   f"{spread([r['synonym_top10'] for r in sel], '{:.3f}')} |")

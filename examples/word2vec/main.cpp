@@ -5,7 +5,9 @@
 //            min_count times dropped; frequent words subsampled (keep probability sqrt(t/f) + t/f);
 //            per center word a window radius uniform in [1, window] (examples/word2vec/corpus.h)
 //   training examples/word2vec/trainer.h: skip-gram or CBOW, negative sampling or hierarchical
-//            softmax, row-sparse SGD with word2vec.c's learning rate and its linear decay
+//            softmax, row-sparse SGD with word2vec.c's learning rate and its linear decay; or
+//            (--model glove) examples/word2vec/glove.h: GloVe's weighted least squares on the
+//            windowed co-occurrence counts (no subsampling), row-sparse Adagrad
 //
 // Files (run_dir, default runs/word2vec/): config.json, corpus.txt (the tokenised verses it trained
 // on, one per line: other tools train on the same input), metrics.jsonl, loss.svg, vectors.txt
@@ -25,6 +27,7 @@
 #include "examples/common/kjv.h"
 #include "examples/common/run_dir.h"
 #include "examples/word2vec/corpus.h"
+#include "examples/word2vec/glove.h"
 #include "examples/word2vec/trainer.h"
 #include "tapegrad/data/tokenizer.h"
 #include "tapegrad/io/file.h"
@@ -53,6 +56,8 @@ struct W2vConfig {
   double lr = 0.0;
   std::int64_t batch_size = 0;
   std::int64_t shards = 2;
+  double x_max = 100.0;
+  double alpha = 0.75;
   std::int64_t threads = 2;
   std::int64_t log_every = 100;
   std::string probes = "god,king,water,bread,sword,wine";
@@ -64,21 +69,24 @@ struct W2vConfig {
     using C = W2vConfig;
     f("seed", &C::seed, "seed of the initial vectors, subsampling, windows and noise words");
     f("data", &C::data, "bible.data of Debian's bible-kjv-text");
-    f("model", &C::model, "skip-gram or continuous bag of words", {"skipgram", "cbow"});
-    f("loss", &C::loss, "negative sampling or hierarchical softmax", {"ns", "hs"});
+    f("model", &C::model, "skip-gram, continuous bag of words, or GloVe", {"skipgram", "cbow", "glove"});
+    f("loss", &C::loss, "negative sampling or hierarchical softmax (skip-gram and CBOW)", {"ns", "hs"});
     f("dim", &C::dim, "vector size");
-    f("window", &C::window, "largest window radius (each center draws one in [1, window])");
+    f("window", &C::window,
+      "largest window radius (each center draws one in [1, window]; GloVe counts every word within it)");
     f("negative", &C::negative, "noise words per example (ns)");
     f("sample", &C::sample, "subsampling threshold t (0: keep every word)");
     f("min_count", &C::min_count, "words seen fewer times are dropped");
     f("epochs", &C::epochs, "passes over the corpus");
-    f("lr", &C::lr, "starting learning rate (0: word2vec.c's, 0.025 skip-gram and 0.05 CBOW)");
+    f("lr", &C::lr, "starting learning rate (0: word2vec.c's, 0.025 skip-gram and 0.05 CBOW; GloVe's Adagrad 0.05)");
     f("batch_size", &C::batch_size,
       "examples per shard and step: (center, context) pairs for skip-gram, centers for CBOW (0: 256 for ns, 64 for "
-      "hs)");
+      "hs); co-occurrence pairs for GloVe (0: 4096)");
     f("shards", &C::shards,
       "runs of the sentences whose batches each step computes at once, in parallel (the vectors depend on it, "
       "not on threads)");
+    f("x_max", &C::x_max, "GloVe: co-occurrence counts above it weigh 1");
+    f("alpha", &C::alpha, "GloVe: the weight's exponent, (x / x_max)^alpha below x_max");
     f("threads", &C::threads, "threads of tapegrad's pool");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("probes", &C::probes, "words whose nearest neighbours are printed, comma-separated");
@@ -101,6 +109,7 @@ void validate(const W2vConfig& c) {
   examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs, &C::shards,
                              &C::threads, &C::log_every);
   examples::require_non_negative("word2vec", c, &C::sample, &C::lr, &C::batch_size);
+  examples::require_positive("word2vec", c, &C::x_max, &C::alpha);
   for (const std::string& a : split(c.analogies, ','))
     examples::require(split(a, ':').size() == 4, "word2vec", "--analogies: expected a:b:c:d, got \"" + a + "\"");
 }
@@ -180,7 +189,11 @@ int run(const Config& config) {
   io::write_file_atomic(dir.file("corpus.txt"), corpus_text);
   const Vocabulary vocab = build_vocabulary(sentences, c.min_count);
   const std::vector<std::vector<std::int64_t>> encoded = vocab.encode(sentences);
-  std::cout << "word2vec: " << c.model << " with " << (c.loss == "ns" ? "negative sampling" : "hierarchical softmax")
+  const bool glove = c.model == "glove";
+  std::cout << "word2vec: " << c.model
+            << (glove            ? ""
+                : c.loss == "ns" ? " with negative sampling"
+                                 : " with hierarchical softmax")
             << ", " << bible.verses.size() << " verses, " << corpus_tokens << " tokens, vocabulary " << vocab.size()
             << " (min_count " << c.min_count << ", " << vocab.total << " tokens kept)\n";
 
@@ -209,9 +222,42 @@ int run(const Config& config) {
     std::cout << "epoch " << epoch << "/" << c.epochs << ": loss " << format_number(loss) << " per example, "
               << static_cast<std::int64_t>(words_per_second) << " words/s\n";
   };
-  const Word2VecResult result = train_word2vec(encoded, vocab, options, callbacks);
+  nlohmann::json model_summary = nlohmann::json::object();
+  Word2VecResult result;
+  if (glove) {
+    const auto count_start = std::chrono::steady_clock::now();
+    const Cooccurrences x = count_cooccurrences(encoded, vocab.size(), c.window);
+    const double count_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - count_start).count();
+    std::cout << "co-occurrences: " << x.size() << " nonzero counts within " << c.window << " words ("
+              << format_number(std::round(count_seconds * 100) / 100) << " s)\n";
+    GloveOptions glove_options;
+    glove_options.dim = c.dim;
+    glove_options.x_max = c.x_max;
+    glove_options.alpha = c.alpha;
+    if (c.lr > 0) glove_options.lr = c.lr;
+    glove_options.epochs = c.epochs;
+    if (c.batch_size > 0) glove_options.batch_size = c.batch_size;
+    glove_options.seed = static_cast<std::uint64_t>(c.seed);
+    result = train_glove(x, vocab.size(), glove_options, callbacks);
+    // Speed as for word2vec: the corpus words of all epochs over the time, the counting included.
+    const double seconds = count_seconds + result.seconds;
+    model_summary = {{"cooccurrence_pairs", x.size()},
+                     {"cooccurrence_seconds", count_seconds},
+                     {"pairs_per_second", result.words_per_second},
+                     {"x_max", c.x_max},
+                     {"alpha", c.alpha},
+                     {"lr", glove_options.lr},
+                     {"batch_size", glove_options.batch_size}};
+    result.words = vocab.total * c.epochs;
+    result.seconds = seconds;
+    result.words_per_second = static_cast<double>(result.words) / seconds;
+  } else {
+    result = train_word2vec(encoded, vocab, options, callbacks);
+    model_summary = {{"loss", c.loss}, {"batch_size", options.batch()}, {"shards", options.shards}};
+  }
   io::write_file_atomic(dir.file("metrics.jsonl"), metrics);
-  dir.write_loss_plot("word2vec " + c.model + " " + c.loss + ": loss per example");
+  dir.write_loss_plot(glove ? std::string("GloVe: weighted squared error per co-occurrence pair")
+                            : "word2vec " + c.model + " " + c.loss + ": loss per example");
 
   const Tensor& vectors = result.vectors;
   io::save_word2vec(dir.file("vectors.txt"), vocab.words, vectors, io::Word2VecFormat::Text);
@@ -221,24 +267,23 @@ int run(const Config& config) {
   std::cout << "analogies (3CosAdd):\n";
   const nlohmann::json answers = analogies(unit, vocab, split(c.analogies, ','));
 
-  dir.write_summary({{"model", c.model},
-                     {"loss", c.loss},
-                     {"vocab_size", vocab.size()},
-                     {"corpus_tokens", corpus_tokens},
-                     {"train_words", vocab.total},
-                     {"epochs", c.epochs},
-                     {"steps", result.steps},
-                     {"batch_size", options.batch()},
-                     {"shards", options.shards},
-                     {"threads", c.threads},
-                     {"train_seconds", result.seconds},
-                     {"words_per_second", result.words_per_second},
-                     {"final_loss", result.epoch_losses.back()},
-                     {"epoch_losses", result.epoch_losses},
-                     {"vectors_path", dir.file("vectors.txt")},
-                     {"corpus_path", dir.file("corpus.txt")},
-                     {"neighbours", near},
-                     {"analogies", answers}});
+  nlohmann::json summary = {{"model", c.model},
+                            {"vocab_size", vocab.size()},
+                            {"corpus_tokens", corpus_tokens},
+                            {"train_words", vocab.total},
+                            {"epochs", c.epochs},
+                            {"steps", result.steps},
+                            {"threads", c.threads},
+                            {"train_seconds", result.seconds},
+                            {"words_per_second", result.words_per_second},
+                            {"final_loss", result.epoch_losses.back()},
+                            {"epoch_losses", result.epoch_losses},
+                            {"vectors_path", dir.file("vectors.txt")},
+                            {"corpus_path", dir.file("corpus.txt")},
+                            {"neighbours", near},
+                            {"analogies", answers}};
+  summary.update(model_summary);
+  dir.write_summary(summary);
   std::cout << "trained " << result.words << " words in " << format_number(std::round(result.seconds * 10) / 10)
             << " s (" << static_cast<std::int64_t>(result.words_per_second) << " words/s); files in " << dir.path()
             << "/\n";
@@ -250,7 +295,7 @@ int run(const Config& config) {
 int main(int argc, char** argv) {
   Config config = examples::make_config<W2vConfig>(
       "word2vec",
-      "word vectors (skip-gram or CBOW, negative sampling or hierarchical softmax) on the King James Bible");
+      "word vectors (skip-gram or CBOW, negative sampling or hierarchical softmax; or GloVe) on the King James Bible");
   if (const int status = examples::parse_command_line(config, argc, argv, 1, nullptr); status >= 0) return status;
   try {
     return run(config);
