@@ -55,13 +55,11 @@ void validate(const Cooccurrences& x, std::int64_t vocab_size, const GloveOption
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw ValueError("train_glove: " + message);
   };
-  require(o.dim >= 1 && o.epochs >= 1 && o.batch_size >= 1, "dim, epochs and batch_size must be at least 1, got " +
-                                                                std::to_string(o.dim) + ", " +
-                                                                std::to_string(o.epochs) + " and " +
-                                                                std::to_string(o.batch_size));
-  require(o.x_max > 0 && o.alpha > 0 && o.lr > 0, "x_max, alpha and lr must be above 0, got " +
-                                                      format_number(o.x_max) + ", " + format_number(o.alpha) +
-                                                      " and " + format_number(o.lr));
+  require(o.dim >= 1 && o.epochs >= 1 && o.batch_size >= 1,
+          "dim, epochs and batch_size must be at least 1, got " + std::to_string(o.dim) + ", " +
+              std::to_string(o.epochs) + " and " + std::to_string(o.batch_size));
+  require(o.x_max > 0 && o.alpha > 0 && o.lr > 0, "x_max, alpha and lr must be above 0, got " + format_number(o.x_max) +
+                                                      ", " + format_number(o.alpha) + " and " + format_number(o.lr));
   require(x.size() > 0 && vocab_size > 0, "no co-occurrences to fit");
 }
 

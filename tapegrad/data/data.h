@@ -1,6 +1,7 @@
 #pragma once
 // Everything in tapegrad::data: vocabularies, tokenizers, datasets and loaders, splits.
 
+#include "tapegrad/data/bpe.h"
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/prefetch.h"
 #include "tapegrad/data/split.h"
