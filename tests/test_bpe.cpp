@@ -24,8 +24,8 @@ namespace {
 // Text of sentences drawn from a small vocabulary, with punctuation, digits, UTF-8 letters and
 // double spaces: a corpus with many repeated pairs and ties.
 std::string sample_text(std::uint64_t seed, int sentences) {
-  const std::vector<std::string> words{"the", "then", "there", "these", "lord", "lower", "lowest", "new", "newer",
-                                       "wider", "café", "naïve", "42", "1999", "and", "hand", "sand", "land"};
+  const std::vector<std::string> words{"the",   "then", "there", "these", "lord", "lower", "lowest", "new",  "newer",
+                                       "wider", "café", "naïve", "42",    "1999", "and",   "hand",   "sand", "land"};
   const std::vector<std::string> marks{".", ",", "!", "?", ";", "--"};
   Generator gen(seed);
   std::string text;
@@ -154,8 +154,8 @@ TEST_CASE("bpe: any bytes encode and decode back exactly") {
   CHECK(bpe.decode(ids) == text);
   CHECK(ids.size() < text.size() / 2);  // the merges compress text like the training text
   const std::int64_t size = bpe.vocab_size();
-  const std::string outside = "BpeTokenizer: token id " + std::to_string(size) + " is outside the vocabulary of " +
-                              std::to_string(size);
+  const std::string outside =
+      "BpeTokenizer: token id " + std::to_string(size) + " is outside the vocabulary of " + std::to_string(size);
   CHECK_THROWS_WITH_AS(bpe.decode({1, size}), outside.c_str(), ValueError);
 }
 
@@ -199,7 +199,8 @@ TEST_CASE("bpe: save and load give the same tokenizer, and a bad file names its 
       "BpeTokenizer::load: '" + bad + "': field 'merges[1]' must be two ids below 257, got [256,300]";
   CHECK_THROWS_WITH_AS(BpeTokenizer::load(bad), bad_merge.c_str(), ValueError);
   write(R"({"format": "vocab", "merges": []})");
-  const std::string bad_format = "BpeTokenizer::load: '" + bad + "': field 'format' must be \"tapegrad-bpe\", got \"vocab\"";
+  const std::string bad_format =
+      "BpeTokenizer::load: '" + bad + "': field 'format' must be \"tapegrad-bpe\", got \"vocab\"";
   CHECK_THROWS_WITH_AS(BpeTokenizer::load(bad), bad_format.c_str(), ValueError);
   CHECK_THROWS_AS(BpeTokenizer::load(dir.file("missing.json")), IoError);
 }

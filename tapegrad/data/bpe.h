@@ -62,8 +62,8 @@ class BpeTokenizer {
   void encode_piece(std::string_view piece, std::vector<std::int64_t>& out) const;
 
   std::vector<std::pair<std::int64_t, std::int64_t>> merges_;
-  std::vector<std::string> special_;  // in id order, after the merges' tokens
-  std::vector<std::string> tokens_;   // bytes of each id
+  std::vector<std::string> special_;                       // in id order, after the merges' tokens
+  std::vector<std::string> tokens_;                        // bytes of each id
   std::unordered_map<std::uint64_t, std::int64_t> ranks_;  // (a << 32 | b) -> merge rank
   std::vector<std::string> special_by_length_;             // longest first, for matching
   mutable std::unordered_map<std::string, std::vector<std::int64_t>> cache_;
