@@ -99,6 +99,8 @@ void check_options(const LmConfig& c) {
           "only --positions learned is written in libtorch" + examples::got(c, &LmConfig::positions));
   require(c.attention == "mha", kProgram,
           "only --attention mha is written in libtorch" + examples::got(c, &LmConfig::attention));
+  require(c.tokenizer == "bytes", kProgram,
+          "only --tokenizer bytes is written in libtorch" + examples::got(c, &LmConfig::tokenizer));
   require(!c.resume, kProgram, "--resume is not supported (a libtorch run always starts afresh)");
   require(c.patience == 0, kProgram,
           "early stopping (--patience) is not supported" + examples::got(c, &LmConfig::patience));

@@ -15,6 +15,8 @@ struct LmConfig {
   std::int64_t seed = 0;
   std::string data = kBibleDataPath;
   std::string heldout_books = "Ruth,Prv,Joel,Mark,Jas";
+  std::string tokenizer = "bytes";
+  std::int64_t bpe_vocab = 1024;
   std::int64_t context = 128;
   std::int64_t batch_size = 16;
   std::int64_t d_model = 256;
@@ -62,7 +64,11 @@ struct LmConfig {
     f("seed", &C::seed, "seed of the initial weights and of the training windows");
     f("data", &C::data, "bible.data of Debian's bible-kjv-text");
     f("heldout_books", &C::heldout_books, "books held out for evaluation, comma-separated (the file's abbreviations)");
-    f("context", &C::context, "tokens (bytes) per training window, and the model's max_len");
+    f("tokenizer", &C::tokenizer,
+      "bytes (vocabulary 256), or bpe: byte-level BPE learned from the training text (data::BpeTokenizer)",
+      {"bytes", "bpe"});
+    f("bpe_vocab", &C::bpe_vocab, "bpe: vocabulary size (256 bytes plus the merges)");
+    f("context", &C::context, "tokens per training window (bytes with --tokenizer bytes), and the model's max_len");
     f("batch_size", &C::batch_size, "windows per step");
     f("d_model", &C::d_model, "model width");
     f("heads", &C::heads, "attention heads");
@@ -100,10 +106,10 @@ struct LmConfig {
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("checkpoint_every", &C::checkpoint_every, "steps between checkpoints (0: only at the end)");
     f("prompt", &C::prompt, "text the samples continue");
-    f("sample_tokens", &C::sample_tokens, "bytes generated per sample");
+    f("sample_tokens", &C::sample_tokens, "tokens generated per sample");
     f("temperature", &C::temperature, "temperature of the sampled continuations");
-    f("top_k", &C::top_k, "top-k sample: the k most likely bytes");
-    f("top_p", &C::top_p, "top-p (nucleus) sample: the smallest set of bytes with this probability");
+    f("top_k", &C::top_k, "top-k sample: the k most likely tokens");
+    f("top_p", &C::top_p, "top-p (nucleus) sample: the smallest set of tokens with this probability");
     f("run_dir", &C::run_dir, "where the run's files go");
     f("resume", &C::resume, "continue from the checkpoint in run_dir instead of starting afresh");
     f("progress", &C::progress, "progress display", train::progress_names());

@@ -2,21 +2,23 @@
 // bible-kjv-text, decoded by examples/common/kjv.h), evaluated on whole books it never saw, and
 // asked to continue a prompt.
 //
-//   data     the verses, one per line, as bytes (vocabulary 256); the books Ruth, Proverbs, Joel,
-//            Mark and James (4.7% of the text) held out; training windows of 128 bytes at random
-//            offsets (data::TokenStream), a fresh draw every step
+//   data     the verses, one per line, as bytes (vocabulary 256), or (--tokenizer bpe) as the tokens
+//            of a byte-level BPE learned from the training text (--bpe_vocab, 1024); the books Ruth,
+//            Proverbs, Joel, Mark and James (4.7% of the text) held out; training windows of 128
+//            tokens at random offsets (data::TokenStream), a fresh draw every step
 //   model    nn::LanguageModel: d_model 256, 8 heads, 4 pre-norm blocks, FFN 1024 with GELU, learned
 //            positions (or sinusoidal / rotary), multi-head attention (or grouped-query, multi-query,
 //            multi-head latent), final LayerNorm, Linear(256, 256)
 //   training AdamW (lr 1e-3, weight decay 0.01), gradient norm clipped at 1, warmup then cosine decay
 //            over the fraction of the run done, for 10 minutes of training time (time_budget_s)
-//   measures held-out loss in nats per byte and bits per character over every held-out window, training
+//   measures held-out loss in nats per byte and bits per byte (per character: the text is ASCII) over
+//            every held-out window, a BPE model's token losses summed over the bytes they cover; training
 //            tokens per second, KV-cache bytes per token (measured from the caches), and samples:
 //            greedy, temperature, top-k and top-p continuations of the prompt, and the best of a beam
 //            search to the end of the verse
 //
-// Files (run_dir, default runs/language_model/): config.json, metrics.jsonl, checkpoint/, loss.svg,
-// summary.json, samples.txt.
+// Files (run_dir, default runs/language_model/): config.json, metrics.jsonl (training loss per
+// token), checkpoint/, loss.svg, summary.json, samples.txt, and tokenizer.json with --tokenizer bpe.
 //
 // Usage: language_model [--config FILE] [--key value ...]   (--help lists the keys)
 
@@ -32,6 +34,7 @@
 #include "examples/common/run_dir.h"
 #include "examples/language_model/corpus.h"
 #include "examples/language_model/lm_config.h"
+#include "tapegrad/data/bpe.h"
 #include "tapegrad/data/token_stream.h"
 #include "tapegrad/io/file.h"
 #include "tapegrad/nn/nn.h"
@@ -46,7 +49,32 @@ using examples::LmConfig;
 namespace {
 
 using C = LmConfig;
-constexpr std::int64_t kVocab = 256;
+// The text's token ids: its bytes (vocabulary 256), or byte-level BPE learned from the training
+// text (--tokenizer bpe, --bpe_vocab tokens, saved as tokenizer.json in the run directory).
+class LmTokenizer {
+ public:
+  LmTokenizer(const LmConfig& c, const std::string& train_text) {
+    if (c.tokenizer == "bpe") bpe_ = data::BpeTokenizer::train(train_text, c.bpe_vocab);
+  }
+  const std::optional<data::BpeTokenizer>& bpe() const { return bpe_; }
+  std::int64_t vocab_size() const { return bpe_ ? bpe_->vocab_size() : 256; }
+  std::vector<std::int64_t> encode(const std::string& text) const {
+    return bpe_ ? bpe_->encode(text) : examples::byte_tokens(text);
+  }
+  std::string decode(const std::vector<std::int64_t>& ids) const {
+    return bpe_ ? bpe_->decode(ids) : examples::bytes_text(ids);
+  }
+  // The bytes of text token id stands for.
+  std::int64_t bytes(std::int64_t id) const { return bpe_ ? static_cast<std::int64_t>(bpe_->token(id).size()) : 1; }
+  // The id of the end of a verse ('\n'), when it is one token.
+  std::optional<std::int64_t> newline() const {
+    const std::vector<std::int64_t> ids = encode("\n");
+    return ids.size() == 1 ? std::optional<std::int64_t>(ids[0]) : std::nullopt;
+  }
+
+ private:
+  std::optional<data::BpeTokenizer> bpe_;
+};
 
 void validate(const LmConfig& c) {
   const auto positive = [](std::int64_t v, auto member) {
@@ -86,6 +114,8 @@ void validate(const LmConfig& c) {
     throw ConfigError("--temperature must be positive and --top_p in (0, 1], got " + format_number(c.temperature) +
                       " and " + format_number(c.top_p));
   if (c.prompt.empty()) throw ConfigError("--prompt must not be empty");
+  if (c.tokenizer == "bpe" && c.bpe_vocab < 257)
+    throw ConfigError("--bpe_vocab must be above the 256 bytes, got " + std::to_string(c.bpe_vocab));
 }
 
 nn::PositionEncoding position_encoding(const std::string& name) {
@@ -94,8 +124,8 @@ nn::PositionEncoding position_encoding(const std::string& name) {
   return nn::PositionEncoding::Learned;
 }
 
-// The model the options describe, with attention `attention` (mha, gqa, mqa, mla).
-nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& attention) {
+// The model the options describe, with attention `attention` (mha, gqa, mqa, mla), over vocab tokens.
+nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& attention, std::int64_t vocab) {
   nn::TransformerLayerOptions layer = nn::TransformerLayerOptions(c.d_model, c.heads)
                                           .dim_feedforward(c.ff_hidden)
                                           .activation(nn::Activation::GELU)
@@ -121,7 +151,7 @@ nn::LanguageModelOptions model_options(const LmConfig& c, const std::string& att
                   .capacity_factor(c.moe_capacity_factor)
                   .noisy_gating(c.moe_noisy));
   return nn::LanguageModelOptions()
-      .vocab_size(kVocab)
+      .vocab_size(vocab)
       .max_len(c.context)
       .num_layers(c.layers)
       .positions(position_encoding(c.positions))
@@ -182,26 +212,28 @@ class MoeTally {
   double last_balance_ = 0.0, last_load_ = 0.0;
 };
 
-// Mean cross-entropy per token (nats) over the batches.
-double heldout_loss(nn::LanguageModel& model, const std::vector<data::TokenBatch>& batches) {
+// Cross-entropy per byte of text (nats) over the batches: the nats of every predicted token over
+// the bytes those tokens stand for, so that byte and BPE models compare.
+double heldout_loss(nn::LanguageModel& model, const std::vector<data::TokenBatch>& batches,
+                    const LmTokenizer& tokenizer) {
   double total = 0.0;
-  std::int64_t tokens = 0;
+  std::int64_t bytes = 0;
   for (const data::TokenBatch& b : batches) {
-    const Tensor logits = model(b.input).reshape({-1, kVocab});
+    const Tensor logits = model(b.input).reshape({-1, tokenizer.vocab_size()});
     total += nn::cross_entropy(logits, b.target.reshape({-1})).item() * static_cast<double>(b.tokens());
-    tokens += b.tokens();
+    for (const std::int64_t id : b.target.contiguous().to_vector<std::int64_t>()) bytes += tokenizer.bytes(id);
   }
-  return total / static_cast<double>(tokens);
+  return total / static_cast<double>(bytes);
 }
 
 // KV-cache bytes per token and layer of each attention kind at these sizes, measured from the cache
 // of a (randomly initialised) model after one forward over a full window.
-nlohmann::json kv_cache_table(const LmConfig& c) {
+nlohmann::json kv_cache_table(const LmConfig& c, std::int64_t vocab) {
   nlohmann::json table = nlohmann::json::object();
   NoGradGuard no_grad;
   for (const char* attention : {"mha", "gqa", "mqa", "mla"}) {
     Generator gen(0);
-    nn::LanguageModel model(model_options(c, attention).generator(&gen));
+    nn::LanguageModel model(model_options(c, attention, vocab).generator(&gen));
     model->eval();
     nn::LanguageModelCache cache;
     model->forward(zeros({1, c.context}, kInt64), &cache);
@@ -210,18 +242,18 @@ nlohmann::json kv_cache_table(const LmConfig& c) {
   return table;
 }
 
-// Generated bytes as text. The corpus is ASCII, but a model may emit any byte: those show as '?', so
+// Generated tokens as text. The corpus is ASCII, but a model may emit any byte: those show as '?', so
 // that summary.json stays valid UTF-8.
-std::string shown_text(const std::vector<std::int64_t>& ids) {
-  std::string text = examples::bytes_text(ids);
+std::string shown_text(const std::vector<std::int64_t>& ids, const LmTokenizer& tokenizer) {
+  std::string text = tokenizer.decode(ids);
   for (char& ch : text)
     if (ch != '\n' && (ch < ' ' || ch > '~')) ch = '?';
   return text;
 }
 
-std::string continuation(nn::LanguageModel& model, const LmConfig& c, double temperature, std::int64_t top_k,
-                         double top_p, std::uint64_t seed) {
-  const std::vector<std::int64_t> prompt = examples::byte_tokens(c.prompt);
+std::string continuation(nn::LanguageModel& model, const LmConfig& c, const LmTokenizer& tokenizer, double temperature,
+                         std::int64_t top_k, double top_p, std::uint64_t seed) {
+  const std::vector<std::int64_t> prompt = tokenizer.encode(c.prompt);
   nn::GenerationOptions g;
   g.max_new_tokens = c.sample_tokens;
   g.temperature = temperature;
@@ -230,26 +262,27 @@ std::string continuation(nn::LanguageModel& model, const LmConfig& c, double tem
   g.sliding_window = true;
   Generator gen(seed);
   const Tensor out = model->generate(from_vector(prompt, {1, static_cast<std::int64_t>(prompt.size())}), g, gen);
-  return shown_text(out.to_vector<std::int64_t>());
+  return shown_text(out.to_vector<std::int64_t>(), tokenizer);
 }
 
-// Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n'), within the context.
-std::string beam_continuation(nn::LanguageModel& model, const LmConfig& c) {
-  const std::vector<std::int64_t> prompt = examples::byte_tokens(c.prompt);
+// Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n', when it is a
+// token of its own), within the context.
+std::string beam_continuation(nn::LanguageModel& model, const LmConfig& c, const LmTokenizer& tokenizer) {
+  const std::vector<std::int64_t> prompt = tokenizer.encode(c.prompt);
   const auto prompt_len = static_cast<std::int64_t>(prompt.size());
   if (prompt_len >= c.context) return c.prompt;
   nn::BeamSearchOptions o;
   o.beam_size = 4;
   o.max_new_tokens = std::min(c.sample_tokens, c.context - prompt_len);
   if (o.max_new_tokens < 1) return c.prompt;
-  o.eos_token = '\n';
+  o.eos_token = tokenizer.newline().value_or(-1);
   o.length_penalty = 1.0;
   nn::LanguageModelDecoder decoder(model);
   const std::vector<nn::Hypothesis> best = nn::beam_search(decoder, from_vector(prompt, {1, prompt_len}), o)[0];
   model->train();
   std::vector<std::int64_t> ids = prompt;
   ids.insert(ids.end(), best[0].tokens.begin(), best[0].tokens.end());
-  return shown_text(ids);
+  return shown_text(ids, tokenizer);
 }
 
 int run(const Config& options) {
@@ -271,11 +304,14 @@ int run(const Config& options) {
 
   const examples::Bible bible = examples::load_bible(c.data);
   const examples::LmCorpus corpus = examples::kjv_corpus(bible, examples::split_books(c.heldout_books));
+  const LmTokenizer tokenizer(c, corpus.train_text);
+  if (tokenizer.bpe() && parallel.is_main()) tokenizer.bpe()->save(run.file("tokenizer.json"));
+  const std::int64_t vocab = tokenizer.vocab_size();
   const auto stream_options = data::TokenStreamOptions().batch_size(c.batch_size).context(c.context);
+  const std::vector<std::int64_t> train_ids = tokenizer.encode(corpus.train_text);
   const data::TokenStream train_stream(
-      examples::byte_tokens(corpus.train_text),
-      data::TokenStreamOptions(stream_options).seed(static_cast<std::uint64_t>(c.seed)));
-  const data::TokenStream heldout_stream(examples::byte_tokens(corpus.heldout_text), stream_options);
+      train_ids, data::TokenStreamOptions(stream_options).seed(static_cast<std::uint64_t>(c.seed)));
+  const data::TokenStream heldout_stream(tokenizer.encode(corpus.heldout_text), stream_options);
   const std::vector<data::TokenBatch> eval_batches = heldout_stream.eval_batches(c.eval_windows);
   if (parallel.is_main())
     std::cerr << "language_model: " << corpus.train_text.size() << " training bytes (" << corpus.train_verses
@@ -283,7 +319,7 @@ int run(const Config& options) {
               << " verses of " << c.heldout_books << ")\n";
 
   Generator init(static_cast<std::uint64_t>(c.seed));
-  nn::LanguageModel model(model_options(c, c.attention).generator(&init));
+  nn::LanguageModel model(model_options(c, c.attention, vocab).generator(&init));
   parallel.replicate(*model);
   optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
 
@@ -309,14 +345,14 @@ int run(const Config& options) {
   MoeTally moe_tally(c.moe_experts);
   const auto step_fn = [&](std::int64_t step) {
     const data::TokenBatch b = train_stream.batch_at(step);  // the global batch; this process takes its rows
-    const Tensor logits = model(parallel.share(b.input)).reshape({-1, kVocab});
+    const Tensor logits = model(parallel.share(b.input)).reshape({-1, vocab});
     Tensor loss = nn::cross_entropy(logits, parallel.share(b.target).reshape({-1}));
     const std::vector<const nn::MoEOutput*> experts = model->last_moe();
     if (!experts.empty()) loss = loss + moe_tally.add(experts) * c.moe_aux_weight;
     return train::StepOutput{loss, b.size(), b.tokens()};
   };
   const auto eval_fn = [&](std::int64_t) {
-    const double loss = heldout_loss(model, eval_batches);
+    const double loss = heldout_loss(model, eval_batches, tokenizer);
     return std::map<std::string, double>{{"val_loss", loss}, {"val_bpc", loss / std::log(2.0)}};
   };
   if (parallel.is_main())
@@ -338,7 +374,7 @@ int run(const Config& options) {
     std::optional<AutocastGuard> autocast;  // measured in the precision it trained in, as eval_fn was
     if (o.precision == train::Precision::BFloat16) autocast.emplace(kBFloat16);
     model->eval();
-    final_loss = heldout_loss(model, heldout_stream.eval_batches());
+    final_loss = heldout_loss(model, heldout_stream.eval_batches(), tokenizer);
     model->train();
   }
   double last_logged_loss = trained.final_loss;
@@ -346,16 +382,16 @@ int run(const Config& options) {
     if (line.contains("loss")) last_logged_loss = line.at("loss").get<double>();
 
   // Cache sizes depend on the shapes only, so the table's entry for this attention is this model's.
-  const nlohmann::json kv_table = kv_cache_table(c);
+  const nlohmann::json kv_table = kv_cache_table(c, vocab);
   const double kv_bytes = kv_table.at(c.attention).get<double>();
 
   const std::uint64_t seed = static_cast<std::uint64_t>(c.seed);
   const std::map<std::string, std::string> samples = {
-      {"greedy", continuation(model, c, 0.0, 0, 1.0, seed)},
-      {"temperature", continuation(model, c, c.temperature, 0, 1.0, seed + 1)},
-      {"top_k", continuation(model, c, c.temperature, c.top_k, 1.0, seed + 2)},
-      {"top_p", continuation(model, c, c.temperature, 0, c.top_p, seed + 3)},
-      {"beam", beam_continuation(model, c)},
+      {"greedy", continuation(model, c, tokenizer, 0.0, 0, 1.0, seed)},
+      {"temperature", continuation(model, c, tokenizer, c.temperature, 0, 1.0, seed + 1)},
+      {"top_k", continuation(model, c, tokenizer, c.temperature, c.top_k, 1.0, seed + 2)},
+      {"top_p", continuation(model, c, tokenizer, c.temperature, 0, c.top_p, seed + 3)},
+      {"beam", beam_continuation(model, c, tokenizer)},
   };
   std::string samples_text;
   for (const auto& [name, text] : samples) samples_text += "== " + name + "\n" + text + "\n\n";
@@ -365,7 +401,12 @@ int run(const Config& options) {
   const double tokens = static_cast<double>(trained.steps * c.batch_size * c.context);
   nlohmann::json summary;
   summary["heldout_loss"] = final_loss;
-  summary["heldout_bpc"] = final_loss / std::log(2.0);
+  summary["heldout_bpc"] = final_loss / std::log(2.0);  // the corpus is ASCII: bits per byte and per character
+  summary["heldout_bits_per_byte"] = final_loss / std::log(2.0);
+  summary["tokenizer"] = c.tokenizer;
+  summary["vocab_size"] = vocab;
+  summary["train_tokens_per_byte"] =
+      static_cast<double>(train_ids.size()) / static_cast<double>(std::max<std::size_t>(corpus.train_text.size(), 1));
   summary["heldout_windows"] = heldout_stream.eval_windows();
   summary["train_loss"] = last_logged_loss;
   summary["steps"] = trained.steps;
@@ -384,7 +425,8 @@ int run(const Config& options) {
   summary["kv_cache_bytes_per_token_per_layer_by_attention"] = kv_table;
   summary["samples"] = samples;
   run.write_summary(summary);
-  run.write_loss_plot("byte-level language model, King James Bible");
+  run.write_loss_plot(tokenizer.bpe() ? "BPE language model, King James Bible"
+                                      : "byte-level language model, King James Bible");
   std::cerr << "language_model: held-out loss " << format_significant(final_loss, 4) << " nats/byte ("
             << format_significant(final_loss / std::log(2.0), 4) << " bits/char) after " << trained.steps << " steps, "
             << format_significant(summary["tokens_per_s"].get<double>(), 4) << " tokens/s; files in " << run.path()

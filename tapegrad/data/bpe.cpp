@@ -268,7 +268,7 @@ void BpeTokenizer::save(const std::string& path) const {
   j["special_tokens"] = special_;
   std::string text;
   try {
-    text = j.dump(1, '\t');
+    text = j.dump();  // one line: a merge per array of two ids
   } catch (const nlohmann::json::exception& e) {
     throw ValueError("BpeTokenizer::save: '" + path + "': a special token is not valid UTF-8 (" + e.what() + ")");
   }
