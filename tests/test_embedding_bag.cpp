@@ -1,0 +1,126 @@
+// EmbeddingBag: sums and means of bags against a loop, per-sample weights, empty bags, gradients
+// (gradcheck and gradgradcheck, the sparse gradient against the dense one), the module, refusals.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tapegrad/autograd/error.h"
+#include "tapegrad/nn/nn.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using namespace tapegrad::testing;
+
+namespace {
+
+const std::vector<std::int64_t> kIndices{3, 0, 6, 6, 1, 3, 2, 5, 4};
+const std::vector<std::int64_t> kOffsets{0, 2, 2, 6};  // bags of 2, 0, 4 and 3 indices
+
+Tensor ids(const std::vector<std::int64_t>& values) {
+  return from_vector(values, {static_cast<std::int64_t>(values.size())});
+}
+
+// The bags' sums (or means) by a loop over the indices, weighted when weights are given.
+std::vector<double> loop_bags(const Tensor& table, bool mean, const std::vector<double>& weights = {}) {
+  const std::vector<double> t = table.to_vector<double>();
+  const std::int64_t dim = table.shape()[1];
+  std::vector<double> out;
+  for (std::size_t b = 0; b < kOffsets.size(); ++b) {
+    const std::int64_t first = kOffsets[b];
+    const auto last = b + 1 < kOffsets.size() ? kOffsets[b + 1] : static_cast<std::int64_t>(kIndices.size());
+    for (std::int64_t d = 0; d < dim; ++d) {
+      double total = 0.0;
+      for (std::int64_t i = first; i < last; ++i) {
+        const double w = weights.empty() ? 1.0 : weights[static_cast<std::size_t>(i)];
+        total += w * t[static_cast<std::size_t>(kIndices[static_cast<std::size_t>(i)] * dim + d)];
+      }
+      out.push_back(mean && last > first ? total / static_cast<double>(last - first) : total);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("embedding_bag: sums and means equal a loop over the bags, an empty bag gives zeros") {
+  Generator gen(1);
+  const Tensor table = randn({7, 3}, gen, kFloat64);
+  const Tensor sum = nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Sum);
+  CHECK(sum.shape() == Shape{4, 3});
+  check_values(sum, loop_bags(table, false), 1e-12);
+  check_values(nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Mean), loop_bags(table, true),
+               1e-12);
+  const std::vector<double> weights{0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, 0.1, -2.0};
+  const Tensor weighted = nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Sum,
+                                            from_vector(weights, {9}));
+  check_values(weighted, loop_bags(table, false, weights), 1e-12);
+  CHECK(sum.select(0, 1).abs().sum().item<double>() == 0.0);
+}
+
+TEST_CASE("embedding_bag: gradients of the table and of the per-sample weights check") {
+  Generator gen(2);
+  const Tensor table = randn({7, 3}, gen, kFloat64);
+  const Tensor weights = randn({9}, gen, kFloat64);
+  check_gradients(
+      [](const TensorList& x) {
+        return nn::embedding_bag(x[0], ids(kIndices), ids(kOffsets), nn::BagMode::Sum, x[1]).tanh();
+      },
+      {table, weights});
+  check_gradients(
+      [](const TensorList& x) { return nn::embedding_bag(x[0], ids(kIndices), ids(kOffsets), nn::BagMode::Mean); },
+      {table});
+}
+
+TEST_CASE("embedding_bag: the sparse gradient is the dense one after coalescing") {
+  Generator gen(3);
+  const Tensor start = randn({7, 3}, gen, kFloat64);
+  const Tensor c = randn({4, 3}, gen, kFloat64);
+  const Tensor dense = start.clone().requires_grad_(), sparse = start.clone().requires_grad_();
+  for (const nn::BagMode mode : {nn::BagMode::Sum, nn::BagMode::Mean}) {
+    dense.zero_grad(true);
+    sparse.zero_grad(true);
+    (nn::embedding_bag(dense, ids(kIndices), ids(kOffsets), mode) * c).sum().backward();
+    (nn::embedding_bag(sparse, ids(kIndices), ids(kOffsets), mode, Tensor(), /*sparse=*/true) * c).sum().backward();
+    REQUIRE(sparse.has_sparse_grad());
+    CHECK(max_abs_diff(sparse.sparse_grad().to_dense(), dense.grad()) < 1e-14);
+  }
+}
+
+TEST_CASE("embedding_bag: the module keeps torch's state dict name and reduces as the function does") {
+  Generator gen(4);
+  nn::EmbeddingBag bag{nn::EmbeddingBagOptions(7, 3).mode(nn::BagMode::Sum).generator(&gen).sparse(true)};
+  const NamedTensors state = bag->state_dict();
+  REQUIRE(state.size() == 1);
+  CHECK(state[0].first == "weight");
+  CHECK(bag->weight().shape() == Shape{7, 3});
+  const Tensor out = bag(ids(kIndices), ids(kOffsets));
+  check_values(out, loop_bags(bag->weight().detach().to(kFloat64), false), 1e-6);
+  out.sum().backward();
+  CHECK(bag->weight().has_sparse_grad());
+}
+
+TEST_CASE("embedding_bag: offsets out of order, weights with Mean and mis-shaped weights are refused") {
+  const Tensor table = zeros({7, 3});
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), ids({1, 3})),
+                       "embedding_bag: offsets must start at 0, never decrease and stay within the 9 indices, got "
+                       "offsets[0] = 1",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), ids({0, 5, 4})),
+                       "embedding_bag: offsets must start at 0, never decrease and stay within the 9 indices, got "
+                       "offsets[2] = 4 after 5",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), ids({0, 10})),
+                       "embedding_bag: offsets must start at 0, never decrease and stay within the 9 indices, got "
+                       "offsets[1] = 10 after 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Mean, zeros({9})),
+                       "embedding_bag: per_sample_weights are only supported with mode Sum, as in torch", ValueError);
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Sum, zeros({8})),
+                       "embedding_bag: per_sample_weights must be (9) float32 like the indices and the table, got "
+                       "float32 (8)",
+                       ValueError);
+  CHECK_THROWS_AS(nn::embedding_bag(table, ids({7}), ids({0})), IndexError);
+}
