@@ -54,8 +54,8 @@ TEST_CASE("embedding_bag: sums and means equal a loop over the bags, an empty ba
   check_values(nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Mean), loop_bags(table, true),
                1e-12);
   const std::vector<double> weights{0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, 0.1, -2.0};
-  const Tensor weighted = nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Sum,
-                                            from_vector(weights, {9}));
+  const Tensor weighted =
+      nn::embedding_bag(table, ids(kIndices), ids(kOffsets), nn::BagMode::Sum, from_vector(weights, {9}));
   check_values(weighted, loop_bags(table, false, weights), 1e-12);
   CHECK(sum.select(0, 1).abs().sum().item<double>() == 0.0);
 }

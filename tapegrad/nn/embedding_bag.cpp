@@ -20,8 +20,8 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
     const std::int64_t previous = b == 0 ? 0 : starts[static_cast<std::size_t>(b - 1)];
     if ((b == 0 && start != 0) || start < previous || start > n)
       throw ValueError("embedding_bag: offsets must start at 0, never decrease and stay within the " +
-                       std::to_string(n) + " indices, got offsets[" + std::to_string(b) + "] = " +
-                       std::to_string(start) + (b > 0 ? " after " + std::to_string(previous) : std::string()));
+                       std::to_string(n) + " indices, got offsets[" + std::to_string(b) +
+                       "] = " + std::to_string(start) + (b > 0 ? " after " + std::to_string(previous) : std::string()));
   }
   if (per_sample_weights.defined()) {
     if (mode != BagMode::Sum)
@@ -31,8 +31,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                        dtype_name(weight.dtype()) + " like the indices and the table, got " +
                        dtype_name(per_sample_weights.dtype()) + " " + per_sample_weights.shape().str());
   }
-  if (weight.dim() != 2)
-    throw ValueError("embedding_bag: expected a table (V, D), got " + weight.shape().str());
+  if (weight.dim() != 2) throw ValueError("embedding_bag: expected a table (V, D), got " + weight.shape().str());
   const std::int64_t dim = weight.shape()[1];
 
   // Each index's bag, and each bag's 1 / size for the mean (0 for an empty bag, whose row stays 0).
