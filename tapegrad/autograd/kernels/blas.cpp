@@ -3,6 +3,7 @@
 
 #include "tapegrad/autograd/kernels/blas.h"
 
+#include "tapegrad/autograd/kernels/convert.h"
 #include "tapegrad/autograd/kernels/gemm_bf16.h"
 
 #include <cblas.h>
@@ -297,11 +298,7 @@ std::vector<float> widen(const BFloat16* src, std::int64_t rows, std::int64_t co
   float* dst = out.data();
   parallel_for(0, rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)),
                [&](std::int64_t lo, std::int64_t hi) {
-                 for (std::int64_t r = lo; r < hi; ++r) {
-                   const BFloat16* row = src + r * ld;
-                   float* out_row = dst + r * cols;
-                   for (std::int64_t j = 0; j < cols; ++j) out_row[j] = row[j];
-                 }
+                 for (std::int64_t r = lo; r < hi; ++r) widen_bfloat16_serial(src + r * ld, dst + r * cols, cols);
                });
   return out;
 }

@@ -28,13 +28,16 @@ void round_to_bfloat16(const float* src, BFloat16* dst, std::int64_t n) {
   });
 }
 
+void widen_bfloat16_serial(const BFloat16* src, float* dst, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(src[i].bits) << 16;
+    std::memcpy(dst + i, &u, sizeof u);
+  }
+}
+
 void widen_bfloat16(const BFloat16* src, float* dst, std::int64_t n) {
-  parallel_for(0, n, kConvertGrain, [src, dst](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) {
-      const std::uint32_t u = static_cast<std::uint32_t>(src[i].bits) << 16;
-      std::memcpy(dst + i, &u, sizeof u);
-    }
-  });
+  parallel_for(0, n, kConvertGrain,
+               [src, dst](std::int64_t lo, std::int64_t hi) { widen_bfloat16_serial(src + lo, dst + lo, hi - lo); });
 }
 
 }  // namespace tapegrad::kernels

@@ -15,5 +15,7 @@ namespace tapegrad::kernels {
 void round_to_bfloat16(const float* src, BFloat16* dst, std::int64_t n);
 // dst[i] = float(src[i]) for i < n (exact).
 void widen_bfloat16(const BFloat16* src, float* dst, std::int64_t n);
+// The same on the calling thread alone, for callers that split their work over the pool themselves.
+void widen_bfloat16_serial(const BFloat16* src, float* dst, std::int64_t n);
 
 }  // namespace tapegrad::kernels

@@ -39,65 +39,69 @@ std::uint32_t pair(BFloat16 even, BFloat16 odd) {
   return static_cast<std::uint32_t>(even.bits) | (static_cast<std::uint32_t>(odd.bits) << 16);
 }
 
+// The k values [0, kc) of `count` vectors as pair words: dst[p * width + v] holds vector v's values
+// 2p and 2p + 1 (an odd kc's last pair with a zero second half). Packed A panels are these with
+// width kMR (the vectors are A's rows), packed B panels with width kNR (B's columns).
+//
+// Adjacent: vector v's values are adjacent in memory, starting at src + v * ld.
+void pack_pairs_adjacent(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc, std::int64_t width,
+                         std::uint32_t* dst) {
+  const std::int64_t pairs = ceil_div(kc, 2);
+  for (std::int64_t v = 0; v < count; ++v) {
+    const BFloat16* values = src + v * ld;
+    // Little-endian: the word read at an even element holds it in its low half, as pair() puts it.
+    for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(dst + p * width + v, values + 2 * p, sizeof(std::uint32_t));
+    if (kc % 2 != 0) dst[(pairs - 1) * width + v] = pair(values[kc - 1], BFloat16());
+  }
+}
+
+// Strided: value k of vector v is at src + k * ld + v, so a pair's halves come from neighbouring
+// stored rows.
+void pack_pairs_strided(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc, std::int64_t width,
+                        std::uint32_t* dst) {
+  const std::int64_t pairs = ceil_div(kc, 2);
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    const BFloat16* even = src + 2 * p * ld;
+    std::uint32_t* out = dst + p * width;
+    if (2 * p + 1 < kc) {
+      const BFloat16* odd = even + ld;
+      for (std::int64_t v = 0; v < count; ++v) out[v] = pair(even[v], odd[v]);
+    } else {
+      for (std::int64_t v = 0; v < count; ++v) out[v] = pair(even[v], BFloat16());
+    }
+  }
+}
+
 // op(A)'s rows [i0, i0 + rows) and k values [k0, k0 + kc) into panels of kMR rows: panel r holds
-// pairs() words at [r * pairs * kMR + p * kMR + i].
+// pairs words at [r * pairs * kMR + p * kMR + i]; the rows past the end of a short panel are zero.
 void pack_a(bool trans_a, const BFloat16* a, std::int64_t lda, std::int64_t i0, std::int64_t rows, std::int64_t k0,
             std::int64_t kc, std::uint32_t* dst) {
   const std::int64_t pairs = ceil_div(kc, 2);
-  const BFloat16 zero;
   for (std::int64_t r0 = 0; r0 < rows; r0 += kMR, dst += pairs * kMR) {
     const std::int64_t tile_rows = std::min<std::int64_t>(kMR, rows - r0);
     if (tile_rows < kMR) std::fill(dst, dst + pairs * kMR, 0u);
     if (!trans_a) {
-      // A stored (m, k): a row's pairs are adjacent in memory.
-      for (std::int64_t i = 0; i < tile_rows; ++i) {
-        const BFloat16* row = a + (i0 + r0 + i) * lda + k0;
-        // Little-endian: the word read at an even element holds it in its low half, as pair() puts it.
-        for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(dst + p * kMR + i, row + 2 * p, sizeof(std::uint32_t));
-        if (kc % 2 != 0) dst[(pairs - 1) * kMR + i] = pair(row[kc - 1], zero);
-      }
+      pack_pairs_adjacent(a + (i0 + r0) * lda + k0, lda, tile_rows, kc, kMR, dst);  // A stored (m, k)
     } else {
-      // A stored (k, m): the two halves of a pair come from neighbouring stored rows.
-      for (std::int64_t p = 0; p < pairs; ++p) {
-        const BFloat16* even = a + (k0 + 2 * p) * lda + i0 + r0;
-        const bool has_odd = 2 * p + 1 < kc;
-        const BFloat16* odd = even + lda;
-        for (std::int64_t i = 0; i < tile_rows; ++i) dst[p * kMR + i] = pair(even[i], has_odd ? odd[i] : zero);
-      }
+      pack_pairs_strided(a + k0 * lda + i0 + r0, lda, tile_rows, kc, kMR, dst);  // A stored (k, m)
     }
   }
 }
 
 // op(B)'s k values [k0, k0 + kc) and columns [j0, j0 + cols) into panels of kNR columns: panel q
-// holds words at [q * pairs * kNR + p * kNR + j].
+// holds words at [q * pairs * kNR + p * kNR + j]; the columns past the end of a short panel are zero.
 void pack_b(bool trans_b, const BFloat16* b, std::int64_t ldb, std::int64_t k0, std::int64_t kc, std::int64_t j0,
             std::int64_t cols, std::int64_t first_panel, std::int64_t end_panel, std::uint32_t* dst) {
   const std::int64_t pairs = ceil_div(kc, 2);
-  const BFloat16 zero;
   for (std::int64_t q = first_panel; q < end_panel; ++q) {
     std::uint32_t* panel = dst + q * pairs * kNR;
     const std::int64_t c0 = q * kNR;
     const std::int64_t panel_cols = std::min<std::int64_t>(kNR, cols - c0);
     if (panel_cols < kNR) std::fill(panel, panel + pairs * kNR, 0u);
     if (!trans_b) {
-      // B stored (k, n): a pair's halves are the same column of two neighbouring stored rows.
-      for (std::int64_t p = 0; p < pairs; ++p) {
-        const BFloat16* even = b + (k0 + 2 * p) * ldb + j0 + c0;
-        std::uint32_t* out = panel + p * kNR;
-        if (2 * p + 1 < kc) {
-          const BFloat16* odd = even + ldb;
-          for (std::int64_t j = 0; j < panel_cols; ++j) out[j] = pair(even[j], odd[j]);
-        } else {
-          for (std::int64_t j = 0; j < panel_cols; ++j) out[j] = pair(even[j], zero);
-        }
-      }
+      pack_pairs_strided(b + k0 * ldb + j0 + c0, ldb, panel_cols, kc, kNR, panel);  // B stored (k, n)
     } else {
-      // B stored (n, k): a column's pairs are adjacent in memory.
-      for (std::int64_t j = 0; j < panel_cols; ++j) {
-        const BFloat16* col = b + (j0 + c0 + j) * ldb + k0;
-        for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(panel + p * kNR + j, col + 2 * p, sizeof(std::uint32_t));
-        if (kc % 2 != 0) panel[(pairs - 1) * kNR + j] = pair(col[kc - 1], zero);
-      }
+      pack_pairs_adjacent(b + (j0 + c0) * ldb + k0, ldb, panel_cols, kc, kNR, panel);  // B stored (n, k)
     }
   }
 }
