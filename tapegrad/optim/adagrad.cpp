@@ -54,12 +54,7 @@ void Adagrad::update(const ParamGroup& group, const Tensor& p, const Tensor& g, 
   sum.impl()->storage->bump_version();
 }
 
-std::string Adagrad::sparse_refusal(const ParamGroup& group) const {
-  if (*group.weight_decay != 0.0)
-    return "weight decay changes every row (weight_decay " + format_number(*group.weight_decay) +
-           "); sparse gradients need weight_decay 0";
-  return {};
-}
+std::string Adagrad::sparse_refusal(const ParamGroup& group) const { return weight_decay_refusal(group); }
 
 void Adagrad::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& grad, ParamState& state) {
   const SparseRows g = grad.coalesce();  // each touched row's sum grows once, by the row's whole gradient squared

@@ -148,6 +148,12 @@ std::string Optimizer::sparse_refusal(const ParamGroup& /*group*/) const {
 
 std::string Optimizer::dense_refusal(const ParamGroup& /*group*/) const { return {}; }
 
+std::string Optimizer::weight_decay_refusal(const ParamGroup& group) {
+  if (*group.weight_decay == 0.0) return {};
+  return "weight decay changes every row (weight_decay " + format_number(*group.weight_decay) +
+         "); sparse gradients need weight_decay 0";
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (const ParamGroup& group : groups_)
     for (const Tensor& p : group.params) p.zero_grad(set_to_none);

@@ -106,6 +106,9 @@ class Optimizer {
   // empty when it can. By default dense gradients are taken and sparse ones refused.
   virtual std::string sparse_refusal(const ParamGroup& group) const;
   virtual std::string dense_refusal(const ParamGroup& group) const;
+  // The sparse refusal of a group with a weight decay, which would change every row; empty without
+  // one. For optimisers that step only a sparse gradient's rows (SGD, Adagrad).
+  static std::string weight_decay_refusal(const ParamGroup& group);
   // Optimiser name used in error messages.
   const char* name_;
 

@@ -62,10 +62,7 @@ std::string SGD::sparse_refusal(const ParamGroup& group) const {
   if (options_.momentum() != 0.0)
     return "momentum keeps a dense buffer of every row (momentum " + format_number(options_.momentum()) +
            "); sparse gradients need momentum 0";
-  if (*group.weight_decay != 0.0)
-    return "weight decay changes every row (weight_decay " + format_number(*group.weight_decay) +
-           "); sparse gradients need weight_decay 0";
-  return {};
+  return weight_decay_refusal(group);
 }
 
 void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRows& g, ParamState& /*state*/) {
