@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <numeric>
 #include <queue>
 #include <tuple>
 
@@ -28,28 +29,39 @@ std::uint64_t pair_key(std::int64_t a, std::int64_t b) {
   return (static_cast<std::uint64_t>(a) << 32) | static_cast<std::uint64_t>(b);
 }
 
-// The text cut at the special tokens: (piece, special id or -1) in order.
+// The text cut at the special tokens: emit(piece, -1) for the text between them and
+// emit(special, s) for special_tokens[s], in order. `longest_first` lists the specials' positions
+// in special_tokens, longest first, so that a special containing another is matched whole.
 template <class F>
-void split_specials(std::string_view text, const std::vector<std::string>& longest_first,
-                    const std::unordered_map<std::string, std::int64_t>& ids, F emit) {
+void split_specials(std::string_view text, const std::vector<std::string>& special_tokens,
+                    const std::vector<std::size_t>& longest_first, F emit) {
   std::size_t start = 0, i = 0;
   while (i < text.size()) {
-    const std::string* found = nullptr;
-    for (const std::string& special : longest_first)
-      if (text.compare(i, special.size(), special) == 0) {
-        found = &special;
+    std::int64_t found = -1;
+    for (const std::size_t s : longest_first)
+      if (text.compare(i, special_tokens[s].size(), special_tokens[s]) == 0) {
+        found = static_cast<std::int64_t>(s);
         break;
       }
-    if (found == nullptr) {
+    if (found < 0) {
       ++i;
       continue;
     }
+    const std::string& special = special_tokens[static_cast<std::size_t>(found)];
     if (i > start) emit(text.substr(start, i - start), std::int64_t{-1});
-    emit(std::string_view(*found), ids.at(*found));
-    i += found->size();
+    emit(std::string_view(special), found);
+    i += special.size();
     start = i;
   }
   if (start < text.size()) emit(text.substr(start), std::int64_t{-1});
+}
+
+// A piece's bytes as token ids 0..255.
+std::vector<std::int64_t> byte_ids(std::string_view piece) {
+  std::vector<std::int64_t> ids;
+  ids.reserve(piece.size());
+  for (const char c : piece) ids.push_back(static_cast<unsigned char>(c));
+  return ids;
 }
 
 // Merges every non-overlapping occurrence of (a, b) in symbols, left to right, into merged.
@@ -116,9 +128,7 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, std::int64_t vocab_size,
 
   // Each distinct pre-token once, with its count; the text is not read again.
   std::unordered_map<std::string_view, std::int64_t> piece_counts;
-  std::unordered_map<std::string, std::int64_t> special_ids;
-  for (std::size_t s = 0; s < special_tokens.size(); ++s) special_ids[special_tokens[s]] = static_cast<std::int64_t>(s);
-  split_specials(text, bpe.special_by_length_, special_ids, [&](std::string_view part, std::int64_t special) {
+  split_specials(text, bpe.special_, bpe.special_by_length_, [&](std::string_view part, std::int64_t special) {
     if (special >= 0) return;
     for (std::string_view piece : bpe_pieces(part)) ++piece_counts[piece];
   });
@@ -126,8 +136,7 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, std::int64_t vocab_size,
   std::vector<std::int64_t> counts;
   words.reserve(piece_counts.size());
   for (const auto& [piece, count] : piece_counts) {
-    words.emplace_back(piece.begin(), piece.end());
-    for (std::int64_t& byte : words.back()) byte = static_cast<unsigned char>(byte);
+    words.push_back(byte_ids(piece));
     counts.push_back(count);
   }
 
@@ -198,9 +207,10 @@ void BpeTokenizer::finish() {
     ranks_[pair_key(a, b)] = static_cast<std::int64_t>(r);
   }
   for (const std::string& special : special_) tokens_.push_back(special);
-  special_by_length_ = special_;
+  special_by_length_.resize(special_.size());
+  std::iota(special_by_length_.begin(), special_by_length_.end(), std::size_t{0});
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(),
-                   [](const std::string& x, const std::string& y) { return x.size() > y.size(); });
+                   [&](std::size_t x, std::size_t y) { return special_[x].size() > special_[y].size(); });
 }
 
 void BpeTokenizer::encode_piece(std::string_view piece, std::vector<std::int64_t>& out) const {
@@ -209,8 +219,7 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<std::int64_t
     out.insert(out.end(), found->second.begin(), found->second.end());
     return;
   }
-  std::vector<std::int64_t> symbols(piece.begin(), piece.end());
-  for (std::int64_t& byte : symbols) byte = static_cast<unsigned char>(byte);
+  std::vector<std::int64_t> symbols = byte_ids(piece);
   for (;;) {
     // The adjacent pair merged earliest in training; merging all its occurrences repeats training.
     std::int64_t best = std::numeric_limits<std::int64_t>::max();
@@ -227,13 +236,10 @@ void BpeTokenizer::encode_piece(std::string_view piece, std::vector<std::int64_t
 
 std::vector<std::int64_t> BpeTokenizer::encode(std::string_view text) const {
   std::vector<std::int64_t> ids;
-  std::unordered_map<std::string, std::int64_t> special_ids;
   const std::int64_t first_special = kByteTokens + static_cast<std::int64_t>(merges_.size());
-  for (std::size_t s = 0; s < special_.size(); ++s)
-    special_ids[special_[s]] = first_special + static_cast<std::int64_t>(s);
-  split_specials(text, special_by_length_, special_ids, [&](std::string_view part, std::int64_t special) {
+  split_specials(text, special_, special_by_length_, [&](std::string_view part, std::int64_t special) {
     if (special >= 0) {
-      ids.push_back(special);
+      ids.push_back(first_special + special);
       return;
     }
     for (std::string_view piece : bpe_pieces(part)) encode_piece(piece, ids);

@@ -65,7 +65,7 @@ class BpeTokenizer {
   std::vector<std::string> special_;                       // in id order, after the merges' tokens
   std::vector<std::string> tokens_;                        // bytes of each id
   std::unordered_map<std::uint64_t, std::int64_t> ranks_;  // (a << 32 | b) -> merge rank
-  std::vector<std::string> special_by_length_;             // longest first, for matching
+  std::vector<std::size_t> special_by_length_;             // positions in special_, longest first
   mutable std::unordered_map<std::string, std::vector<std::int64_t>> cache_;
 };
 
