@@ -242,7 +242,7 @@ TEST_CASE("sparse grad: dense optimisers refuse it before updating anything") {
   CHECK_THROWS_WITH_AS(adam.step(),
                        "Adam: group 1 parameter 0 (shape (4,3)) has a row-sparse gradient, but Adam takes dense "
                        "gradients only; step embeddings with sparse gradients with optim::SGD (no momentum or weight "
-                       "decay) or optim::SparseAdam",
+                       "decay), optim::Adagrad (no weight decay) or optim::SparseAdam",
                        ValueError);
   CHECK(lin->weight().to_vector<float>() == lin_before.to_vector<float>());
   optim::SparseAdam sparse_adam(lin->parameters(), optim::SparseAdamOptions(0.1));

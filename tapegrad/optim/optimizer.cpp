@@ -143,7 +143,7 @@ void Optimizer::update_sparse(const ParamGroup& /*group*/, const Tensor& p, cons
 std::string Optimizer::sparse_refusal(const ParamGroup& /*group*/) const {
   return std::string(name_) +
          " takes dense gradients only; step embeddings with sparse gradients with optim::SGD (no momentum or weight "
-         "decay) or optim::SparseAdam";
+         "decay), optim::Adagrad (no weight decay) or optim::SparseAdam";
 }
 
 std::string Optimizer::dense_refusal(const ParamGroup& /*group*/) const { return {}; }
