@@ -35,39 +35,97 @@ constexpr std::int64_t kNC = 128 * kNR;  // most columns of B packed at once
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+#define TAPEGRAD_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
 std::uint32_t pair(BFloat16 even, BFloat16 odd) {
   return static_cast<std::uint32_t>(even.bits) | (static_cast<std::uint32_t>(odd.bits) << 16);
 }
 
 // The k values [0, kc) of `count` vectors as pair words: dst[p * width + v] holds vector v's values
 // 2p and 2p + 1 (an odd kc's last pair with a zero second half). Packed A panels are these with
-// width kMR (the vectors are A's rows), packed B panels with width kNR (B's columns).
-//
-// Adjacent: vector v's values are adjacent in memory, starting at src + v * ld.
-void pack_pairs_adjacent(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc, std::int64_t width,
-                         std::uint32_t* dst) {
-  const std::int64_t pairs = ceil_div(kc, 2);
-  for (std::int64_t v = 0; v < count; ++v) {
-    const BFloat16* values = src + v * ld;
-    // Little-endian: the word read at an even element holds it in its low half, as pair() puts it.
-    for (std::int64_t p = 0; p < kc / 2; ++p) std::memcpy(dst + p * width + v, values + 2 * p, sizeof(std::uint32_t));
-    if (kc % 2 != 0) dst[(pairs - 1) * width + v] = pair(values[kc - 1], BFloat16());
+// width kMR (the vectors are A's rows), packed B panels with width kNR (B's columns). Words of dst
+// for vectors past `count` are not written. Masked loads never touch memory past the operand, and
+// masked stores write only the words of existing vectors, so edges need no scalar path.
+
+// In place: r[i]'s word j becomes r[j]'s word i.
+TAPEGRAD_AVX512_BF16 void transpose_words(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {  // within each 128-bit lane: words of rows i and i + 1 interleaved
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {  // lane l of r[g + c]: word 4l + c of rows g .. g + 3
+    r[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
+    r[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
+    r[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
+    r[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // gather lane l of the four row groups into word 4l + c
+    const __m512i low01 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44),
+                  high01 = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+    const __m512i low23 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44);
+    const __m512i high23 = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_i32x4(low01, low23, 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(low01, low23, 0xDD);
+    t[8 + c] = _mm512_shuffle_i32x4(high01, high23, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(high01, high23, 0xDD);
+  }
+  for (int i = 0; i < 16; ++i) r[i] = t[i];
+}
+
+__mmask16 first_lanes(std::int64_t count) {
+  return count >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << std::max<std::int64_t>(count, 0)) - 1u);
+}
+
+// Adjacent: vector v's values are adjacent in memory, starting at src + v * ld. Sixteen vectors by
+// sixteen pairs at a time are loaded as words (little-endian: the word at an even element holds it
+// in its low half, as pair() puts it) and transposed.
+TAPEGRAD_AVX512_BF16 void pack_pairs_adjacent(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc,
+                                              std::int64_t width, std::uint32_t* dst) {
+  const std::int64_t full_pairs = kc / 2;
+  for (std::int64_t v0 = 0; v0 < count; v0 += 16) {
+    const std::int64_t vectors = std::min<std::int64_t>(16, count - v0);
+    const __mmask16 store = first_lanes(vectors);
+    for (std::int64_t p0 = 0; p0 < full_pairs; p0 += 16) {
+      const std::int64_t chunk = std::min<std::int64_t>(16, full_pairs - p0);
+      const __mmask16 load = first_lanes(chunk);
+      __m512i r[16];
+      for (int i = 0; i < 16; ++i) {
+        r[i] = i < vectors ? _mm512_maskz_loadu_epi32(load, src + (v0 + i) * ld + 2 * p0) : _mm512_setzero_si512();
+      }
+      transpose_words(r);
+      for (std::int64_t p = 0; p < chunk; ++p) _mm512_mask_storeu_epi32(dst + (p0 + p) * width + v0, store, r[p]);
+    }
+    if (kc % 2 != 0) {
+      for (std::int64_t v = v0; v < v0 + vectors; ++v)
+        dst[full_pairs * width + v] = pair(src[v * ld + kc - 1], BFloat16());
+    }
   }
 }
 
 // Strided: value k of vector v is at src + k * ld + v, so a pair's halves come from neighbouring
-// stored rows.
-void pack_pairs_strided(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc, std::int64_t width,
-                        std::uint32_t* dst) {
+// stored rows: 32 values of each are interleaved by one two-source permutation per 16 words.
+TAPEGRAD_AVX512_BF16 void pack_pairs_strided(const BFloat16* src, std::int64_t ld, std::int64_t count, std::int64_t kc,
+                                             std::int64_t width, std::uint32_t* dst) {
+  // Word j of the low half: even value j, odd value j (indices 32 and up name the second source).
+  alignas(64) static constexpr std::uint16_t kLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr std::uint16_t kHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                          53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                          27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i low_index = _mm512_load_si512(kLow), high_index = _mm512_load_si512(kHigh);
   const std::int64_t pairs = ceil_div(kc, 2);
-  for (std::int64_t p = 0; p < pairs; ++p) {
-    const BFloat16* even = src + 2 * p * ld;
-    std::uint32_t* out = dst + p * width;
-    if (2 * p + 1 < kc) {
-      const BFloat16* odd = even + ld;
-      for (std::int64_t v = 0; v < count; ++v) out[v] = pair(even[v], odd[v]);
-    } else {
-      for (std::int64_t v = 0; v < count; ++v) out[v] = pair(even[v], BFloat16());
+  for (std::int64_t v0 = 0; v0 < count; v0 += 32) {
+    const std::int64_t values = std::min<std::int64_t>(32, count - v0);
+    const __mmask32 load = values >= 32 ? ~__mmask32(0) : __mmask32((1u << values) - 1u);
+    const __mmask16 store_low = first_lanes(values), store_high = first_lanes(values - 16);
+    for (std::int64_t p = 0; p < pairs; ++p) {
+      const BFloat16* even = src + 2 * p * ld + v0;
+      const __m512i e = _mm512_maskz_loadu_epi16(load, even);
+      const __m512i o = 2 * p + 1 < kc ? _mm512_maskz_loadu_epi16(load, even + ld) : _mm512_setzero_si512();
+      std::uint32_t* out = dst + p * width + v0;
+      _mm512_mask_storeu_epi32(out, store_low, _mm512_permutex2var_epi16(e, low_index, o));
+      if (store_high != 0) _mm512_mask_storeu_epi32(out + 16, store_high, _mm512_permutex2var_epi16(e, high_index, o));
     }
   }
 }
@@ -109,10 +167,8 @@ void pack_b(bool trans_b, const BFloat16* b, std::int64_t ldb, std::int64_t k0, 
 // One kMR x kNR tile of C from a packed A panel and a packed B panel over `pairs` pairs of k:
 // C = alpha * tile + beta * C when read_c, C = alpha * tile otherwise (C not read), writing only
 // the first `rows` rows and `cols` columns.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void tile(std::int64_t pairs, const std::uint32_t* ap,
-                                                                          const std::uint32_t* bp, float* c,
-                                                                          std::int64_t ldc, int rows, int cols,
-                                                                          float alpha, float beta, bool read_c) {
+TAPEGRAD_AVX512_BF16 void tile(std::int64_t pairs, const std::uint32_t* ap, const std::uint32_t* bp, float* c,
+                               std::int64_t ldc, int rows, int cols, float alpha, float beta, bool read_c) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -233,5 +289,7 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n
     }
   }
 }
+
+#undef TAPEGRAD_AVX512_BF16
 
 }  // namespace tapegrad::kernels
