@@ -424,6 +424,26 @@ TEST_CASE("bfloat16: fused attention and gelu keep bfloat16 on the tape and matc
   }
 }
 
+TEST_CASE("bfloat16: gelu and its gradient have the bits of the float32 kernel on the widened values") {
+  // 100,011 elements: several pool blocks, many 512-element conversion chunks, and a scalar tail.
+  Generator gen(19);
+  for (const GeluApproximation approximate : {GeluApproximation::None, GeluApproximation::Tanh}) {
+    const Tensor x = (randn({3, 33337}, gen) * 3.0).to(kBFloat16).requires_grad_();
+    const Tensor g = randn({3, 33337}, gen).to(kBFloat16);
+    const Tensor y = gelu(x, approximate);
+    REQUIRE(y.dtype() == kBFloat16);
+    y.backward(g);
+    const Tensor x32 = x.detach().to(kFloat32).requires_grad_();
+    const Tensor y32 = gelu(x32, approximate);
+    y32.backward(g.to(kFloat32));
+    CHECK(same_bits(y.to(kFloat32), y32.to(kBFloat16).to(kFloat32)));
+    REQUIRE(x.grad().dtype() == kBFloat16);
+    CHECK(same_bits(x.grad().to(kFloat32), x32.grad().to(kBFloat16).to(kFloat32)));
+    // Transposed (not contiguous) input: the same values.
+    CHECK(same_bits(gelu(x.detach().mT(), approximate).to(kFloat32), y.detach().mT().to(kFloat32)));
+  }
+}
+
 namespace {
 
 // Runs forward() twice on the same module, in float32 and under autocast, backpropagates

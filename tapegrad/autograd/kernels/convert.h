@@ -15,7 +15,9 @@ namespace tapegrad::kernels {
 void round_to_bfloat16(const float* src, BFloat16* dst, std::int64_t n);
 // dst[i] = float(src[i]) for i < n (exact).
 void widen_bfloat16(const BFloat16* src, float* dst, std::int64_t n);
-// The same on the calling thread alone, for callers that split their work over the pool themselves.
+// The same two on the calling thread alone, for callers that split their work over the pool
+// themselves (and convert a cache-sized chunk at a time around a float32 kernel).
+void round_to_bfloat16_serial(const float* src, BFloat16* dst, std::int64_t n);
 void widen_bfloat16_serial(const BFloat16* src, float* dst, std::int64_t n);
 
 }  // namespace tapegrad::kernels

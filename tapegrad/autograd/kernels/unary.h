@@ -14,6 +14,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "tapegrad/autograd/kernels/convert.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/strided.h"
 
@@ -149,6 +150,49 @@ static Tensor gelu_forward(const Tensor& x, bool use_tanh) {
     gelu_forward_contiguous<T>(px + lo, py + lo, hi - lo, use_tanh);
   });
   return y;
+}
+
+// gelu on bfloat16 x, and g * gelu'(x) on bfloat16 g and x, with the bits of widening to float32,
+// running the float32 kernel and rounding the result, but without float32 copies of the tensors:
+// each pool block converts kBfloat16Chunk elements at a time into buffers on its stack around the
+// float32 kernel. Blocks and chunks start on vector-block boundaries, so the same elements take the
+// scalar tail as in the float32 kernel on the whole tensor.
+constexpr std::int64_t kBfloat16Chunk = 512;
+
+static Tensor gelu_forward_bfloat16(const Tensor& x, bool use_tanh) {
+  const Tensor xd = dense(x);
+  Tensor y = empty(x.shape(), kBFloat16);
+  const BFloat16* px = xd.data_ptr<BFloat16>();
+  BFloat16* py = y.data_ptr<BFloat16>();
+  parallel_for_blocks(x.numel(), kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+    float buffer[kBfloat16Chunk];
+    for (std::int64_t c = lo; c < hi; c += kBfloat16Chunk) {
+      const std::int64_t n = std::min(kBfloat16Chunk, hi - c);
+      widen_bfloat16_serial(px + c, buffer, n);
+      gelu_forward_contiguous<float>(buffer, buffer, n, use_tanh);
+      round_to_bfloat16_serial(buffer, py + c, n);
+    }
+  });
+  return y;
+}
+
+static Tensor gelu_backward_bfloat16(const Tensor& g, const Tensor& x, bool use_tanh) {
+  const Tensor gd = dense(g), xd = dense(x);
+  Tensor gx = empty(x.shape(), kBFloat16);
+  const BFloat16* pg = gd.data_ptr<BFloat16>();
+  const BFloat16* px = xd.data_ptr<BFloat16>();
+  BFloat16* out = gx.data_ptr<BFloat16>();
+  parallel_for_blocks(x.numel(), kElementwiseGrain, [&](std::int64_t lo, std::int64_t hi) {
+    float g_buffer[kBfloat16Chunk], x_buffer[kBfloat16Chunk];
+    for (std::int64_t c = lo; c < hi; c += kBfloat16Chunk) {
+      const std::int64_t n = std::min(kBfloat16Chunk, hi - c);
+      widen_bfloat16_serial(pg + c, g_buffer, n);
+      widen_bfloat16_serial(px + c, x_buffer, n);
+      gelu_backward_contiguous<float>(g_buffer, x_buffer, g_buffer, n, use_tanh);
+      round_to_bfloat16_serial(g_buffer, out + c, n);
+    }
+  });
+  return gx;
 }
 
 // g * gelu'(x): vectorised when g and x are contiguous and of one dtype, through backward_map

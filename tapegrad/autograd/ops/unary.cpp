@@ -205,16 +205,19 @@ Tensor relu(const Tensor& x) {
 }
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   const bool use_tanh = approximate == GeluApproximation::Tanh;
-  // bfloat16 runs the float32 kernel on a widened copy and saves its bfloat16 input (a transformer's
-  // largest activation), so the tape holds half the bytes.
-  const bool bf16 = x.dtype() == kBFloat16;
-  Tensor out = bf16 ? kernels::gelu_forward<float>(x.detach().to(kFloat32), use_tanh).to(kBFloat16)
-                    : dispatch_floating(x.dtype(), "gelu",
-                                        [&](auto tag) { return kernels::gelu_forward<decltype(tag)>(x, use_tanh); });
+  // bfloat16 runs the float32 kernel on widened chunks and saves its bfloat16 input (a
+  // transformer's largest activation), so the tape holds half the bytes.
+  Tensor out = x.dtype() == kBFloat16 ? kernels::gelu_forward_bfloat16(x, use_tanh)
+                                      : dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
+                                          return kernels::gelu_forward<decltype(tag)>(x, use_tanh);
+                                        });
   if (any_requires_grad({&x}))
     record("gelu", out, {x}, [x = SavedTensor(x), use_tanh](const Tensor& g) -> TensorList {
       const Tensor input = x.unpack();
       if (input.dtype() != kBFloat16) return {gelu_backward(g, input, use_tanh)};
+      // The fused kernel when no graph of the gradient is wanted; differentiable ops in float32 otherwise.
+      if (g.dtype() == kBFloat16 && !any_requires_grad({&g, &input}))
+        return {kernels::gelu_backward_bfloat16(g, input, use_tanh)};
       return {gelu_backward(detail::widen_bf16(g), input.to(kFloat32), use_tanh).to(kBFloat16)};
     });
   return out;
