@@ -145,6 +145,65 @@ TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equa
   }
 }
 
+TEST_CASE("bfloat16 product: the rounded kernels add the bias and round the float32 sum once") {
+  // The same block edges as above, k = 0 and 1 included, with and without a bias; C's row stride is
+  // n + 3 and the columns past n keep their bits.
+  const bool dot_product = kernels::cpu_has_avx512_bf16();
+  Generator gen(13);
+  struct Case {
+    bool ta, tb;
+    std::int64_t m, n, k;
+    bool bias;
+  };
+  for (const Case c :
+       {Case{false, true, 200, 45, 513, true}, Case{true, false, 171, 33, 257, false},
+        Case{false, false, 15, 70, 3, true}, Case{true, true, 29, 70, 600, false}, Case{false, true, 30, 64, 256, true},
+        Case{false, false, 4, 5, 0, true}, Case{false, true, 1, 1, 1, false}}) {
+    CAPTURE(c.ta);
+    CAPTURE(c.tb);
+    CAPTURE(c.m);
+    CAPTURE(c.n);
+    CAPTURE(c.k);
+    CAPTURE(c.bias);
+    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
+    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
+    const Tensor a_store = bf16_randn({a_rows, a_cols + 5}, gen);
+    const Tensor b_store = bf16_randn({b_rows, b_cols + 1}, gen);
+    const Tensor op_a = c.ta ? a_store.narrow(1, 0, a_cols).mT() : a_store.narrow(1, 0, a_cols);
+    const Tensor op_b = c.tb ? b_store.narrow(1, 0, b_cols).mT() : b_store.narrow(1, 0, b_cols);
+    const Tensor bias = randn({c.n}, gen);
+    const float* pbias = c.bias ? bias.data_ptr<float>() : nullptr;
+    const Tensor c_start = bf16_randn({c.m, c.n + 3}, gen);
+    Reference ref = float64_product(op_a, op_b);
+    if (c.bias) ref.value = ref.value + bias.to(kFloat64);
+    ref.bound = ref.bound + abs(ref.value) * std::ldexp(1.0, -24);
+    const auto run = [&](auto kernel) {
+      Tensor out = c_start.clone();
+      kernel(c.ta, c.tb, c.m, c.n, c.k, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
+             b_cols + 1, pbias, out.data_ptr<BFloat16>(), c.n + 3);
+      CHECK(same_bits(out.narrow(1, c.n, 3).to(kFloat32), c_start.narrow(1, c.n, 3).to(kFloat32)));
+      return out.narrow(1, 0, c.n);
+    };
+    // The float32 kernels' sums, with the bias as the rounded kernels add it: the widening one
+    // starts its sum from the bias (beta = 1), the dot-product one adds it to the finished sum.
+    const auto float32_sum = [&](auto kernel, bool bias_first) {
+      Tensor sum = zeros({c.m, c.n});
+      if (c.bias && bias_first) sum = sum + bias;
+      kernel(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
+             b_cols + 1, c.bias && bias_first ? 1.0f : 0.0f, sum.data_ptr<float>(), c.n);
+      return c.bias && !bias_first ? sum + bias : sum;
+    };
+    const Tensor widened = run(kernels::gemm_bf16_widening_rounded);
+    check_product(widened, ref);
+    CHECK(same_bits(widened.to(kFloat32), float32_sum(kernels::gemm_bf16_widening, true).to(kBFloat16).to(kFloat32)));
+    if (dot_product) {
+      const Tensor dotted = run(kernels::gemm_bf16_avx512_rounded);
+      check_product(dotted, ref);
+      CHECK(same_bits(dotted.to(kFloat32), float32_sum(kernels::gemm_bf16_avx512, false).to(kBFloat16).to(kFloat32)));
+    }
+  }
+}
+
 TEST_CASE("bfloat16 product: TAPEGRAD_BF16_GEMM picks the kernel and refuses what cannot run") {
   using kernels::Bf16GemmKernel;
   CHECK(kernels::bf16_gemm_kernel_from(nullptr, true) == Bf16GemmKernel::kDotProduct);

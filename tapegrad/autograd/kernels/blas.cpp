@@ -318,6 +318,19 @@ void gemm_bf16_widening(bool trans_a, bool trans_b, std::int64_t m, std::int64_t
        std::max<std::int64_t>(b_cols, 1), beta, c, ldc);
 }
 
+void gemm_bf16_widening_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                                const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                                const float* bias, BFloat16* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  std::vector<float> wide(static_cast<std::size_t>(m * n), 0.0f);
+  if (bias != nullptr)
+    for (std::int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, wide.begin() + i * n);
+  gemm_bf16_widening(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, bias != nullptr ? 1.0f : 0.0f, wide.data(), n);
+  parallel_for(0, m, std::max<std::int64_t>(1, 16384 / n), [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) round_to_bfloat16_serial(wide.data() + i * n, c + i * ldc, n);
+  });
+}
+
 Bf16GemmKernel bf16_gemm_kernel_from(const char* setting, bool cpu_has_dot_product) {
   if (setting == nullptr || *setting == '\0')
     return cpu_has_dot_product ? Bf16GemmKernel::kDotProduct : Bf16GemmKernel::kWidening;
@@ -342,6 +355,16 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
     gemm_bf16_avx512(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   } else {
     gemm_bf16_widening(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  }
+}
+
+void gemm_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
+                  std::int64_t lda, const BFloat16* b, std::int64_t ldb, const float* bias, BFloat16* c,
+                  std::int64_t ldc) {
+  if (bf16_gemm_kernel() == Bf16GemmKernel::kDotProduct) {
+    gemm_bf16_avx512_rounded(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, c, ldc);
+  } else {
+    gemm_bf16_widening_rounded(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, c, ldc);
   }
 }
 

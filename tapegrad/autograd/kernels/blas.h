@@ -36,6 +36,14 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const BFloat16* a,
           std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 
+// bfloat16 operands and result: C (bfloat16) = round(op(A) op(B) + bias), the float32 sum of the
+// exact products as above, plus bias[j] in column j when bias is not null, rounded once to nearest
+// even. On the dot-product kernel the bias and the rounding happen in the register tile as it
+// finishes, so no float32 copy of C is written when k fits one of its blocks (256).
+void gemm_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, const BFloat16* a,
+                  std::int64_t lda, const BFloat16* b, std::int64_t ldb, const float* bias, BFloat16* c,
+                  std::int64_t ldc);
+
 // Whether this CPU has bfloat16 dot-product instructions (AVX512_BF16 or AMX-BF16), read from cpuid
 // at run time.
 bool cpu_has_bf16_instructions();

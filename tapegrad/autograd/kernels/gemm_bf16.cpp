@@ -164,11 +164,33 @@ void pack_b(bool trans_b, const BFloat16* b, std::int64_t ldb, std::int64_t k0, 
   }
 }
 
-// One kMR x kNR tile of C from a packed A panel and a packed B panel over `pairs` pairs of k:
-// C = alpha * tile + beta * C when read_c, C = alpha * tile otherwise (C not read), writing only
-// the first `rows` rows and `cols` columns.
-TAPEGRAD_AVX512_BF16 void tile(std::int64_t pairs, const std::uint32_t* ap, const std::uint32_t* bp, float* c,
-                               std::int64_t ldc, int rows, int cols, float alpha, float beta, bool read_c) {
+// Where a register tile's result goes: C = alpha * tile + beta * C (+ bias), or the same rounded
+// to bfloat16 and stored in R instead of C. The pointers are at the tile's origin.
+struct TileOut {
+  float* c;  // read when read_c; written unless r is set
+  std::int64_t ldc;
+  BFloat16* r;  // when set: the result rounded to bfloat16 here, C not written
+  std::int64_t ldr;
+  const float* bias;  // when set: added to every row (the tile's columns of it)
+  float alpha, beta;
+  bool read_c;  // C holds a partial sum (or, in the first block of k, the caller's C)
+};
+
+// 16 float32 lanes rounded to bfloat16 with BFloat16's rule: add 0x7FFF plus the kept half's lowest
+// bit, keep the upper half; a NaN becomes 0x7FC0.
+TAPEGRAD_AVX512_BF16 __m256i round_lanes(__m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), lowest_kept), 16);
+  rounded = _mm512_mask_mov_epi32(rounded, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm512_set1_epi32(0x7FC0));
+  return _mm512_cvtepi32_epi16(rounded);
+}
+
+// One kMR x kNR tile from a packed A panel and a packed B panel over `pairs` pairs of k, writing
+// only the first `rows` rows and `cols` columns (see TileOut).
+TAPEGRAD_AVX512_BF16 void tile(std::int64_t pairs, const std::uint32_t* ap, const std::uint32_t* bp, int rows, int cols,
+                               const TileOut& out) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 14
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -186,19 +208,32 @@ TAPEGRAD_AVX512_BF16 void tile(std::int64_t pairs, const std::uint32_t* ap, cons
   const __mmask16 mask1 = cols >= 32   ? __mmask16(0xFFFF)
                           : cols <= 16 ? __mmask16(0)
                                        : __mmask16((1u << (cols - 16)) - 1u);
-  const __m512 valpha = _mm512_set1_ps(alpha), vbeta = _mm512_set1_ps(beta);
+  const __m512 valpha = _mm512_set1_ps(out.alpha), vbeta = _mm512_set1_ps(out.beta);
+  const __m512 bias0 = out.bias != nullptr ? _mm512_maskz_loadu_ps(mask0, out.bias) : _mm512_setzero_ps();
+  const __m512 bias1 = out.bias != nullptr ? _mm512_maskz_loadu_ps(mask1, out.bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 14
   for (int i = 0; i < kMR; ++i) {
     if (i >= rows) break;
-    float* row = c + i * ldc;
     __m512 v0 = _mm512_mul_ps(acc[i][0], valpha);
     __m512 v1 = _mm512_mul_ps(acc[i][1], valpha);
-    if (read_c) {
+    if (out.read_c) {
+      const float* row = out.c + i * out.ldc;
       v0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask0, row), vbeta, v0);
       v1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask1, row + 16), vbeta, v1);
     }
-    _mm512_mask_storeu_ps(row, mask0, v0);
-    _mm512_mask_storeu_ps(row + 16, mask1, v1);
+    if (out.bias != nullptr) {
+      v0 = _mm512_add_ps(v0, bias0);
+      v1 = _mm512_add_ps(v1, bias1);
+    }
+    if (out.r != nullptr) {
+      BFloat16* row = out.r + i * out.ldr;
+      _mm256_mask_storeu_epi16(row, mask0, round_lanes(v0));
+      _mm256_mask_storeu_epi16(row + 16, mask1, round_lanes(v1));
+    } else {
+      float* row = out.c + i * out.ldc;
+      _mm512_mask_storeu_ps(row, mask0, v0);
+      _mm512_mask_storeu_ps(row + 16, mask1, v1);
+    }
   }
 }
 
@@ -210,6 +245,75 @@ std::vector<std::uint32_t>& packed_a_buffer() {
 std::vector<std::uint32_t>& packed_b_buffer() {
   thread_local std::vector<std::uint32_t> buffer;
   return buffer;
+}
+
+// The float32 partial sums of a rounded product whose k spans several blocks.
+std::vector<float>& partial_sums_buffer() {
+  thread_local std::vector<float> buffer;
+  return buffer;
+}
+
+// C = alpha op(A) op(B) + beta C (+ bias), stored in C (float32) or, when r is set, rounded into R
+// (bfloat16); with r set, C is only the partial sums between blocks of k (unused when k fits one).
+void gemm_dot_product(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                      const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c,
+                      std::int64_t ldc, const float* bias, BFloat16* r, std::int64_t ldr) {
+  const std::int64_t threads = in_parallel_region() ? 1 : num_threads();
+  // Row blocks of at most kMC rows, as many as a multiple of the thread count where the rows allow,
+  // so that the pool's equal cut gives every thread the same work.
+  std::int64_t row_blocks = ceil_div(m, kMC);
+  row_blocks = std::min(ceil_div(row_blocks, threads) * threads, ceil_div(m, kMR));
+  const std::int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kMR) * kMR;
+  row_blocks = ceil_div(m, block_rows);
+
+  std::vector<std::uint32_t>& packed_b = packed_b_buffer();
+  for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
+    const std::int64_t cols = std::min(kNC, n - j0);
+    const std::int64_t panels = ceil_div(cols, kNR);
+    // Too few row blocks to occupy the pool: the panels are split among the tasks too.
+    const std::int64_t groups = row_blocks >= threads ? 1 : std::min(panels, ceil_div(threads, row_blocks));
+    const std::int64_t panels_per_group = ceil_div(panels, groups);
+    for (std::int64_t k0 = 0; k0 < k; k0 += kKC) {
+      const std::int64_t kc = std::min(kKC, k - k0);
+      const std::int64_t pairs = ceil_div(kc, 2);
+      const bool last = k0 + kc == k;
+      packed_b.resize(static_cast<std::size_t>(panels * pairs * kNR));
+      std::uint32_t* pb = packed_b.data();
+      parallel_for(0, panels, 4,
+                   [&](std::int64_t lo, std::int64_t hi) { pack_b(trans_b, b, ldb, k0, kc, j0, cols, lo, hi, pb); });
+      parallel_for(0, row_blocks * groups, 1, [&](std::int64_t lo, std::int64_t hi) {
+        std::vector<std::uint32_t>& packed_a = packed_a_buffer();
+        packed_a.resize(static_cast<std::size_t>(block_rows * pairs));
+        std::int64_t packed_block = -1;
+        for (std::int64_t task = lo; task < hi; ++task) {
+          const std::int64_t block = task / groups, group = task % groups;
+          const std::int64_t i0 = block * block_rows, rows = std::min(block_rows, m - i0);
+          if (block != packed_block) {
+            pack_a(trans_a, a, lda, i0, rows, k0, kc, packed_a.data());
+            packed_block = block;
+          }
+          const std::int64_t first = group * panels_per_group, last_panel = std::min(panels, first + panels_per_group);
+          for (std::int64_t q = first; q < last_panel; ++q) {
+            const std::int64_t j = j0 + q * kNR;
+            const int tile_cols = static_cast<int>(std::min<std::int64_t>(kNR, cols - q * kNR));
+            for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
+              const std::int64_t i = i0 + r0;
+              TileOut out{c != nullptr ? c + i * ldc + j : nullptr,
+                          ldc,
+                          last && r != nullptr ? r + i * ldr + j : nullptr,
+                          ldr,
+                          last && bias != nullptr ? bias + j : nullptr,
+                          alpha,
+                          k0 > 0 ? 1.0f : beta,
+                          k0 > 0 || beta != 0.0f};
+              tile(pairs, packed_a.data() + r0 * pairs, pb + q * pairs * kNR,
+                   static_cast<int>(std::min<std::int64_t>(kMR, rows - r0)), tile_cols, out);
+            }
+          }
+        }
+      });
+    }
+  }
 }
 
 }  // namespace
@@ -240,54 +344,25 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n
       for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
-  const std::int64_t threads = in_parallel_region() ? 1 : num_threads();
-  // Row blocks of at most kMC rows, as many as a multiple of the thread count where the rows allow,
-  // so that the pool's equal cut gives every thread the same work.
-  std::int64_t row_blocks = ceil_div(m, kMC);
-  row_blocks = std::min(ceil_div(row_blocks, threads) * threads, ceil_div(m, kMR));
-  const std::int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kMR) * kMR;
-  row_blocks = ceil_div(m, block_rows);
+  gemm_dot_product(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, nullptr, nullptr, 0);
+}
 
-  std::vector<std::uint32_t>& packed_b = packed_b_buffer();
-  for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
-    const std::int64_t cols = std::min(kNC, n - j0);
-    const std::int64_t panels = ceil_div(cols, kNR);
-    // Too few row blocks to occupy the pool: the panels are split among the tasks too.
-    const std::int64_t groups = row_blocks >= threads ? 1 : std::min(panels, ceil_div(threads, row_blocks));
-    const std::int64_t panels_per_group = ceil_div(panels, groups);
-    for (std::int64_t k0 = 0; k0 < k; k0 += kKC) {
-      const std::int64_t kc = std::min(kKC, k - k0);
-      const std::int64_t pairs = ceil_div(kc, 2);
-      packed_b.resize(static_cast<std::size_t>(panels * pairs * kNR));
-      std::uint32_t* pb = packed_b.data();
-      parallel_for(0, panels, 4,
-                   [&](std::int64_t lo, std::int64_t hi) { pack_b(trans_b, b, ldb, k0, kc, j0, cols, lo, hi, pb); });
-      const bool read_c = k0 > 0 || beta != 0.0f;
-      const float block_beta = k0 > 0 ? 1.0f : beta;
-      parallel_for(0, row_blocks * groups, 1, [&](std::int64_t lo, std::int64_t hi) {
-        std::vector<std::uint32_t>& packed_a = packed_a_buffer();
-        packed_a.resize(static_cast<std::size_t>(block_rows * pairs));
-        std::int64_t packed_block = -1;
-        for (std::int64_t task = lo; task < hi; ++task) {
-          const std::int64_t block = task / groups, group = task % groups;
-          const std::int64_t i0 = block * block_rows, rows = std::min(block_rows, m - i0);
-          if (block != packed_block) {
-            pack_a(trans_a, a, lda, i0, rows, k0, kc, packed_a.data());
-            packed_block = block;
-          }
-          const std::int64_t first = group * panels_per_group, last = std::min(panels, first + panels_per_group);
-          for (std::int64_t q = first; q < last; ++q) {
-            const int tile_cols = static_cast<int>(std::min<std::int64_t>(kNR, cols - q * kNR));
-            for (std::int64_t r0 = 0; r0 < rows; r0 += kMR) {
-              const int tile_rows = static_cast<int>(std::min<std::int64_t>(kMR, rows - r0));
-              tile(pairs, packed_a.data() + r0 * pairs, pb + q * pairs * kNR, c + (i0 + r0) * ldc + j0 + q * kNR, ldc,
-                   tile_rows, tile_cols, alpha, block_beta, read_c);
-            }
-          }
-        }
-      });
-    }
+void gemm_bf16_avx512_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                              const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                              const float* bias, BFloat16* c, std::int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = BFloat16(bias != nullptr ? bias[j] : 0.0f);
+    return;
   }
+  float* partial_sums = nullptr;
+  if (k > kKC) {
+    std::vector<float>& buffer = partial_sums_buffer();
+    buffer.resize(static_cast<std::size_t>(m * n));
+    partial_sums = buffer.data();
+  }
+  gemm_dot_product(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, partial_sums, n, bias, c, ldc);
 }
 
 #undef TAPEGRAD_AVX512_BF16

@@ -48,4 +48,15 @@ void gemm_bf16_avx512(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n
                       const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c,
                       std::int64_t ldc);
 
+// The two kernels of kernels::gemm_rounded (blas.h): C (bfloat16) = round(op(A) op(B) + bias).
+// The widening one rounds a float32 product; the dot-product one adds the bias and rounds in the
+// register tile of the last block of k, keeping float32 partial sums (in a buffer of its thread)
+// only when k spans more than one block of 256.
+void gemm_bf16_widening_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                                const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                                const float* bias, BFloat16* c, std::int64_t ldc);
+void gemm_bf16_avx512_rounded(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k,
+                              const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
+                              const float* bias, BFloat16* c, std::int64_t ldc);
+
 }  // namespace tapegrad::kernels

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/autocast.h"
@@ -117,14 +118,25 @@ std::optional<std::int64_t> merged_row_stride(const Tensor& a) {
   return stride;
 }
 
-// out (contiguous, s.out) = a @ b for promoted operands of element type T; out's elements are of
-// type Out (float for bfloat16 operands: the products accumulate in float32).
-template <class T, class Out = T>
+// C (n, m, row stride ldc) = op(A) op(B): kernels::gemm, or for bfloat16 gemm_rounded (float32
+// accumulation, rounded once).
+template <class T>
+void product(bool trans_a, bool trans_b, std::int64_t n, std::int64_t m, std::int64_t k, const T* a, std::int64_t lda,
+             const T* b, std::int64_t ldb, T* c, std::int64_t ldc) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    kernels::gemm_rounded(trans_a, trans_b, n, m, k, a, lda, b, ldb, nullptr, c, ldc);
+  } else {
+    kernels::gemm(trans_a, trans_b, n, m, k, T(1), a, lda, b, ldb, T(0), c, ldc);
+  }
+}
+
+// out (contiguous, s.out) = a @ b for promoted operands of element type T.
+template <class T>
 void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
-  Out* po = out.data_ptr<Out>();  // out: (batch..., n, m)
+  T* po = out.data_ptr<T>();  // out: (batch..., n, m)
   if (out.numel() == 0) return;
   if (s.k == 0) {
-    for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = Out(0);
+    for (std::int64_t i = 0; i < out.numel(); ++i) po[i] = T(0.0f);
     return;
   }
   GemmLayout la = matrix_layout(a);
@@ -148,8 +160,7 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
       const std::int64_t rows = a.numel() / s.k;
       const GemmLayout rows_layout = gemm_layout(rows, s.k, *row_stride, a.strides()[a.dim() - 1]);
       if (rows_layout.usable) {
-        kernels::gemm(rows_layout.transposed, lb.transposed, rows, s.m, s.k, Out(1), pa, rows_layout.ld, pb, lb.ld,
-                      Out(0), po, s.m);
+        product(rows_layout.transposed, lb.transposed, rows, s.m, s.k, pa, rows_layout.ld, pb, lb.ld, po, s.m);
         return;
       }
     }
@@ -163,9 +174,8 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
   };
   Dims out_strides = contiguous_strides(s.batch);
   for (std::int64_t& st : out_strides) st *= s.n * s.m;
-  auto product = [&](const kernels::Offsets<3>& off) {
-    kernels::gemm(la.transposed, lb.transposed, s.n, s.m, s.k, Out(1), pa + off[1], la.ld, pb + off[2], lb.ld, Out(0),
-                  po + off[0], s.m);
+  auto entry_product = [&](const kernels::Offsets<3>& off) {
+    product(la.transposed, lb.transposed, s.n, s.m, s.k, pa + off[1], la.ld, pb + off[2], lb.ld, po + off[0], s.m);
   };
   std::vector<kernels::Offsets<3>> entries;  // (out, a, b) offsets of each batch entry
   entries.reserve(static_cast<std::size_t>(batch_numel(s.out)));
@@ -179,7 +189,7 @@ void matmul_into(Tensor a, Tensor b, const MatmulShapes& s, const Tensor& out) {
   const std::int64_t work = std::max<std::int64_t>(s.n * s.m * s.k, 1);
   const std::int64_t grain = std::max<std::int64_t>(1, kBatchedGemmGrainWork / work);
   parallel_for(0, static_cast<std::int64_t>(entries.size()), grain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) product(entries[static_cast<std::size_t>(i)]);
+    for (std::int64_t i = lo; i < hi; ++i) entry_product(entries[static_cast<std::size_t>(i)]);
   });
 }
 
@@ -203,19 +213,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const Tensor a_p = promote_lhs(a);
   const Tensor b_p = promote_rhs(b);
   const MatmulShapes s = matmul_shapes(a_p.shape(), b_p.shape(), a.shape(), b.shape());
-  Tensor out;
+  // bfloat16 accumulates in float32 and rounds once (not recorded: the op is recorded whole below).
+  Tensor out = empty(s.out, a.dtype());
   if (a.dtype() == kBFloat16) {
-    // Accumulated in float32, rounded once at the end (not recorded: the op is recorded whole below).
-    Tensor wide = empty(s.out, kFloat32);
-    matmul_into<BFloat16, float>(a_p, b_p, s, wide);
-    out = wide.to(kBFloat16);
+    matmul_into<BFloat16>(a_p, b_p, s, out);
   } else {
-    out = dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
-      using T = decltype(tag);
-      Tensor result = empty(s.out, a.dtype());
-      matmul_into<T>(a_p, b_p, s, result);
-      return result;
-    });
+    dispatch_floating(a.dtype(), "matmul", [&](auto tag) { matmul_into<decltype(tag)>(a_p, b_p, s, out); });
   }
   if (a.dim() == 1 || b.dim() == 1) {
     const Shape shape = result_shape(s, a.dim() == 1, b.dim() == 1);
@@ -274,11 +277,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
                      ", got " + bias.shape().str());
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out_features;
-  // y = x W^T + b for element type T, written as Out (float for bfloat16: accumulated in float32).
-  auto compute = [&](auto tag, auto out_tag) {
+  // y = x W^T + b for element type T; bfloat16 accumulates in float32 and rounds once, with the
+  // bias added before the rounding (not recorded: the op is recorded whole below).
+  auto compute = [&](auto tag) {
     using T = decltype(tag);
-    using Out = decltype(out_tag);
-    Tensor y = empty(out_shape, dtype_of<Out>());  // y: (..., out)
+    Tensor y = empty(out_shape, x.dtype());  // y: (..., out)
     if (y.numel() == 0) return y;
     const std::int64_t rows = y.numel() / out_features;
     // x's rows as one (rows, in) matrix: a copy only when they are not evenly spaced.
@@ -292,24 +295,33 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     const GemmLayout lw = matrix_layout(weight);  // weight (out, in), read as its transpose
     const Tensor wd = lw.usable ? weight : kernels::dense(weight);
     const GemmLayout lwd = matrix_layout(wd);
-    Out* py = y.data_ptr<Out>();
-    Out beta = Out(0);
-    if (bias.defined()) {
-      const Tensor bd = kernels::dense(bias);
-      const T* pb = bd.data_ptr<T>();
-      parallel_for(0, rows, kernels::row_grain(out_features), [&](std::int64_t first, std::int64_t last) {
-        for (std::int64_t r = first; r < last; ++r) std::copy(pb, pb + out_features, py + r * out_features);
-      });
-      beta = Out(1);
+    T* py = y.data_ptr<T>();
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      std::vector<float> wide_bias;
+      if (bias.defined()) {
+        const Tensor bd = kernels::dense(bias);
+        wide_bias.assign(bd.data_ptr<BFloat16>(), bd.data_ptr<BFloat16>() + out_features);
+      }
+      kernels::gemm_rounded(lx.transposed, !lwd.transposed, rows, out_features, in, xd.data_ptr<T>(), lx.ld,
+                            wd.data_ptr<T>(), lwd.ld, bias.defined() ? wide_bias.data() : nullptr, py, out_features);
+    } else {
+      T beta = T(0);
+      if (bias.defined()) {
+        const Tensor bd = kernels::dense(bias);
+        const T* pb = bd.data_ptr<T>();
+        parallel_for(0, rows, kernels::row_grain(out_features), [&](std::int64_t first, std::int64_t last) {
+          for (std::int64_t r = first; r < last; ++r) std::copy(pb, pb + out_features, py + r * out_features);
+        });
+        beta = T(1);
+      }
+      kernels::gemm(lx.transposed, !lwd.transposed, rows, out_features, in, T(1), xd.data_ptr<T>(), lx.ld,
+                    wd.data_ptr<T>(), lwd.ld, beta, py, out_features);
     }
-    kernels::gemm(lx.transposed, !lwd.transposed, rows, out_features, in, Out(1), xd.data_ptr<T>(), lx.ld,
-                  wd.data_ptr<T>(), lwd.ld, beta, py, out_features);
     return y;
   };
-  // bfloat16 is accumulated in float32 and rounded once at the end (not recorded: the op is recorded whole below).
   const Tensor out = x.dtype() == kBFloat16
-                         ? compute(BFloat16{}, float{}).to(kBFloat16)
-                         : dispatch_floating(x.dtype(), "linear", [&](auto tag) { return compute(tag, tag); });
+                         ? compute(BFloat16{})
+                         : dispatch_floating(x.dtype(), "linear", [&](auto tag) { return compute(tag); });
   if (any_requires_grad({&x, &weight, &bias}))
     record("linear", out, {x, weight, bias},
            [sx = SavedTensor(x), sw = SavedTensor(weight), need_x = x.requires_grad(), need_w = weight.requires_grad(),
