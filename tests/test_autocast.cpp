@@ -55,6 +55,26 @@ void check_product(const Tensor& got, const Reference& ref) {
 
 Tensor bf16_randn(const Shape& shape, Generator& gen) { return randn(shape, gen).to(kBFloat16); }
 
+// Random bfloat16 operands of an (m, k) @ (k, n) product, stored transposed or not, with row strides
+// past their rows (A's by 5, B's by 1): the stores, their strides, and op(A), op(B) as views.
+struct Operands {
+  Tensor a_store, b_store, op_a, op_b;
+  std::int64_t lda, ldb;
+};
+
+Operands random_operands(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, Generator& gen) {
+  const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+  const std::int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+  Operands o;
+  o.a_store = bf16_randn({a_rows, a_cols + 5}, gen);
+  o.b_store = bf16_randn({b_rows, b_cols + 1}, gen);
+  o.op_a = ta ? o.a_store.narrow(1, 0, a_cols).mT() : o.a_store.narrow(1, 0, a_cols);
+  o.op_b = tb ? o.b_store.narrow(1, 0, b_cols).mT() : o.b_store.narrow(1, 0, b_cols);
+  o.lda = a_cols + 5;
+  o.ldb = b_cols + 1;
+  return o;
+}
+
 // Whether two float32 tensors hold the same bits (NaN included).
 bool same_bits(const Tensor& x, const Tensor& y) {
   const std::vector<float> u = x.contiguous().to_vector<float>(), v = y.contiguous().to_vector<float>();
@@ -75,17 +95,11 @@ TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat1
     CAPTURE(c.m);
     CAPTURE(c.n);
     CAPTURE(c.k);
-    // Stored (rows, cols) with a row stride larger than the row: ld = cols + 3.
-    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
-    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-    const Tensor a_store = bf16_randn({a_rows, a_cols + 3}, gen);
-    const Tensor b_store = bf16_randn({b_rows, b_cols + 3}, gen);
-    const Tensor a = a_store.narrow(1, 0, a_cols), b = b_store.narrow(1, 0, b_cols);
-    const Tensor op_a = c.ta ? a.mT() : a, op_b = c.tb ? b.mT() : b;
+    const Operands o = random_operands(c.ta, c.tb, c.m, c.n, c.k, gen);
     Tensor out = full({c.m, c.n}, 0.5);  // beta = 1 adds it
-    kernels::gemm(c.ta, c.tb, c.m, c.n, c.k, 2.0f, a_store.data_ptr<BFloat16>(), a_cols + 3,
-                  b_store.data_ptr<BFloat16>(), b_cols + 3, 1.0f, out.data_ptr<float>(), c.n);
-    Reference ref = float64_product(op_a, op_b);
+    kernels::gemm(c.ta, c.tb, c.m, c.n, c.k, 2.0f, o.a_store.data_ptr<BFloat16>(), o.lda,
+                  o.b_store.data_ptr<BFloat16>(), o.ldb, 1.0f, out.data_ptr<float>(), c.n);
+    Reference ref = float64_product(o.op_a, o.op_b);
     ref.value = ref.value * 2.0 + 0.5;
     ref.bound = ref.bound * 2.0 + std::ldexp(1.0, -24);
     check_product(out, ref);
@@ -115,16 +129,11 @@ TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equa
     CAPTURE(c.m);
     CAPTURE(c.n);
     CAPTURE(c.k);
-    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
-    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-    const Tensor a_store = bf16_randn({a_rows, a_cols + 5}, gen);
-    const Tensor b_store = bf16_randn({b_rows, b_cols + 1}, gen);
-    const Tensor op_a = c.ta ? a_store.narrow(1, 0, a_cols).mT() : a_store.narrow(1, 0, a_cols);
-    const Tensor op_b = c.tb ? b_store.narrow(1, 0, b_cols).mT() : b_store.narrow(1, 0, b_cols);
+    const Operands o = random_operands(c.ta, c.tb, c.m, c.n, c.k, gen);
     // C's row stride is n + 2; beta = 0 must not read C, which starts as NaN then.
     const Tensor c_start =
         c.beta == 0.0f ? full({c.m, c.n + 2}, std::numeric_limits<double>::quiet_NaN()) : randn({c.m, c.n + 2}, gen);
-    Reference ref = float64_product(op_a, op_b);
+    Reference ref = float64_product(o.op_a, o.op_b);
     ref.value = ref.value * -1.5;
     ref.bound = ref.bound * 1.5 + std::ldexp(1.0, -24) * abs(ref.value);
     if (c.beta != 0.0f) {
@@ -134,8 +143,8 @@ TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equa
     }
     const auto run = [&](auto kernel) {
       Tensor out = c_start.clone();
-      kernel(c.ta, c.tb, c.m, c.n, c.k, -1.5f, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
-             b_cols + 1, c.beta, out.data_ptr<float>(), c.n + 2);
+      kernel(c.ta, c.tb, c.m, c.n, c.k, -1.5f, o.a_store.data_ptr<BFloat16>(), o.lda, o.b_store.data_ptr<BFloat16>(),
+             o.ldb, c.beta, out.data_ptr<float>(), c.n + 2);
       // The two columns past n are never written.
       CHECK(same_bits(out.narrow(1, c.n, 2), c_start.narrow(1, c.n, 2)));
       return out.narrow(1, 0, c.n);
@@ -165,22 +174,17 @@ TEST_CASE("bfloat16 product: the rounded kernels add the bias and round the floa
     CAPTURE(c.n);
     CAPTURE(c.k);
     CAPTURE(c.bias);
-    const std::int64_t a_rows = c.ta ? c.k : c.m, a_cols = c.ta ? c.m : c.k;
-    const std::int64_t b_rows = c.tb ? c.n : c.k, b_cols = c.tb ? c.k : c.n;
-    const Tensor a_store = bf16_randn({a_rows, a_cols + 5}, gen);
-    const Tensor b_store = bf16_randn({b_rows, b_cols + 1}, gen);
-    const Tensor op_a = c.ta ? a_store.narrow(1, 0, a_cols).mT() : a_store.narrow(1, 0, a_cols);
-    const Tensor op_b = c.tb ? b_store.narrow(1, 0, b_cols).mT() : b_store.narrow(1, 0, b_cols);
+    const Operands o = random_operands(c.ta, c.tb, c.m, c.n, c.k, gen);
     const Tensor bias = randn({c.n}, gen);
     const float* pbias = c.bias ? bias.data_ptr<float>() : nullptr;
     const Tensor c_start = bf16_randn({c.m, c.n + 3}, gen);
-    Reference ref = float64_product(op_a, op_b);
+    Reference ref = float64_product(o.op_a, o.op_b);
     if (c.bias) ref.value = ref.value + bias.to(kFloat64);
     ref.bound = ref.bound + abs(ref.value) * std::ldexp(1.0, -24);
     const auto run = [&](auto kernel) {
       Tensor out = c_start.clone();
-      kernel(c.ta, c.tb, c.m, c.n, c.k, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
-             b_cols + 1, pbias, out.data_ptr<BFloat16>(), c.n + 3);
+      kernel(c.ta, c.tb, c.m, c.n, c.k, o.a_store.data_ptr<BFloat16>(), o.lda, o.b_store.data_ptr<BFloat16>(), o.ldb,
+             pbias, out.data_ptr<BFloat16>(), c.n + 3);
       CHECK(same_bits(out.narrow(1, c.n, 3).to(kFloat32), c_start.narrow(1, c.n, 3).to(kFloat32)));
       return out.narrow(1, 0, c.n);
     };
@@ -189,8 +193,8 @@ TEST_CASE("bfloat16 product: the rounded kernels add the bias and round the floa
     const auto float32_sum = [&](auto kernel, bool bias_first) {
       Tensor sum = zeros({c.m, c.n});
       if (c.bias && bias_first) sum = sum + bias;
-      kernel(c.ta, c.tb, c.m, c.n, c.k, 1.0f, a_store.data_ptr<BFloat16>(), a_cols + 5, b_store.data_ptr<BFloat16>(),
-             b_cols + 1, c.bias && bias_first ? 1.0f : 0.0f, sum.data_ptr<float>(), c.n);
+      kernel(c.ta, c.tb, c.m, c.n, c.k, 1.0f, o.a_store.data_ptr<BFloat16>(), o.lda, o.b_store.data_ptr<BFloat16>(),
+             o.ldb, c.bias && bias_first ? 1.0f : 0.0f, sum.data_ptr<float>(), c.n);
       return c.bias && !bias_first ? sum + bias : sum;
     };
     const Tensor widened = run(kernels::gemm_bf16_widening_rounded);
