@@ -140,7 +140,8 @@ TEST_CASE("bfloat16: widening is exact and every conversion round trips") {
 
 TEST_CASE("bfloat16: the dense conversions give the scalar conversion's bits on every thread's chunk") {
   // Random float32 patterns (every class: NaN, infinities, subnormals, ties), enough for the pool's
-  // chunks; the contiguous tensor takes the dense kernels, its transposed view the per-element map.
+  // chunks; the contiguous tensor takes the dense kernels, a view of part of each row the same loops
+  // run by run, the transposed view the element-by-element path.
   std::vector<float> inputs(1 << 18);
   std::uint32_t state = 12345;
   for (float& x : inputs) {
@@ -155,7 +156,12 @@ TEST_CASE("bfloat16: the dense conversions give the scalar conversion's bits on 
     REQUIRE(dense[i] == BFloat16(inputs[i]).bits);
     REQUIRE(strided[i] == dense[i]);
   }
+  const std::vector<std::uint16_t> runs = bits_of(t.narrow(1, 3, 500).to(kBFloat16));
+  CHECK(runs == bits_of(t.to(kBFloat16).narrow(1, 3, 500).contiguous()));
   const Tensor halves = t.to(kBFloat16);
+  const std::vector<float> wide_runs = halves.narrow(1, 3, 500).to(kFloat32).to_vector<float>();
+  const std::vector<float> wide_dense = halves.to(kFloat32).narrow(1, 3, 500).contiguous().to_vector<float>();
+  CHECK(std::memcmp(wide_runs.data(), wide_dense.data(), wide_runs.size() * sizeof(float)) == 0);
   const std::vector<float> wide = halves.to(kFloat32).to_vector<float>();
   const std::vector<float> wide_strided = halves.mT().to(kFloat32).mT().contiguous().to_vector<float>();
   for (std::size_t i = 0; i < inputs.size(); ++i) {

@@ -305,6 +305,28 @@ Tensor Tensor::clone() const {
   return out;
 }
 
+namespace {
+
+// out (contiguous) = src converted between float32 and bfloat16, src of any strides: its contiguous
+// runs (a head's row of a transposed view, say) through convert.h's loops, the rest element by
+// element with the same bits.
+template <class S, class T>
+void convert_strided(const Tensor& src, const Tensor& out, void (*convert)(const S*, T*, std::int64_t)) {
+  const S* from = src.data_ptr<S>();
+  T* to = out.data_ptr<T>();
+  kernels::parallel_for_each_run<2>(src.shape(), {out.strides(), src.strides()},
+                                    [&](kernels::Offsets<2> off, std::int64_t n, kernels::Offsets<2> step) {
+                                      if (step[0] == 1 && step[1] == 1) {
+                                        convert(from + off[1], to + off[0], n);
+                                      } else {
+                                        for (std::int64_t i = 0; i < n; ++i)
+                                          to[off[0] + i * step[0]] = static_cast<T>(from[off[1] + i * step[1]]);
+                                      }
+                                    });
+}
+
+}  // namespace
+
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   const DType source = dtype();
@@ -315,6 +337,12 @@ Tensor Tensor::to(DType target) const {
   } else if (is_contiguous() && source == kBFloat16 && target == kFloat32) {
     out = empty(shape(), target);
     kernels::widen_bfloat16(data_ptr<BFloat16>(), out.data_ptr<float>(), numel());
+  } else if (source == kFloat32 && target == kBFloat16) {
+    out = empty(shape(), target);
+    convert_strided<float, BFloat16>(*this, out, kernels::round_to_bfloat16_serial);
+  } else if (source == kBFloat16 && target == kFloat32) {
+    out = empty(shape(), target);
+    convert_strided<BFloat16, float>(*this, out, kernels::widen_bfloat16_serial);
   } else {
     out = dispatch_all(source, [&](auto from) {
       using S = decltype(from);
