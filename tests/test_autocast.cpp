@@ -487,6 +487,41 @@ TEST_CASE("bfloat16: fused attention and gelu keep bfloat16 on the tape and matc
   }
 }
 
+TEST_CASE("bfloat16: fused attention across key and query tiles matches float32 on the rounded inputs") {
+  // 150 queries and 140 keys (three tiles of 64 each way), four query heads on two key/value heads,
+  // a bias with masked entries, causal with an offset and not: q, k, v, the output and do stay
+  // bfloat16 and the products run on the bfloat16 kernel, the softmax in float32.
+  Generator gen(20);
+  for (const bool causal : {false, true}) {
+    CAPTURE(causal);
+    const Tensor q = randn({2, 4, 150, 24}, gen).to(kBFloat16).requires_grad_();
+    const Tensor k = randn({2, 2, 140, 24}, gen).to(kBFloat16).requires_grad_();
+    const Tensor v = randn({2, 2, 140, 16}, gen).to(kBFloat16).requires_grad_();
+    const Tensor g = randn({2, 4, 150, 16}, gen).to(kBFloat16);
+    Tensor bias = randn({150, 140}, gen);
+    bias = masked_fill(bias, gt(rand({150, 140}, gen), 0.9), -std::numeric_limits<double>::infinity());
+    FusedAttentionMask mask;
+    mask.causal = causal;
+    mask.causal_offset = -10;
+    mask.bias = bias.to(kBFloat16);
+    const Tensor out = fused_attention(q, k, v, 0.2, mask);
+    REQUIRE(out.dtype() == kBFloat16);
+    out.backward(g);
+    const Tensor q32 = q.detach().to(kFloat32).requires_grad_(), k32 = k.detach().to(kFloat32).requires_grad_(),
+                 v32 = v.detach().to(kFloat32).requires_grad_();
+    mask.bias = mask.bias.to(kFloat32);
+    const Tensor out32 = fused_attention(q32, k32, v32, 0.2, mask);
+    out32.backward(g.to(kFloat32));
+    // Rounding the probabilities and the output (2^-9 each) against float32: 2^-7 of the largest entry.
+    CHECK(max_abs_diff(out.to(kFloat32), out32) <= std::ldexp(1.0, -7) * max(abs(out32)).item());
+    for (const auto& [got, want] : {std::pair{q, q32}, std::pair{k, k32}, std::pair{v, v32}}) {
+      REQUIRE(got.grad().dtype() == kBFloat16);
+      const Tensor diff = got.grad().to(kFloat32) - want.grad();
+      CHECK(std::sqrt(sum(diff * diff).item()) <= 0.01 * std::sqrt(sum(want.grad() * want.grad()).item()));
+    }
+  }
+}
+
 TEST_CASE("bfloat16: gelu and its gradient have the bits of the float32 kernel on the widened values") {
   // 100,011 elements: several pool blocks, many 512-element conversion chunks, and a scalar tail.
   Generator gen(19);

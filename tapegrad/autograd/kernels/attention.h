@@ -18,16 +18,25 @@
 // group: attention matrix n reads keys and values n / group (grouped-query attention; group 1
 // otherwise). bias, when given, is read at bias + bias_offsets[n] + i * bias_q + j * bias_k
 // (broadcast axes have stride 0).
+//
+// Storage S and arithmetic T: S = T (float32, float64), or S = BFloat16 with T = float, the mixed
+// precision path: q, k, v, o and do are bfloat16, the products run on kernels::gemm's bfloat16
+// kernel with float32 accumulation, the scores, softmax and log-sum-exp are float32, and the
+// probabilities (and ds) are rounded to bfloat16 before they multiply v, do, k or q, as autocast
+// rounds a softmax before the product that follows it. dq, dk, dv are float32 (T) either way.
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
 
+#include "tapegrad/autograd/bfloat16.h"
 #include "tapegrad/autograd/kernels/blas.h"
+#include "tapegrad/autograd/kernels/convert.h"
 #include "tapegrad/autograd/kernels/rows.h"
 #include "tapegrad/autograd/kernels/softmax.h"
 #include "tapegrad/autograd/parallel.h"
@@ -61,9 +70,9 @@ static inline std::int64_t attention_key_end(const AttentionShape& s, std::int64
 
 // s (rows, kb) = scale * q_tile k_tile^T + bias, causally masked: the scores of query rows
 // [r0, r0 + rows) against keys [kj, kj + kb), row stride kAttentionTile.
-template <class T>
-static void attention_scores(const AttentionShape& sh, const AttentionBias<T>& bias, std::int64_t n, const T* q_tile,
-                             const T* k_tile, std::int64_t r0, std::int64_t rows, std::int64_t kj, std::int64_t kb,
+template <class T, class S>
+static void attention_scores(const AttentionShape& sh, const AttentionBias<T>& bias, std::int64_t n, const S* q_tile,
+                             const S* k_tile, std::int64_t r0, std::int64_t rows, std::int64_t kj, std::int64_t kb,
                              T scale, T* s) {
   gemm(false, true, rows, kb, sh.d, scale, q_tile, sh.d, k_tile, sh.d, T(0), s, kAttentionTile);
   if (bias.data) {
@@ -87,11 +96,36 @@ static void attention_scores(const AttentionShape& sh, const AttentionBias<T>& b
   }
 }
 
+// The (rows, kb) tile x (row stride kAttentionTile) as S for a product with S operands: x itself
+// when S = T, else rounded into `rounded` (same layout).
+template <class S, class T>
+static const S* tile_as(const T* x, std::int64_t rows, std::int64_t kb, S* rounded) {
+  if constexpr (std::is_same_v<S, T>) {
+    return x;
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r)
+      round_to_bfloat16_serial(x + r * kAttentionTile, rounded + r * kAttentionTile, kb);
+    return rounded;
+  }
+}
+
+// sum_c a[c] b[c] over n values of storage S, in T.
+template <class T, class S>
+static T storage_dot(const S* a, const S* b, std::int64_t n) {
+  if constexpr (std::is_same_v<S, T>) {
+    return row_dot(a, b, n);
+  } else {
+    T sum = T(0);
+    for (std::int64_t c = 0; c < n; ++c) sum += static_cast<T>(a[c]) * static_cast<T>(b[c]);
+    return sum;
+  }
+}
+
 // o = softmax(s) v per attention matrix, lse = the rows' log-sum-exp; parallel over (matrix,
 // query tile).
-template <class T>
-static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const T* q, const T* k,
-                              const T* v, T* o, T* lse) {
+template <class T, class S = T>
+static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const S* q, const S* k,
+                              const S* v, S* o, T* lse) {
   constexpr std::int64_t kTile = kAttentionTile;
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const std::int64_t q_tiles = (sh.tq + kTile - 1) / kTile;
@@ -99,12 +133,13 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
   // A grain of one tile: even a single tile holds 64 x 64 x D multiply-adds per key tile.
   parallel_for(0, items, 1, [&](std::int64_t first, std::int64_t last) {
     std::vector<T> s(kTile * kTile), acc(kTile * sh.dv), m(kTile), l(kTile);
+    std::vector<S> p_rounded(std::is_same_v<S, T> ? 0 : kTile * kTile);
     for (std::int64_t item = first; item < last; ++item) {
       const std::int64_t n = item / q_tiles, r0 = (item % q_tiles) * kTile;
       const std::int64_t rows = std::min(kTile, sh.tq - r0);
-      const T* q_tile = q + (n * sh.tq + r0) * sh.d;      // (rows, D)
-      const T* k_n = k + (n / sh.group) * sh.tk * sh.d;   // (Tk, D)
-      const T* v_n = v + (n / sh.group) * sh.tk * sh.dv;  // (Tk, Dv)
+      const S* q_tile = q + (n * sh.tq + r0) * sh.d;      // (rows, D)
+      const S* k_n = k + (n / sh.group) * sh.tk * sh.d;   // (Tk, D)
+      const S* v_n = v + (n / sh.group) * sh.tk * sh.dv;  // (Tk, Dv)
       std::fill(m.begin(), m.end(), kMinusInf);
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
@@ -128,18 +163,19 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
           }
         }
         // acc (rows, Dv) += p (rows, kb) @ v_tile (kb, Dv)
-        gemm(false, false, rows, sh.dv, kb, T(1), s.data(), kTile, v_n + kj * sh.dv, sh.dv, T(1), acc.data(), sh.dv);
+        gemm(false, false, rows, sh.dv, kb, T(1), tile_as(s.data(), rows, kb, p_rounded.data()), kTile,
+             v_n + kj * sh.dv, sh.dv, T(1), acc.data(), sh.dv);
       }
       for (std::int64_t r = 0; r < rows; ++r) {
-        T* orow = o + (n * sh.tq + r0 + r) * sh.dv;
+        S* orow = o + (n * sh.tq + r0 + r) * sh.dv;
         const T* ar = acc.data() + r * sh.dv;
         if (l[r] == T(0)) {  // a fully masked row
-          std::fill(orow, orow + sh.dv, T(0));
+          std::fill(orow, orow + sh.dv, S(T(0)));
           lse[n * sh.tq + r0 + r] = kMinusInf;
           continue;
         }
         const T inv = T(1) / l[r];
-        for (std::int64_t c = 0; c < sh.dv; ++c) orow[c] = ar[c] * inv;
+        for (std::int64_t c = 0; c < sh.dv; ++c) orow[c] = S(ar[c] * inv);
         lse[n * sh.tq + r0 + r] = m[r] + std::log(l[r]);
       }
     }
@@ -148,29 +184,31 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
 
 // dq, dk, dv from do, with the forward's o and lse; parallel over key/value heads (each owns its
 // dk, dv and its group's dq, so nothing is shared between threads). dq, dk, dv are overwritten.
-template <class T>
-static void attention_backward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const T* q, const T* k,
-                               const T* v, const T* o, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
+template <class T, class S = T>
+static void attention_backward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const S* q, const S* k,
+                               const S* v, const S* o, const T* lse, const S* dout, T* dq, T* dk, T* dv) {
   constexpr std::int64_t kTile = kAttentionTile;
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const std::int64_t n_kv = sh.n / sh.group;
   parallel_for(0, n_kv, 1, [&](std::int64_t first, std::int64_t last) {
     std::vector<T> p(kTile * kTile), dp(kTile * kTile), delta(sh.tq);
+    std::vector<S> p_rounded(std::is_same_v<S, T> ? 0 : kTile * kTile);
+    std::vector<S> ds_rounded(std::is_same_v<S, T> ? 0 : kTile * kTile);
     for (std::int64_t g = first; g < last; ++g) {
-      const T* k_g = k + g * sh.tk * sh.d;  // (Tk, D)
-      const T* v_g = v + g * sh.tk * sh.dv;
+      const S* k_g = k + g * sh.tk * sh.d;  // (Tk, D)
+      const S* v_g = v + g * sh.tk * sh.dv;
       T* dk_g = dk + g * sh.tk * sh.d;
       T* dv_g = dv + g * sh.tk * sh.dv;
       std::fill(dk_g, dk_g + sh.tk * sh.d, T(0));
       std::fill(dv_g, dv_g + sh.tk * sh.dv, T(0));
       for (std::int64_t n = g * sh.group; n < (g + 1) * sh.group; ++n) {
-        const T* q_n = q + n * sh.tq * sh.d;  // (Tq, D)
-        const T* do_n = dout + n * sh.tq * sh.dv;
+        const S* q_n = q + n * sh.tq * sh.d;  // (Tq, D)
+        const S* do_n = dout + n * sh.tq * sh.dv;
         const T* lse_n = lse + n * sh.tq;
         T* dq_n = dq + n * sh.tq * sh.d;
         std::fill(dq_n, dq_n + sh.tq * sh.d, T(0));
         for (std::int64_t i = 0; i < sh.tq; ++i)
-          delta[i] = row_dot(do_n + i * sh.dv, o + (n * sh.tq + i) * sh.dv, sh.dv);
+          delta[i] = storage_dot<T>(do_n + i * sh.dv, o + (n * sh.tq + i) * sh.dv, sh.dv);
         for (std::int64_t kj = 0; kj < sh.tk; kj += kTile) {
           const std::int64_t kb = std::min(kTile, sh.tk - kj);
           // Causal: the first query row that sees key kj is kj - offset.
@@ -184,9 +222,10 @@ static void attention_backward(const AttentionShape& sh, const AttentionBias<T>&
               if (shift == kMinusInf) std::fill(pr, pr + kb, T(0));  // a fully masked row
               else exp_shifted_sum(pr, shift, pr, kb);
             }
-            const T* do_tile = do_n + r0 * sh.dv;  // (rows, Dv)
+            const S* do_tile = do_n + r0 * sh.dv;  // (rows, Dv)
             // dv_tile (kb, Dv) += p^T (kb, rows) @ do_tile (rows, Dv)
-            gemm(true, false, kb, sh.dv, rows, T(1), p.data(), kTile, do_tile, sh.dv, T(1), dv_g + kj * sh.dv, sh.dv);
+            gemm(true, false, kb, sh.dv, rows, T(1), tile_as(p.data(), rows, kb, p_rounded.data()), kTile, do_tile,
+                 sh.dv, T(1), dv_g + kj * sh.dv, sh.dv);
             // dp (rows, kb) = do_tile (rows, Dv) @ v_tile^T (Dv, kb)
             gemm(false, true, rows, kb, sh.dv, T(1), do_tile, sh.dv, v_g + kj * sh.dv, sh.dv, T(0), dp.data(), kTile);
             for (std::int64_t r = 0; r < rows; ++r) {  // ds = p (dp - delta), in dp
@@ -195,12 +234,11 @@ static void attention_backward(const AttentionShape& sh, const AttentionBias<T>&
               const T dl = delta[r0 + r];
               for (std::int64_t j = 0; j < kb; ++j) dsr[j] = pr[j] * (dsr[j] - dl);
             }
+            const S* ds = tile_as(dp.data(), rows, kb, ds_rounded.data());
             // dq_tile (rows, D) += scale ds (rows, kb) @ k_tile (kb, D)
-            gemm(false, false, rows, sh.d, kb, scale, dp.data(), kTile, k_g + kj * sh.d, sh.d, T(1), dq_n + r0 * sh.d,
-                 sh.d);
+            gemm(false, false, rows, sh.d, kb, scale, ds, kTile, k_g + kj * sh.d, sh.d, T(1), dq_n + r0 * sh.d, sh.d);
             // dk_tile (kb, D) += scale ds^T (kb, rows) @ q_tile (rows, D)
-            gemm(true, false, kb, sh.d, rows, scale, dp.data(), kTile, q_n + r0 * sh.d, sh.d, T(1), dk_g + kj * sh.d,
-                 sh.d);
+            gemm(true, false, kb, sh.d, rows, scale, ds, kTile, q_n + r0 * sh.d, sh.d, T(1), dk_g + kj * sh.d, sh.d);
           }
         }
       }

@@ -157,57 +157,81 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                        " does not broadcast to the scores' shape " + scores_shape.str());
     bias = expand(detail::widen_bf16(mask.bias.detach()), scores_shape);  // ShapeError when it does not broadcast
   }
-  // bfloat16 runs the float32 kernels on widened copies; q, k, v and the output are saved as
-  // bfloat16 (the log-sum-exp as float32), so the memory the tape holds halves.
+  // bfloat16 keeps q, k, v and the output in bfloat16 and runs the products on the bfloat16 kernel
+  // (kernels/attention.h); the log-sum-exp is float32. The tape holds bfloat16, half the bytes.
   const bool bf16 = q_in.dtype() == kBFloat16;
-  const auto dense = [&](const Tensor& t) { return bf16 ? t.detach().to(kFloat32) : t.contiguous(); };
-  const Tensor q = dense(q_in), k = dense(k_in), v = dense(v_in);
+  // The contiguous copies (of the heads of one projection, say) are what the backward saves, so it
+  // reads them in place instead of copying again.
+  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
   Shape out_shape = q.shape();
   out_shape[out_shape.size() - 1] = sh.dv;
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // (L..., Tq)
   Tensor out = empty(out_shape, q.dtype());
-  Tensor lse = empty(lse_shape, q.dtype());
-  dispatch_floating(q.dtype(), kOp, [&](auto tag) {
-    using T = decltype(tag);
+  Tensor lse = empty(lse_shape, bf16 ? kFloat32 : q.dtype());
+  if (bf16) {
     std::vector<std::int64_t> offsets;
-    const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+    const kernels::AttentionBias<float> b = bias_view<float>(bias, offsets);
     if (out.numel() > 0 || lse.numel() > 0)
-      kernels::attention_forward<T>(sh, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-                                    out.data_ptr<T>(), lse.data_ptr<T>());
-  });
-  if (bf16) out = out.to(kBFloat16);
+      kernels::attention_forward<float, BFloat16>(sh, b, static_cast<float>(scale), q.data_ptr<BFloat16>(),
+                                                  k.data_ptr<BFloat16>(), v.data_ptr<BFloat16>(),
+                                                  out.data_ptr<BFloat16>(), lse.data_ptr<float>());
+  } else {
+    dispatch_floating(q.dtype(), kOp, [&](auto tag) {
+      using T = decltype(tag);
+      std::vector<std::int64_t> offsets;
+      const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+      if (out.numel() > 0 || lse.numel() > 0)
+        kernels::attention_forward<T>(sh, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
+                                      out.data_ptr<T>(), lse.data_ptr<T>());
+    });
+  }
   FusedAttentionMask structure = mask;  // what the backward needs of the masks; the bias is saved apart
   structure.bias = Tensor();
   if (any_requires_grad({&q_in, &k_in, &v_in}))
     record(kOp, out, {q_in, k_in, v_in},
-           [sq = SavedTensor(q_in), sk = SavedTensor(k_in), sv = SavedTensor(v_in), so = SavedTensor::output(out),
+           [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor::output(out),
             slse = SavedTensor(lse), sbias = bias.defined() ? SavedTensor(bias) : SavedTensor(), structure, sh,
             scale](const Tensor& g) -> TensorList {
              using detail::widen_bf16;
-             const Tensor q = widen_bf16(sq.unpack()), k = widen_bf16(sk.unpack()), v = widen_bf16(sv.unpack());
              const Tensor lse = slse.unpack();
              const Tensor bias = sbias.defined() ? sbias.unpack() : Tensor();
              const bool bf16 = g.dtype() == kBFloat16;
              const auto as_input = [bf16](const Tensor& grad) { return bf16 ? grad.to(kBFloat16) : grad; };
+             const Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack();
              if (any_requires_grad({&g, &q, &k, &v})) {
-               const TensorList grads = backward_taped(widen_bf16(g), q, k, v, lse, bias, structure, sh.group, scale);
+               // Taped (create_graph): differentiable ops, in float32 for bfloat16.
+               const TensorList grads = backward_taped(widen_bf16(g), widen_bf16(q), widen_bf16(k), widen_bf16(v), lse,
+                                                       bias, structure, sh.group, scale);
                return {as_input(grads[0]), as_input(grads[1]), as_input(grads[2])};
              }
-             const Tensor o = widen_bf16(so.unpack());
-             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(),
-                          gc = widen_bf16(g).contiguous();
-             Tensor dq = empty(qc.shape(), qc.dtype()), dk = empty(kc.shape(), kc.dtype()),
-                    dv = empty(vc.shape(), vc.dtype());
-             dispatch_floating(q.dtype(), "fused_attention backward", [&](auto tag) {
-               using T = decltype(tag);
+             // Untaped: the kernel, on the stored dtype (bfloat16 ones read in place); dq, dk, dv in float32
+             // for bfloat16, rounded on return.
+             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+             const Tensor o = so.unpack().contiguous(), gc = g.contiguous();
+             const DType grad_dtype = bf16 ? kFloat32 : qc.dtype();
+             Tensor dq = empty(qc.shape(), grad_dtype), dk = empty(kc.shape(), grad_dtype),
+                    dv = empty(vc.shape(), grad_dtype);
+             if (bf16) {
                std::vector<std::int64_t> offsets;
-               const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+               const kernels::AttentionBias<float> b = bias_view<float>(bias, offsets);
                if (dq.numel() > 0 || dk.numel() > 0)
-                 kernels::attention_backward<T>(sh, b, static_cast<T>(scale), qc.data_ptr<T>(), kc.data_ptr<T>(),
-                                                vc.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(), gc.data_ptr<T>(),
-                                                dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>());
-             });
+                 kernels::attention_backward<float, BFloat16>(
+                     sh, b, static_cast<float>(scale), qc.data_ptr<BFloat16>(), kc.data_ptr<BFloat16>(),
+                     vc.data_ptr<BFloat16>(), o.data_ptr<BFloat16>(), lse.data_ptr<float>(), gc.data_ptr<BFloat16>(),
+                     dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
+             } else {
+               dispatch_floating(qc.dtype(), "fused_attention backward", [&](auto tag) {
+                 using T = decltype(tag);
+                 std::vector<std::int64_t> offsets;
+                 const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
+                 if (dq.numel() > 0 || dk.numel() > 0)
+                   kernels::attention_backward<T>(sh, b, static_cast<T>(scale), qc.data_ptr<T>(), kc.data_ptr<T>(),
+                                                  vc.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(),
+                                                  gc.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
+                                                  dv.data_ptr<T>());
+               });
+             }
              return {as_input(dq), as_input(dk), as_input(dv)};
            });
   return out;
