@@ -219,6 +219,45 @@ TEST_CASE("fused attention: gradcheck and gradgradcheck, with masks, causal, gro
                   {randn({3, 4, 2}, gen, kFloat64), randn({3, 6, 2}, gen, kFloat64), randn({3, 6, 3}, gen, kFloat64)});
 }
 
+TEST_CASE("fused attention: heads viewed in place give the values and gradients of contiguous copies") {
+  // q, k, v as the heads of one (B, T, 4 * 8 + 2 * 8 + 2 * 6) projection, (B, T, H, Dh) seen as
+  // (B, H, T, Dh): rows 64 values apart, read in place. The same through contiguous copies must
+  // agree, the output's merged heads must be contiguous, and so must the heads of dq.
+  Generator gen(10);
+  for (const DType dtype : {kFloat64, kFloat32, kBFloat16}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor projection = randn({2, 70, 64}, gen).to(dtype).requires_grad_();
+    const auto heads = [](const Tensor& x, std::int64_t start, std::int64_t h, std::int64_t dh) {
+      return x.narrow(2, start, h * dh).reshape({2, 70, h, dh}).transpose(1, 2);
+    };
+    const Tensor q = heads(projection, 0, 4, 8), k = heads(projection, 32, 2, 8), v = heads(projection, 48, 2, 8);
+    REQUIRE_FALSE(q.is_contiguous());
+    const Tensor g = randn({2, 70, 4, 8}, gen).to(dtype).transpose(1, 2);  // do, strided as well
+    FusedAttentionMask mask;
+    mask.causal = true;
+    const Tensor out = fused_attention(q, k, v, 0.35, mask);
+    CHECK(out.transpose(1, 2).is_contiguous());
+    autograd::GradOptions keep;
+    keep.retain_graph = true;  // q, k, v's views are used again below
+    const TensorList grads = autograd::grad({out}, {projection, q}, {g}, keep);
+    const Tensor out_copied = fused_attention(q.contiguous(), k.contiguous(), v.contiguous(), 0.35, mask);
+    const TensorList grads_copied = autograd::grad({out_copied}, {projection}, {g.contiguous()});
+    CHECK(grads[1].transpose(1, 2).is_contiguous());
+    // bfloat16's kernel packs its operands, so the row stride cannot change a bit; BLAS may add in
+    // another order.
+    const double tol = dtype == kFloat64 ? 1e-12 : dtype == kFloat32 ? 1e-5 : 0.0;
+    CHECK(max_abs_diff(out.to(kFloat64), out_copied.to(kFloat64)) <= tol);
+    CHECK(max_abs_diff(grads[0].to(kFloat64), grads_copied[0].to(kFloat64)) <= tol);
+  }
+  // gradcheck through the views.
+  check_gradients(
+      [](const TensorList& x) {
+        const Tensor qkv = x[0].reshape({1, 5, 3, 2, 3}).permute({2, 0, 3, 1, 4});  // (3, B, H, T, Dh) views
+        return fused_attention(qkv.select(0, 0), qkv.select(0, 1), qkv.select(0, 2), 0.6, FusedAttentionMask());
+      },
+      {randn({1, 5, 18}, gen, kFloat64)});
+}
+
 TEST_CASE("fused attention: argument errors name the op and the shapes") {
   const Tensor q = zeros({1, 2, 4, 8}), k = zeros({1, 2, 5, 8}), v = zeros({1, 2, 5, 3});
   CHECK_THROWS_WITH_AS(fused_attention(q, zeros({1, 2, 5, 7}), v, 1.0),

@@ -14,10 +14,12 @@
 // The causal mask lets query i see key j when j <= i + offset; key tiles wholly above the
 // diagonal are never visited, the one crossing it is masked entry by entry.
 //
-// Buffers: q (N, Tq, D), k (Nkv, Tk, D), v (Nkv, Tk, Dv), o (N, Tq, Dv), lse (N, Tq). N = Nkv *
-// group: attention matrix n reads keys and values n / group (grouped-query attention; group 1
-// otherwise). bias, when given, is read at bias + bias_offsets[n] + i * bias_q + j * bias_k
-// (broadcast axes have stride 0).
+// Buffers: q (N, Tq, D), k (Nkv, Tk, D), v (Nkv, Tk, Dv), o (N, Tq, Dv), lse (N, Tq), do like o,
+// dq like q, dk like k, dv like v. N = Nkv * group: attention matrix n reads keys and values
+// n / group (grouped-query attention; group 1 otherwise). Each buffer but lse has its own layout
+// (AttentionRows): a matrix's rows need not be back to back, so the heads of one projection,
+// (B, T, H, Dh) seen as (B, H, T, Dh), are read and written in place. bias, when given, is read at bias +
+// bias_offsets[n] + i * bias_q + j * bias_k (broadcast axes have stride 0).
 //
 // Storage S and arithmetic T: S = T (float32, float64), or S = BFloat16 with T = float, the mixed
 // precision path: q, k, v, o and do are bfloat16, the products run on kernels::gemm's bfloat16
@@ -62,6 +64,20 @@ struct AttentionBias {
   std::int64_t stride_q = 0, stride_k = 0;  // between query rows, between keys
 };
 
+// Where the rows of each attention matrix of a buffer lie: row i of matrix n starts at element
+// offsets[n] + i * ld, its values adjacent. Without offsets the matrices are back to back
+// (matrix n at n * rows * ld).
+struct AttentionRows {
+  const std::int64_t* offsets = nullptr;
+  std::int64_t ld = 0;
+  std::int64_t rows = 0;
+  std::int64_t start(std::int64_t n) const { return offsets != nullptr ? offsets[n] : n * rows * ld; }
+};
+
+struct AttentionLayouts {
+  AttentionRows q, k, v, o, dout, dq, dk, dv;
+};
+
 // The keys query rows [r0, r1) may see: [0, key_end).
 static inline std::int64_t attention_key_end(const AttentionShape& s, std::int64_t r1) {
   if (!s.causal) return s.tk;
@@ -69,12 +85,12 @@ static inline std::int64_t attention_key_end(const AttentionShape& s, std::int64
 }
 
 // s (rows, kb) = scale * q_tile k_tile^T + bias, causally masked: the scores of query rows
-// [r0, r0 + rows) against keys [kj, kj + kb), row stride kAttentionTile.
+// [r0, r0 + rows) against keys [kj, kj + kb) (row strides ldq, ldk), row stride kAttentionTile.
 template <class T, class S>
 static void attention_scores(const AttentionShape& sh, const AttentionBias<T>& bias, std::int64_t n, const S* q_tile,
-                             const S* k_tile, std::int64_t r0, std::int64_t rows, std::int64_t kj, std::int64_t kb,
-                             T scale, T* s) {
-  gemm(false, true, rows, kb, sh.d, scale, q_tile, sh.d, k_tile, sh.d, T(0), s, kAttentionTile);
+                             std::int64_t ldq, const S* k_tile, std::int64_t ldk, std::int64_t r0, std::int64_t rows,
+                             std::int64_t kj, std::int64_t kb, T scale, T* s) {
+  gemm(false, true, rows, kb, sh.d, scale, q_tile, ldq, k_tile, ldk, T(0), s, kAttentionTile);
   if (bias.data) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const T* b = bias.data + bias.offsets[n] + (r0 + r) * bias.stride_q + kj * bias.stride_k;
@@ -124,8 +140,8 @@ static T storage_dot(const S* a, const S* b, std::int64_t n) {
 // o = softmax(s) v per attention matrix, lse = the rows' log-sum-exp; parallel over (matrix,
 // query tile).
 template <class T, class S = T>
-static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const S* q, const S* k,
-                              const S* v, S* o, T* lse) {
+static void attention_forward(const AttentionShape& sh, const AttentionLayouts& lay, const AttentionBias<T>& bias,
+                              T scale, const S* q, const S* k, const S* v, S* o, T* lse) {
   constexpr std::int64_t kTile = kAttentionTile;
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const std::int64_t q_tiles = (sh.tq + kTile - 1) / kTile;
@@ -137,16 +153,17 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
     for (std::int64_t item = first; item < last; ++item) {
       const std::int64_t n = item / q_tiles, r0 = (item % q_tiles) * kTile;
       const std::int64_t rows = std::min(kTile, sh.tq - r0);
-      const S* q_tile = q + (n * sh.tq + r0) * sh.d;      // (rows, D)
-      const S* k_n = k + (n / sh.group) * sh.tk * sh.d;   // (Tk, D)
-      const S* v_n = v + (n / sh.group) * sh.tk * sh.dv;  // (Tk, Dv)
+      const S* q_tile = q + lay.q.start(n) + r0 * lay.q.ld;  // (rows, D)
+      const S* k_n = k + lay.k.start(n / sh.group);          // (Tk, D)
+      const S* v_n = v + lay.v.start(n / sh.group);          // (Tk, Dv)
       std::fill(m.begin(), m.end(), kMinusInf);
       std::fill(l.begin(), l.end(), T(0));
       std::fill(acc.begin(), acc.end(), T(0));
       const std::int64_t key_end = attention_key_end(sh, r0 + rows);
       for (std::int64_t kj = 0; kj < key_end; kj += kTile) {
         const std::int64_t kb = std::min(kTile, key_end - kj);
-        attention_scores(sh, bias, n, q_tile, k_n + kj * sh.d, r0, rows, kj, kb, scale, s.data());
+        attention_scores(sh, bias, n, q_tile, lay.q.ld, k_n + kj * lay.k.ld, lay.k.ld, r0, rows, kj, kb, scale,
+                         s.data());
         for (std::int64_t r = 0; r < rows; ++r) {
           T* sr = s.data() + r * kTile;  // becomes p's row
           const T m_new = std::max(m[r], row_max(sr, kb));
@@ -164,10 +181,10 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
         }
         // acc (rows, Dv) += p (rows, kb) @ v_tile (kb, Dv)
         gemm(false, false, rows, sh.dv, kb, T(1), tile_as(s.data(), rows, kb, p_rounded.data()), kTile,
-             v_n + kj * sh.dv, sh.dv, T(1), acc.data(), sh.dv);
+             v_n + kj * lay.v.ld, lay.v.ld, T(1), acc.data(), sh.dv);
       }
       for (std::int64_t r = 0; r < rows; ++r) {
-        S* orow = o + (n * sh.tq + r0 + r) * sh.dv;
+        S* orow = o + lay.o.start(n) + (r0 + r) * lay.o.ld;
         const T* ar = acc.data() + r * sh.dv;
         if (l[r] == T(0)) {  // a fully masked row
           std::fill(orow, orow + sh.dv, S(T(0)));
@@ -185,8 +202,9 @@ static void attention_forward(const AttentionShape& sh, const AttentionBias<T>& 
 // dq, dk, dv from do, with the forward's o and lse; parallel over key/value heads (each owns its
 // dk, dv and its group's dq, so nothing is shared between threads). dq, dk, dv are overwritten.
 template <class T, class S = T>
-static void attention_backward(const AttentionShape& sh, const AttentionBias<T>& bias, T scale, const S* q, const S* k,
-                               const S* v, const S* o, const T* lse, const S* dout, T* dq, T* dk, T* dv) {
+static void attention_backward(const AttentionShape& sh, const AttentionLayouts& lay, const AttentionBias<T>& bias,
+                               T scale, const S* q, const S* k, const S* v, const S* o, const T* lse, const S* dout,
+                               T* dq, T* dk, T* dv) {
   constexpr std::int64_t kTile = kAttentionTile;
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const std::int64_t n_kv = sh.n / sh.group;
@@ -195,39 +213,45 @@ static void attention_backward(const AttentionShape& sh, const AttentionBias<T>&
     std::vector<S> p_rounded(std::is_same_v<S, T> ? 0 : kTile * kTile);
     std::vector<S> ds_rounded(std::is_same_v<S, T> ? 0 : kTile * kTile);
     for (std::int64_t g = first; g < last; ++g) {
-      const S* k_g = k + g * sh.tk * sh.d;  // (Tk, D)
-      const S* v_g = v + g * sh.tk * sh.dv;
-      T* dk_g = dk + g * sh.tk * sh.d;
-      T* dv_g = dv + g * sh.tk * sh.dv;
-      std::fill(dk_g, dk_g + sh.tk * sh.d, T(0));
-      std::fill(dv_g, dv_g + sh.tk * sh.dv, T(0));
+      const S* k_g = k + lay.k.start(g);  // (Tk, D)
+      const S* v_g = v + lay.v.start(g);
+      T* dk_g = dk + lay.dk.start(g);
+      T* dv_g = dv + lay.dv.start(g);
+      for (std::int64_t j = 0; j < sh.tk; ++j) {
+        std::fill(dk_g + j * lay.dk.ld, dk_g + j * lay.dk.ld + sh.d, T(0));
+        std::fill(dv_g + j * lay.dv.ld, dv_g + j * lay.dv.ld + sh.dv, T(0));
+      }
       for (std::int64_t n = g * sh.group; n < (g + 1) * sh.group; ++n) {
-        const S* q_n = q + n * sh.tq * sh.d;  // (Tq, D)
-        const S* do_n = dout + n * sh.tq * sh.dv;
+        const S* q_n = q + lay.q.start(n);  // (Tq, D)
+        const S* do_n = dout + lay.dout.start(n);
+        const S* o_n = o + lay.o.start(n);
         const T* lse_n = lse + n * sh.tq;
-        T* dq_n = dq + n * sh.tq * sh.d;
-        std::fill(dq_n, dq_n + sh.tq * sh.d, T(0));
-        for (std::int64_t i = 0; i < sh.tq; ++i)
-          delta[i] = storage_dot<T>(do_n + i * sh.dv, o + (n * sh.tq + i) * sh.dv, sh.dv);
+        T* dq_n = dq + lay.dq.start(n);
+        for (std::int64_t i = 0; i < sh.tq; ++i) {
+          std::fill(dq_n + i * lay.dq.ld, dq_n + i * lay.dq.ld + sh.d, T(0));
+          delta[i] = storage_dot<T>(do_n + i * lay.dout.ld, o_n + i * lay.o.ld, sh.dv);
+        }
         for (std::int64_t kj = 0; kj < sh.tk; kj += kTile) {
           const std::int64_t kb = std::min(kTile, sh.tk - kj);
           // Causal: the first query row that sees key kj is kj - offset.
           const std::int64_t first_row = sh.causal ? std::clamp<std::int64_t>(kj - sh.offset, 0, sh.tq) : 0;
           for (std::int64_t r0 = first_row / kTile * kTile; r0 < sh.tq; r0 += kTile) {
             const std::int64_t rows = std::min(kTile, sh.tq - r0);
-            attention_scores(sh, bias, n, q_n + r0 * sh.d, k_g + kj * sh.d, r0, rows, kj, kb, scale, p.data());
+            attention_scores(sh, bias, n, q_n + r0 * lay.q.ld, lay.q.ld, k_g + kj * lay.k.ld, lay.k.ld, r0, rows, kj,
+                             kb, scale, p.data());
             for (std::int64_t r = 0; r < rows; ++r) {
               T* pr = p.data() + r * kTile;
               const T shift = lse_n[r0 + r];
               if (shift == kMinusInf) std::fill(pr, pr + kb, T(0));  // a fully masked row
               else exp_shifted_sum(pr, shift, pr, kb);
             }
-            const S* do_tile = do_n + r0 * sh.dv;  // (rows, Dv)
+            const S* do_tile = do_n + r0 * lay.dout.ld;  // (rows, Dv)
             // dv_tile (kb, Dv) += p^T (kb, rows) @ do_tile (rows, Dv)
             gemm(true, false, kb, sh.dv, rows, T(1), tile_as(p.data(), rows, kb, p_rounded.data()), kTile, do_tile,
-                 sh.dv, T(1), dv_g + kj * sh.dv, sh.dv);
+                 lay.dout.ld, T(1), dv_g + kj * lay.dv.ld, lay.dv.ld);
             // dp (rows, kb) = do_tile (rows, Dv) @ v_tile^T (Dv, kb)
-            gemm(false, true, rows, kb, sh.dv, T(1), do_tile, sh.dv, v_g + kj * sh.dv, sh.dv, T(0), dp.data(), kTile);
+            gemm(false, true, rows, kb, sh.dv, T(1), do_tile, lay.dout.ld, v_g + kj * lay.v.ld, lay.v.ld, T(0),
+                 dp.data(), kTile);
             for (std::int64_t r = 0; r < rows; ++r) {  // ds = p (dp - delta), in dp
               const T* pr = p.data() + r * kTile;
               T* dsr = dp.data() + r * kTile;
@@ -236,9 +260,11 @@ static void attention_backward(const AttentionShape& sh, const AttentionBias<T>&
             }
             const S* ds = tile_as(dp.data(), rows, kb, ds_rounded.data());
             // dq_tile (rows, D) += scale ds (rows, kb) @ k_tile (kb, D)
-            gemm(false, false, rows, sh.d, kb, scale, ds, kTile, k_g + kj * sh.d, sh.d, T(1), dq_n + r0 * sh.d, sh.d);
+            gemm(false, false, rows, sh.d, kb, scale, ds, kTile, k_g + kj * lay.k.ld, lay.k.ld, T(1),
+                 dq_n + r0 * lay.dq.ld, lay.dq.ld);
             // dk_tile (kb, D) += scale ds^T (kb, rows) @ q_tile (rows, D)
-            gemm(true, false, kb, sh.d, rows, scale, ds, kTile, q_n + r0 * sh.d, sh.d, T(1), dk_g + kj * sh.d, sh.d);
+            gemm(true, false, kb, sh.d, rows, scale, ds, kTile, q_n + r0 * lay.q.ld, lay.q.ld, T(1),
+                 dk_g + kj * lay.dk.ld, lay.dk.ld);
           }
         }
       }

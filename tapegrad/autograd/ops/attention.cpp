@@ -1,6 +1,7 @@
 // fused_attention: scaled dot-product attention in one op, forward and backward on the tiled
 // kernels of kernels/attention.h, and the same backward written with ops for a taped backward.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -120,6 +121,64 @@ kernels::AttentionBias<T> bias_view(const Tensor& expanded, std::vector<std::int
   return b;
 }
 
+// t itself when the rows of each of its matrices can be read with one row stride (values
+// adjacent, rows at least a row apart), else a contiguous copy.
+Tensor with_readable_rows(const Tensor& t) {
+  const int r = t.dim();
+  const std::int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
+  const bool adjacent = cols <= 1 || t.strides()[r - 1] == 1;
+  const bool spaced = rows <= 1 || t.strides()[r - 2] >= cols;
+  return adjacent && spaced ? t : t.contiguous();
+}
+
+// Where t's matrices (L..., rows, cols) lie for the kernels, relative to t.data_ptr(); `offsets`
+// holds each matrix's start and must outlive the result.
+kernels::AttentionRows rows_of(const Tensor& t, std::vector<std::int64_t>& offsets) {
+  const int r = t.dim();
+  const Shape& shape = t.shape();
+  const std::int64_t rows = shape[r - 2], cols = shape[r - 1];
+  std::int64_t n = 1;
+  for (int a = 0; a < r - 2; ++a) n *= shape[a];
+  offsets.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {  // i's multi-index over the leading axes, last fastest
+    std::int64_t rest = i, offset = 0;
+    for (int a = r - 3; a >= 0; --a) {
+      offset += (rest % shape[a]) * t.strides()[a];
+      rest /= shape[a];
+    }
+    offsets[static_cast<std::size_t>(i)] = offset;
+  }
+  kernels::AttentionRows layout;
+  layout.offsets = offsets.data();
+  layout.ld = rows <= 1 ? std::max<std::int64_t>(cols, 1) : t.strides()[r - 2];
+  layout.rows = rows;
+  return layout;
+}
+
+// An uninitialised dense tensor of `shape` whose axes lie in memory in the order of like's strides
+// (the last axis innermost): for the heads of one projection, (B, T, H, Dh) seen as (B, H, T, Dh),
+// the result's (B, T, H, Dh) view is contiguous, so merging the heads back costs no copy.
+Tensor empty_in_order_of(const Tensor& like, const Shape& shape, DType dtype) {
+  const int r = like.dim();
+  std::vector<int> order(static_cast<std::size_t>(r));
+  for (int a = 0; a < r; ++a) order[static_cast<std::size_t>(a)] = a;
+  std::stable_sort(order.begin(), order.end() - 1, [&](int a, int b) { return like.strides()[a] > like.strides()[b]; });
+  Shape stored;
+  Dims inverse = Dims::filled(r, 0);
+  for (int i = 0; i < r; ++i) {
+    stored.push_back(shape[order[static_cast<std::size_t>(i)]]);
+    inverse[order[static_cast<std::size_t>(i)]] = i;
+  }
+  return empty(stored, dtype).permute(inverse);
+}
+
+// A dense float32 gradient rounded to bfloat16 with the same strides (one pass over its storage).
+Tensor round_dense(const Tensor& grad) {
+  Tensor out = empty_in_order_of(grad, grad.shape(), kBFloat16);
+  kernels::round_to_bfloat16(grad.data_ptr<float>(), out.data_ptr<BFloat16>(), grad.numel());
+  return out;
+}
+
 }  // namespace
 
 Tensor repeat_heads(const Tensor& x, std::int64_t group) {
@@ -159,21 +218,27 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   }
   // bfloat16 keeps q, k, v and the output in bfloat16 and runs the products on the bfloat16 kernel
   // (kernels/attention.h); the log-sum-exp is float32. The tape holds bfloat16, half the bytes.
+  // q, k and v are read in place when their rows allow (heads of a projection do), and the output
+  // takes q's order of axes.
   const bool bf16 = q_in.dtype() == kBFloat16;
-  // The contiguous copies (of the heads of one projection, say) are what the backward saves, so it
-  // reads them in place instead of copying again.
-  const Tensor q = q_in.contiguous(), k = k_in.contiguous(), v = v_in.contiguous();
+  const Tensor q = with_readable_rows(q_in), k = with_readable_rows(k_in), v = with_readable_rows(v_in);
   Shape out_shape = q.shape();
   out_shape[out_shape.size() - 1] = sh.dv;
   Shape lse_shape = q.shape();
   lse_shape.pop_back();  // (L..., Tq)
-  Tensor out = empty(out_shape, q.dtype());
+  Tensor out = empty_in_order_of(q, out_shape, q.dtype());
   Tensor lse = empty(lse_shape, bf16 ? kFloat32 : q.dtype());
+  std::vector<std::int64_t> q_offsets, k_offsets, v_offsets, o_offsets;
+  kernels::AttentionLayouts layouts;
+  layouts.q = rows_of(q, q_offsets);
+  layouts.k = rows_of(k, k_offsets);
+  layouts.v = rows_of(v, v_offsets);
+  layouts.o = rows_of(out, o_offsets);
   if (bf16) {
     std::vector<std::int64_t> offsets;
     const kernels::AttentionBias<float> b = bias_view<float>(bias, offsets);
     if (out.numel() > 0 || lse.numel() > 0)
-      kernels::attention_forward<float, BFloat16>(sh, b, static_cast<float>(scale), q.data_ptr<BFloat16>(),
+      kernels::attention_forward<float, BFloat16>(sh, layouts, b, static_cast<float>(scale), q.data_ptr<BFloat16>(),
                                                   k.data_ptr<BFloat16>(), v.data_ptr<BFloat16>(),
                                                   out.data_ptr<BFloat16>(), lse.data_ptr<float>());
   } else {
@@ -182,8 +247,8 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
       std::vector<std::int64_t> offsets;
       const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
       if (out.numel() > 0 || lse.numel() > 0)
-        kernels::attention_forward<T>(sh, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(), v.data_ptr<T>(),
-                                      out.data_ptr<T>(), lse.data_ptr<T>());
+        kernels::attention_forward<T>(sh, layouts, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(),
+                                      v.data_ptr<T>(), out.data_ptr<T>(), lse.data_ptr<T>());
     });
   }
   FusedAttentionMask structure = mask;  // what the backward needs of the masks; the bias is saved apart
@@ -205,34 +270,43 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
                                                        bias, structure, sh.group, scale);
                return {as_input(grads[0]), as_input(grads[1]), as_input(grads[2])};
              }
-             // Untaped: the kernel, on the stored dtype (bfloat16 ones read in place); dq, dk, dv in float32
-             // for bfloat16, rounded on return.
-             const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
-             const Tensor o = so.unpack().contiguous(), gc = g.contiguous();
-             const DType grad_dtype = bf16 ? kFloat32 : qc.dtype();
-             Tensor dq = empty(qc.shape(), grad_dtype), dk = empty(kc.shape(), grad_dtype),
-                    dv = empty(vc.shape(), grad_dtype);
+             // Untaped: the kernel, on the stored dtype (bfloat16 read in place), every operand in its own
+             // layout; dq, dk, dv in the order of q's, k's and v's axes (float32 for bfloat16, rounded on
+             // return), so that the heads' gradients merge back without a copy.
+             const Tensor o = so.unpack(), gr = with_readable_rows(g);
+             const DType grad_dtype = bf16 ? kFloat32 : q.dtype();
+             Tensor dq = empty_in_order_of(q, q.shape(), grad_dtype), dk = empty_in_order_of(k, k.shape(), grad_dtype),
+                    dv = empty_in_order_of(v, v.shape(), grad_dtype);
+             std::vector<std::int64_t> offsets[8];
+             kernels::AttentionLayouts layouts;
+             layouts.q = rows_of(q, offsets[0]);
+             layouts.k = rows_of(k, offsets[1]);
+             layouts.v = rows_of(v, offsets[2]);
+             layouts.o = rows_of(o, offsets[3]);
+             layouts.dout = rows_of(gr, offsets[4]);
+             layouts.dq = rows_of(dq, offsets[5]);
+             layouts.dk = rows_of(dk, offsets[6]);
+             layouts.dv = rows_of(dv, offsets[7]);
              if (bf16) {
-               std::vector<std::int64_t> offsets;
-               const kernels::AttentionBias<float> b = bias_view<float>(bias, offsets);
+               std::vector<std::int64_t> bias_offsets;
+               const kernels::AttentionBias<float> b = bias_view<float>(bias, bias_offsets);
                if (dq.numel() > 0 || dk.numel() > 0)
                  kernels::attention_backward<float, BFloat16>(
-                     sh, b, static_cast<float>(scale), qc.data_ptr<BFloat16>(), kc.data_ptr<BFloat16>(),
-                     vc.data_ptr<BFloat16>(), o.data_ptr<BFloat16>(), lse.data_ptr<float>(), gc.data_ptr<BFloat16>(),
+                     sh, layouts, b, static_cast<float>(scale), q.data_ptr<BFloat16>(), k.data_ptr<BFloat16>(),
+                     v.data_ptr<BFloat16>(), o.data_ptr<BFloat16>(), lse.data_ptr<float>(), gr.data_ptr<BFloat16>(),
                      dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>());
-             } else {
-               dispatch_floating(qc.dtype(), "fused_attention backward", [&](auto tag) {
-                 using T = decltype(tag);
-                 std::vector<std::int64_t> offsets;
-                 const kernels::AttentionBias<T> b = bias_view<T>(bias, offsets);
-                 if (dq.numel() > 0 || dk.numel() > 0)
-                   kernels::attention_backward<T>(sh, b, static_cast<T>(scale), qc.data_ptr<T>(), kc.data_ptr<T>(),
-                                                  vc.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(),
-                                                  gc.data_ptr<T>(), dq.data_ptr<T>(), dk.data_ptr<T>(),
-                                                  dv.data_ptr<T>());
-               });
+               return {round_dense(dq), round_dense(dk), round_dense(dv)};
              }
-             return {as_input(dq), as_input(dk), as_input(dv)};
+             dispatch_floating(q.dtype(), "fused_attention backward", [&](auto tag) {
+               using T = decltype(tag);
+               std::vector<std::int64_t> bias_offsets;
+               const kernels::AttentionBias<T> b = bias_view<T>(bias, bias_offsets);
+               if (dq.numel() > 0 || dk.numel() > 0)
+                 kernels::attention_backward<T>(sh, layouts, b, static_cast<T>(scale), q.data_ptr<T>(), k.data_ptr<T>(),
+                                                v.data_ptr<T>(), o.data_ptr<T>(), lse.data_ptr<T>(), gr.data_ptr<T>(),
+                                                dq.data_ptr<T>(), dk.data_ptr<T>(), dv.data_ptr<T>());
+             });
+             return {dq, dk, dv};
            });
   return out;
 }
