@@ -1,11 +1,57 @@
 #include "tapegrad/autograd/generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "tapegrad/autograd/error.h"
 
 namespace tapegrad {
+
+namespace detail {
+
+void Mt19937_64::seed(std::uint64_t value) {
+  words_[0] = value;
+  for (int i = 1; i < kWords; ++i)
+    words_[i] = 6364136223846793005ULL * (words_[i - 1] ^ (words_[i - 1] >> 62)) + static_cast<std::uint64_t>(i);
+  position_ = kWords;
+}
+
+void Mt19937_64::twist() {
+  constexpr int kShift = 156;
+  constexpr std::uint64_t kUpper = ~std::uint64_t{0} << 31, kLower = ~kUpper;  // 33 and 31 bits
+  constexpr std::uint64_t kMatrix = 0xB5026F5AA96619E9ULL;
+  auto next = [&](int i, int j, int k) {
+    const std::uint64_t y = (words_[i] & kUpper) | (words_[j] & kLower);
+    words_[i] = words_[k] ^ (y >> 1) ^ ((y & 1u) != 0 ? kMatrix : 0);
+  };
+  int i = 0;
+  for (; i < kWords - kShift; ++i) next(i, i + 1, i + kShift);
+  for (; i < kWords - 1; ++i) next(i, i + 1, i + kShift - kWords);
+  next(kWords - 1, 0, kShift - 1);
+  position_ = 0;
+}
+
+std::string Mt19937_64::text() const {
+  std::ostringstream out;
+  for (const std::uint64_t word : words_) out << word << ' ';
+  out << position_;
+  return out.str();
+}
+
+bool Mt19937_64::set_text(const std::string& text) {
+  std::istringstream in(text);
+  std::uint64_t words[kWords];
+  int position = 0;
+  for (std::uint64_t& word : words) in >> word;
+  in >> position;
+  if (!in || position < 0 || position > kWords) return false;
+  std::copy(words, words + kWords, words_);
+  position_ = position;
+  return true;
+}
+
+}  // namespace detail
 
 double Generator::normal() {
   if (has_spare_normal_) {
@@ -36,7 +82,7 @@ std::string Generator::state() const {
   std::ostringstream out;
   out.precision(17);
   out << seed_ << ' ' << has_spare_normal_ << ' ' << std::hexfloat << spare_normal_ << std::defaultfloat << ' '
-      << engine_;
+      << engine_.text();
   return out.str();
 }
 
@@ -45,9 +91,11 @@ void Generator::set_state(const std::string& state) {
   std::uint64_t seed;
   bool has_spare;
   std::string spare_text;
-  std::mt19937_64 engine;
-  in >> seed >> has_spare >> spare_text >> engine;
-  if (!in) throw ValueError("Generator::set_state: the state string is malformed");
+  in >> seed >> has_spare >> spare_text;
+  std::string engine_text;
+  std::getline(in, engine_text);
+  detail::Mt19937_64 engine(0);
+  if (!in || !engine.set_text(engine_text)) throw ValueError("Generator::set_state: the state string is malformed");
   seed_ = seed;
   has_spare_normal_ = has_spare;
   spare_normal_ = std::strtod(spare_text.c_str(), nullptr);
