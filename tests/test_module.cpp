@@ -41,7 +41,57 @@ class NetImpl : public nn::Module {
 };
 TAPEGRAD_MODULE(Net);
 
+// A user's module that keeps its parameters in members, one initialised (w), one assigned (b), and
+// one registered through a local variable of the constructor, which the module must forget.
+class AffineImpl : public nn::Module {
+ public:
+  AffineImpl() : w(register_parameter("w", ones({3}))) {
+    b = register_parameter("b", zeros({3}));
+    Tensor scratch;
+    scratch = register_parameter("extra", zeros({1}));
+  }
+  Tensor forward(const Tensor& x) { return x * w + b; }
+  Tensor w;
+  Tensor b;
+};
+TAPEGRAD_MODULE(Affine);
+
 }  // namespace
+
+TEST_CASE("module: a parameter member re-seated by assignment is refused at its next use, never split silently") {
+  for (const std::string name : {"w", "b"}) {
+    CAPTURE(name);
+    Affine m;
+    Tensor& member = name == "w" ? m->w : m->b;
+    const Tensor registered = member;
+    member = full({3}, 5.0);  // what parameters() and an optimiser would not see
+    const std::string message = "Affine: parameter \"" + name +
+                                "\" was re-seated: its member now holds another tensor than the registered one, which "
+                                "parameters(), state_dict() and the optimisers built from them would go on using. "
+                                "Change the values in place (under NoGradGuard: copy_) or with load_state_dict";
+    CHECK_THROWS_WITH_AS(m->parameters(), message.c_str(), ValueError);
+    CHECK_THROWS_WITH_AS(m->state_dict(), message.c_str(), ValueError);
+    CHECK_THROWS_WITH_AS(m(ones({3})), message.c_str(), ValueError);
+    // Inside a parent, the parent's parameters() finds it too.
+    nn::ModuleList parent;
+    parent->push_back(m);
+    CHECK_THROWS_AS(parent->named_parameters(), ValueError);
+    member = registered;  // the registered tensor back: accepted again
+    CHECK(m->parameters().size() == 3);
+  }
+  // Changing the values in place is the way: parameters() and the forward see them.
+  Affine m;
+  {
+    NoGradGuard no_grad;
+    m->w.copy_(full({3}, 2.0));
+  }
+  CHECK(m->parameters()[0].to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK(m(ones({3})).to_vector<float>() == std::vector<float>{2, 2, 2});
+  // A module made without a handle has no known extent: its members are not watched.
+  auto unwatched = std::make_shared<AffineImpl>();
+  unwatched->w = zeros({3});
+  CHECK(unwatched->parameters().size() == 3);
+}
 
 TEST_CASE("module: hierarchical names, own entries before children's, as in PyTorch") {
   manual_seed(0);

@@ -58,6 +58,21 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
+  // Construction and assignment from a handle that wants to know where it is kept: a type with a
+  // member type `binds_slot` and bind(const Tensor& slot) (nn::Module::register_parameter's result,
+  // so that the module can refuse a later re-seat of the member it initialised or was assigned to).
+  // Copy the handle, then bind.
+  template <class Bound, class = typename std::decay_t<Bound>::binds_slot>
+  Tensor(Bound&& value) : impl_(static_cast<const Tensor&>(value).impl_) {  // NOLINT(google-explicit-constructor)
+    value.bind(*this);
+  }
+  template <class Bound, class = typename std::decay_t<Bound>::binds_slot>
+  Tensor& operator=(Bound&& value) {
+    impl_ = static_cast<const Tensor&>(value).impl_;
+    value.bind(*this);
+    return *this;
+  }
+
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

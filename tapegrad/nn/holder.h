@@ -87,11 +87,14 @@ class ModuleHolder {
   template <class I = Impl, std::enable_if_t<std::is_default_constructible_v<I>, int> = 0>
   ModuleHolder() : impl_(std::make_shared<I>()) {
     impl_->factory_ = [] { return std::make_shared<I>(); };
+    impl_->set_object_extent(impl_.get(), sizeof(I));
   }
   // An empty handle, to be assigned later (e.g. a member set in the owner's constructor body).
   ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
   // Wraps a module that already exists (shares it).
-  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}  // NOLINT(google-explicit-constructor)
+  ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {  // NOLINT(google-explicit-constructor)
+    if (impl_) impl_->set_object_extent(impl_.get(), sizeof(Impl));
+  }
   // Constructs Impl from the arguments: nn::Linear(64, 10) is std::make_shared<LinearImpl>(64, 10).
   // A single argument that is already a handle of this Impl, nullptr or a shared_ptr picks the
   // constructors above (a copy shares); handles of other modules are arguments (nn::Sequential(fc)).
@@ -113,6 +116,7 @@ class ModuleHolder {
     }
     impl_ = std::make_shared<Impl>(std::forward<Head>(head), std::forward<Tail>(tail)...);
     if (factory) impl_->factory_ = std::move(factory);
+    impl_->set_object_extent(impl_.get(), sizeof(Impl));
   }
 
   // A deep copy of the module (Module::clone), as a handle of the same type: nn::Linear twin = fc.clone();

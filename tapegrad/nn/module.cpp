@@ -1,6 +1,7 @@
 #include "tapegrad/nn/module.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <typeinfo>
 #include <unordered_map>
@@ -24,14 +25,44 @@ void Module::check_new_name(const std::string& name, const char* what) const {
     throw ValueError(std::string("Module::") + what + ": the name \"" + name + "\" is already registered");
 }
 
-Tensor Module::register_parameter(const std::string& name, const Tensor& value, bool requires_grad) {
+RegisteredParameter Module::register_parameter(const std::string& name, const Tensor& value, bool requires_grad) {
   check_new_name(name, "register_parameter");
   if (!value.defined()) throw ValueError("Module::register_parameter: \"" + name + "\" is an undefined tensor");
   if (!value.is_leaf())
     throw GraphError("Module::register_parameter: \"" + name + "\" must be a leaf tensor (detach it first)");
   if (requires_grad) value.requires_grad_(true);
   parameters_.emplace_back(name, value);
-  return value;
+  parameter_slots_.push_back(nullptr);
+  return RegisteredParameter(value, *this, parameters_.size() - 1);
+}
+
+void RegisteredParameter::bind(const Tensor& slot) const { owner_->bind_parameter_slot(index_, &slot); }
+
+void Module::bind_parameter_slot(std::size_t index, const Tensor* slot) {
+  if (index < parameter_slots_.size()) parameter_slots_[index] = slot;
+}
+
+void Module::set_object_extent(const void* begin, std::size_t size) {
+  // Compared as integers: a slot may lie in another object (a local variable of the constructor).
+  const auto low = reinterpret_cast<std::uintptr_t>(begin);
+  for (const Tensor*& slot : parameter_slots_) {
+    const auto address = reinterpret_cast<std::uintptr_t>(slot);
+    if (slot != nullptr && (address < low || address - low + sizeof(Tensor) > size)) slot = nullptr;
+  }
+  slots_watched_ = true;
+}
+
+void Module::check_parameter_slots() const {
+  if (!slots_watched_) return;
+  for (std::size_t i = 0; i < parameters_.size(); ++i) {
+    const Tensor* slot = parameter_slots_[i];
+    if (slot == nullptr || slot->impl() == parameters_[i].second.impl()) continue;
+    const std::string& name = parameters_[i].first;
+    throw ValueError(this->name() + ": parameter \"" + name +
+                     "\" was re-seated: its member now holds another tensor than the registered one, which "
+                     "parameters(), state_dict() and the optimisers built from them would go on using. Change "
+                     "the values in place (under NoGradGuard: copy_) or with load_state_dict");
+  }
 }
 
 Tensor Module::register_buffer(const std::string& name, const Tensor& value) {
@@ -54,6 +85,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const {
+  if (params) check_parameter_slots();
   for (const auto& [name, t] : params ? parameters_ : buffers_) out.emplace_back(prefix + name, t);
   if (!recurse) return;
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, true, out);
@@ -339,7 +371,10 @@ ForwardStack& forward_stack() {
 
 }  // namespace
 
-detail::ForwardScope::ForwardScope(const Module& module) { forward_stack().modules.push_back(&module); }
+detail::ForwardScope::ForwardScope(const Module& module) {
+  module.check_parameter_slots();
+  forward_stack().modules.push_back(&module);
+}
 
 detail::ForwardScope::~ForwardScope() {
   ForwardStack& stack = forward_stack();

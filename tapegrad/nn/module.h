@@ -71,6 +71,23 @@ struct LoadOptions {
   TAPEGRAD_ARG(KeyMap, key_map);  // from the state's names to the module's; empty: the same names
 };
 
+class Module;
+
+// What Module::register_parameter returns: the parameter's handle (a Tensor). Assigned to a member of
+// the module (`weight_ = register_parameter("weight", ...)`), it tells the module where that member
+// is, and the module refuses a member that was later re-seated (see register_parameter).
+class RegisteredParameter : public Tensor {
+ public:
+  using binds_slot = void;
+  RegisteredParameter(const Tensor& value, Module& owner, std::size_t index)
+      : Tensor(value), owner_(&owner), index_(index) {}
+  void bind(const Tensor& slot) const;
+
+ private:
+  Module* owner_;
+  std::size_t index_;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -185,8 +202,15 @@ class Module {
   // derived from values it keeps elsewhere (a table computed in double) refills it here.
   virtual void converted_to(DType /*dtype*/) {}
 
-  // Registers a parameter (made a leaf that requires grad) and returns its handle.
-  Tensor register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
+  // Registers a parameter (made a leaf that requires grad) and returns its handle. Assigned to a
+  // member (`weight_ = register_parameter("weight", ...)`), the handle lets the module watch that
+  // member: assigning it another tensor later (`mlp->weight_ = zeros(...)`) would leave
+  // parameters(), state_dict() and the optimisers built from them with the old one, so the module's
+  // next forward through its handle, parameters(), named_parameters() or state_dict() throws a
+  // ValueError naming the module and the parameter instead. Change a parameter's values in place
+  // (under NoGradGuard: weight_.copy_(value)) or with load_state_dict. The members of modules built
+  // through a handle (nn::Linear, TAPEGRAD_MODULE's) are watched.
+  RegisteredParameter register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
   // Registers a tensor that is state but not trained (e.g. a fixed position table).
   Tensor register_buffer(const std::string& name, const Tensor& value);
   // Registers a generator the module draws from (not owned: it is normally a member of the module, so
@@ -215,13 +239,24 @@ class Module {
   // Runs the forward hooks on the output (of type output_type), replacing it where a hook returns one.
   void run_forward_hooks(const TensorList& tensor_args, void* output, const std::type_info& output_type);
 
+  friend class RegisteredParameter;
   void notify_converted(DType dtype);
+  // Where parameter `index` is kept, from RegisteredParameter::bind.
+  void bind_parameter_slot(std::size_t index, const Tensor* slot);
+  // Called by the handle that built the module, with the extent of the object it built: slots
+  // outside it (a handle assigned to a local variable during construction) are forgotten, and the
+  // rest are watched from now on.
+  void set_object_extent(const void* begin, std::size_t size);
+  // ValueError when a watched member holds another tensor than its registered parameter.
+  void check_parameter_slots() const;
   void check_new_name(const std::string& name, const char* what) const;
   void add_child(const std::string& name, std::shared_ptr<Module> module);
   void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const;
   void collect_generators(const std::string& prefix, bool recurse, NamedGenerators& out) const;
 
   NamedTensors parameters_;
+  std::vector<const Tensor*> parameter_slots_;  // the member each parameter was assigned to, or null
+  bool slots_watched_ = false;                  // set_object_extent has run
   NamedTensors buffers_;
   NamedGenerators generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
