@@ -56,6 +56,19 @@ class AffineImpl : public nn::Module {
 };
 TAPEGRAD_MODULE(Affine);
 
+// A module that registers a parameter in its first forward, into a local variable.
+class LazyImpl : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) {
+    if (parameters(/*recurse=*/false).empty()) {
+      Tensor w = register_parameter("w", full({x.size(-1)}, 2.0));
+      return x * w;
+    }
+    return x * parameters(/*recurse=*/false)[0];
+  }
+};
+TAPEGRAD_MODULE(Lazy);
+
 }  // namespace
 
 TEST_CASE("module: a parameter member re-seated by assignment is refused at its next use, never split silently") {
@@ -87,6 +100,11 @@ TEST_CASE("module: a parameter member re-seated by assignment is refused at its 
   }
   CHECK(m->parameters()[0].to_vector<float>() == std::vector<float>{2, 2, 2});
   CHECK(m(ones({3})).to_vector<float>() == std::vector<float>{2, 2, 2});
+  // A parameter registered after construction into a local is not watched (its local is gone).
+  Lazy lazy;
+  CHECK(lazy(ones({3})).to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK(lazy(ones({3})).to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK(lazy->parameters().size() == 1);
   // A module made without a handle has no known extent: its members are not watched.
   auto unwatched = std::make_shared<AffineImpl>();
   unwatched->w = zeros({3});

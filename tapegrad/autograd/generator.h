@@ -20,7 +20,8 @@ namespace tapegrad {
 namespace detail {
 
 // The 64-bit Mersenne Twister, MT19937-64 with the parameters of std::mt19937_64: the same numbers
-// as the standard library's engine from the same seed, and the same text form of its state. Written
+// as the standard library's engine from the same seed, and the text form of its state that
+// libstdc++ (GCC's library, the one tapegrad builds with) writes for it. Written
 // here so that this header, which every tapegrad program includes, does not pull in <random> (a
 // fifth of the time a training script takes to compile).
 class Mt19937_64 {
@@ -37,7 +38,7 @@ class Mt19937_64 {
     x ^= (x << 37) & 0xFFF7EEE000000000ULL;
     return x ^ (x >> 43);
   }
-  // As the standard engine writes itself: the 312 state words, each followed by a space, then the
+  // As libstdc++ writes std::mt19937_64: the 312 state words, each followed by a space, then the
   // position of the next word.
   std::string text() const;
   // Reads text(); false (and no change) when it is malformed.

@@ -91,7 +91,8 @@ class ModuleHolder {
   }
   // An empty handle, to be assigned later (e.g. a member set in the owner's constructor body).
   ModuleHolder(std::nullptr_t) {}  // NOLINT(google-explicit-constructor)
-  // Wraps a module that already exists (shares it).
+  // Wraps a module that already exists (shares it); from now on its parameter members are watched
+  // (Module::register_parameter) unless an earlier handle already set that up.
   ModuleHolder(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {  // NOLINT(google-explicit-constructor)
     if (impl_) impl_->set_object_extent(impl_.get(), sizeof(Impl));
   }

@@ -38,17 +38,26 @@ RegisteredParameter Module::register_parameter(const std::string& name, const Te
 
 void RegisteredParameter::bind(const Tensor& slot) const { owner_->bind_parameter_slot(index_, &slot); }
 
+bool Module::in_object(const Tensor* slot) const {
+  // Compared as integers: a slot may lie in another object (a local variable, a vector's storage).
+  const auto address = reinterpret_cast<std::uintptr_t>(slot), low = reinterpret_cast<std::uintptr_t>(object_begin_);
+  return address >= low && address - low + sizeof(Tensor) <= object_size_;
+}
+
 void Module::bind_parameter_slot(std::size_t index, const Tensor* slot) {
-  if (index < parameter_slots_.size()) parameter_slots_[index] = slot;
+  if (index >= parameter_slots_.size()) return;
+  // Once the extent is known, a slot outside it (a parameter registered later, in forward, and
+  // kept in a local) is not taken at all.
+  if (slots_watched_ && !in_object(slot)) return;
+  parameter_slots_[index] = slot;
 }
 
 void Module::set_object_extent(const void* begin, std::size_t size) {
-  // Compared as integers: a slot may lie in another object (a local variable of the constructor).
-  const auto low = reinterpret_cast<std::uintptr_t>(begin);
-  for (const Tensor*& slot : parameter_slots_) {
-    const auto address = reinterpret_cast<std::uintptr_t>(slot);
-    if (slot != nullptr && (address < low || address - low + sizeof(Tensor) > size)) slot = nullptr;
-  }
+  if (slots_watched_) return;  // the first handle knew the type it built or wrapped; later ones may name a base
+  object_begin_ = begin;
+  object_size_ = size;
+  for (const Tensor*& slot : parameter_slots_)
+    if (slot != nullptr && !in_object(slot)) slot = nullptr;
   slots_watched_ = true;
 }
 

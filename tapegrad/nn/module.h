@@ -208,8 +208,9 @@ class Module {
   // parameters(), state_dict() and the optimisers built from them with the old one, so the module's
   // next forward through its handle, parameters(), named_parameters() or state_dict() throws a
   // ValueError naming the module and the parameter instead. Change a parameter's values in place
-  // (under NoGradGuard: weight_.copy_(value)) or with load_state_dict. The members of modules built
-  // through a handle (nn::Linear, TAPEGRAD_MODULE's) are watched.
+  // (under NoGradGuard: weight_.copy_(value)) or with load_state_dict. Members of the Impl object
+  // of modules built or wrapped by a handle (nn::Linear, TAPEGRAD_MODULE's) are watched; handles
+  // kept elsewhere (a std::vector of parameters) and modules never given a handle are not.
   RegisteredParameter register_parameter(const std::string& name, const Tensor& value, bool requires_grad = true);
   // Registers a tensor that is state but not trained (e.g. a fixed position table).
   Tensor register_buffer(const std::string& name, const Tensor& value);
@@ -243,10 +244,11 @@ class Module {
   void notify_converted(DType dtype);
   // Where parameter `index` is kept, from RegisteredParameter::bind.
   void bind_parameter_slot(std::size_t index, const Tensor* slot);
-  // Called by the handle that built the module, with the extent of the object it built: slots
-  // outside it (a handle assigned to a local variable during construction) are forgotten, and the
-  // rest are watched from now on.
+  // Called by a handle that builds or wraps the module, with the extent of its Impl object: slots
+  // outside it (a handle kept in a local variable or a vector's storage) are forgotten without being
+  // read, later binds outside it are ignored, and the rest are watched from now on.
   void set_object_extent(const void* begin, std::size_t size);
+  bool in_object(const Tensor* slot) const;
   // ValueError when a watched member holds another tensor than its registered parameter.
   void check_parameter_slots() const;
   void check_new_name(const std::string& name, const char* what) const;
@@ -257,6 +259,8 @@ class Module {
   NamedTensors parameters_;
   std::vector<const Tensor*> parameter_slots_;  // the member each parameter was assigned to, or null
   bool slots_watched_ = false;                  // set_object_extent has run
+  const void* object_begin_ = nullptr;          // the Impl object's extent, from set_object_extent
+  std::size_t object_size_ = 0;
   NamedTensors buffers_;
   NamedGenerators generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -1,5 +1,5 @@
 #pragma once
-// Fused scaled dot-product attention on contiguous buffers: the forward with an online softmax
+// Fused scaled dot-product attention on row-strided buffers: the forward with an online softmax
 // over key tiles, saving only the log-sum-exp of each query row, and the backward that recomputes
 // the probabilities tile by tile (FlashAttention-2's arrangement, on the CPU). The op, its checks
 // and its taped backward are in ops/attention.cpp. Static, see rows.h.

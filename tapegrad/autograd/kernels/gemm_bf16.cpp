@@ -247,7 +247,9 @@ std::vector<std::uint32_t>& packed_b_buffer() {
   return buffer;
 }
 
-// The float32 partial sums of a rounded product whose k spans several blocks.
+// The float32 partial sums of a rounded product whose k spans several blocks, kept between calls
+// up to kKeptPartialSums floats (16 MiB).
+constexpr std::size_t kKeptPartialSums = std::size_t{4} << 20;
 std::vector<float>& partial_sums_buffer() {
   thread_local std::vector<float> buffer;
   return buffer;
@@ -357,12 +359,15 @@ void gemm_bf16_avx512_rounded(bool trans_a, bool trans_b, std::int64_t m, std::i
     return;
   }
   float* partial_sums = nullptr;
+  std::vector<float>& buffer = partial_sums_buffer();
   if (k > kKC) {
-    std::vector<float>& buffer = partial_sums_buffer();
     buffer.resize(static_cast<std::size_t>(m * n));
     partial_sums = buffer.data();
   }
   gemm_dot_product(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, partial_sums, n, bias, c, ldc);
+  // Kept for the next product of a transformer's sizes; a larger one (an output head over a large
+  // vocabulary) gives its memory back.
+  if (buffer.capacity() > kKeptPartialSums) std::vector<float>().swap(buffer);
 }
 
 #undef TAPEGRAD_AVX512_BF16
