@@ -65,13 +65,11 @@ struct AttentionBias {
 };
 
 // Where the rows of each attention matrix of a buffer lie: row i of matrix n starts at element
-// offsets[n] + i * ld, its values adjacent. Without offsets the matrices are back to back
-// (matrix n at n * rows * ld).
+// offsets[n] + i * ld, its values adjacent.
 struct AttentionRows {
   const std::int64_t* offsets = nullptr;
   std::int64_t ld = 0;
-  std::int64_t rows = 0;
-  std::int64_t start(std::int64_t n) const { return offsets != nullptr ? offsets[n] : n * rows * ld; }
+  std::int64_t start(std::int64_t n) const { return offsets[n]; }
 };
 
 struct AttentionLayouts {

@@ -95,29 +95,35 @@ TensorList backward_taped(const Tensor& g, const Tensor& q, const Tensor& k, con
   return {matmul(ds, kr) * scale, sum_heads(matmul(ds.mT(), q) * scale, group), sum_heads(matmul(p.mT(), g), group)};
 }
 
+// offsets[i] = where matrix i of t (L..., rows, cols) starts, in elements from t.data_ptr(), the
+// matrices in the order of their multi-index over the leading axes (last fastest).
+void matrix_starts(const Tensor& t, std::vector<std::int64_t>& offsets) {
+  const int r = t.dim();
+  const Shape& shape = t.shape();
+  std::int64_t n = 1;
+  for (int a = 0; a < r - 2; ++a) n *= shape[a];
+  offsets.assign(static_cast<std::size_t>(n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::int64_t rest = i, offset = 0;
+    for (int a = r - 3; a >= 0; --a) {
+      offset += (rest % shape[a]) * t.strides()[a];
+      rest /= shape[a];
+    }
+    offsets[static_cast<std::size_t>(i)] = offset;
+  }
+}
+
 // bias expanded to the scores (L..., Tq, Tk): each attention matrix's start and the two inner strides.
 template <class T>
 kernels::AttentionBias<T> bias_view(const Tensor& expanded, std::vector<std::int64_t>& offsets) {
   kernels::AttentionBias<T> b;
   if (!expanded.defined()) return b;
   const int r = expanded.dim();
-  const Shape& shape = expanded.shape();
-  const Dims& strides = expanded.strides();
-  std::int64_t n = 1;
-  for (int a = 0; a < r - 2; ++a) n *= shape[a];
-  offsets.assign(static_cast<std::size_t>(n), 0);
-  for (std::int64_t i = 0; i < n; ++i) {  // i's multi-index over the leading axes, last fastest
-    std::int64_t rest = i, offset = expanded.offset();
-    for (int a = r - 3; a >= 0; --a) {
-      offset += (rest % shape[a]) * strides[a];
-      rest /= shape[a];
-    }
-    offsets[static_cast<std::size_t>(i)] = offset;
-  }
-  b.data = expanded.data_ptr<T>() - expanded.offset();  // data_ptr includes the view's offset
+  matrix_starts(expanded, offsets);
+  b.data = expanded.data_ptr<T>();
   b.offsets = offsets.data();
-  b.stride_q = strides[r - 2];
-  b.stride_k = strides[r - 1];
+  b.stride_q = expanded.strides()[r - 2];
+  b.stride_k = expanded.strides()[r - 1];
   return b;
 }
 
@@ -135,23 +141,11 @@ Tensor with_readable_rows(const Tensor& t) {
 // holds each matrix's start and must outlive the result.
 kernels::AttentionRows rows_of(const Tensor& t, std::vector<std::int64_t>& offsets) {
   const int r = t.dim();
-  const Shape& shape = t.shape();
-  const std::int64_t rows = shape[r - 2], cols = shape[r - 1];
-  std::int64_t n = 1;
-  for (int a = 0; a < r - 2; ++a) n *= shape[a];
-  offsets.assign(static_cast<std::size_t>(n), 0);
-  for (std::int64_t i = 0; i < n; ++i) {  // i's multi-index over the leading axes, last fastest
-    std::int64_t rest = i, offset = 0;
-    for (int a = r - 3; a >= 0; --a) {
-      offset += (rest % shape[a]) * t.strides()[a];
-      rest /= shape[a];
-    }
-    offsets[static_cast<std::size_t>(i)] = offset;
-  }
+  const std::int64_t rows = t.shape()[r - 2], cols = t.shape()[r - 1];
+  matrix_starts(t, offsets);
   kernels::AttentionRows layout;
   layout.offsets = offsets.data();
   layout.ld = rows <= 1 ? std::max<std::int64_t>(cols, 1) : t.strides()[r - 2];
-  layout.rows = rows;
   return layout;
 }
 
