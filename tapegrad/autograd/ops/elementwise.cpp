@@ -308,8 +308,8 @@ Tensor Tensor::clone() const {
 namespace {
 
 // out (contiguous) = src converted between float32 and bfloat16, src of any strides: its contiguous
-// runs (a head's row of a transposed view, say) through convert.h's loops, the rest element by
-// element with the same bits.
+// runs (the whole tensor when it is contiguous, a head's row of a transposed view) through
+// convert.h's loops, in chunks over the pool, the rest element by element with the same bits.
 template <class S, class T>
 void convert_strided(const Tensor& src, const Tensor& out, void (*convert)(const S*, T*, std::int64_t)) {
   const S* from = src.data_ptr<S>();
@@ -331,13 +331,7 @@ Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
   const DType source = dtype();
   Tensor out;
-  if (is_contiguous() && source == kFloat32 && target == kBFloat16) {
-    out = empty(shape(), target);
-    kernels::round_to_bfloat16(data_ptr<float>(), out.data_ptr<BFloat16>(), numel());
-  } else if (is_contiguous() && source == kBFloat16 && target == kFloat32) {
-    out = empty(shape(), target);
-    kernels::widen_bfloat16(data_ptr<BFloat16>(), out.data_ptr<float>(), numel());
-  } else if (source == kFloat32 && target == kBFloat16) {
+  if (source == kFloat32 && target == kBFloat16) {
     out = empty(shape(), target);
     convert_strided<float, BFloat16>(*this, out, kernels::round_to_bfloat16_serial);
   } else if (source == kBFloat16 && target == kFloat32) {
