@@ -48,21 +48,20 @@ void Module::bind_parameter_slot(std::size_t index, const Tensor* slot) {
   if (index >= parameter_slots_.size()) return;
   // Once the extent is known, a slot outside it (a parameter registered later, in forward, and
   // kept in a local) is not taken at all.
-  if (slots_watched_ && !in_object(slot)) return;
+  if (watched() && !in_object(slot)) return;
   parameter_slots_[index] = slot;
 }
 
 void Module::set_object_extent(const void* begin, std::size_t size) {
-  if (slots_watched_) return;  // the first handle knew the type it built or wrapped; later ones may name a base
+  if (watched()) return;  // the first handle knew the type it built or wrapped; later ones may name a base
   object_begin_ = begin;
   object_size_ = size;
   for (const Tensor*& slot : parameter_slots_)
     if (slot != nullptr && !in_object(slot)) slot = nullptr;
-  slots_watched_ = true;
 }
 
 void Module::check_parameter_slots() const {
-  if (!slots_watched_) return;
+  if (!watched()) return;
   for (std::size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor* slot = parameter_slots_[i];
     if (slot == nullptr || slot->impl() == parameters_[i].second.impl()) continue;

@@ -249,6 +249,7 @@ class Module {
   // read, later binds outside it are ignored, and the rest are watched from now on.
   void set_object_extent(const void* begin, std::size_t size);
   bool in_object(const Tensor* slot) const;
+  bool watched() const { return object_begin_ != nullptr; }  // set_object_extent has run
   // ValueError when a watched member holds another tensor than its registered parameter.
   void check_parameter_slots() const;
   void check_new_name(const std::string& name, const char* what) const;
@@ -258,7 +259,6 @@ class Module {
 
   NamedTensors parameters_;
   std::vector<const Tensor*> parameter_slots_;  // the member each parameter was assigned to, or null
-  bool slots_watched_ = false;                  // set_object_extent has run
   const void* object_begin_ = nullptr;          // the Impl object's extent, from set_object_extent
   std::size_t object_size_ = 0;
   NamedTensors buffers_;
