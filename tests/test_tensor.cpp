@@ -173,6 +173,24 @@ TEST_CASE("tensor: the buffer pool reuses freed buffers of the same size") {
   CHECK(after.pool_hits == before.pool_hits + 1);
 }
 
+// Sizes within an eighth of a power of two share buffers: a run whose tensors change size every
+// step (the bags of a batch) reuses them, and the cache holds a few buffers, not one per size seen.
+TEST_CASE("tensor: the buffer pool reuses a freed buffer for a slightly different size") {
+  { Tensor warm = empty({10000}); }  // 40,000 bytes: in the class up to 40,960
+  PoolStats before = pool_stats();
+  { Tensor near = empty({10200}); }
+  PoolStats after = pool_stats();
+  CHECK(after.pool_hits == before.pool_hits + 1);
+  const std::size_t cached = pool_stats().bytes_cached;
+  for (std::int64_t n = 100000; n < 200000; n += 500) Tensor t = empty({n});  // 200 sizes, one alive at a time
+  // Eight classes between 400 kB and 800 kB: at most eight buffers more (below 8 x 800 kB), not 200.
+  CHECK(pool_stats().bytes_cached - cached <= 8 * 819200);
+  before = pool_stats();
+  { Tensor last = empty({199999}); }
+  after = pool_stats();
+  CHECK(after.pool_hits == before.pool_hits + 1);
+}
+
 // A thread that makes tensors another thread frees (a batch loader, a shard's worker) gets their
 // buffers back from the shared list instead of allocating afresh each time, while the other
 // thread's own cache would grow without bound. (Before, the buffers stayed with the freeing thread
