@@ -14,6 +14,7 @@
 #include "examples/word2vec/glove.h"
 #include "examples/word2vec/trainer.h"
 #include "tapegrad/nn/nn.h"
+#include "tests/testing.h"
 
 using namespace tapegrad;
 using namespace tapegrad::examples::word2vec;
@@ -195,6 +196,82 @@ TEST_CASE("word2vec training: the vectors depend on the shards and not on the th
   }
 }
 
+namespace {
+
+// Like two_topics, but each topic's words share a stem ("apple0" .. "apple5", "berry0" .. "berry5"),
+// so their character n-grams carry the topic.
+std::vector<std::vector<std::string>> two_stemmed_topics() {
+  std::vector<std::vector<std::string>> sentences = two_topics();
+  for (auto& sentence : sentences)
+    for (std::string& word : sentence) word = (word[0] == 'a' ? "apple" : "berry") + word.substr(1);
+  return sentences;
+}
+
+double mean_cosine(const Tensor& unit, const Tensor& query, const Vocabulary& vocab, char topic) {
+  double sum = 0;
+  int n = 0;
+  for (std::int64_t i = 0; i < vocab.size(); ++i)
+    if (vocab.words[static_cast<std::size_t>(i)][0] == topic) {
+      sum += (unit.select(0, i) * query).sum().item<double>();
+      ++n;
+    }
+  return sum / n;
+}
+
+}  // namespace
+
+TEST_CASE("word2vec training with subwords: both models separate the topics and unseen words land near their stem") {
+  const auto sentences = two_stemmed_topics();
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  REQUIRE(vocab.size() == 12);
+  for (const std::string model : {"skipgram", "cbow"}) {
+    CAPTURE(model);
+    Word2VecOptions options;
+    options.model = model;
+    options.dim = 16;
+    options.epochs = 4;
+    options.sample = 0;
+    options.batch_size = 32;
+    options.maxn = 6;  // minn 3
+    options.buckets = 5000;
+    // Every word shares its stem's n-grams, so a CBOW window holds each of them about 7 times, and a
+    // batch of 32 windows steps them with about 200 examples' gradients at once: 0.05 diverges.
+    if (model == "cbow") options.lr = 0.005;
+    const Word2VecResult r = train_word2vec(vocab.encode(sentences), vocab, options);
+    CHECK(r.vectors.shape() == Shape{12, 16});
+    REQUIRE(r.ngram_rows.shape() == Shape{5000, 16});
+    CHECK(r.epoch_losses.back() < r.epoch_losses.front());
+    CHECK(topic_margin(r.vectors, vocab) > 0.5);
+    // Words never seen, from their n-grams alone: each is nearer its stem's topic.
+    const data::Subwords subwords(data::SubwordOptions().minn(3).maxn(6).buckets(5000));
+    const Tensor unseen = nn::normalize(ngram_vectors(r.ngram_rows, subwords, {"apple9", "berry9"}));
+    const Tensor unit = nn::normalize(r.vectors);
+    CHECK(mean_cosine(unit, unseen.select(0, 0), vocab, 'a') >
+          mean_cosine(unit, unseen.select(0, 0), vocab, 'b') + 0.3);
+    CHECK(mean_cosine(unit, unseen.select(0, 1), vocab, 'b') >
+          mean_cosine(unit, unseen.select(0, 1), vocab, 'a') + 0.3);
+  }
+}
+
+TEST_CASE("word2vec training with subwords: a word's vector from its n-grams is the mean of their rows") {
+  Generator gen(3);
+  const Tensor rows = randn({50, 4}, gen);
+  const data::Subwords subwords(data::SubwordOptions().minn(3).maxn(4).buckets(50));
+  const Tensor vectors = ngram_vectors(rows, subwords, {"abc", "xy"});
+  REQUIRE(vectors.shape() == Shape{2, 4});
+  for (const auto& [i, word] : {std::pair<std::int64_t, std::string>{0, "abc"}, {1, "xy"}}) {
+    const std::vector<std::int64_t> buckets = subwords.buckets(word);
+    Tensor expected = zeros({4});
+    for (const std::int64_t b : buckets) expected = expected + rows.select(0, b);
+    expected = expected / static_cast<double>(buckets.size());
+    testing::check_close(vectors.select(0, i), expected, 1e-6);
+  }
+  const std::string message =
+      "ngram_vectors: expected the n-grams' rows of a model trained with subwords, (50, dim), "
+      "got (40,4)";
+  CHECK_THROWS_WITH_AS(ngram_vectors(rows.narrow(0, 0, 40), subwords, {"abc"}), message.c_str(), ValueError);
+}
+
 TEST_CASE("word2vec training: options out of range are a ValueError naming them") {
   const auto sentences = two_topics();
   const Vocabulary vocab = build_vocabulary(sentences, 1);
@@ -217,6 +294,11 @@ TEST_CASE("word2vec training: options out of range are a ValueError naming them"
   bad_sample.sample = -1;
   CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_sample), doctest::Contains("sample, lr and batch_size"),
                        ValueError);
+  Word2VecOptions bad_subwords;
+  bad_subwords.minn = 7;
+  bad_subwords.maxn = 6;
+  CHECK_THROWS_WITH_AS(train_word2vec(encoded, vocab, bad_subwords),
+                       doctest::Contains("train_word2vec: subwords: Subwords: expected 1 <= minn <= maxn"), ValueError);
 }
 
 TEST_CASE("GloVe: co-occurrence counts weigh each pair within the window by 1 / distance, both ways") {

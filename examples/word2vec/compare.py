@@ -3,13 +3,18 @@
 compares speed and quality.
 
   compare.py --word2vec build/examples/word2vec [--seeds 3] [--threads 2] [--epochs 5]
-             [--models skipgram:ns,cbow:ns,skipgram:hs,cbow:hs,glove] [--out runs/word2vec_compare]
+             [--models skipgram:ns,cbow:ns,skipgram:hs,cbow:hs,skipgram:ns:subwords,glove]
+             [--out runs/word2vec_compare]
 
 Each seed of each model first runs tapegrad's program, which writes the tokenised verses it trains
 on (corpus.txt); gensim (Debian's python3-gensim, corpus_file mode) and fastText (Debian's
 fasttext, subwords off: -minn 0 -maxn 0) then train on that file with the same hyperparameters:
 dim 100, window 5, negative 5 (ns) or hierarchical softmax (hs), sample 1e-3, min_count 5, the
 same starting learning rate decayed linearly, the same epochs and threads.
+
+A model spec ending in ":subwords" trains fastText's model instead: character n-grams of 3 to 6
+characters in 2,000,000 hash buckets (tapegrad --minn 3 --maxn 6 --buckets 2000000, gensim's
+FastText class, fasttext -minn 3 -maxn 6 -bucket 2000000), the other hyperparameters as above.
 
 GloVe (model "glove", tapegrad only: neither gensim nor fastText trains it) runs on the same corpus
 with its own epochs, window and x_max (--glove_epochs 25, --glove_window 10, --glove_x_max 10:
@@ -111,6 +116,9 @@ def synonym_quality(path, pairs):
             "synonym_top10": hits / (2 * len(used))}
 
 
+SUBWORDS = {"minn": 3, "maxn": 6, "buckets": 2000000}
+
+
 def run_tapegrad(args, model, loss, seed, run_dir, epochs, extra=()):
     command = [args.word2vec, "--model", model, "--loss", loss, "--seed", str(seed), "--epochs", str(epochs),
                "--threads", str(args.threads), "--run_dir", run_dir, *extra]
@@ -120,11 +128,15 @@ def run_tapegrad(args, model, loss, seed, run_dir, epochs, extra=()):
     return summary
 
 
-def run_gensim(args, model, loss, seed, corpus, lr, out_path, train_words):
-    from gensim.models import Word2Vec
-    w2v = Word2Vec(vector_size=100, window=5, min_count=5, sample=1e-3, sg=int(model == "skipgram"),
-                   hs=int(loss == "hs"), negative=5 if loss == "ns" else 0, alpha=lr, min_alpha=lr * 1e-4,
-                   workers=args.threads, seed=seed)
+def run_gensim(args, model, loss, seed, corpus, lr, out_path, subwords):
+    from gensim.models import FastText, Word2Vec
+    common = dict(vector_size=100, window=5, min_count=5, sample=1e-3, sg=int(model == "skipgram"),
+                  hs=int(loss == "hs"), negative=5 if loss == "ns" else 0, alpha=lr, min_alpha=lr * 1e-4,
+                  workers=args.threads, seed=seed)
+    if subwords:
+        w2v = FastText(min_n=SUBWORDS["minn"], max_n=SUBWORDS["maxn"], bucket=SUBWORDS["buckets"], **common)
+    else:
+        w2v = Word2Vec(**common)
     w2v.build_vocab(corpus_file=corpus)
     start = time.perf_counter()
     w2v.train(corpus_file=corpus, total_examples=w2v.corpus_count, total_words=w2v.corpus_total_words,
@@ -134,10 +146,12 @@ def run_gensim(args, model, loss, seed, corpus, lr, out_path, train_words):
     return seconds
 
 
-def run_fasttext(args, model, loss, corpus, lr, prefix):
+def run_fasttext(args, model, loss, corpus, lr, prefix, subwords):
+    ngrams = ["-minn", str(SUBWORDS["minn"]), "-maxn", str(SUBWORDS["maxn"]), "-bucket", str(SUBWORDS["buckets"])] \
+        if subwords else ["-minn", "0", "-maxn", "0"]
     command = ["fasttext", model, "-input", corpus, "-output", prefix, "-dim", "100", "-ws", "5", "-neg", "5",
                "-loss", loss, "-t", "1e-3", "-minCount", "5", "-epoch", str(args.epochs), "-thread",
-               str(args.threads), "-lr", str(lr), "-minn", "0", "-maxn", "0", "-verbose", "0"]
+               str(args.threads), "-lr", str(lr), *ngrams, "-verbose", "0"]
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
@@ -161,9 +175,9 @@ def main():
 
     rows = []
     for spec in args.models.split(","):
-        model, loss = spec.split(":") if ":" in spec else (spec, "-")
+        model, loss, subwords = parse_spec(spec)
         for seed in range(args.seeds):
-            tag = f"{model}_{loss}_s{seed}"
+            tag = f"{model}_{loss}{'_subwords' if subwords else ''}_s{seed}"
             if model == "glove":
                 summary = run_tapegrad(args, model, "ns", seed, os.path.join(args.out, "tapegrad_" + tag),
                                        args.glove_epochs,
@@ -171,14 +185,16 @@ def main():
                 runs = {"tapegrad": (summary["train_seconds"], summary["vectors_path"])}
                 words = summary["train_words"] * args.glove_epochs
             else:
+                extra = [item for key, value in SUBWORDS.items() for item in (f"--{key}", str(value))] \
+                    if subwords else []
                 summary = run_tapegrad(args, model, loss, seed, os.path.join(args.out, "tapegrad_" + tag),
-                                       args.epochs)
+                                       args.epochs, extra)
                 runs = {"tapegrad": (summary["train_seconds"], summary["vectors_path"])}
                 words = summary["train_words"] * args.epochs
-                add_other_tools(args, model, loss, seed, tag, summary["corpus_path"], words, runs)
+                add_other_tools(args, model, loss, seed, tag, summary["corpus_path"], subwords, runs)
             for tool, (seconds, vectors) in runs.items():
-                row = {"tool": tool, "model": model, "loss": loss, "seed": seed, "seconds": seconds,
-                       "words_per_second": words / seconds}
+                row = {"tool": tool, "model": model, "loss": loss, "subwords": subwords, "seed": seed,
+                       "seconds": seconds, "words_per_second": words / seconds}
                 row.update(synonym_quality(vectors, pairs))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -187,13 +203,21 @@ def main():
     print_table(args, rows)
 
 
-def add_other_tools(args, model, loss, seed, tag, corpus, words, runs):
+def parse_spec(spec):
+    """model[:loss[:subwords]] -> (model, loss, subwords); loss "-" for GloVe."""
+    parts = spec.split(":")
+    if len(parts) > 3 or (len(parts) == 3 and parts[2] != "subwords"):
+        sys.exit(f"compare.py: expected model[:loss[:subwords]], got {spec!r}")
+    return parts[0], parts[1] if len(parts) > 1 else "-", len(parts) == 3
+
+
+def add_other_tools(args, model, loss, seed, tag, corpus, subwords, runs):
     """gensim's and fastText's runs of the same model on tapegrad's corpus file, into runs."""
     lr = 0.05 if model == "cbow" else 0.025
     gensim_vectors = os.path.join(args.out, "gensim_" + tag + ".txt")
-    runs["gensim"] = (run_gensim(args, model, loss, seed, corpus, lr, gensim_vectors, words), gensim_vectors)
+    runs["gensim"] = (run_gensim(args, model, loss, seed, corpus, lr, gensim_vectors, subwords), gensim_vectors)
     prefix = os.path.join(args.out, "fasttext_" + tag)
-    runs["fasttext"] = (run_fasttext(args, model, loss, corpus, lr, prefix), prefix + ".vec")
+    runs["fasttext"] = (run_fasttext(args, model, loss, corpus, lr, prefix, subwords), prefix + ".vec")
 
 
 def print_table(args, rows):
@@ -206,12 +230,14 @@ def print_table(args, rows):
     print("\n| model | tool | words/s | seconds | synonym percentile | synonym in top 10 |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for spec in args.models.split(","):
-        model, loss = spec.split(":") if ":" in spec else (spec, "-")
+        model, loss, subwords = parse_spec(spec)
         for tool in ("tapegrad", "gensim", "fasttext"):
-            sel = [r for r in rows if r["tool"] == tool and r["model"] == model and r["loss"] == loss]
+            sel = [r for r in rows
+                   if r["tool"] == tool and r["model"] == model and r["loss"] == loss and r["subwords"] == subwords]
             if not sel:
                 continue
-            print(f"| {model} {'' if loss == '-' else loss} | {tool} | {spread([r['words_per_second'] / 1000 for r in sel], '{:.0f}k')} | "
+            label = f"{model} {'' if loss == '-' else loss}{' subwords' if subwords else ''}"
+            print(f"| {label} | {tool} | {spread([r['words_per_second'] / 1000 for r in sel], '{:.0f}k')} | "
                   f"{spread([r['seconds'] for r in sel], '{:.1f}')} | "
                   f"{spread([r['synonym_percentile'] for r in sel], '{:.3f}')} | "
                   f"{spread([r['synonym_top10'] for r in sel], '{:.3f}')} |")

@@ -7,12 +7,14 @@
 //   training examples/word2vec/trainer.h: skip-gram or CBOW, negative sampling or hierarchical
 //            softmax, row-sparse SGD with word2vec.c's learning rate and its linear decay; or
 //            (--model glove) examples/word2vec/glove.h: GloVe's weighted least squares on the
-//            windowed co-occurrence counts (no subsampling), row-sparse Adagrad
+//            windowed co-occurrence counts (no subsampling), row-sparse Adagrad; with --maxn 6
+//            (examples/configs/fasttext.json) fastText's subwords: character n-grams of 3 to 6
+//            characters in --buckets hash rows, and vectors for words outside the vocabulary
 //
 // Files (run_dir, default runs/word2vec/): config.json, corpus.txt (the tokenised verses it trained
 // on, one per line: other tools train on the same input), metrics.jsonl, loss.svg, vectors.txt
 // (word2vec text format, readable by gensim), summary.json. Prints nearest neighbours of the probe
-// words and the analogies' answers.
+// words and the analogies' answers, and with subwords those of words it never saw (--oov_probes).
 //
 // Usage: word2vec [--config FILE] [--key value ...]   (--help lists the keys)
 
@@ -56,12 +58,16 @@ struct W2vConfig {
   double lr = 0.0;
   std::int64_t batch_size = 0;
   std::int64_t shards = 2;
+  std::int64_t minn = 3;
+  std::int64_t maxn = 0;
+  std::int64_t buckets = 2000000;
   double x_max = 100.0;
   double alpha = 0.75;
   std::int64_t threads = 2;
   std::int64_t log_every = 100;
   std::string probes = "god,king,water,bread,sword,wine";
   std::string analogies = "king:queen:man:woman,father:son:mother:daughter,brother:brethren:son:sons";
+  std::string oov_probes = "kingship,swordsmen,waterless,shepherding";
   std::string run_dir = "runs/word2vec";
 
   template <class F>
@@ -85,12 +91,17 @@ struct W2vConfig {
     f("shards", &C::shards,
       "runs of the sentences whose batches each step computes at once, in parallel (the vectors depend on it, "
       "not on threads)");
+    f("minn", &C::minn, "subwords: shortest character n-gram");
+    f("maxn", &C::maxn, "subwords: longest character n-gram (0: none, word2vec; fastText's 6 with minn 3)");
+    f("buckets", &C::buckets, "subwords: hash buckets the n-grams share");
     f("x_max", &C::x_max, "GloVe: co-occurrence counts above it weigh 1");
     f("alpha", &C::alpha, "GloVe: the weight's exponent, (x / x_max)^alpha below x_max");
     f("threads", &C::threads, "threads of tapegrad's pool");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("probes", &C::probes, "words whose nearest neighbours are printed, comma-separated");
     f("analogies", &C::analogies, "a:b:c:d, comma-separated: is d nearest to b - a + c?");
+    f("oov_probes", &C::oov_probes,
+      "subwords: words outside the vocabulary whose nearest neighbours (from their n-grams) are printed");
     f("run_dir", &C::run_dir, "where the run's files go");
   }
 };
@@ -108,10 +119,31 @@ std::vector<std::string> split(const std::string& text, char separator) {
 void validate(const W2vConfig& c) {
   examples::require_positive("word2vec", c, &C::dim, &C::window, &C::negative, &C::min_count, &C::epochs, &C::shards,
                              &C::threads, &C::log_every);
-  examples::require_non_negative("word2vec", c, &C::sample, &C::lr, &C::batch_size);
+  examples::require_non_negative("word2vec", c, &C::sample, &C::lr, &C::batch_size, &C::maxn);
+  examples::require_positive("word2vec", c, &C::minn, &C::buckets);
+  examples::require(c.maxn == 0 || c.maxn >= c.minn, "word2vec",
+                    "--maxn must be 0 (no subwords) or at least --minn " + std::to_string(c.minn) + ", got " +
+                        std::to_string(c.maxn));
+  examples::require(c.maxn == 0 || c.model != "glove", "word2vec", "--maxn: GloVe has no subwords");
   examples::require_positive("word2vec", c, &C::x_max, &C::alpha);
   for (const std::string& a : split(c.analogies, ','))
     examples::require(split(a, ':').size() == 4, "word2vec", "--analogies: expected a:b:c:d, got \"" + a + "\"");
+}
+
+// Prints "  word: other 0.93, ..." for the neighbours found and returns [[other, cosine], ...].
+nlohmann::json report_neighbours(const std::string& word, const nn::Neighbors& near, const Vocabulary& vocab) {
+  const std::vector<std::int64_t> rows = near.indices.to_vector<std::int64_t>();
+  const std::vector<float> sims = near.similarities.to_vector<float>();
+  std::cout << "  " << word << ":";
+  nlohmann::json list = nlohmann::json::array();
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const std::string& other = vocab.words[static_cast<std::size_t>(rows[k])];
+    std::cout << (k == 0 ? " " : ", ") << other << " "
+              << format_number(std::round(static_cast<double>(sims[k]) * 100) / 100);
+    list.push_back({other, sims[k]});
+  }
+  std::cout << "\n";
+  return list;
 }
 
 nlohmann::json neighbours(const Tensor& unit, const Vocabulary& vocab, const std::vector<std::string>& probes) {
@@ -122,20 +154,27 @@ nlohmann::json neighbours(const Tensor& unit, const Vocabulary& vocab, const std
       std::cout << "  " << word << ": not in the vocabulary\n";
       continue;
     }
-    const nn::Neighbors near = nn::nearest_neighbors(unit, unit.select(0, id).unsqueeze(0), 8,
-                                                     from_vector(std::vector<std::int64_t>{id}, {1}));
-    const std::vector<std::int64_t> rows = near.indices.to_vector<std::int64_t>();
-    const std::vector<float> sims = near.similarities.to_vector<float>();
-    std::cout << "  " << word << ":";
-    nlohmann::json list = nlohmann::json::array();
-    for (std::size_t k = 0; k < rows.size(); ++k) {
-      const std::string& other = vocab.words[static_cast<std::size_t>(rows[k])];
-      std::cout << (k == 0 ? " " : ", ") << other << " "
-                << format_number(std::round(static_cast<double>(sims[k]) * 100) / 100);
-      list.push_back({other, sims[k]});
+    out[word] = report_neighbours(word,
+                                  nn::nearest_neighbors(unit, unit.select(0, id).unsqueeze(0), 8,
+                                                        from_vector(std::vector<std::int64_t>{id}, {1})),
+                                  vocab);
+  }
+  return out;
+}
+
+// The vocabulary words nearest to each probe's vector from its n-grams (fastText's vector of a word
+// it has not seen); a probe in the vocabulary is reported and skipped.
+nlohmann::json oov_neighbours(const Tensor& ngram_rows, const Tensor& unit, const Vocabulary& vocab, const W2vConfig& c,
+                              const std::vector<std::string>& probes) {
+  nlohmann::json out = nlohmann::json::object();
+  const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+  for (const std::string& word : probes) {
+    if (vocab.id(word) >= 0) {
+      std::cout << "  " << word << ": in the vocabulary\n";
+      continue;
     }
-    std::cout << "\n";
-    out[word] = list;
+    const Tensor query = nn::normalize(ngram_vectors(ngram_rows, subwords, {word}));
+    out[word] = report_neighbours(word, nn::nearest_neighbors(unit, query, 8), vocab);
   }
   return out;
 }
@@ -209,6 +248,9 @@ int run(const Config& config) {
   options.batch_size = c.batch_size;
   options.shards = c.shards;
   options.seed = static_cast<std::uint64_t>(c.seed);
+  options.minn = c.minn;
+  options.maxn = c.maxn;
+  options.buckets = c.buckets;
   std::string metrics;
   Word2VecCallbacks callbacks;
   callbacks.log_every = c.log_every;
@@ -254,6 +296,7 @@ int run(const Config& config) {
   } else {
     result = train_word2vec(encoded, vocab, options, callbacks);
     model_summary = {{"loss", c.loss}, {"batch_size", options.batch()}, {"shards", options.shards}};
+    if (options.subwords()) model_summary.update({{"minn", c.minn}, {"maxn", c.maxn}, {"buckets", c.buckets}});
   }
   io::write_file_atomic(dir.file("metrics.jsonl"), metrics);
   dir.write_loss_plot(glove ? std::string("GloVe: weighted squared error per co-occurrence pair")
@@ -266,6 +309,10 @@ int run(const Config& config) {
   const nlohmann::json near = neighbours(unit, vocab, split(c.probes, ','));
   std::cout << "analogies (3CosAdd):\n";
   const nlohmann::json answers = analogies(unit, vocab, split(c.analogies, ','));
+  if (result.ngram_rows.defined()) {
+    std::cout << "words outside the vocabulary, from their n-grams (cosine):\n";
+    model_summary["oov_neighbours"] = oov_neighbours(result.ngram_rows, unit, vocab, c, split(c.oov_probes, ','));
+  }
 
   nlohmann::json summary = {{"model", c.model},
                             {"vocab_size", vocab.size()},

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <unordered_map>
 
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
@@ -13,15 +14,19 @@ namespace tapegrad::examples::word2vec {
 
 namespace {
 
-// A shard's examples: what predicts (the center word, or the context words of a CBOW window,
-// padded with `pad`) and the word predicted.
+// A shard's examples: what predicts and the word predicted. What predicts is the center word, or
+// the context words of a CBOW window padded with `pad` to (B, width); with subwords CBOW has a bag
+// of input rows per example (its context words' own rows and n-gram rows), the bags back to back
+// in `inputs`, example i's starting at offsets[i].
 struct Batch {
-  std::vector<std::int64_t> inputs;   // (B, width)
+  std::vector<std::int64_t> inputs;   // (B, width), or CBOW's bags with subwords
+  std::vector<std::int64_t> offsets;  // CBOW with subwords: (B)
   std::vector<std::int64_t> targets;  // (B)
-  std::vector<float> inverse_counts;  // CBOW: 1 / the context words per example
+  std::vector<float> inverse_counts;  // CBOW: 1 / the rows averaged per example
   std::int64_t size() const { return static_cast<std::int64_t>(targets.size()); }
   void clear() {
     inputs.clear();
+    offsets.clear();
     targets.clear();
     inverse_counts.clear();
   }
@@ -32,7 +37,14 @@ struct Batch {
       from.resize(at);
     };
     const auto at = static_cast<std::size_t>(first);
-    move_tail(inputs, rest.inputs, at * static_cast<std::size_t>(width));
+    if (offsets.empty()) {
+      move_tail(inputs, rest.inputs, at * static_cast<std::size_t>(width));
+    } else {
+      const std::int64_t from = offsets[at], base = static_cast<std::int64_t>(rest.inputs.size());
+      for (std::size_t i = at; i < offsets.size(); ++i) rest.offsets.push_back(offsets[i] - from + base);
+      offsets.resize(at);
+      move_tail(inputs, rest.inputs, static_cast<std::size_t>(from));
+    }
     move_tail(targets, rest.targets, at);
     if (!inverse_counts.empty()) move_tail(inverse_counts, rest.inverse_counts, at);
   }
@@ -60,13 +72,15 @@ class Word2Vec {
         vocab_size_(vocab.size()),
         cbow_(c.model == "cbow"),
         hs_(c.loss == "hs"),
-        width_(cbow_ ? 2 * c.window : 1),
+        subwords_(c.subwords()),
+        width_(cbow_ && !subwords_ ? 2 * c.window : 1),
+        bags_(subword_bags(vocab, c)),
         noise_(noise_distribution(vocab)),
         tree_(nn::huffman_tree(vocab.counts)),
-        // CBOW pads its windows with an extra row, a zero constant.
-        input_(nn::EmbeddingOptions(vocab.size() + (cbow_ ? 1 : 0), c.dim)
+        // CBOW pads its windows with an extra row, a zero constant; subwords add the n-grams' rows.
+        input_(nn::EmbeddingOptions(vocab.size() + (subwords_ ? c.buckets : (cbow_ ? 1 : 0)), c.dim)
                    .init(nn::EmbeddingInit::Uniform)
-                   .padding_idx(cbow_ ? std::optional<std::int64_t>(vocab.size()) : std::nullopt)
+                   .padding_idx(cbow_ && !subwords_ ? std::optional<std::int64_t>(vocab.size()) : std::nullopt)
                    .sparse(true)
                    .generator(&gen)),
         output_(nn::EmbeddingOptions(hs_ ? std::max<std::int64_t>(vocab.size() - 1, 1) : vocab.size(), c.dim)
@@ -75,11 +89,27 @@ class Word2Vec {
 
   std::int64_t width() const { return width_; }
   bool cbow() const { return cbow_; }
+  bool subwords() const { return subwords_; }
   std::int64_t pad() const { return vocab_size_; }
+  // Word id's input rows: itself and its n-grams (subwords only).
+  const std::vector<std::int64_t>& bag(std::int64_t id) const { return bags_[static_cast<std::size_t>(id)]; }
   const Tensor& input_table() const { return input_->weight(); }
   const Tensor& output_table() const { return output_->weight(); }
-  // The input vectors, one per vocabulary word (CBOW's padding row left out).
-  Tensor vectors() const { return input_->weight().narrow(0, 0, vocab_size_).detach(); }
+  // The input vectors, one per vocabulary word (CBOW's padding row left out); with subwords the
+  // mean of each word's bag.
+  Tensor vectors() const {
+    if (!subwords_) return input_->weight().narrow(0, 0, vocab_size_).detach();
+    const NoGradGuard no_grad;
+    std::vector<std::int64_t> rows, offsets;
+    for (const std::vector<std::int64_t>& b : bags_) {
+      offsets.push_back(static_cast<std::int64_t>(rows.size()));
+      rows.insert(rows.end(), b.begin(), b.end());
+    }
+    return nn::embedding_bag(input_->weight(), from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
+                             from_vector(offsets, {vocab_size_}), nn::BagMode::Mean);
+  }
+  // The n-grams' rows (subwords only).
+  Tensor ngram_rows() const { return input_->weight().narrow(0, vocab_size_, c_.buckets).detach(); }
 
   // The shard's batch through the model and back: its gradients on the shard's leaves and its
   // summed loss in shard.loss. Touches nothing another shard uses, so shards run at once.
@@ -90,7 +120,9 @@ class Word2Vec {
     if (b == 0) return;
     const Tensor targets = from_vector(batch.targets, {b});
     Tensor hidden;  // (B, D)
-    if (cbow_) {
+    if (subwords_) {
+      hidden = subword_hidden(shard.input, batch);
+    } else if (cbow_) {
       // The mean of the context vectors, each of which then receives the mean's whole gradient (not
       // a 1/count share), as word2vec.c and gensim update them: the value of sum / count, the
       // gradient of sum (the second term is zero, with gradient 1 - 1/count).
@@ -119,6 +151,38 @@ class Word2Vec {
   }
 
  private:
+  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole
+  // gradient as in CBOW above. Skip-gram's examples of one center share its bag: each distinct
+  // center's mean is taken once and picked for its examples.
+  Tensor subword_hidden(const Tensor& input, const Batch& batch) const {
+    std::vector<std::int64_t> rows, offsets, pick;
+    std::vector<float> inverse;
+    if (cbow_) {
+      rows = batch.inputs;
+      offsets = batch.offsets;
+      inverse = batch.inverse_counts;
+    } else {
+      std::unordered_map<std::int64_t, std::int64_t> slot;  // center -> its bag
+      for (const std::int64_t center : batch.inputs) {
+        const auto [at, added] = slot.try_emplace(center, static_cast<std::int64_t>(offsets.size()));
+        pick.push_back(at->second);
+        if (!added) continue;
+        const std::vector<std::int64_t>& b = bag(center);
+        offsets.push_back(static_cast<std::int64_t>(rows.size()));
+        rows.insert(rows.end(), b.begin(), b.end());
+        inverse.push_back(1.0f / static_cast<float>(b.size()));
+      }
+    }
+    const auto bags = static_cast<std::int64_t>(offsets.size());
+    const Tensor sum =
+        nn::embedding_bag(input, from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
+                          from_vector(offsets, {bags}), nn::BagMode::Sum, Tensor(), /*sparse=*/true);  // (bags, D)
+    const Tensor scale = from_vector(inverse, {bags, 1});
+    const Tensor mean = sum * scale + (sum - sum.detach()) * (1.0 - scale);
+    if (cbow_) return mean;
+    return index_select(mean, 0, from_vector(pick, {static_cast<std::int64_t>(pick.size())}));
+  }
+
   // (B, 1 + negative): each target followed by its draws from the noise distribution, a draw
   // redrawn while it is the target (as word2vec.c skips such a draw).
   Tensor noise_words(const std::vector<std::int64_t>& targets, Generator& gen) const {
@@ -144,21 +208,59 @@ class Word2Vec {
     return shard.labels;
   }
 
+  // Each word's input rows with subwords: its own, then its n-grams' (vocab_size + bucket).
+  static std::vector<std::vector<std::int64_t>> subword_bags(const Vocabulary& vocab, const Word2VecOptions& c) {
+    if (!c.subwords()) return {};
+    const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+    std::vector<std::vector<std::int64_t>> bags(vocab.words.size());
+    for (std::size_t id = 0; id < bags.size(); ++id) {
+      bags[id].push_back(static_cast<std::int64_t>(id));
+      for (const std::int64_t bucket : subwords.buckets(vocab.words[id])) bags[id].push_back(vocab.size() + bucket);
+    }
+    return bags;
+  }
+
   Word2VecOptions c_;
   std::int64_t vocab_size_;
   bool cbow_;
   bool hs_;
+  bool subwords_;
   std::int64_t width_;
+  std::vector<std::vector<std::int64_t>> bags_;
   AliasTable noise_;
   nn::HuffmanTree tree_;
   nn::Embedding input_;
   nn::Embedding output_;
 };
 
+// Appends a CBOW window's examples to the batch with subwords: each example's bag holds the rows of
+// every context word.
+void add_bag_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window, Generator& gen,
+                      Batch& batch) {
+  const std::int64_t n = static_cast<std::int64_t>(kept.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int64_t radius = 1 + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(window)));
+    const std::size_t start = batch.inputs.size();
+    for (std::int64_t j = std::max<std::int64_t>(0, i - radius); j <= std::min(n - 1, i + radius); ++j) {
+      if (j == i) continue;
+      const std::vector<std::int64_t>& rows = model.bag(kept[static_cast<std::size_t>(j)]);
+      batch.inputs.insert(batch.inputs.end(), rows.begin(), rows.end());
+    }
+    if (batch.inputs.size() == start) continue;  // a one-word sentence predicts nothing
+    batch.offsets.push_back(static_cast<std::int64_t>(start));
+    batch.targets.push_back(kept[static_cast<std::size_t>(i)]);
+    batch.inverse_counts.push_back(1.0f / static_cast<float>(batch.inputs.size() - start));
+  }
+}
+
 // Appends a sentence's examples to the batch.
 void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window, Generator& gen,
                   Batch& batch) {
   const std::int64_t n = static_cast<std::int64_t>(kept.size());
+  if (model.subwords() && model.cbow()) {
+    add_bag_examples(kept, model, window, gen, batch);
+    return;
+  }
   if (!model.cbow()) {
     for (const auto& [center, context] : context_pairs(kept, window, gen)) {
       batch.inputs.push_back(center);
@@ -207,6 +309,13 @@ void validate(const Word2VecOptions& o) {
           "dim, window, negative, epochs and shards must be at least 1, got " + std::to_string(o.dim) + ", " +
               std::to_string(o.window) + ", " + std::to_string(o.negative) + ", " + std::to_string(o.epochs) + " and " +
               std::to_string(o.shards));
+  if (o.subwords()) {
+    try {
+      const data::Subwords check(data::SubwordOptions().minn(o.minn).maxn(o.maxn).buckets(o.buckets));
+    } catch (const ValueError& e) {
+      require(false, std::string("subwords: ") + e.what());
+    }
+  }
   require(o.sample >= 0 && o.lr >= 0 && o.batch_size >= 0, "sample, lr and batch_size must be >= 0, got " +
                                                                format_number(o.sample) + ", " + format_number(o.lr) +
                                                                " and " + std::to_string(o.batch_size));
@@ -296,7 +405,23 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
   result.seconds = seconds();
   result.words_per_second = static_cast<double>(result.words) / result.seconds;
   result.vectors = model.vectors();
+  if (model.subwords()) result.ngram_rows = model.ngram_rows();
   return result;
+}
+
+Tensor ngram_vectors(const Tensor& ngram_rows, const data::Subwords& subwords, const std::vector<std::string>& words) {
+  if (!ngram_rows.defined() || ngram_rows.dim() != 2 || ngram_rows.shape()[0] != subwords.options().buckets())
+    throw ValueError("ngram_vectors: expected the n-grams' rows of a model trained with subwords, (" +
+                     std::to_string(subwords.options().buckets()) + ", dim), got " +
+                     (ngram_rows.defined() ? ngram_rows.shape().str() : std::string("an undefined tensor")));
+  const NoGradGuard no_grad;
+  std::vector<std::int64_t> rows, offsets;
+  for (const std::string& word : words) {
+    offsets.push_back(static_cast<std::int64_t>(rows.size()));
+    for (const std::int64_t bucket : subwords.buckets(word)) rows.push_back(bucket);
+  }
+  return nn::embedding_bag(ngram_rows, from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
+                           from_vector(offsets, {static_cast<std::int64_t>(words.size())}), nn::BagMode::Mean);
 }
 
 }  // namespace tapegrad::examples::word2vec

@@ -18,6 +18,13 @@
 //            step's gradients are summed, computed before any of its updates, so the nodes near the
 //            root of the Huffman tree, on nearly every path, take a step's updates at once: with
 //            1024 examples a step hierarchical softmax diverged
+//   subwords with maxn > 0, fastText's model (Bojanowski et al. 2017): the input table gains
+//            `buckets` rows for character n-grams (data::Subwords, minn to maxn characters), and
+//            a word's input vector is the mean of its own row and its n-grams' rows, taken by
+//            nn::embedding_bag with a row-sparse gradient; CBOW averages the rows of all its context
+//            words' n-grams. Every row of the mean receives the mean's whole gradient, as fastText
+//            updates them. A word's vector is that mean; a word outside the vocabulary has the
+//            mean of its n-grams' rows (ngram_vectors)
 //
 //   Vocabulary vocab = build_vocabulary(sentences, 5);
 //   Word2VecResult r = train_word2vec(vocab.encode(sentences), vocab, Word2VecOptions());
@@ -29,6 +36,7 @@
 #include <vector>
 
 #include "examples/word2vec/corpus.h"
+#include "tapegrad/data/subwords.h"
 
 namespace tapegrad::examples::word2vec {
 
@@ -40,10 +48,15 @@ struct Word2VecOptions {
   std::int64_t negative = 5;  // noise words per example (ns)
   double sample = 1e-3;       // subsampling threshold t (0: keep every word)
   std::int64_t epochs = 5;
-  double lr = 0.0;              // 0: 0.025 for skip-gram, 0.05 for CBOW
-  std::int64_t batch_size = 0;  // examples per shard per step (0: 256 for ns, 64 for hs)
-  std::int64_t shards = 2;      // workers computing their batches' gradients at once (see above)
-  std::uint64_t seed = 0;       // initial vectors, subsampling, windows and noise words
+  double lr = 0.0;                 // 0: 0.025 for skip-gram, 0.05 for CBOW
+  std::int64_t batch_size = 0;     // examples per shard per step (0: 256 for ns, 64 for hs)
+  std::int64_t shards = 2;         // workers computing their batches' gradients at once (see above)
+  std::uint64_t seed = 0;          // initial vectors, subsampling, windows and noise words
+  std::int64_t minn = 3;           // subwords: shortest character n-gram (used when maxn > 0)
+  std::int64_t maxn = 0;           // subwords: longest character n-gram (0: no subwords, word2vec)
+  std::int64_t buckets = 2000000;  // subwords: hash buckets of the n-grams, fastText's default
+
+  bool subwords() const { return maxn > 0; }
 
   double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
   std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" ? 64 : 256); }
@@ -56,7 +69,8 @@ struct Word2VecLog {
 };
 
 struct Word2VecResult {
-  Tensor vectors;  // (vocab.size(), dim): the input vectors
+  Tensor vectors;     // (vocab.size(), dim): the input vectors
+  Tensor ngram_rows;  // subwords: (buckets, dim), the n-grams' rows of the input table; else undefined
   std::int64_t steps = 0, words = 0;
   double seconds = 0, words_per_second = 0;
   std::vector<double> epoch_losses;  // mean loss per example of each epoch
@@ -69,9 +83,16 @@ struct Word2VecCallbacks {
 };
 
 // Trains on `sentences` (ids of `vocab`, as Vocabulary::encode gives them). ValueError naming the
-// option for a model or loss not listed above, or a dim, window, negative, epochs or shards below 1
-// or a negative sample, lr or batch_size.
+// option for a model or loss not listed above, a dim, window, negative, epochs or shards below 1,
+// a negative sample, lr or batch_size, or (with subwords) minn, maxn and buckets that
+// data::Subwords refuses.
 Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sentences, const Vocabulary& vocab,
                               const Word2VecOptions& options, const Word2VecCallbacks& callbacks = {});
+
+// The vectors of `words` from their n-grams alone, as fastText gives a word outside its vocabulary:
+// row i the mean of the rows of words[i]'s n-gram buckets (zeros for a word without n-grams), for
+// a model trained with subwords (result.ngram_rows) and the same minn, maxn and buckets.
+// ValueError when ngram_rows is undefined or does not have subwords' bucket count of rows.
+Tensor ngram_vectors(const Tensor& ngram_rows, const data::Subwords& subwords, const std::vector<std::string>& words);
 
 }  // namespace tapegrad::examples::word2vec

@@ -5,6 +5,7 @@
 #include "tapegrad/data/dataset.h"
 #include "tapegrad/data/prefetch.h"
 #include "tapegrad/data/split.h"
+#include "tapegrad/data/subwords.h"
 #include "tapegrad/data/token_stream.h"
 #include "tapegrad/data/tokenizer.h"
 #include "tapegrad/data/vocab.h"
