@@ -15,6 +15,7 @@
 #include "tapegrad/nn/losses.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/moe.h"
+#include "tapegrad/nn/pointer_sentinel.h"
 #include "tapegrad/nn/positions.h"
 #include "tapegrad/nn/recurrent.h"
 #include "tapegrad/nn/routing.h"

@@ -332,6 +332,14 @@ void LanguageModelCache::reorder(const Tensor& rows) {
 }
 
 Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cache) {
+  return logits(hidden(tokens, cache));
+}
+
+Tensor LanguageModelImpl::logits(const Tensor& hidden) {
+  return head_ ? head_(hidden) : linear(hidden, tok_emb_->weight());  // (B, T, vocab)
+}
+
+Tensor LanguageModelImpl::hidden(const Tensor& tokens, LanguageModelCache* cache) {
   if (tokens.dim() != 2) throw ShapeError("LanguageModel: expected tokens (B, T), got shape " + tokens.shape().str());
   const bool latent = options_.layer().latent_attention().has_value();
   if (cache) (latent ? cache->latent.resize(blocks_.size()) : cache->kv.resize(blocks_.size()));
@@ -349,8 +357,7 @@ Tensor LanguageModelImpl::forward(const Tensor& tokens, LanguageModelCache* cach
     if (cache && !latent) causal.cache(&cache->kv[i]);
     h = blocks_[i](h, causal);
   }
-  h = norm_(h);
-  return head_ ? head_(h) : linear(h, tok_emb_->weight());  // (B, T, vocab)
+  return norm_(h);
 }
 
 namespace {

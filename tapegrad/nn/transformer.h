@@ -242,6 +242,11 @@ class LanguageModelImpl : public Module {
   // tokens: Int64 (B, T) -> logits (B, T, vocab). With a cache, tokens are the new positions only
   // and positions continue from the cached length.
   Tensor forward(const Tensor& tokens, LanguageModelCache* cache = nullptr);
+  // forward in two halves: the final hidden states (B, T, d), after the last LayerNorm, and the
+  // logits of hidden states (the output projection). For heads that read the states themselves
+  // (nn::PointerSentinel). They skip the module's forward hooks, as calling a torch submethod does.
+  Tensor hidden(const Tensor& tokens, LanguageModelCache* cache = nullptr);
+  Tensor logits(const Tensor& hidden);
   // Continues prompt (Int64 (B, T0)) token by token with the cache, under no-grad; returns
   // (B, T0 + new). Greedy when temperature is 0, else samples from softmax(logits / temperature)
   // restricted to the top_k most likely tokens when top_k > 0, then to the top_p nucleus when
