@@ -17,6 +17,8 @@ struct LmConfig {
   std::string heldout_books = "Ruth,Prv,Joel,Mark,Jas";
   std::string tokenizer = "bytes";
   std::int64_t bpe_vocab = 1024;
+  std::int64_t word_min_count = 2;
+  std::int64_t pointer_window = 0;
   std::int64_t context = 128;
   std::int64_t batch_size = 16;
   std::int64_t d_model = 256;
@@ -65,9 +67,13 @@ struct LmConfig {
     f("data", &C::data, "bible.data of Debian's bible-kjv-text");
     f("heldout_books", &C::heldout_books, "books held out for evaluation, comma-separated (the file's abbreviations)");
     f("tokenizer", &C::tokenizer,
-      "bytes (vocabulary 256), or bpe: byte-level BPE learned from the training text (data::BpeTokenizer)",
-      {"bytes", "bpe"});
+      "bytes (vocabulary 256), bpe: byte-level BPE learned from the training text (data::BpeTokenizer), or words: "
+      "lowercase words of the training text, the rarer ones <unk>, <eos> ending each verse",
+      {"bytes", "bpe", "words"});
     f("bpe_vocab", &C::bpe_vocab, "bpe: vocabulary size (256 bytes plus the merges)");
+    f("word_min_count", &C::word_min_count, "words: words seen fewer times in the training text read as <unk>");
+    f("pointer_window", &C::pointer_window,
+      "words: > 0 adds a pointer sentinel mixture (Merity et al. 2016) over this many last positions (0: none)");
     f("context", &C::context, "tokens per training window (bytes with --tokenizer bytes), and the model's max_len");
     f("batch_size", &C::batch_size, "windows per step");
     f("d_model", &C::d_model, "model width");

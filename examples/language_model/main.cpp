@@ -3,22 +3,29 @@
 // asked to continue a prompt.
 //
 //   data     the verses, one per line, as bytes (vocabulary 256), or (--tokenizer bpe) as the tokens
-//            of a byte-level BPE learned from the training text (--bpe_vocab, 1024); the books Ruth,
+//            of a byte-level BPE learned from the training text (--bpe_vocab, 1024), or (--tokenizer
+//            words) as lowercase words, those seen fewer than --word_min_count times in the training
+//            text read as <unk>, each verse ended by <eos>; the books Ruth,
 //            Proverbs, Joel, Mark and James (4.7% of the text) held out; training windows of 128
 //            tokens at random offsets (data::TokenStream), a fresh draw every step
 //   model    nn::LanguageModel: d_model 256, 8 heads, 4 pre-norm blocks, FFN 1024 with GELU, learned
 //            positions (or sinusoidal / rotary), multi-head attention (or grouped-query, multi-query,
-//            multi-head latent), final LayerNorm, Linear(256, 256)
+//            multi-head latent), final LayerNorm, Linear(256, vocabulary); with --pointer_window L
+//            (words only) a pointer sentinel mixture over the last L positions on top
+//            (nn::PointerSentinel, Merity et al. 2016), trained with the paper's loss
 //   training AdamW (lr 1e-3, weight decay 0.01), gradient norm clipped at 1, warmup then cosine decay
 //            over the fraction of the run done, for 10 minutes of training time (time_budget_s)
 //   measures held-out loss in nats per byte and bits per byte (per character: the text is ASCII) over
-//            every held-out window, a BPE model's token losses summed over the bytes they cover; training
+//            every held-out window, a BPE model's token losses summed over the bytes they cover (a word
+//            model: nats per word and perplexity, by the targets' training counts, and with the pointer
+//            the share of each target's probability the pointer gave and the weight it took); training
 //            tokens per second, KV-cache bytes per token (measured from the caches), and samples:
 //            greedy, temperature, top-k and top-p continuations of the prompt, and the best of a beam
 //            search to the end of the verse
 //
 // Files (run_dir, default runs/language_model/): config.json, metrics.jsonl (training loss per
-// token), checkpoint/, loss.svg, summary.json, samples.txt, and tokenizer.json with --tokenizer bpe.
+// token), checkpoint/, loss.svg, summary.json, samples.txt, and tokenizer.json with --tokenizer bpe
+// (vocab.json with --tokenizer words).
 //
 // Usage: language_model [--config FILE] [--key value ...]   (--help lists the keys)
 
@@ -26,8 +33,10 @@
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "examples/common/data_parallel.h"
@@ -36,6 +45,8 @@
 #include "examples/language_model/lm_config.h"
 #include "tapegrad/data/bpe.h"
 #include "tapegrad/data/token_stream.h"
+#include "tapegrad/data/tokenizer.h"
+#include "tapegrad/data/vocab.h"
 #include "tapegrad/io/file.h"
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
@@ -49,31 +60,81 @@ using examples::LmConfig;
 namespace {
 
 using C = LmConfig;
-// The text's token ids: its bytes (vocabulary 256), or byte-level BPE learned from the training
-// text (--tokenizer bpe, --bpe_vocab tokens, saved as tokenizer.json in the run directory).
+// The text's token ids: its bytes (vocabulary 256), byte-level BPE learned from the training text
+// (--tokenizer bpe, --bpe_vocab tokens, saved as tokenizer.json in the run directory), or words
+// (--tokenizer words: data::Vocab of the training text's words, saved as vocab.json; <eos> ends a
+// verse).
 class LmTokenizer {
  public:
   LmTokenizer(const LmConfig& c, const std::string& train_text) {
     if (c.tokenizer == "bpe") bpe_ = data::BpeTokenizer::train(train_text, c.bpe_vocab);
+    if (c.tokenizer == "words") {
+      std::vector<std::vector<std::string>> verses;
+      for (const std::string& line : lines(train_text)) verses.push_back(data::word_tokenize(line));
+      words_ = data::Vocab::build(verses, data::VocabOptions{c.word_min_count, 0});
+      for (const auto& verse : verses)
+        for (const std::string& word : verse) ++counts_[words_->id(word)];
+    }
   }
   const std::optional<data::BpeTokenizer>& bpe() const { return bpe_; }
-  std::int64_t vocab_size() const { return bpe_ ? bpe_->vocab_size() : 256; }
+  const std::optional<data::Vocab>& words() const { return words_; }
+  std::int64_t vocab_size() const { return bpe_ ? bpe_->vocab_size() : words_ ? words_->size() : 256; }
   std::vector<std::int64_t> encode(const std::string& text) const {
-    return bpe_ ? bpe_->encode(text) : examples::byte_tokens(text);
+    if (bpe_) return bpe_->encode(text);
+    if (!words_) return examples::byte_tokens(text);
+    // Each verse's words and its <eos>; a text without a final newline (a prompt) gets no <eos>.
+    std::vector<std::int64_t> ids;
+    const std::vector<std::string> verses = lines(text);
+    for (std::size_t i = 0; i < verses.size(); ++i) {
+      const bool ended = i + 1 < verses.size() || (!text.empty() && text.back() == '\n');
+      const std::vector<std::int64_t> verse = words_->encode(data::word_tokenize(verses[i]), false, ended);
+      ids.insert(ids.end(), verse.begin(), verse.end());
+    }
+    return ids;
   }
   std::string decode(const std::vector<std::int64_t>& ids) const {
-    return bpe_ ? bpe_->decode(ids) : examples::bytes_text(ids);
+    if (bpe_) return bpe_->decode(ids);
+    if (!words_) return examples::bytes_text(ids);
+    std::string text;
+    for (const std::int64_t id : ids) {
+      if (id == data::Vocab::kEos) {
+        text += "\n";
+        continue;
+      }
+      if (!text.empty() && text.back() != '\n') text += ' ';
+      text += words_->token(id);
+    }
+    return text;
   }
-  // The bytes of text token id stands for.
+  // The bytes of text token id stands for (byte and BPE tokens).
   std::int64_t bytes(std::int64_t id) const { return bpe_ ? static_cast<std::int64_t>(bpe_->token(id).size()) : 1; }
-  // The id of the end of a verse ('\n'), when it is one token.
+  // How often word id occurs in the training text (words; <unk> counts the words it stands for).
+  std::int64_t training_count(std::int64_t id) const {
+    const auto it = counts_.find(id);
+    return it == counts_.end() ? 0 : it->second;
+  }
+  // The id of the end of a verse ('\n' or <eos>), when it is one token.
   std::optional<std::int64_t> newline() const {
+    if (words_) return data::Vocab::kEos;
     const std::vector<std::int64_t> ids = encode("\n");
     return ids.size() == 1 ? std::optional<std::int64_t>(ids[0]) : std::nullopt;
   }
 
  private:
+  static std::vector<std::string> lines(const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start < text.size()) {
+      const std::size_t end = std::min(text.find('\n', start), text.size());
+      out.push_back(text.substr(start, end - start));
+      start = end + 1;
+    }
+    return out;
+  }
+
   std::optional<data::BpeTokenizer> bpe_;
+  std::optional<data::Vocab> words_;
+  std::unordered_map<std::int64_t, std::int64_t> counts_;
 };
 
 void validate(const LmConfig& c) {
@@ -116,6 +177,11 @@ void validate(const LmConfig& c) {
   if (c.prompt.empty()) throw ConfigError("--prompt must not be empty");
   if (c.tokenizer == "bpe" && c.bpe_vocab < 257)
     throw ConfigError("--bpe_vocab must be above the 256 bytes, got " + std::to_string(c.bpe_vocab));
+  if (c.word_min_count < 1 || c.pointer_window < 0)
+    throw ConfigError("--word_min_count must be positive and --pointer_window >= 0, got " +
+                      std::to_string(c.word_min_count) + " and " + std::to_string(c.pointer_window));
+  if (c.pointer_window > 0 && c.tokenizer != "words")
+    throw ConfigError("--pointer_window copies words: it needs --tokenizer words, got --tokenizer " + c.tokenizer);
 }
 
 nn::PositionEncoding position_encoding(const std::string& name) {
@@ -212,18 +278,95 @@ class MoeTally {
   double last_balance_ = 0.0, last_load_ = 0.0;
 };
 
-// Cross-entropy per byte of text (nats) over the batches: the nats of every predicted token over
-// the bytes those tokens stand for, so that byte and BPE models compare.
-double heldout_loss(nn::LanguageModel& model, const std::vector<data::TokenBatch>& batches,
-                    const LmTokenizer& tokenizer) {
-  double total = 0.0;
-  std::int64_t bytes = 0;
-  for (const data::TokenBatch& b : batches) {
-    const Tensor logits = model(b.input).reshape({-1, tokenizer.vocab_size()});
-    total += nn::cross_entropy(logits, b.target.reshape({-1})).item() * static_cast<double>(b.tokens());
-    for (const std::int64_t id : b.target.contiguous().to_vector<std::int64_t>()) bytes += tokenizer.bytes(id);
+// The word model with its pointer, one module for the Trainer (optimiser, checkpoints, replicas):
+// children "lm" and "pointer".
+class PointerLmImpl : public nn::Module {
+ public:
+  PointerLmImpl(const nn::LanguageModel& lm, const nn::PointerSentinel& pointer) {
+    register_module("lm", lm);
+    register_module("pointer", pointer);
   }
-  return total / static_cast<double>(bytes);
+};
+TAPEGRAD_MODULE(PointerLm);
+
+// The held-out targets' nats by the model (with the pointer when there is one), summed, and for a
+// word model by the targets' training counts: 1-10, 11-100, 101-1000, above, and <unk>.
+struct Evaluation {
+  struct Bucket {
+    std::string name;
+    std::int64_t targets = 0;
+    double nats = 0.0;
+    double pointer_share = 0.0;   // sum of the pointer's part of p(target): pointer probability / p
+    double pointer_weight = 0.0;  // sum of 1 - g: the weight the pointer took from the vocabulary
+  };
+  double nats = 0.0;
+  std::int64_t targets = 0, bytes = 0;
+  std::vector<Bucket> buckets;
+
+  double per_byte() const { return nats / static_cast<double>(std::max<std::int64_t>(bytes, 1)); }
+  double per_token() const { return nats / static_cast<double>(std::max<std::int64_t>(targets, 1)); }
+  nlohmann::json by_frequency(bool pointer) const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Bucket& b : buckets) {
+      const double n = static_cast<double>(std::max<std::int64_t>(b.targets, 1));
+      nlohmann::json row = {{"training_count", b.name}, {"targets", b.targets}, {"nats_per_word", b.nats / n}};
+      if (pointer) {
+        row["pointer_share_of_target_probability"] = b.pointer_share / n;
+        row["pointer_weight"] = b.pointer_weight / n;
+      }
+      out.push_back(row);
+    }
+    return out;
+  }
+};
+
+Evaluation evaluate(nn::LanguageModel& model, const nn::PointerSentinel& pointer,
+                    const std::vector<data::TokenBatch>& batches, const LmTokenizer& tokenizer) {
+  Evaluation e;
+  if (tokenizer.words())
+    for (const char* name : {"1-10", "11-100", "101-1000", ">1000", "<unk>"}) e.buckets.push_back({name});
+  const auto bucket_of = [&](std::int64_t id) -> Evaluation::Bucket& {
+    if (id == data::Vocab::kUnk) return e.buckets[4];
+    const std::int64_t count = tokenizer.training_count(id);
+    return e.buckets[count <= 10 ? 0 : count <= 100 ? 1 : count <= 1000 ? 2 : 3];
+  };
+  for (const data::TokenBatch& b : batches) {
+    Tensor nats, gate, pointer_probs;  // (B * T) each
+    if (pointer) {
+      const Tensor hidden = model->hidden(b.input);
+      const nn::PointerSentinelOutput out = pointer(hidden, b.input, model->logits(hidden), b.target);
+      nats = (-out.log_probs).reshape({-1});
+      gate = out.gate.reshape({-1});
+      pointer_probs = out.pointer_probs.reshape({-1});
+    } else {
+      const Tensor logits = model(b.input).reshape({-1, tokenizer.vocab_size()});
+      nats = nn::cross_entropy(logits, b.target.reshape({-1}), {nn::Reduction::None});
+    }
+    const std::vector<double> n = nats.to_vector<double>();
+    const std::vector<std::int64_t> targets = b.target.contiguous().to_vector<std::int64_t>();
+    const std::vector<double> g = gate.defined() ? gate.to_vector<double>() : std::vector<double>();
+    const std::vector<double> copied =
+        pointer_probs.defined() ? pointer_probs.to_vector<double>() : std::vector<double>();
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      e.nats += n[i];
+      e.bytes += tokenizer.bytes(targets[i]);
+      if (e.buckets.empty()) continue;
+      Evaluation::Bucket& bucket = bucket_of(targets[i]);
+      ++bucket.targets;
+      bucket.nats += n[i];
+      if (g.empty()) continue;
+      bucket.pointer_share += copied[i] / std::exp(-n[i]);
+      bucket.pointer_weight += 1.0 - g[i];
+    }
+    e.targets += static_cast<std::int64_t>(targets.size());
+  }
+  return e;
+}
+
+// The held-out loss the run reports and early-stops on: nats per byte of text (byte and BPE models,
+// which then compare), nats per word for a word model.
+double heldout_loss(const Evaluation& e, const LmTokenizer& tokenizer) {
+  return tokenizer.words() ? e.per_token() : e.per_byte();
 }
 
 // KV-cache bytes per token and layer of each attention kind at these sizes, measured from the cache
@@ -251,23 +394,36 @@ std::string shown_text(const std::vector<std::int64_t>& ids, const LmTokenizer& 
   return text;
 }
 
-std::string continuation(nn::LanguageModel& model, const LmConfig& c, const LmTokenizer& tokenizer, double temperature,
-                         std::int64_t top_k, double top_p, std::uint64_t seed) {
+// With a pointer, every token is drawn from the mixture (nn::PointerSentinelDecoder, which slides
+// over the last context tokens itself).
+std::string continuation(nn::LanguageModel& model, const nn::PointerSentinel& pointer, const LmConfig& c,
+                         const LmTokenizer& tokenizer, double temperature, std::int64_t top_k, double top_p,
+                         std::uint64_t seed) {
   const std::vector<std::int64_t> prompt = tokenizer.encode(c.prompt);
+  const Tensor start = from_vector(prompt, {1, static_cast<std::int64_t>(prompt.size())});
   nn::GenerationOptions g;
   g.max_new_tokens = c.sample_tokens;
   g.temperature = temperature;
   g.top_k = top_k;
   g.top_p = top_p;
-  g.sliding_window = true;
   Generator gen(seed);
-  const Tensor out = model->generate(from_vector(prompt, {1, static_cast<std::int64_t>(prompt.size())}), g, gen);
+  Tensor out;
+  if (pointer) {
+    nn::PointerSentinelDecoder decoder(model, pointer);
+    out = nn::generate(decoder, start, g, gen);
+    model->train();
+    pointer->train();
+  } else {
+    g.sliding_window = true;
+    out = model->generate(start, g, gen);
+  }
   return shown_text(out.to_vector<std::int64_t>(), tokenizer);
 }
 
 // Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n', when it is a
 // token of its own), within the context.
-std::string beam_continuation(nn::LanguageModel& model, const LmConfig& c, const LmTokenizer& tokenizer) {
+std::string beam_continuation(nn::LanguageModel& model, const nn::PointerSentinel& pointer, const LmConfig& c,
+                              const LmTokenizer& tokenizer) {
   const std::vector<std::int64_t> prompt = tokenizer.encode(c.prompt);
   const auto prompt_len = static_cast<std::int64_t>(prompt.size());
   if (prompt_len >= c.context) return c.prompt;
@@ -277,9 +433,12 @@ std::string beam_continuation(nn::LanguageModel& model, const LmConfig& c, const
   if (o.max_new_tokens < 1) return c.prompt;
   o.eos_token = tokenizer.newline().value_or(-1);
   o.length_penalty = 1.0;
-  nn::LanguageModelDecoder decoder(model);
-  const std::vector<nn::Hypothesis> best = nn::beam_search(decoder, from_vector(prompt, {1, prompt_len}), o)[0];
+  std::unique_ptr<nn::Decoder> decoder;
+  if (pointer) decoder = std::make_unique<nn::PointerSentinelDecoder>(model, pointer);
+  else decoder = std::make_unique<nn::LanguageModelDecoder>(model);
+  const std::vector<nn::Hypothesis> best = nn::beam_search(*decoder, from_vector(prompt, {1, prompt_len}), o)[0];
   model->train();
+  if (pointer) pointer->train();
   std::vector<std::int64_t> ids = prompt;
   ids.insert(ids.end(), best[0].tokens.begin(), best[0].tokens.end());
   return shown_text(ids, tokenizer);
@@ -306,6 +465,7 @@ int run(const Config& options) {
   const examples::LmCorpus corpus = examples::kjv_corpus(bible, examples::split_books(c.heldout_books));
   const LmTokenizer tokenizer(c, corpus.train_text);
   if (tokenizer.bpe() && parallel.is_main()) tokenizer.bpe()->save(run.file("tokenizer.json"));
+  if (tokenizer.words() && parallel.is_main()) tokenizer.words()->save(run.file("vocab.json"));
   const std::int64_t vocab = tokenizer.vocab_size();
   const auto stream_options = data::TokenStreamOptions().batch_size(c.batch_size).context(c.context);
   const std::vector<std::int64_t> train_ids = tokenizer.encode(corpus.train_text);
@@ -320,8 +480,16 @@ int run(const Config& options) {
 
   Generator init(static_cast<std::uint64_t>(c.seed));
   nn::LanguageModel model(model_options(c, c.attention, vocab).generator(&init));
-  parallel.replicate(*model);
-  optim::AdamW optimizer(model->parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
+  // With a pointer, the Trainer steps, checkpoints and replicates both halves as one module.
+  nn::PointerSentinel pointer{nullptr};
+  PointerLm with_pointer{nullptr};
+  if (c.pointer_window > 0) {
+    pointer = nn::PointerSentinel(nn::PointerSentinelOptions(c.d_model).window(c.pointer_window).generator(&init));
+    with_pointer = PointerLm(model, pointer);
+  }
+  nn::Module& trained_module = pointer ? static_cast<nn::Module&>(*with_pointer) : *model;
+  parallel.replicate(trained_module);
+  optim::AdamW optimizer(trained_module.parameters(), optim::AdamWOptions(c.lr).weight_decay(c.weight_decay));
 
   train::TrainerOptions o;
   o.max_steps = c.steps;
@@ -337,7 +505,7 @@ int run(const Config& options) {
   o.precision = train::parse_precision(c.precision);
   o.replicas = parallel.replicas();
   if (c.patience > 0) o.early_stopping = train::EarlyStopping{"val_loss", c.patience, 0.0, false};
-  train::Trainer trainer(model, optimizer, o);
+  train::Trainer trainer(trained_module, optimizer, o);
   trainer.set_schedule(optim::warmup_cosine(c.warmup_fraction, c.min_lr_ratio));
 
   // With experts: their auxiliary losses join the loss, and their loads and drops are summed over
@@ -345,19 +513,27 @@ int run(const Config& options) {
   MoeTally moe_tally(c.moe_experts);
   const auto step_fn = [&](std::int64_t step) {
     const data::TokenBatch b = train_stream.batch_at(step);  // the global batch; this process takes its rows
-    const Tensor logits = model(parallel.share(b.input)).reshape({-1, vocab});
-    Tensor loss = nn::cross_entropy(logits, parallel.share(b.target).reshape({-1}));
+    const Tensor input = parallel.share(b.input), target = parallel.share(b.target);
+    Tensor loss;
+    if (pointer) {  // the paper's loss: -log p(y) - log(g + the pointer's weight on y)
+      const Tensor hidden = model->hidden(input);
+      loss = nn::pointer_sentinel_loss(pointer(hidden, input, model->logits(hidden), target));
+    } else {
+      loss = nn::cross_entropy(model(input).reshape({-1, vocab}), target.reshape({-1}));
+    }
     const std::vector<const nn::MoEOutput*> experts = model->last_moe();
     if (!experts.empty()) loss = loss + moe_tally.add(experts) * c.moe_aux_weight;
     return train::StepOutput{loss, b.size(), b.tokens()};
   };
   const auto eval_fn = [&](std::int64_t) {
-    const double loss = heldout_loss(model, eval_batches, tokenizer);
+    const double loss = heldout_loss(evaluate(model, pointer, eval_batches, tokenizer), tokenizer);
+    if (tokenizer.words()) return std::map<std::string, double>{{"val_loss", loss}, {"val_perplexity", std::exp(loss)}};
     return std::map<std::string, double>{{"val_loss", loss}, {"val_bpc", loss / std::log(2.0)}};
   };
   if (parallel.is_main())
-    std::cerr << "language_model: " << model->num_parameters() << " parameters, " << c.attention << " attention, "
-              << c.positions << " positions, " << parallel.size() << " process(es)\n";
+    std::cerr << "language_model: " << trained_module.num_parameters() << " parameters, " << c.attention
+              << " attention, " << c.positions << " positions" << (pointer ? ", a pointer sentinel" : "") << ", "
+              << parallel.size() << " process(es)\n";
   if (c.stop_after > 0)
     trainer.set_stop_callback([&](const train::StepInfo& info) { return info.step == c.stop_after; });
   const train::TrainResult trained = trainer.fit(step_fn, eval_fn);
@@ -368,15 +544,16 @@ int run(const Config& options) {
   }
 
   // The final measure reads every held-out window.
-  double final_loss = 0.0;
+  Evaluation final_eval;
   {
     NoGradGuard no_grad;
     std::optional<AutocastGuard> autocast;  // measured in the precision it trained in, as eval_fn was
     if (o.precision == train::Precision::BFloat16) autocast.emplace(kBFloat16);
-    model->eval();
-    final_loss = heldout_loss(model, heldout_stream.eval_batches(), tokenizer);
-    model->train();
+    trained_module.eval();
+    final_eval = evaluate(model, pointer, heldout_stream.eval_batches(), tokenizer);
+    trained_module.train();
   }
+  const double final_loss = heldout_loss(final_eval, tokenizer);
   double last_logged_loss = trained.final_loss;
   for (const nlohmann::json& line : examples::read_jsonl(run.file("metrics.jsonl")))
     if (line.contains("loss")) last_logged_loss = line.at("loss").get<double>();
@@ -387,11 +564,11 @@ int run(const Config& options) {
 
   const std::uint64_t seed = static_cast<std::uint64_t>(c.seed);
   const std::map<std::string, std::string> samples = {
-      {"greedy", continuation(model, c, tokenizer, 0.0, 0, 1.0, seed)},
-      {"temperature", continuation(model, c, tokenizer, c.temperature, 0, 1.0, seed + 1)},
-      {"top_k", continuation(model, c, tokenizer, c.temperature, c.top_k, 1.0, seed + 2)},
-      {"top_p", continuation(model, c, tokenizer, c.temperature, 0, c.top_p, seed + 3)},
-      {"beam", beam_continuation(model, c, tokenizer)},
+      {"greedy", continuation(model, pointer, c, tokenizer, 0.0, 0, 1.0, seed)},
+      {"temperature", continuation(model, pointer, c, tokenizer, c.temperature, 0, 1.0, seed + 1)},
+      {"top_k", continuation(model, pointer, c, tokenizer, c.temperature, c.top_k, 1.0, seed + 2)},
+      {"top_p", continuation(model, pointer, c, tokenizer, c.temperature, 0, c.top_p, seed + 3)},
+      {"beam", beam_continuation(model, pointer, c, tokenizer)},
   };
   std::string samples_text;
   for (const auto& [name, text] : samples) samples_text += "== " + name + "\n" + text + "\n\n";
@@ -401,8 +578,17 @@ int run(const Config& options) {
   const double tokens = static_cast<double>(trained.steps * c.batch_size * c.context);
   nlohmann::json summary;
   summary["heldout_loss"] = final_loss;
-  summary["heldout_bpc"] = final_loss / std::log(2.0);  // the corpus is ASCII: bits per byte and per character
-  summary["heldout_bits_per_byte"] = final_loss / std::log(2.0);
+  if (tokenizer.words()) {  // nats per word; <unk> is a word of its own, so bytes do not compare
+    summary["heldout_loss_unit"] = "nats per word";
+    summary["heldout_perplexity"] = std::exp(final_loss);
+    summary["heldout_by_training_count"] = final_eval.by_frequency(static_cast<bool>(pointer));
+    summary["word_min_count"] = c.word_min_count;
+    summary["pointer_window"] = c.pointer_window;
+  } else {
+    summary["heldout_loss_unit"] = "nats per byte";
+    summary["heldout_bpc"] = final_loss / std::log(2.0);  // the corpus is ASCII: bits per byte and per character
+    summary["heldout_bits_per_byte"] = final_loss / std::log(2.0);
+  }
   summary["tokenizer"] = c.tokenizer;
   summary["vocab_size"] = vocab;
   summary["train_tokens_per_byte"] =
@@ -414,7 +600,7 @@ int run(const Config& options) {
   summary["train_seconds"] = trained.total_seconds;
   summary["tokens_per_s"] = trained.total_seconds > 0 ? tokens / trained.total_seconds : 0.0;
   summary["epochs"] = tokens / static_cast<double>(train_stream.size());
-  summary["parameters"] = model->num_parameters();
+  summary["parameters"] = trained_module.num_parameters();
   summary["attention"] = c.attention;
   summary["positions"] = c.positions;
   summary["tie_embeddings"] = c.tie_embeddings;
@@ -425,12 +611,16 @@ int run(const Config& options) {
   summary["kv_cache_bytes_per_token_per_layer_by_attention"] = kv_table;
   summary["samples"] = samples;
   run.write_summary(summary);
-  run.write_loss_plot(tokenizer.bpe() ? "BPE language model, King James Bible"
-                                      : "byte-level language model, King James Bible");
-  std::cerr << "language_model: held-out loss " << format_significant(final_loss, 4) << " nats/byte ("
-            << format_significant(final_loss / std::log(2.0), 4) << " bits/char) after " << trained.steps << " steps, "
-            << format_significant(summary["tokens_per_s"].get<double>(), 4) << " tokens/s; files in " << run.path()
-            << "\n";
+  run.write_loss_plot(tokenizer.bpe()      ? "BPE language model, King James Bible"
+                      : !tokenizer.words() ? "byte-level language model, King James Bible"
+                      : pointer            ? "word-level language model with a pointer sentinel, King James Bible"
+                                           : "word-level language model, King James Bible");
+  const std::string measure = tokenizer.words()
+                                  ? " nats/word (perplexity " + format_significant(std::exp(final_loss), 4) + ")"
+                                  : " nats/byte (" + format_significant(final_loss / std::log(2.0), 4) + " bits/char)";
+  std::cerr << "language_model: held-out loss " << format_significant(final_loss, 4) << measure << " after "
+            << trained.steps << " steps, " << format_significant(summary["tokens_per_s"].get<double>(), 4)
+            << " tokens/s; files in " << run.path() << "\n";
   return 0;
 }
 
