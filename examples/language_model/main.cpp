@@ -74,6 +74,7 @@ class LmTokenizer {
       words_ = data::Vocab::build(verses, data::VocabOptions{c.word_min_count, 0});
       for (const auto& verse : verses)
         for (const std::string& word : verse) ++counts_[words_->id(word)];
+      counts_[data::Vocab::kEos] = static_cast<std::int64_t>(verses.size());  // one <eos> a verse
     }
   }
   const std::optional<data::BpeTokenizer>& bpe() const { return bpe_; }
@@ -108,7 +109,8 @@ class LmTokenizer {
   }
   // The bytes of text token id stands for (byte and BPE tokens).
   std::int64_t bytes(std::int64_t id) const { return bpe_ ? static_cast<std::int64_t>(bpe_->token(id).size()) : 1; }
-  // How often word id occurs in the training text (words; <unk> counts the words it stands for).
+  // How often token id occurs in the training text (words; <unk> counts the words it stands for,
+  // <eos> the verses).
   std::int64_t training_count(std::int64_t id) const {
     const auto it = counts_.find(id);
     return it == counts_.end() ? 0 : it->second;
