@@ -14,13 +14,12 @@ namespace tapegrad::examples::word2vec {
 
 namespace {
 
-// A shard's examples: what predicts and the word predicted. What predicts is the center word, or
-// the context words of a CBOW window padded with `pad` to (B, width); with subwords CBOW has a bag
-// of input rows per example (its context words' own rows and n-gram rows), the bags back to back
-// in `inputs`, example i's starting at offsets[i].
+// A shard's examples: what predicts and the word predicted. What predicts is the center word
+// (skip-gram), or for CBOW a bag of input rows per example (its context words' rows, and their
+// n-grams' rows with subwords), the bags back to back in `inputs`, example i's from offsets[i].
 struct Batch {
-  std::vector<std::int64_t> inputs;   // (B, width), or CBOW's bags with subwords
-  std::vector<std::int64_t> offsets;  // CBOW with subwords: (B)
+  std::vector<std::int64_t> inputs;   // skip-gram: (B) centers; CBOW: the bags
+  std::vector<std::int64_t> offsets;  // CBOW: (B)
   std::vector<std::int64_t> targets;  // (B)
   std::vector<float> inverse_counts;  // CBOW: 1 / the rows averaged per example
   std::int64_t size() const { return static_cast<std::int64_t>(targets.size()); }
@@ -31,14 +30,14 @@ struct Batch {
     inverse_counts.clear();
   }
   // Moves the examples from `first` on to the end of `rest`, in order.
-  void split_off(std::int64_t first, std::int64_t width, Batch& rest) {
+  void split_off(std::int64_t first, Batch& rest) {
     const auto move_tail = [](auto& from, auto& to, std::size_t at) {
       to.insert(to.end(), from.begin() + static_cast<std::ptrdiff_t>(at), from.end());
       from.resize(at);
     };
     const auto at = static_cast<std::size_t>(first);
     if (offsets.empty()) {
-      move_tail(inputs, rest.inputs, at * static_cast<std::size_t>(width));
+      move_tail(inputs, rest.inputs, at);
     } else {
       const std::int64_t from = offsets[at], base = static_cast<std::int64_t>(rest.inputs.size());
       for (std::size_t i = at; i < offsets.size(); ++i) rest.offsets.push_back(offsets[i] - from + base);
@@ -73,30 +72,25 @@ class Word2Vec {
         cbow_(c.model == "cbow"),
         hs_(c.loss == "hs"),
         subwords_(c.subwords()),
-        width_(cbow_ && !subwords_ ? 2 * c.window : 1),
-        bags_(subword_bags(vocab, c)),
+        bags_(input_bags(vocab, c)),
         noise_(noise_distribution(vocab)),
         tree_(nn::huffman_tree(vocab.counts)),
-        // CBOW pads its windows with an extra row, a zero constant; subwords add the n-grams' rows.
-        input_(nn::EmbeddingOptions(vocab.size() + (subwords_ ? c.buckets : (cbow_ ? 1 : 0)), c.dim)
+        // Subwords add the n-grams' rows.
+        input_(nn::EmbeddingOptions(vocab.size() + (subwords_ ? c.buckets : 0), c.dim)
                    .init(nn::EmbeddingInit::Uniform)
-                   .padding_idx(cbow_ && !subwords_ ? std::optional<std::int64_t>(vocab.size()) : std::nullopt)
                    .sparse(true)
                    .generator(&gen)),
         output_(nn::EmbeddingOptions(hs_ ? std::max<std::int64_t>(vocab.size() - 1, 1) : vocab.size(), c.dim)
                     .init(nn::EmbeddingInit::Zeros)
                     .sparse(true)) {}
 
-  std::int64_t width() const { return width_; }
   bool cbow() const { return cbow_; }
   bool subwords() const { return subwords_; }
-  std::int64_t pad() const { return vocab_size_; }
-  // Word id's input rows: itself and its n-grams (subwords only).
+  // Word id's input rows: itself, and its n-grams with subwords (CBOW or subwords only).
   const std::vector<std::int64_t>& bag(std::int64_t id) const { return bags_[static_cast<std::size_t>(id)]; }
   const Tensor& input_table() const { return input_->weight(); }
   const Tensor& output_table() const { return output_->weight(); }
-  // The input vectors, one per vocabulary word (CBOW's padding row left out); with subwords the
-  // mean of each word's bag.
+  // The input vectors, one per vocabulary word; with subwords the mean of each word's bag.
   Tensor vectors() const {
     if (!subwords_) return input_->weight().narrow(0, 0, vocab_size_).detach();
     const NoGradGuard no_grad;
@@ -120,16 +114,8 @@ class Word2Vec {
     if (b == 0) return;
     const Tensor targets = from_vector(batch.targets, {b});
     Tensor hidden;  // (B, D)
-    if (subwords_) {
-      hidden = subword_hidden(shard.input, batch);
-    } else if (cbow_) {
-      // The mean of the context vectors, each of which then receives the mean's whole gradient (not
-      // a 1/count share), as word2vec.c and gensim update them: the value of sum / count, the
-      // gradient of sum (the second term is zero, with gradient 1 - 1/count).
-      const Tensor sum =
-          embedding(shard.input, from_vector(batch.inputs, {b, width_}), pad(), /*sparse=*/true).sum({1});  // (B, D)
-      const Tensor inverse = from_vector(batch.inverse_counts, {b, 1});                                     // (B, 1)
-      hidden = sum * inverse + (sum - sum.detach()) * (1.0 - inverse);
+    if (cbow_ || subwords_) {
+      hidden = bag_hidden(shard.input, batch);
     } else {
       hidden = embedding(shard.input, from_vector(batch.inputs, {b}), std::nullopt, /*sparse=*/true);
     }
@@ -151,10 +137,12 @@ class Word2Vec {
   }
 
  private:
-  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole
-  // gradient as in CBOW above. Skip-gram's examples of one center share its bag: each distinct
-  // center's mean is taken once and picked for its examples.
-  Tensor subword_hidden(const Tensor& input, const Batch& batch) const {
+  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
+  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum / count,
+  // the gradient of sum (the second term is zero, with gradient 1 - 1/count). Skip-gram's examples
+  // of one center share its bag: each distinct center's mean is taken once and picked for its
+  // examples.
+  Tensor bag_hidden(const Tensor& input, const Batch& batch) const {
     std::vector<std::int64_t> rows, offsets, pick;
     std::vector<float> inverse;
     if (cbow_) {
@@ -208,15 +196,16 @@ class Word2Vec {
     return shard.labels;
   }
 
-  // Each word's input rows with subwords: its own, then its n-grams' (vocab_size + bucket).
-  static std::vector<std::vector<std::int64_t>> subword_bags(const Vocabulary& vocab, const Word2VecOptions& c) {
-    if (!c.subwords()) return {};
-    const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+  // Each word's input rows for CBOW or subwords: its own, then with subwords its n-grams'
+  // (vocab_size + bucket).
+  static std::vector<std::vector<std::int64_t>> input_bags(const Vocabulary& vocab, const Word2VecOptions& c) {
+    if (!c.subwords() && c.model != "cbow") return {};
     std::vector<std::vector<std::int64_t>> bags(vocab.words.size());
-    for (std::size_t id = 0; id < bags.size(); ++id) {
-      bags[id].push_back(static_cast<std::int64_t>(id));
+    for (std::size_t id = 0; id < bags.size(); ++id) bags[id].push_back(static_cast<std::int64_t>(id));
+    if (!c.subwords()) return bags;
+    const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+    for (std::size_t id = 0; id < bags.size(); ++id)
       for (const std::int64_t bucket : subwords.buckets(vocab.words[id])) bags[id].push_back(vocab.size() + bucket);
-    }
     return bags;
   }
 
@@ -225,7 +214,6 @@ class Word2Vec {
   bool cbow_;
   bool hs_;
   bool subwords_;
-  std::int64_t width_;
   std::vector<std::vector<std::int64_t>> bags_;
   AliasTable noise_;
   nn::HuffmanTree tree_;
@@ -233,8 +221,8 @@ class Word2Vec {
   nn::Embedding output_;
 };
 
-// Appends a CBOW window's examples to the batch with subwords: each example's bag holds the rows of
-// every context word.
+// Appends a sentence's CBOW examples to the batch: each example's bag holds the rows of every
+// context word.
 void add_bag_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window, Generator& gen,
                       Batch& batch) {
   const std::int64_t n = static_cast<std::int64_t>(kept.size());
@@ -256,30 +244,13 @@ void add_bag_examples(const std::vector<std::int64_t>& kept, const Word2Vec& mod
 // Appends a sentence's examples to the batch.
 void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, std::int64_t window, Generator& gen,
                   Batch& batch) {
-  const std::int64_t n = static_cast<std::int64_t>(kept.size());
-  if (model.subwords() && model.cbow()) {
+  if (model.cbow()) {
     add_bag_examples(kept, model, window, gen, batch);
     return;
   }
-  if (!model.cbow()) {
-    for (const auto& [center, context] : context_pairs(kept, window, gen)) {
-      batch.inputs.push_back(center);
-      batch.targets.push_back(context);
-    }
-    return;
-  }
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int64_t radius = 1 + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(window)));
-    std::int64_t count = 0;
-    for (std::int64_t j = std::max<std::int64_t>(0, i - radius); j <= std::min(n - 1, i + radius); ++j) {
-      if (j == i) continue;
-      batch.inputs.push_back(kept[static_cast<std::size_t>(j)]);
-      ++count;
-    }
-    if (count == 0) continue;  // a one-word sentence predicts nothing
-    batch.inputs.insert(batch.inputs.end(), static_cast<std::size_t>(model.width() - count), model.pad());
-    batch.targets.push_back(kept[static_cast<std::size_t>(i)]);
-    batch.inverse_counts.push_back(1.0f / static_cast<float>(count));
+  for (const auto& [center, context] : context_pairs(kept, window, gen)) {
+    batch.inputs.push_back(center);
+    batch.targets.push_back(context);
   }
 }
 
@@ -295,7 +266,7 @@ void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sent
   }
   shard.batch.clear();
   std::swap(shard.batch, shard.pending);
-  if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, model.width(), shard.pending);
+  if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, shard.pending);
 }
 
 void validate(const Word2VecOptions& o) {
