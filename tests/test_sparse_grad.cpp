@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -382,6 +383,16 @@ TEST_CASE("sparse grad: clip_grad_norm clips the coalesced rows as it clips the 
   CHECK(max_abs_diff(pair.sparse->weight().sparse_grad().to_dense(), pair.dense->weight().grad()) < 1e-15);
 }
 
+namespace {
+
+// Two leaf copies each of a weight and of queries: one pair for the sparse path, one for the dense.
+std::array<Tensor, 4> leaf_copies(const Tensor& weight, const Tensor& queries) {
+  return {weight.clone().requires_grad_(), weight.clone().requires_grad_(), queries.clone().requires_grad_(),
+          queries.clone().requires_grad_()};
+}
+
+}  // namespace
+
 TEST_CASE("sparse grad: embedding_dot equals the gathered product, gradchecks, and its sparse gradient is the dense") {
   Generator gen(12);
   const Tensor weight = randn({6, 4}, gen, kFloat64);
@@ -395,10 +406,7 @@ TEST_CASE("sparse grad: embedding_dot equals the gathered product, gradchecks, a
                                      {weight, queries});
 
   // Sparse: the weight's rows (one per index, duplicates kept) sum to the dense gradient.
-  const Tensor w_sparse = weight.clone().requires_grad_();
-  const Tensor w_dense = weight.clone().requires_grad_();
-  const Tensor q_sparse = queries.clone().requires_grad_();
-  const Tensor q_dense = queries.clone().requires_grad_();
+  const auto [w_sparse, w_dense, q_sparse, q_dense] = leaf_copies(weight, queries);
   const Tensor c = randn({2, 3}, gen, kFloat64);
   (tanh(embedding_dot(w_sparse, ids, q_sparse, /*sparse=*/true)) * c).sum().backward();
   (tanh(embedding_dot(w_dense, ids, q_dense)) * c).sum().backward();
@@ -415,4 +423,31 @@ TEST_CASE("sparse grad: embedding_dot equals the gathered product, gradchecks, a
                        ShapeError);
   CHECK_THROWS_WITH_AS(embedding_dot(weight, ids, queries.to(kFloat32)),
                        "embedding_dot: weight is float64 but queries are float32", TypeError);
+}
+
+TEST_CASE("sparse grad: embedding_dot's padding index scores 0 and sends no gradient, dense or sparse") {
+  Generator gen(13);
+  const Tensor weight = randn({6, 4}, gen, kFloat64);
+  // Row 5 pads the shorter first row: its entries score 0 and weigh nothing, the others as without padding.
+  const Tensor ids = ids_of({1, 5, 5, 0, 2, 2}, {2, 3});
+  const Tensor queries = randn({2, 4}, gen, kFloat64);
+  const Tensor not_pad = ne(ids, 5.0);
+  const Tensor composite = where(not_pad, (embedding(weight, ids) * queries.unsqueeze(1)).sum({2}), 0.0);
+  CHECK(max_abs_diff(embedding_dot(weight, ids, queries, false, 5), composite) < 1e-14);
+  tapegrad::testing::check_gradients(
+      [&](const TensorList& in) { return embedding_dot(in[0], ids, in[1], false, 5).pow(2.0) + in[1].sum(); },
+      {weight, queries});
+
+  const auto [w_sparse, w_dense, q_sparse, q_dense] = leaf_copies(weight, queries);
+  const Tensor c = randn({2, 3}, gen, kFloat64);
+  (tanh(embedding_dot(w_sparse, ids, q_sparse, /*sparse=*/true, 5)) * c).sum().backward();
+  (tanh(where(ne(ids, 5.0), (embedding(w_dense, ids) * q_dense.unsqueeze(1)).sum({2}), 0.0)) * c).sum().backward();
+  REQUIRE(w_sparse.has_sparse_grad());
+  CHECK(w_sparse.sparse_grad().nnz() == 4);  // the padding's two entries give no row
+  CHECK(max_abs_diff(w_sparse.sparse_grad().to_dense(), w_dense.grad()) < 1e-14);
+  CHECK(max_abs_diff(q_sparse.grad(), q_dense.grad()) < 1e-14);
+  CHECK(max_abs_diff(w_dense.grad().select(0, 5), zeros({4}, kFloat64)) == 0.0);
+
+  CHECK_THROWS_WITH_AS(embedding_dot(weight, ids, queries, false, 6),
+                       "embedding_dot: padding_idx 6 is out of range for 6 embeddings", IndexError);
 }

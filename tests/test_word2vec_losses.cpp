@@ -116,6 +116,12 @@ TEST_CASE(
   std::vector<std::int64_t> all(v);
   for (std::int64_t w = 0; w < v; ++w) all[static_cast<std::size_t>(w)] = w;
   const nn::HuffmanPaths p = tree.paths(from_vector(all, {v}));
+  // Padded with a padding row's index instead of 0: the same nodes where the paths are.
+  const nn::HuffmanPaths padded = tree.paths(from_vector(all, {v}), v - 1);
+  const std::vector<std::int64_t> plain_nodes = p.nodes.to_vector<std::int64_t>();
+  const std::vector<std::int64_t> padded_nodes = padded.nodes.to_vector<std::int64_t>();
+  const std::vector<std::int64_t> on_path = p.mask.to(kInt64).to_vector<std::int64_t>();
+  for (std::size_t k = 0; k < on_path.size(); ++k) CHECK(padded_nodes[k] == (on_path[k] != 0 ? plain_nodes[k] : v - 1));
   for (std::int64_t i = 0; i < 3; ++i) {
     const Tensor h = expand(hidden.narrow(0, i, 1), {v, d});
     const Tensor loss = nn::hierarchical_softmax_loss(h, embedding(node_vectors, p.nodes), p.codes, p.mask,

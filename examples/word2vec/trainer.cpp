@@ -80,12 +80,15 @@ class Word2Vec {
                    .init(nn::EmbeddingInit::Uniform)
                    .sparse(true)
                    .generator(&gen)),
-        output_(nn::EmbeddingOptions(hs_ ? std::max<std::int64_t>(vocab.size() - 1, 1) : vocab.size(), c.dim)
+        // Hierarchical softmax: a row per inner node and a padding row after them.
+        output_(nn::EmbeddingOptions(hs_ ? std::max<std::int64_t>(vocab.size() - 1, 1) + 1 : vocab.size(), c.dim)
                     .init(nn::EmbeddingInit::Zeros)
                     .sparse(true)) {}
 
   bool cbow() const { return cbow_; }
   bool subwords() const { return subwords_; }
+  // Hierarchical softmax: the output table's padding row, after the inner nodes' rows.
+  std::int64_t padding_node() const { return std::max<std::int64_t>(vocab_size_ - 1, 1); }
   // Word id's input rows: itself, and its n-grams with subwords (CBOW or subwords only).
   const std::vector<std::int64_t>& bag(std::int64_t id) const { return bags_[static_cast<std::size_t>(id)]; }
   const Tensor& input_table() const { return input_->weight(); }
@@ -123,8 +126,10 @@ class Word2Vec {
     // the losses of nn::hierarchical_softmax_loss and nn::negative_sampling_loss, written on scores.
     Tensor loss;
     if (hs_) {
-      const nn::HuffmanPaths paths = tree_.paths(targets);
-      const Tensor scores = embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true);  // (B, L)
+      // Paths are padded to the longest with the padding row, which embedding_dot skips.
+      const nn::HuffmanPaths paths = tree_.paths(targets, padding_node());
+      const Tensor scores =
+          embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true, padding_node());  // (B, L)
       const Tensor per_node = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::None);
       loss = where(paths.mask, per_node, 0.0).sum();
     } else {

@@ -213,8 +213,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 // out[b][n] = weight[indices[b][n]] . queries[b]. Equal to (embedding(weight, indices) *
 // unsqueeze(queries, 1)).sum({2}) without the (B, N, D) rows in between: the scores of sampled
 // output words (negative sampling) or of Huffman path nodes (hierarchical softmax). sparse as in
-// embedding.
-Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false);
+// embedding. An index equal to padding_idx (when given; within [0, V)) scores 0 and sends no
+// gradient anywhere, and its row is not even read: the padding of paths of different lengths costs
+// nothing.
+Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false,
+                     std::optional<std::int64_t> padding_idx = std::nullopt);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
 // through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,

@@ -61,7 +61,7 @@ HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
   return tree;
 }
 
-HuffmanPaths HuffmanTree::paths(const Tensor& words) const {
+HuffmanPaths HuffmanTree::paths(const Tensor& words, std::int64_t pad) const {
   if (words.dtype() != kInt64)
     throw TypeError(std::string("HuffmanTree::paths: expected Int64 words, got ") + dtype_name(words.dtype()));
   const std::vector<std::int64_t> w = words.contiguous().to_vector<std::int64_t>();
@@ -73,7 +73,7 @@ HuffmanPaths HuffmanTree::paths(const Tensor& words) const {
     longest = std::max(longest, nodes[static_cast<std::size_t>(w[i])].size());
   }
   const std::int64_t b = static_cast<std::int64_t>(w.size()), l = static_cast<std::int64_t>(longest);
-  std::vector<std::int64_t> n(w.size() * longest, 0);
+  std::vector<std::int64_t> n(w.size() * longest, pad);
   std::vector<float> c(w.size() * longest, 0.0f);
   std::vector<bool> m(w.size() * longest, false);
   for (std::size_t i = 0; i < w.size(); ++i) {

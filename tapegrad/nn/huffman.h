@@ -23,9 +23,9 @@
 
 namespace tapegrad::nn {
 
-// A batch of paths, each padded to the longest: nodes Int64 (B, L) (inner node indices, 0 where
-// padded), codes (B, L) float32 (the branch taken at each node, 0 or 1), mask Bool (B, L) (true
-// where the path has a node).
+// A batch of paths, each padded to the longest: nodes Int64 (B, L) (inner node indices, `pad` where
+// padded: 0, or a padding row's index for embedding_dot's padding_idx), codes (B, L) float32 (the branch taken at each
+// node, 0 or 1), mask Bool (B, L) (true where the path has a node).
 struct HuffmanPaths {
   Tensor nodes;
   Tensor codes;
@@ -40,9 +40,9 @@ struct HuffmanTree {
 
   std::int64_t num_words() const { return static_cast<std::int64_t>(nodes.size()); }
   std::int64_t num_inner_nodes() const { return num_words() > 0 ? num_words() - 1 : 0; }
-  // The paths of words (Int64, any shape with B elements, read in order). IndexError for a word
-  // outside [0, V).
-  HuffmanPaths paths(const Tensor& words) const;
+  // The paths of words (Int64, any shape with B elements, read in order), padded with `pad`.
+  // IndexError for a word outside [0, V).
+  HuffmanPaths paths(const Tensor& words, std::int64_t pad = 0) const;
 };
 
 // ValueError for no words, a count below 1, or counts summing past the int64 range.

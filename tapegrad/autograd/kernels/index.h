@@ -135,29 +135,33 @@ inline void check_embedding_ids(const std::int64_t* ids, std::int64_t n, std::in
 }
 
 // embedding_dot's loops; w (V, dim), ids (batch, per_row), q (batch, dim), out and g (batch,
-// per_row). Rows of the batch are independent: in parallel over them, each in order.
+// per_row). Rows of the batch are independent: in parallel over them, each in order. An id equal to
+// pad (-1: none) is skipped: score 0, no gradient.
 constexpr std::int64_t kEmbeddingDotGrain = 16;  // batch rows per chunk (16 x 6 dot products of 100)
 
 // out[b][n] = w[ids[b][n]] . q[b].
 template <class T>
 static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* q, std::int64_t batch,
-                                  std::int64_t per_row, std::int64_t dim, T* out) {
+                                  std::int64_t per_row, std::int64_t dim, std::int64_t pad, T* out) {
   parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t b = lo; b < hi; ++b)
-      for (std::int64_t n = 0; n < per_row; ++n)
-        out[b * per_row + n] = row_dot(w + ids[b * per_row + n] * dim, q + b * dim, dim);
+      for (std::int64_t n = 0; n < per_row; ++n) {
+        const std::int64_t id = ids[b * per_row + n];
+        out[b * per_row + n] = id == pad ? T(0) : row_dot(w + id * dim, q + b * dim, dim);
+      }
   });
 }
 
 // gq[b] = sum_n g[b][n] w[ids[b][n]].
 template <class T>
 static void embedding_dot_queries_backward(const T* w, const std::int64_t* ids, const T* g, std::int64_t batch,
-                                           std::int64_t per_row, std::int64_t dim, T* gq) {
+                                           std::int64_t per_row, std::int64_t dim, std::int64_t pad, T* gq) {
   parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t b = lo; b < hi; ++b) {
       T* out = gq + b * dim;
       std::fill(out, out + dim, T(0));
       for (std::int64_t n = 0; n < per_row; ++n) {
+        if (ids[b * per_row + n] == pad) continue;
         const T scale = g[b * per_row + n];
         const T* row = w + ids[b * per_row + n] * dim;
         for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * row[j];
@@ -166,18 +170,17 @@ static void embedding_dot_queries_backward(const T* w, const std::int64_t* ids, 
   });
 }
 
-// rows[b per_row + n] = g[b][n] q[b]: the weight's gradient as rows, one per index.
+// rows[k] = g[b][n] q[b] for the k-th of the flat positions `at` (b per_row + n): the weight's
+// gradient as rows, one per index that is not padding.
 template <class T>
-static void embedding_dot_rows(const T* q, const T* g, std::int64_t batch, std::int64_t per_row, std::int64_t dim,
-                               T* rows) {
-  parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t b = lo; b < hi; ++b) {
-      const T* qb = q + b * dim;
-      for (std::int64_t n = 0; n < per_row; ++n) {
-        const T scale = g[b * per_row + n];
-        T* out = rows + (b * per_row + n) * dim;
-        for (std::int64_t j = 0; j < dim; ++j) out[j] = scale * qb[j];
-      }
+static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, std::int64_t count, std::int64_t per_row,
+                               std::int64_t dim, T* rows) {
+  parallel_for(0, count, kEmbeddingDotGrain * 4, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t k = lo; k < hi; ++k) {
+      const T scale = g[at[k]];
+      const T* qb = q + (at[k] / per_row) * dim;
+      T* out = rows + k * dim;
+      for (std::int64_t j = 0; j < dim; ++j) out[j] = scale * qb[j];
     }
   });
 }
@@ -185,10 +188,11 @@ static void embedding_dot_rows(const T* q, const T* g, std::int64_t batch, std::
 // gw[ids[b][n]] += g[b][n] q[b], in order (rows may repeat).
 template <class T>
 static void embedding_dot_weight_backward(const T* q, const std::int64_t* ids, const T* g, std::int64_t batch,
-                                          std::int64_t per_row, std::int64_t dim, T* gw) {
+                                          std::int64_t per_row, std::int64_t dim, std::int64_t pad, T* gw) {
   for (std::int64_t b = 0; b < batch; ++b) {
     const T* qb = q + b * dim;
     for (std::int64_t n = 0; n < per_row; ++n) {
+      if (ids[b * per_row + n] == pad) continue;
       const T scale = g[b * per_row + n];
       T* row = gw + ids[b * per_row + n] * dim;
       for (std::int64_t j = 0; j < dim; ++j) row[j] += scale * qb[j];

@@ -249,7 +249,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 }
 
 // ---------------------------------------------------------------- embedding_dot
-Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse) {
+Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse,
+                     std::optional<std::int64_t> padding_idx) {
   const char* op = "embedding_dot";
   check_index_dtype(indices, op, "indices");
   if (weight.dim() != 2 || indices.dim() != 2 || queries.dim() != 2 || queries.shape()[0] != indices.shape()[0] ||
@@ -265,11 +266,15 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   const Tensor ids = kernels::dense(indices);  // ids: (B, N)
   const Tensor q = kernels::dense(queries);    // q: (B, D)
   kernels::check_embedding_ids(ids.data_ptr<std::int64_t>(), ids.numel(), num_embeddings, op);
+  if (padding_idx && (*padding_idx < 0 || *padding_idx >= num_embeddings))
+    throw IndexError(std::string(op) + ": padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
+                     std::to_string(num_embeddings) + " embeddings");
+  const std::int64_t pad = padding_idx.value_or(-1);
   Tensor out = empty({batch, per_row}, weight.dtype());  // out: (B, N)
   dispatch_floating(weight.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     kernels::embedding_dot_forward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(), q.data_ptr<T>(), batch, per_row,
-                                      dim, out.data_ptr<T>());
+                                      dim, pad, out.data_ptr<T>());
   });
   if (!any_requires_grad({&weight, &queries})) return out;
   if (sparse && weight.requires_grad() && !weight.is_leaf())
@@ -279,7 +284,7 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   record(op, out, {weight, queries},
          [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_q = SavedTensor(queries),
           leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
-          sparse, weight_needs, queries_needs, num_embeddings, dim](const Tensor& g) -> TensorList {
+          sparse, weight_needs, queries_needs, num_embeddings, dim, pad](const Tensor& g) -> TensorList {
            const Tensor ids = saved_ids.unpack();
            const Tensor wt = saved_w.unpack();
            const Tensor qt = saved_q.unpack();
@@ -288,8 +293,9 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
                throw GraphError(
                    "embedding_dot: sparse gradients cannot be differentiated again; use dense gradients "
                    "to backward with create_graph");
-             // Taped: the same products written with differentiable ops.
-             const Tensor gu = unsqueeze(g, 2);  // (B, N, 1)
+             // Taped: the same products written with differentiable ops; padding's entries of g are 0.
+             const Tensor gu =
+                 unsqueeze(pad < 0 ? g : where(ne(ids, static_cast<double>(pad)), g, 0.0), 2);  // (B, N, 1)
              Tensor gq, gw;
              if (queries_needs) gq = sum(embedding(wt, ids) * gu, {1});  // (B, D)
              if (weight_needs) {
@@ -308,20 +314,29 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
              if (queries_needs) {
                gq = empty({batch, dim}, g.dtype());
                kernels::embedding_dot_queries_backward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
-                                                          gd.data_ptr<T>(), batch, per_row, dim, gq.data_ptr<T>());
+                                                          gd.data_ptr<T>(), batch, per_row, dim, pad, gq.data_ptr<T>());
              }
              if (!weight_needs) return;
              if (sparse) {
-               Tensor rows = empty({batch * per_row, dim}, g.dtype());  // (B N, D): g[b][n] q[b]
-               kernels::embedding_dot_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), batch, per_row, dim,
+               // One row per index that is not padding: g[b][n] q[b].
+               const std::int64_t* id = ids.data_ptr<std::int64_t>();
+               std::vector<std::int64_t> at, kept;
+               at.reserve(static_cast<std::size_t>(ids.numel()));
+               for (std::int64_t k = 0; k < ids.numel(); ++k)
+                 if (id[k] != pad) at.push_back(k);
+               kept.reserve(at.size());
+               for (const std::int64_t k : at) kept.push_back(id[k]);
+               const auto count = static_cast<std::int64_t>(at.size());
+               Tensor rows = empty({count, dim}, g.dtype());  // (count, D)
+               kernels::embedding_dot_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), count, per_row, dim,
                                               rows.data_ptr<T>());
                if (const std::shared_ptr<TensorImpl> table = leaf.lock())
-                 detail::accumulate_sparse_grad(table, SparseRows(reshape(ids, {ids.numel()}), rows, num_embeddings),
+                 detail::accumulate_sparse_grad(table, SparseRows(from_vector(kept, {count}), rows, num_embeddings),
                                                 "embedding_dot");
              } else {
                gw = zeros({num_embeddings, dim}, g.dtype());
                kernels::embedding_dot_weight_backward<T>(q.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
-                                                         gd.data_ptr<T>(), batch, per_row, dim, gw.data_ptr<T>());
+                                                         gd.data_ptr<T>(), batch, per_row, dim, pad, gw.data_ptr<T>());
              }
            });
            return {gw, gq};
