@@ -446,7 +446,11 @@ TEST_CASE("sparse grad: embedding_dot's padding index scores 0 and sends no grad
   CHECK(w_sparse.sparse_grad().nnz() == 4);  // the padding's two entries give no row
   CHECK(max_abs_diff(w_sparse.sparse_grad().to_dense(), w_dense.grad()) < 1e-14);
   CHECK(max_abs_diff(q_sparse.grad(), q_dense.grad()) < 1e-14);
-  CHECK(max_abs_diff(w_dense.grad().select(0, 5), zeros({4}, kFloat64)) == 0.0);
+  // The dense kernel's gradient: the same, and exactly 0 on the padding row.
+  const Tensor w_kernel = weight.clone().requires_grad_();
+  (tanh(embedding_dot(w_kernel, ids, queries, /*sparse=*/false, 5)) * c).sum().backward();
+  CHECK(max_abs_diff(w_kernel.grad(), w_dense.grad()) < 1e-14);
+  CHECK(max_abs_diff(w_kernel.grad().select(0, 5), zeros({4}, kFloat64)) == 0.0);
 
   CHECK_THROWS_WITH_AS(embedding_dot(weight, ids, queries, false, 6),
                        "embedding_dot: padding_idx 6 is out of range for 6 embeddings", IndexError);

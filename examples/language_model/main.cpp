@@ -357,7 +357,8 @@ Evaluation evaluate(nn::LanguageModel& model, const nn::PointerSentinel& pointer
       ++bucket.targets;
       bucket.nats += n[i];
       if (g.empty()) continue;
-      bucket.pointer_share += copied[i] / std::exp(-n[i]);
+      const double p = std::exp(-n[i]);
+      if (p > 0.0) bucket.pointer_share += copied[i] / p;
       bucket.pointer_weight += 1.0 - g[i];
     }
     e.targets += static_cast<std::int64_t>(targets.size());
@@ -422,8 +423,8 @@ std::string continuation(nn::LanguageModel& model, const nn::PointerSentinel& po
   return shown_text(out.to_vector<std::int64_t>(), tokenizer);
 }
 
-// Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n', when it is a
-// token of its own), within the context.
+// Beam search (4 beams, GNMT length penalty alpha 1) until the end of the verse ('\n' when it is a
+// token of its own, <eos> for words), within the context.
 std::string beam_continuation(nn::LanguageModel& model, const nn::PointerSentinel& pointer, const LmConfig& c,
                               const LmTokenizer& tokenizer) {
   const std::vector<std::int64_t> prompt = tokenizer.encode(c.prompt);

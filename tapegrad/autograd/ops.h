@@ -214,8 +214,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 // unsqueeze(queries, 1)).sum({2}) without the (B, N, D) rows in between: the scores of sampled
 // output words (negative sampling) or of Huffman path nodes (hierarchical softmax). sparse as in
 // embedding. An index equal to padding_idx (when given; within [0, V)) scores 0 and sends no
-// gradient anywhere, and its row is not even read: the padding of paths of different lengths costs
-// nothing.
+// gradient anywhere, and the kernels do not read its row: the padding of paths of different
+// lengths costs nothing (the taped backward of create_graph reads it and multiplies it by 0).
 Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false,
                      std::optional<std::int64_t> padding_idx = std::nullopt);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows

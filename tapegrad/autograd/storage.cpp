@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <string>
@@ -24,6 +25,7 @@ constexpr std::size_t kMaxCachedBytes = std::size_t{2} << 30;
 // buffers; with exact sizes every new size missed and the freed ones piled up in the cache.
 std::size_t round_up(std::size_t n) {
   n = std::max<std::size_t>(n, 1);
+  if (n > (std::numeric_limits<std::size_t>::max() >> 2)) return n;  // no class; the allocation fails
   if (n <= 4096) return (n + kAlignment - 1) / kAlignment * kAlignment;
   const int top = 63 - __builtin_clzll(n);  // 2^top <= n < 2^(top + 1)
   const std::size_t step = std::size_t{1} << (top - 3);

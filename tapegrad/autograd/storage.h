@@ -1,7 +1,8 @@
 #pragma once
 // Storage: one contiguous, 64-byte aligned buffer shared by a tensor and its views.
 //
-// Buffers come from a caching pool keyed by exact byte size: a training step allocates the same
+// Buffers come from a caching pool keyed by size class (multiples of 64 bytes up to 4 KiB, then eight
+// classes per power of two; the pool's byte counts are of the classes): a training step allocates the same
 // shapes every step, so after the first step nearly every allocation is a pop from a free list
 // instead of a malloc (and, for large buffers, an mmap plus page faults). Each thread keeps its
 // own free lists, so allocating takes no lock. A buffer released on another thread than the one

@@ -19,8 +19,10 @@
 //   nn::PointerSentinelOutput out = pointer(h, tokens, lm->logits(h), targets);
 //   Tensor loss = nn::pointer_sentinel_loss(out);
 //
-// Everything is computed in log space (the mixture as one logsumexp whose sentinel term is always
-// finite), so a target the pointer cannot see or the vocabulary rounds to zero costs no NaN.
+// The outputs for training are computed in log space (the mixture as one logsumexp whose sentinel
+// term is always finite), so a target the pointer cannot see or the vocabulary rounds to zero costs
+// no NaN. log_distribution, for decoding, adds probabilities and takes their log: a token whose
+// probability underflows gets -inf.
 
 #include <cstdint>
 
