@@ -117,6 +117,17 @@ double topic_margin(const Tensor& vectors, const Vocabulary& vocab) {
   return same / static_cast<double>(n_same) - other / static_cast<double>(n_other);
 }
 
+// What the two-topic training tests train with: 16 dimensions, 4 epochs, no subsampling, batches of 32.
+Word2VecOptions topic_options(const std::string& model) {
+  Word2VecOptions options;
+  options.model = model;
+  options.dim = 16;
+  options.epochs = 4;
+  options.sample = 0;
+  options.batch_size = 32;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("word2vec training: every model and loss separates the two topics, and the loss falls") {
@@ -127,13 +138,8 @@ TEST_CASE("word2vec training: every model and loss separates the two topics, and
     for (const std::string loss : {"ns", "hs"}) {
       CAPTURE(model);
       CAPTURE(loss);
-      Word2VecOptions options;
-      options.model = model;
+      Word2VecOptions options = topic_options(model);
       options.loss = loss;
-      options.dim = 16;
-      options.epochs = 4;
-      options.sample = 0;
-      options.batch_size = 32;
       std::int64_t logs = 0;
       Word2VecCallbacks callbacks;
       callbacks.log_every = 10;
@@ -226,12 +232,7 @@ TEST_CASE("word2vec training with subwords: both models separate the topics and 
   REQUIRE(vocab.size() == 12);
   for (const std::string model : {"skipgram", "cbow"}) {
     CAPTURE(model);
-    Word2VecOptions options;
-    options.model = model;
-    options.dim = 16;
-    options.epochs = 4;
-    options.sample = 0;
-    options.batch_size = 32;
+    Word2VecOptions options = topic_options(model);
     options.maxn = 6;  // minn 3
     options.buckets = 5000;
     // Every word shares its stem's n-grams, so a CBOW window holds each of them about 7 times, and a

@@ -164,10 +164,10 @@ nlohmann::json neighbours(const Tensor& unit, const Vocabulary& vocab, const std
 
 // The vocabulary words nearest to each probe's vector from its n-grams (fastText's vector of a word
 // it has not seen); a probe in the vocabulary is reported and skipped.
-nlohmann::json oov_neighbours(const Tensor& ngram_rows, const Tensor& unit, const Vocabulary& vocab, const W2vConfig& c,
-                              const std::vector<std::string>& probes) {
+nlohmann::json oov_neighbours(const Tensor& ngram_rows, const Tensor& unit, const Vocabulary& vocab,
+                              const Word2VecOptions& options, const std::vector<std::string>& probes) {
   nlohmann::json out = nlohmann::json::object();
-  const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+  const data::Subwords subwords(options.subword_options());
   for (const std::string& word : probes) {
     if (vocab.id(word) >= 0) {
       std::cout << "  " << word << ": in the vocabulary\n";
@@ -311,7 +311,7 @@ int run(const Config& config) {
   const nlohmann::json answers = analogies(unit, vocab, split(c.analogies, ','));
   if (result.ngram_rows.defined()) {
     std::cout << "words outside the vocabulary, from their n-grams (cosine):\n";
-    model_summary["oov_neighbours"] = oov_neighbours(result.ngram_rows, unit, vocab, c, split(c.oov_probes, ','));
+    model_summary["oov_neighbours"] = oov_neighbours(result.ngram_rows, unit, vocab, options, split(c.oov_probes, ','));
   }
 
   nlohmann::json summary = {{"model", c.model},

@@ -14,6 +14,18 @@ namespace tapegrad::examples::word2vec {
 
 namespace {
 
+// Row b the mean of table's rows bags[b] (zeros for an empty bag), without gradient.
+Tensor mean_of_bags(const Tensor& table, const std::vector<std::vector<std::int64_t>>& bags) {
+  const NoGradGuard no_grad;
+  std::vector<std::int64_t> rows, offsets;
+  for (const std::vector<std::int64_t>& b : bags) {
+    offsets.push_back(static_cast<std::int64_t>(rows.size()));
+    rows.insert(rows.end(), b.begin(), b.end());
+  }
+  return nn::embedding_bag(table, from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
+                           from_vector(offsets, {static_cast<std::int64_t>(bags.size())}), nn::BagMode::Mean);
+}
+
 // A shard's examples: what predicts and the word predicted. What predicts is the center word
 // (skip-gram), or for CBOW a bag of input rows per example (its context words' rows, and their
 // n-grams' rows with subwords), the bags back to back in `inputs`, example i's from offsets[i].
@@ -96,14 +108,7 @@ class Word2Vec {
   // The input vectors, one per vocabulary word; with subwords the mean of each word's bag.
   Tensor vectors() const {
     if (!subwords_) return input_->weight().narrow(0, 0, vocab_size_).detach();
-    const NoGradGuard no_grad;
-    std::vector<std::int64_t> rows, offsets;
-    for (const std::vector<std::int64_t>& b : bags_) {
-      offsets.push_back(static_cast<std::int64_t>(rows.size()));
-      rows.insert(rows.end(), b.begin(), b.end());
-    }
-    return nn::embedding_bag(input_->weight(), from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
-                             from_vector(offsets, {vocab_size_}), nn::BagMode::Mean);
+    return mean_of_bags(input_->weight(), bags_);
   }
   // The n-grams' rows (subwords only).
   Tensor ngram_rows() const { return input_->weight().narrow(0, vocab_size_, c_.buckets).detach(); }
@@ -208,7 +213,7 @@ class Word2Vec {
     std::vector<std::vector<std::int64_t>> bags(vocab.words.size());
     for (std::size_t id = 0; id < bags.size(); ++id) bags[id].push_back(static_cast<std::int64_t>(id));
     if (!c.subwords()) return bags;
-    const data::Subwords subwords(data::SubwordOptions().minn(c.minn).maxn(c.maxn).buckets(c.buckets));
+    const data::Subwords subwords(c.subword_options());
     for (std::size_t id = 0; id < bags.size(); ++id)
       for (const std::int64_t bucket : subwords.buckets(vocab.words[id])) bags[id].push_back(vocab.size() + bucket);
     return bags;
@@ -287,7 +292,7 @@ void validate(const Word2VecOptions& o) {
               std::to_string(o.shards));
   if (o.subwords()) {
     try {
-      const data::Subwords check(data::SubwordOptions().minn(o.minn).maxn(o.maxn).buckets(o.buckets));
+      const data::Subwords check(o.subword_options());
     } catch (const ValueError& e) {
       require(false, std::string("subwords: ") + e.what());
     }
@@ -390,14 +395,9 @@ Tensor ngram_vectors(const Tensor& ngram_rows, const data::Subwords& subwords, c
     throw ValueError("ngram_vectors: expected the n-grams' rows of a model trained with subwords, (" +
                      std::to_string(subwords.options().buckets()) + ", dim), got " +
                      (ngram_rows.defined() ? ngram_rows.shape().str() : std::string("an undefined tensor")));
-  const NoGradGuard no_grad;
-  std::vector<std::int64_t> rows, offsets;
-  for (const std::string& word : words) {
-    offsets.push_back(static_cast<std::int64_t>(rows.size()));
-    for (const std::int64_t bucket : subwords.buckets(word)) rows.push_back(bucket);
-  }
-  return nn::embedding_bag(ngram_rows, from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
-                           from_vector(offsets, {static_cast<std::int64_t>(words.size())}), nn::BagMode::Mean);
+  std::vector<std::vector<std::int64_t>> bags;
+  for (const std::string& word : words) bags.push_back(subwords.buckets(word));
+  return mean_of_bags(ngram_rows, bags);
 }
 
 }  // namespace tapegrad::examples::word2vec

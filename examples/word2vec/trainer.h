@@ -57,6 +57,7 @@ struct Word2VecOptions {
   std::int64_t buckets = 2000000;  // subwords: hash buckets of the n-grams, fastText's default
 
   bool subwords() const { return maxn > 0; }
+  data::SubwordOptions subword_options() const { return data::SubwordOptions().minn(minn).maxn(maxn).buckets(buckets); }
 
   double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
   std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" ? 64 : 256); }
