@@ -46,14 +46,13 @@ void PointerSentinelImpl::check(const Tensor& hidden, const Tensor& tokens, cons
                      dtype_name(tokens.dtype()) + " " + tokens.shape().str() + " and " + logits.shape().str());
 }
 
-Tensor PointerSentinelImpl::log_attention(const Tensor& hidden) {
-  const std::int64_t t_len = hidden.shape()[1];
+Tensor PointerSentinelImpl::log_attention(const Tensor& hidden, const Tensor& shown) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(options_.d_model()));
   const Tensor q = tanh(query_(hidden));                              // (B, T, d)
   const Tensor pointer = matmul(q, hidden.transpose(1, 2)) * scale;   // (B, T, T)
   const Tensor sentinel = matmul(q, sentinel_.unsqueeze(1)) * scale;  // (B, T, 1)
   const Tensor scores = concat({pointer, sentinel}, 2);               // (B, T, T + 1)
-  return log_softmax(masked_fill(scores, logical_not(visible(t_len, options_.window())), kMinusInfinity), -1);
+  return log_softmax(masked_fill(scores, logical_not(shown), kMinusInfinity), -1);
 }
 
 PointerSentinelOutput PointerSentinelImpl::forward(const Tensor& hidden, const Tensor& tokens, const Tensor& logits,
@@ -63,11 +62,12 @@ PointerSentinelOutput PointerSentinelImpl::forward(const Tensor& hidden, const T
     throw ShapeError("PointerSentinel: expected Int64 targets " + tokens.shape().str() + " like the tokens, got " +
                      dtype_name(targets.dtype()) + " " + targets.shape().str());
   const std::int64_t b = hidden.shape()[0], t_len = hidden.shape()[1];
-  const Tensor log_a = log_attention(hidden);  // (B, T, T + 1)
+  const Tensor shown = visible(t_len, options_.window());
+  const Tensor log_a = log_attention(hidden, shown);  // (B, T, T + 1)
   // Where the target is: the visible positions holding it, and the sentinel.
   const Tensor at_target =
       concat({eq(tokens.unsqueeze(1).expand({b, t_len, t_len}), targets.unsqueeze(2)), ones({b, t_len, 1}, kBool)}, 2);
-  const Tensor hit = logical_and(at_target, visible(t_len, options_.window()));
+  const Tensor hit = logical_and(at_target, shown);
   // The sentinel's term carries the vocabulary's log-probability of the target.
   const Tensor vocab = gather(log_softmax(logits, -1), 2, targets.unsqueeze(2));  // (B, T, 1)
   const Tensor with_vocab = concat({log_a.narrow(2, 0, t_len), log_a.narrow(2, t_len, 1) + vocab}, 2);
@@ -86,7 +86,7 @@ PointerSentinelOutput PointerSentinelImpl::forward(const Tensor& hidden, const T
 Tensor PointerSentinelImpl::log_distribution(const Tensor& hidden, const Tensor& tokens, const Tensor& logits) {
   check(hidden, tokens, logits);
   const std::int64_t b = hidden.shape()[0], t_len = hidden.shape()[1], v = logits.shape()[2];
-  const Tensor a = exp(log_attention(hidden));  // (B, T, T + 1)
+  const Tensor a = exp(log_attention(hidden, visible(t_len, options_.window())));  // (B, T, T + 1)
   const Tensor vocab = softmax(logits, -1) * a.narrow(2, t_len, 1);
   const Tensor copied = scatter_add(zeros({b, t_len, v}, logits.dtype()), 2,
                                     tokens.unsqueeze(1).expand({b, t_len, t_len}), a.narrow(2, 0, t_len));

@@ -61,8 +61,9 @@ class PointerSentinelImpl : public Module {
   const PointerSentinelOptions& options() const { return options_; }
 
  private:
-  // log a_t: (B, T, T + 1), the sentinel last; positions outside the window at -inf.
-  Tensor log_attention(const Tensor& hidden);
+  // log a_t: (B, T, T + 1), the sentinel last; positions where `shown` (Bool (T, T + 1)) is false,
+  // those outside the window, at -inf.
+  Tensor log_attention(const Tensor& hidden, const Tensor& shown);
   void check(const Tensor& hidden, const Tensor& tokens, const Tensor& logits) const;
 
   PointerSentinelOptions options_;
