@@ -9,7 +9,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 
 #include "tapegrad/autograd/error.h"
@@ -150,8 +149,11 @@ std::string hostname() {
 int create_event_file(const std::string& log_dir, std::string& path) {
   // Numbers the files of one process whose first choice of name was taken (two writers in one second).
   static std::atomic<unsigned long> counter{0};
+  // The seconds of the same clock as the events' wall times: std::time reads the kernel's coarse
+  // clock, which can still show the previous second just after the system clock has passed it.
+  const auto seconds = static_cast<long long>(wall_time_now());
   const std::string base =
-      (fs::path(log_dir) / ("events.out.tfevents." + std::to_string(std::time(nullptr)) + "." + hostname())).string();
+      (fs::path(log_dir) / ("events.out.tfevents." + std::to_string(seconds) + "." + hostname())).string();
   path = base;
   for (int attempt = 0;; ++attempt) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
