@@ -530,6 +530,47 @@ TEST_CASE("saved-tensor hooks: pack and unpack see every saved tensor, gradients
                        GraphError);
 }
 
+TEST_CASE("saved-tensor hooks: an unpacked tensor lives until its node's backward returns") {
+  // A backward reads a saved tensor by reference; one an unpack hook made is kept by the engine
+  // while the node's backward runs and released as soon as it returns.
+  Tensor x = tensor({0.5, 1.5}, kFloat64).requires_grad_();
+  std::vector<std::weak_ptr<TensorImpl>> made;
+  Tensor loss;
+  {
+    autograd::SavedTensorHooksGuard hooks(
+        [](const Tensor& t) -> std::shared_ptr<void> { return std::make_shared<Tensor>(t.detach()); },
+        [&](const std::shared_ptr<void>& p) {
+          Tensor copy = static_cast<Tensor*>(p.get())->clone();
+          made.push_back(copy.impl_ptr());
+          return copy;
+        });
+    loss = (x * x).sum();
+  }
+  int alive_after_mul = -1;
+  x.register_post_accumulate_grad_hook([&](const Tensor&) {
+    alive_after_mul = 0;
+    for (const auto& w : made) alive_after_mul += w.expired() ? 0 : 1;
+  });
+  loss.backward();
+  REQUIRE(made.size() == 2);
+  CHECK(alive_after_mul == 0);  // mul's backward had returned when x's gradient was accumulated
+  for (int i = 0; i < 2; ++i) CHECK(x.grad().at({i}) == doctest::Approx(2 * x.at({i})));
+
+  SavedTensor saved;
+  {
+    autograd::SavedTensorHooksGuard hooks(
+        [](const Tensor& t) -> std::shared_ptr<void> { return std::make_shared<Tensor>(t); },
+        [](const std::shared_ptr<void>& p) { return *static_cast<Tensor*>(p.get()); });
+    saved = SavedTensor(x);
+  }
+  CHECK_THROWS_WITH_AS(saved.unpack(),
+                       "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only inside the "
+                       "backward of the node that saved it",
+                       GraphError);
+  const SavedTensor plain(x);
+  CHECK(plain.unpack().impl() == x.impl());  // without hooks: the tensor itself, anywhere
+}
+
 TEST_CASE("checkpoint: a deep MLP's peak memory falls and its gradients are equal") {
   // Eight blocks h -> tanh(fc2(tanh(fc1(h)))) with a 4x wider hidden layer: a plain backward keeps
   // every block's hidden activation; checkpointed, only the blocks' inputs stay, and one block's

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <mutex>
 #include <string>
 
@@ -37,6 +38,10 @@ thread_local std::vector<SavedHooks> saved_hooks;
 // The node whose backward is running on this thread (SavedTensor::unpack names it and gives it
 // back to the outputs it unpacks under create_graph).
 thread_local const std::shared_ptr<Node>* running_node = nullptr;
+// Tensors that SavedTensor::unpack made (through an unpack hook, or an output reconnected under
+// create_graph) and handed out by reference: the running backward keeps them until its node's
+// backward returns. A deque, so that adding one leaves the references to the others valid.
+thread_local std::deque<Tensor> unpacked_tensors;
 
 // Deferred release. Destroying the last handle to a long chain would otherwise recurse once
 // per node (tensor -> node -> saved tensor -> node ...) and overflow the stack. The first
@@ -201,17 +206,22 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
   data_ = is_output ? t.detach() : t;
 }
 
-Tensor SavedTensor::unpack() const {
-  if (!defined_) return Tensor();
+const Tensor& SavedTensor::unpack() const {
+  static const Tensor undefined;
+  if (!defined_) return undefined;
   if (!hooked_) return checked(data_, data_.impl()->storage.get());  // the common case: no reference counting
   const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
-  Tensor t = hooked.unpack(hooked.packed);
+  if (running_node == nullptr)
+    throw GraphError(
+        "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only inside the "
+        "backward of the node that saved it");
+  const Tensor& t = unpacked_tensors.emplace_back(hooked.unpack(hooked.packed));
   if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
   const std::shared_ptr<Storage> storage = storage_.lock();  // gone: nothing can have written to it
   return checked(t, storage.get());
 }
 
-Tensor SavedTensor::checked(const Tensor& t, const Storage* storage) const {
+const Tensor& SavedTensor::checked(const Tensor& t, const Storage* storage) const {
   if (storage && storage->version() != version_)
     throw GraphError(running_op() +
                      ": one of the variables needed for gradient computation has been modified by an inplace "
@@ -222,7 +232,8 @@ Tensor SavedTensor::checked(const Tensor& t, const Storage* storage) const {
                      "fill_, copy_, add_ or mul_; write into a clone instead)");
   if (is_output_ && grad_enabled && running_node != nullptr) {
     // create_graph: the output is connected to the node again, for the duration of this backward.
-    Tensor connected = detail::make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype());
+    Tensor& connected = unpacked_tensors.emplace_back(
+        detail::make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype()));
     connected.impl()->grad_fn = *running_node;
     connected.impl()->output_nr = output_nr_;
     return connected;
@@ -500,12 +511,16 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
     };
     TensorList grads;
     {
-      const std::shared_ptr<Node>* outer = running_node;
-      running_node = &node;
+      // Restores the outer node and frees the tensors this node's backward unpacked.
       struct Restore {
-        const std::shared_ptr<Node>* outer;
-        ~Restore() { running_node = outer; }
-      } restore{outer};
+        const std::shared_ptr<Node>* outer = running_node;
+        std::size_t unpacked = unpacked_tensors.size();
+        ~Restore() {
+          running_node = outer;
+          unpacked_tensors.resize(unpacked);
+        }
+      } restore;
+      running_node = &node;
       if (node->backward_multi) {
         TensorList grad_outputs(static_cast<std::size_t>(node->num_outputs));
         grad_outputs[0] = arrived(0, std::move(node->grad_accum));

@@ -109,13 +109,16 @@ class SavedTensor {
 
   bool defined() const { return defined_; }
   // The saved tensor, checked against in-place writes. Inside a backward, names the running op
-  // in the error.
-  Tensor unpack() const;
+  // in the error. Usually a reference to the tensor kept here, valid while this SavedTensor
+  // lives; when an unpack hook or create_graph makes a new tensor, that tensor is kept by the
+  // running backward until its node's backward returns (a GraphError when that happens outside
+  // a backward).
+  const Tensor& unpack() const;
 
  private:
   // t after the version check against storage (null: not checked), reconnected to the running
   // node when it is an output unpacked under create_graph.
-  Tensor checked(const Tensor& t, const Storage* storage) const;
+  const Tensor& checked(const Tensor& t, const Storage* storage) const;
 
   Tensor data_;                   // empty when packed by a hook
   std::shared_ptr<void> hooked_;  // the hook state (see graph.cpp), when a pack hook took it

@@ -253,11 +253,13 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
             slse = SavedTensor(lse), sbias = bias.defined() ? SavedTensor(bias) : SavedTensor(), structure, sh,
             scale](const Tensor& g) -> TensorList {
              using detail::widen_bf16;
-             const Tensor lse = slse.unpack();
+             const Tensor& lse = slse.unpack();
              const Tensor bias = sbias.defined() ? sbias.unpack() : Tensor();
              const bool bf16 = g.dtype() == kBFloat16;
              const auto as_input = [bf16](const Tensor& grad) { return bf16 ? grad.to(kBFloat16) : grad; };
-             const Tensor q = sq.unpack(), k = sk.unpack(), v = sv.unpack();
+             const Tensor& q = sq.unpack();
+             const Tensor& k = sk.unpack();
+             const Tensor& v = sv.unpack();
              if (any_requires_grad({&g, &q, &k, &v})) {
                // Taped (create_graph): differentiable ops, in float32 for bfloat16.
                const TensorList grads = backward_taped(widen_bf16(g), widen_bf16(q), widen_bf16(k), widen_bf16(v), lse,
@@ -267,7 +269,8 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
              // Untaped: the kernel, on the stored dtype (bfloat16 read in place), every operand in its own
              // layout; dq, dk, dv in the order of q's, k's and v's axes (float32 for bfloat16, rounded on
              // return), so that the heads' gradients merge back without a copy.
-             const Tensor o = so.unpack(), gr = with_readable_rows(g);
+             const Tensor& o = so.unpack();
+             const Tensor gr = with_readable_rows(g);
              const DType grad_dtype = bf16 ? kFloat32 : q.dtype();
              Tensor dq = empty_in_order_of(q, q.shape(), grad_dtype), dk = empty_in_order_of(k, k.shape(), grad_dtype),
                     dv = empty_in_order_of(v, v.shape(), grad_dtype);

@@ -77,7 +77,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     record("mul", out, {a, b},
            [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(),
             need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-             const Tensor a = sa.unpack(), b = sb.unpack();
+             const Tensor& a = sa.unpack();
+             const Tensor& b = sb.unpack();
              return {need_a ? sum_to(g * b, a.shape()) : Tensor(), need_b ? sum_to(g * a, b.shape()) : Tensor()};
            });
   return out;
@@ -90,7 +91,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
     record("div", out, {a, b},
            [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(),
             need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-             const Tensor a = sa.unpack(), b = sb.unpack();
+             const Tensor& a = sa.unpack();
+             const Tensor& b = sb.unpack();
              // d(a/b)/db = -a / b^2
              return {need_a ? sum_to(g / b, a.shape()) : Tensor(),
                      need_b ? sum_to(neg(g * a) / (b * b), b.shape()) : Tensor()};
@@ -129,7 +131,8 @@ Tensor rdiv(double a, const Tensor& b) {
   if (any_requires_grad({&b}))
     record("rdiv", out, {b}, [sy = SavedTensor::output(out), sb = SavedTensor(b)](const Tensor& g) -> TensorList {
       // d(a/b)/db = -(a/b) / b
-      const Tensor y = sy.unpack(), b = sb.unpack();
+      const Tensor& y = sy.unpack();
+      const Tensor& b = sb.unpack();
       if (any_requires_grad({&g, &y, &b})) return {neg(g * y) / b};
       return {backward_map(g, y, [](auto gv, auto yv) { return -gv * yv; }) / b};
     });
@@ -262,7 +265,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
         "where", out, {a, b},
         [saved_c = SavedTensor(condition), sa = a.shape(), sb = b.shape(), need_a = a.requires_grad(),
          need_b = b.requires_grad()](const Tensor& g) -> TensorList {
-          const Tensor c = saved_c.unpack();
+          const Tensor& c = saved_c.unpack();
           const Tensor zero = scalar_tensor(0.0, g.dtype());
           return {need_a ? sum_to(where(c, g, zero), sa) : Tensor(), need_b ? sum_to(where(c, zero, g), sb) : Tensor()};
         });

@@ -140,7 +140,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
              Tensor gsrc;
              if (src_needs && any_requires_grad({&g})) {
                // Taped: gather, then pad with zeros to src's shape (only its index-shaped corner was used).
-               const Tensor idx = saved.unpack();
+               const Tensor& idx = saved.unpack();
                gsrc = gather(g, axis, idx);
                for (int d = 0; d < gsrc.dim(); ++d) {
                  if (gsrc.shape()[d] == src_shape[d]) continue;
@@ -149,7 +149,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
                  gsrc = concat({gsrc, zeros(rest, g.dtype())}, d);
                }
              } else if (src_needs) {
-               const Tensor idx = saved.unpack();
+               const Tensor& idx = saved.unpack();
                gsrc = zeros(src_shape, g.dtype());
                // The index-shaped corner of gsrc; the rest of src was never used.
                const Tensor corner = detail::make_view(gsrc, idx.shape(), gsrc.strides(), gsrc.offset());
@@ -198,7 +198,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
             pad](const Tensor& g) -> TensorList {
              const std::shared_ptr<TensorImpl> table = leaf.lock();
              if (!table) return {Tensor()};  // the weight is gone: nobody can read its gradient
-             const Tensor ids = saved.unpack();
+             const Tensor& ids = saved.unpack();
              const Tensor gd = kernels::dense(g);  // gd: (N, D) flattened
              const std::int64_t n = ids.numel();
              const std::int64_t* id = ids.data_ptr<std::int64_t>();
@@ -224,7 +224,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
   } else if (any_requires_grad({&weight})) {
     record("embedding", out, {weight},
            [saved = SavedTensor(ids), num_embeddings, dim, pad](const Tensor& g) -> TensorList {
-             const Tensor ids = saved.unpack();
+             const Tensor& ids = saved.unpack();
              if (any_requires_grad({&g})) {
                const Tensor idx = reshape(ids, {ids.numel()});  // (N)
                // Taped: the rows of g added into zeros at their ids (scatter_add along axis 0), the
@@ -285,9 +285,9 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
          [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_q = SavedTensor(queries),
           leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
           sparse, weight_needs, queries_needs, num_embeddings, dim, pad](const Tensor& g) -> TensorList {
-           const Tensor ids = saved_ids.unpack();
-           const Tensor wt = saved_w.unpack();
-           const Tensor qt = saved_q.unpack();
+           const Tensor& ids = saved_ids.unpack();
+           const Tensor& wt = saved_w.unpack();
+           const Tensor& qt = saved_q.unpack();
            if (is_grad_enabled() && any_requires_grad({&g, &wt, &qt})) {
              if (sparse && weight_needs)
                throw GraphError(

@@ -230,7 +230,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
            [sa = SavedTensor(a), sb = SavedTensor(b), need_a = a.requires_grad(), need_b = b.requires_grad(),
             s](const Tensor& g) -> TensorList {
              // Written with ops (matmul, sum_to, reshape): differentiable again under create_graph.
-             const Tensor a = sa.unpack(), b = sb.unpack();
+             const Tensor& a = sa.unpack();
+             const Tensor& b = sb.unpack();
              // reshape (a recorded view), not promote_*: a taped backward must keep a's and b's history.
              const Tensor a_p = a.dim() == 1 ? reshape(a, {1, s.k}) : a;  // a_p: (batch_a..., n, k)
              const Tensor b_p = b.dim() == 1 ? reshape(b, {s.k, 1}) : b;  // b_p: (batch_b..., k, m)
@@ -327,7 +328,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            [sx = SavedTensor(x), sw = SavedTensor(weight), need_x = x.requires_grad(), need_w = weight.requires_grad(),
             need_b = bias.defined() && bias.requires_grad(), in, out_features](const Tensor& g) -> TensorList {
              // g: (..., out). Written with ops: differentiable again under create_graph.
-             const Tensor x = sx.unpack(), weight = sw.unpack();
+             const Tensor& x = sx.unpack();
+             const Tensor& weight = sw.unpack();
              Tensor grad_x, grad_w, grad_b;
              if (need_x) grad_x = matmul(g, weight);  // (..., in)
              if (need_w || need_b) {

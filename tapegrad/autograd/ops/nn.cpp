@@ -94,7 +94,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
            [sx = SavedTensor(x), sw = SavedTensor(weight), mean, rstd, rows, d, eps, normalized_shape,
             need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
             need_b = bias.defined() && bias.requires_grad()](const Tensor& g) -> TensorList {
-             const Tensor x = sx.unpack(), weight = sw.unpack();
+             const Tensor& x = sx.unpack();
+             const Tensor& weight = sw.unpack();
              if (any_requires_grad({&g, &x, &weight}))
                return layer_norm_backward_taped(g, x, weight, normalized_shape, eps, need_x, need_w, need_b);
              const Tensor xd = kernels::dense(x).detach();

@@ -406,7 +406,11 @@ TensorList recurrent_layer(RecurrentMode mode, const Tensor& input_gates, const 
       outputs, {input_gates, h0, c0, w_hh, b_hh},
       [mode, d, len, reverse, saved, sx = SavedTensor(input_gates), sh = SavedTensor(h0), sc = SavedTensor(c0),
        sw = SavedTensor(w_hh), sb = SavedTensor(b_hh)](const TensorList& grads) -> TensorList {
-        const Tensor xg = sx.unpack(), h0 = sh.unpack(), c0 = sc.unpack(), w = sw.unpack(), bias = sb.unpack();
+        const Tensor& xg = sx.unpack();
+        const Tensor& h0 = sh.unpack();
+        const Tensor& c0 = sc.unpack();
+        const Tensor& w = sw.unpack();
+        const Tensor& bias = sb.unpack();
         bool taped = is_grad_enabled() && any_requires_grad({&xg, &h0, &c0, &w, &bias});
         for (const Tensor& g : grads) taped = taped || (is_grad_enabled() && g.defined() && g.requires_grad());
         if (taped) return layer_backward_taped(mode, grads, xg, h0, c0, w, bias, len, reverse);

@@ -196,7 +196,7 @@ Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
            [sx = SavedTensor(x), skept = SavedTensor::output(kept), r, axes, p, inf](const Tensor& g) -> TensorList {
              // d|x|_p / dx = sign(x) |x|^(p-1) / |x|_p^(p-1); for p = inf the gradient is shared among the entries
              // with |x| = max, as PyTorch does.
-             const Tensor x = sx.unpack();
+             const Tensor& x = sx.unpack();
              const Tensor kept = skept.unpack().detach();
              if (any_requires_grad({&g, &x})) return {norm_backward_taped(g, x, kept, r, axes, p)};
              const Tensor xc = x.contiguous();
@@ -271,7 +271,7 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
            [sx = SavedTensor(x), slse = SavedTensor::output(kept), r, axes](const Tensor& g) -> TensorList {
              // d lse / dx = exp(x - lse) = softmax(x); an entry of -inf gets 0 even when the whole row
              // is -inf (where exp(-inf - -inf) would be NaN).
-             const Tensor x = sx.unpack();
+             const Tensor& x = sx.unpack();
              const Tensor lse = slse.unpack().detach();
              if (any_requires_grad({&g, &x})) {
                // Taped: lse recomputed from x, so that its own dependence on x is differentiated too.

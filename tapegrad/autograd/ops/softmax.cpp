@@ -33,7 +33,7 @@ Tensor softmax_family(const Tensor& x, std::int64_t axis, const char* op) {
   });
   if (any_requires_grad({&x}))
     record(op, out, {x}, [saved = SavedTensor::output(out), split, a](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {softmax_backward_taped(g, y, a, kLog)};
       return {dispatch_floating(y.dtype(), "softmax backward", [&](auto tag) {
         using T = decltype(tag);
@@ -77,7 +77,7 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
   });
   if (any_requires_grad({&x}))
     record("causal_softmax", out, {x}, [saved = SavedTensor::output(out), split](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {softmax_backward_taped(g, y, y.dim() - 1, false)};
       return {dispatch_floating(y.dtype(), "causal_softmax backward", [&](auto tag) {
         using T = decltype(tag);

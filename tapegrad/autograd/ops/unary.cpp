@@ -44,7 +44,8 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x, bool use_tanh) {
   if (any_requires_grad({&g, &x}))
     record("gelu_backward", out, {g, x},
            [sg = SavedTensor(g), sx = SavedTensor(x), use_tanh](const Tensor& gg) -> TensorList {
-             const Tensor g = sg.unpack(), x = sx.unpack();
+             const Tensor& g = sg.unpack();
+             const Tensor& x = sx.unpack();
              return {gelu_backward(gg, x, use_tanh), gg * g * gelu_second_derivative(x, use_tanh)};
            });
   return out;
@@ -67,7 +68,7 @@ Tensor pow(const Tensor& x, double exponent) {
   });
   if (any_requires_grad({&x}))
     record("pow", out, {x}, [saved = SavedTensor(x), exponent](const Tensor& g) -> TensorList {
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x})) {
         if (exponent == 0.0) return {zeros_like(g)};
         return {g * pow(x, exponent - 1.0) * exponent};
@@ -108,7 +109,7 @@ Tensor sqrt(const Tensor& x) {
   });
   if (any_requires_grad({&x}))
     record("sqrt", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {g / (y * 2.0)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv / (yv + yv); })};
     });
@@ -119,7 +120,7 @@ Tensor abs(const Tensor& x) {
   Tensor out = floating_map(x, "abs", [](auto v) { return std::abs(v); });
   if (any_requires_grad({&x}))
     record("abs", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x})) {  // sign(x) is piecewise constant: a constant here
         const Tensor zero = scalar_tensor(0.0, g.dtype());
         return {where(gt(x, 0.0), g, where(lt(x, 0.0), neg(g), zero))};
@@ -139,7 +140,7 @@ Tensor tanh(const Tensor& x) {
   });
   if (any_requires_grad({&x}))
     record("tanh", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {g * rsub(1.0, y * y)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv * (1 - yv * yv); })};
     });
@@ -154,7 +155,7 @@ Tensor sigmoid(const Tensor& x) {
   });
   if (any_requires_grad({&x}))
     record("sigmoid", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {g * y * rsub(1.0, y)};
       return {backward_map(g, y, [](auto gv, auto yv) { return gv * yv * (1 - yv); })};
     });
@@ -167,7 +168,7 @@ Tensor softplus(const Tensor& x) {
       dispatch_floating(x.dtype(), "softplus", [&](auto tag) { return kernels::softplus_forward<decltype(tag)>(x); });
   if (any_requires_grad({&x}))
     record("softplus", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x})) return {g * sigmoid(x)};
       return {backward_map(g, x, [](auto gv, auto xv) {
         using T = decltype(xv);
@@ -183,7 +184,7 @@ Tensor erf(const Tensor& x) {
   if (any_requires_grad({&x}))
     record("erf", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
       constexpr double kTwoOverSqrtPi = 1.1283791670955126;  // 2 / sqrt(pi)
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x})) return {g * exp(-(x * x)) * kTwoOverSqrtPi};
       return {backward_map(g, x, [](auto gv, auto xv) {
         using T = decltype(xv);
@@ -197,7 +198,7 @@ Tensor relu(const Tensor& x) {
   Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (any_requires_grad({&x}))
     record("relu", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
-      const Tensor y = saved.unpack();
+      const Tensor& y = saved.unpack();
       if (any_requires_grad({&g, &y})) return {where(gt(y, 0.0), g, scalar_tensor(0.0, g.dtype()))};
       return {backward_map(g, y, [](auto gv, auto yv) { return yv > 0 ? gv : decltype(gv)(0); })};
     });
@@ -213,7 +214,7 @@ Tensor gelu(const Tensor& x, GeluApproximation approximate) {
                                         });
   if (any_requires_grad({&x}))
     record("gelu", out, {x}, [x = SavedTensor(x), use_tanh](const Tensor& g) -> TensorList {
-      const Tensor input = x.unpack();
+      const Tensor& input = x.unpack();
       if (input.dtype() != kBFloat16) return {gelu_backward(g, input, use_tanh)};
       // The fused kernel when no graph of the gradient is wanted; differentiable ops in float32 otherwise.
       if (g.dtype() == kBFloat16 && !any_requires_grad({&g, &input}))
@@ -231,7 +232,7 @@ Tensor silu(const Tensor& x) {
   });
   if (any_requires_grad({&x}))
     record("silu", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x})) {
         const Tensor s = sigmoid(x);
         return {g * s * (x * rsub(1.0, s) + 1.0)};
@@ -257,7 +258,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   });
   if (any_requires_grad({&x}))
     record("clamp", out, {x}, [saved = SavedTensor(x), lo, hi](const Tensor& g) -> TensorList {
-      const Tensor x = saved.unpack();
+      const Tensor& x = saved.unpack();
       if (any_requires_grad({&g, &x}))
         return {where(logical_and(ge(x, lo), le(x, hi)), g, scalar_tensor(0.0, g.dtype()))};
       return {backward_map(g, x, [lo, hi](auto gv, auto xv) {
