@@ -1,7 +1,7 @@
-"""Data parallelism in an experiment: the program run alone and under `mpirun -np 2` with the same
-global batch must reach the same results (summary.json's KEYS, paths like "final_loss/learned/0",
-within a relative TOLERANCE; float sums in another order are the only difference), and the parallel
-run's files are written once.
+"""Data parallelism in an experiment: the program run alone and under `mpirun -np 2` (on one machine, or
+on the nodes of a hostfile, as FLAGS say) with the same global batch must reach the same results
+(summary.json's KEYS, paths like "final_loss/learned/0", within a relative TOLERANCE; float sums in
+another order are the only difference), and the parallel run's files are written once.
 
     parallel_same.py MPIEXEC "FLAGS" RUNS KEYS TOLERANCE -- PROGRAM ARGS...
 """

@@ -116,6 +116,14 @@ TEST_CASE("dist: the group of the job") {
   CHECK(group.local_rank() >= 0);
   CHECK(group.local_rank() < group.local_size());
   CHECK(group.local_size() <= group.size());
+  // The node split agrees with the launcher's placement, on one machine and across a hostfile's
+  // nodes (dist.hostfile_two_nodes: one process on each of two nodes, so a node of one).
+  if (const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    CHECK(group.local_size() == std::atoi(local_size));
+    CHECK(group.local_rank() == std::atoi(std::getenv("OMPI_COMM_WORLD_LOCAL_RANK")));
+  }
+  if (const char* nodes = std::getenv("TAPEGRAD_TEST_NODES"))
+    CHECK(group.local_size() * std::atoi(nodes) == group.size());
   CHECK(num_threads() >= 1);
   group.barrier();
 }

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Stands in for ssh as Open MPI's launch agent (--mca plm_rsh_agent), so that a hostfile naming two
+# nodes runs both on this machine: mpirun then starts a daemon per node through this script, the
+# ranks of each node see only their node (local rank and size), and they talk over TCP. It drops
+# the agent's options and the host name, and runs the daemon's command here.
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -*) shift ;;
+    *)
+      shift
+      break
+      ;;
+  esac
+done
+exec sh -c "$*"
