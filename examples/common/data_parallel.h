@@ -8,6 +8,9 @@
 //   options.replicas = parallel.replicas();          // the Trainer: rank 0 writes, every rank stops together
 //   Tensor rows = parallel.share(batch.input);       // this rank's rows of the global batch
 //   if (parallel.is_main()) write_summary(...);
+//
+// Programs that step row-sparse tables themselves (word2vec, GloVe) exchange their gradients'
+// rows instead (gather_sparse_grads) and sum their statistics (all_reduce_sum).
 
 #include <exception>
 #include <memory>
@@ -44,6 +47,13 @@ class DataParallel {
   Tensor share(const Tensor& global) const;
   // Every rank waits for the others.
   void barrier() const;
+  // `t` summed element-wise over the ranks, in place on every rank. Nothing for one process.
+  void all_reduce_sum(const Tensor& t) const;
+  // Row-sparse gradients over the ranks: each leaf's gradient becomes the rows every rank holds of
+  // it, in rank order (a rank without one adds none; duplicates stay, so they add up when applied).
+  // A model whose ranks split a batch in order then steps exactly as one process on the whole batch.
+  // ValueError naming the leaf's position when a leaf has a dense gradient. Nothing for one process.
+  void gather_sparse_grads(const TensorList& leaves) const;
 
  private:
   int uncaught_ = std::uncaught_exceptions();

@@ -1,9 +1,10 @@
 """Data parallelism in an experiment: the program run alone and under `mpirun -np 2` (on one machine, or
 on the nodes of a hostfile, as FLAGS say) with the same global batch must reach the same results
 (summary.json's KEYS, paths like "final_loss/learned/0", within a relative TOLERANCE; float sums in
-another order are the only difference), and the parallel run's files are written once.
+another order are the only difference), and the parallel run's files are written once. The files of
+IDENTICAL (";"-separated, paths in the run directory), when given, must be the same bytes.
 
-    parallel_same.py MPIEXEC "FLAGS" RUNS KEYS TOLERANCE -- PROGRAM ARGS...
+    parallel_same.py MPIEXEC "FLAGS" RUNS KEYS TOLERANCE [IDENTICAL] -- PROGRAM ARGS...
 """
 import json
 import os
@@ -26,7 +27,7 @@ def run(command, run_dir):
                 lines[os.path.relpath(folder, run_dir)] = len(f.read().splitlines())
     if not lines:
         sys.exit(f"{run_dir} holds no metrics.jsonl")
-    return summary, lines, done.stderr
+    return summary, lines, done.stdout + done.stderr
 
 
 def lookup(summary, key):
@@ -39,12 +40,12 @@ def lookup(summary, key):
 
 def main():
     split = sys.argv.index("--")
-    mpiexec, flags, runs, keys, tolerance = sys.argv[1:split]
+    mpiexec, flags, runs, keys, tolerance, *identical = sys.argv[1:split]
     program = sys.argv[split + 1:]
     one, one_lines, _ = run(program, os.path.join(runs, "one"))
-    two, two_lines, two_err = run([mpiexec] + flags.split(";") + ["-np", "2"] + program, os.path.join(runs, "two"))
-    if "2 process(es)" not in two_err:
-        sys.exit(f"the mpirun run did not train on 2 processes:\n{two_err}")
+    two, two_lines, two_output = run([mpiexec] + flags.split(";") + ["-np", "2"] + program, os.path.join(runs, "two"))
+    if "2 process" not in two_output:  # "2 process(es)", "on 2 processes"
+        sys.exit(f"the mpirun run did not train on 2 processes:\n{two_output}")
     if one_lines != two_lines:
         sys.exit(f"metrics.jsonl lines: {one_lines} alone, {two_lines} under mpirun (written twice?)")
     for key in keys.split(";"):
@@ -52,6 +53,11 @@ def main():
         if abs(a - b) > float(tolerance) * max(abs(a), abs(b)):
             sys.exit(f"summary.json {key}: {a} alone, {b} on 2 processes (tolerance {tolerance} relative)")
         print(f"{key}: {a} alone, {b} on 2 processes")
+    for name in identical[0].split(";") if identical else []:
+        with open(os.path.join(runs, "one", name), "rb") as f, open(os.path.join(runs, "two", name), "rb") as g:
+            if f.read() != g.read():
+                sys.exit(f"{name} differs between the run alone and the run on 2 processes")
+        print(f"{name}: the same bytes alone and on 2 processes")
 
 
 if __name__ == "__main__":

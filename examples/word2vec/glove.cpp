@@ -72,14 +72,14 @@ Tensor glove_table(std::int64_t rows, std::int64_t cols, std::int64_t dim, Gener
 }  // namespace
 
 Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, const GloveOptions& options,
-                           const Word2VecCallbacks& callbacks) {
+                           const Word2VecCallbacks& callbacks, const DataParallel& parallel) {
   validate(x, vocab_size, options);
   Generator gen(options.seed);
   const std::int64_t d = options.dim;
   const Tensor words = glove_table(vocab_size, d, d, gen), contexts = glove_table(vocab_size, d, d, gen);
   const Tensor word_bias = glove_table(vocab_size, 1, d, gen), context_bias = glove_table(vocab_size, 1, d, gen);
-  optim::Adagrad optimizer({words, contexts, word_bias, context_bias},
-                           optim::AdagradOptions(options.lr).initial_accumulator_value(1.0));
+  const TensorList leaves = {words, contexts, word_bias, context_bias};
+  optim::Adagrad optimizer(leaves, optim::AdagradOptions(options.lr).initial_accumulator_value(1.0));
 
   // Each pair's weight f(X_ij) and target log X_ij, fixed for the whole run.
   std::vector<float> weights(x.counts.size()), targets(x.counts.size());
@@ -93,6 +93,21 @@ Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, cons
   std::iota(order.begin(), order.end(), std::int64_t{0});
   std::vector<std::int64_t> rows, cols;
   std::vector<float> batch_weights, batch_targets;
+  // Half the weighted squared error of the pairs in rows/cols, summed, backpropagated into the
+  // tables' row-sparse gradients.
+  const auto fit = [&] {
+    const auto b = static_cast<std::int64_t>(rows.size());
+    const Tensor i = from_vector(rows, {b, 1}), j = from_vector(cols, {b, 1});
+    // w_i . c_j as one gathered product: the rows of `words` at i dotted with the context rows.
+    const Tensor context = embedding(contexts, j.reshape({b}), std::nullopt, /*sparse=*/true);  // (B, d)
+    const Tensor dot = embedding_dot(words, i, context, /*sparse=*/true);                       // (B, 1)
+    const Tensor bias = embedding(word_bias, i, std::nullopt, true).reshape({b, 1}) +
+                        embedding(context_bias, j, std::nullopt, true).reshape({b, 1});
+    const Tensor diff = dot + bias - from_vector(batch_targets, {b, 1});
+    const Tensor loss = sum(from_vector(batch_weights, {b, 1}) * diff * diff) * 0.5;
+    loss.backward();
+    return loss.item();
+  };
   double log_loss = 0.0;
   std::int64_t log_pairs = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -103,34 +118,31 @@ Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, cons
     double epoch_loss = 0.0;
     for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(options.batch_size)) {
       const std::size_t last = std::min(order.size(), first + static_cast<std::size_t>(options.batch_size));
+      // This process's part of the batch (the whole batch for one process).
+      const auto part = [&](int rank) {
+        return first + (last - first) * static_cast<std::size_t>(rank) / static_cast<std::size_t>(parallel.size());
+      };
       rows.clear();
       cols.clear();
       batch_weights.clear();
       batch_targets.clear();
-      for (std::size_t k = first; k < last; ++k) {
+      for (std::size_t k = part(parallel.rank()); k < part(parallel.rank() + 1); ++k) {
         const auto pair = static_cast<std::size_t>(order[k]);
         rows.push_back(x.rows[pair]);
         cols.push_back(x.cols[pair]);
         batch_weights.push_back(weights[pair]);
         batch_targets.push_back(targets[pair]);
       }
-      const auto b = static_cast<std::int64_t>(rows.size());
-      const Tensor i = from_vector(rows, {b, 1}), j = from_vector(cols, {b, 1});
-      // w_i . c_j as one gathered product: the rows of `words` at i dotted with the context rows.
-      const Tensor context = embedding(contexts, j.reshape({b}), std::nullopt, /*sparse=*/true);  // (B, d)
-      const Tensor dot = embedding_dot(words, i, context, /*sparse=*/true);                       // (B, 1)
-      const Tensor bias = embedding(word_bias, i, std::nullopt, true).reshape({b, 1}) +
-                          embedding(context_bias, j, std::nullopt, true).reshape({b, 1});
-      const Tensor diff = dot + bias - from_vector(batch_targets, {b, 1});
-      const Tensor loss = sum(from_vector(batch_weights, {b, 1}) * diff * diff) * 0.5;
-      loss.backward();
+      const Tensor batch_loss = from_vector(std::vector<double>{rows.empty() ? 0.0 : fit()}, {1});
+      parallel.gather_sparse_grads(leaves);
       optimizer.step();
       optimizer.zero_grad(true);
-      const double batch_loss = loss.item();
-      epoch_loss += batch_loss;
-      log_loss += batch_loss;
-      log_pairs += b;
-      result.words += b;
+      parallel.all_reduce_sum(batch_loss);  // the parts' losses: the batch's
+      const auto pairs = static_cast<std::int64_t>(last - first);
+      epoch_loss += batch_loss.item();
+      log_loss += batch_loss.item();
+      log_pairs += pairs;
+      result.words += pairs;
       ++result.steps;
       if (callbacks.log_every > 0 && result.steps % callbacks.log_every == 0) {
         const double t = seconds();

@@ -12,6 +12,9 @@
 //   steps    optim::Adagrad (sum of squared gradients starting at 1, as glove.c's) on row-sparse
 //            gradients: a step changes only the rows of its batch's words
 //   vectors  w + c, glove.c's default output
+//   processes under mpirun (a DataParallel of several), each process fits its part of every batch
+//            (the pairs divided in order) and the rows of the parts' gradients are gathered on every
+//            process before the step: the vectors equal one process's (bit for bit on the same CPU)
 //
 //   Cooccurrences x = count_cooccurrences(vocab.encode(sentences), vocab.size(), 10);
 //   Word2VecResult r = train_glove(x, vocab.size(), GloveOptions());
@@ -48,6 +51,6 @@ struct GloveOptions {
 // epoch_losses the mean loss per pair of each epoch. ValueError naming the option for a dim,
 // epochs or batch_size below 1 or an x_max, alpha or lr not above 0, or an empty x.
 Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, const GloveOptions& options,
-                           const Word2VecCallbacks& callbacks = {});
+                           const Word2VecCallbacks& callbacks = {}, const DataParallel& parallel = DataParallel());
 
 }  // namespace tapegrad::examples::word2vec

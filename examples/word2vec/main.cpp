@@ -16,6 +16,9 @@
 // (word2vec text format, readable by gensim), summary.json. Prints nearest neighbours of the probe
 // words and the analogies' answers, and with subwords those of words it never saw (--oov_probes).
 //
+// Under `mpirun -np N` (N dividing --shards) the processes train the same vectors as one process,
+// each computing its share of the shards (GloVe: of each batch); rank 0 writes the files.
+//
 // Usage: word2vec [--config FILE] [--key value ...]   (--help lists the keys)
 
 #include <algorithm>
@@ -96,7 +99,7 @@ struct W2vConfig {
     f("buckets", &C::buckets, "subwords: hash buckets the n-grams share");
     f("x_max", &C::x_max, "GloVe: co-occurrence counts above it weigh 1");
     f("alpha", &C::alpha, "GloVe: the weight's exponent, (x / x_max)^alpha below x_max");
-    f("threads", &C::threads, "threads of tapegrad's pool");
+    f("threads", &C::threads, "threads of tapegrad's pool (under mpirun each process takes its share of the node's)");
     f("log_every", &C::log_every, "steps between metrics.jsonl lines");
     f("probes", &C::probes, "words whose nearest neighbours are printed, comma-separated");
     f("analogies", &C::analogies, "a:b:c:d, comma-separated: is d nearest to b - a + c?");
@@ -208,10 +211,23 @@ nlohmann::json analogies(const Tensor& unit, const Vocabulary& vocab, const std:
 int run(const Config& config) {
   const W2vConfig c = examples::read_config<W2vConfig>(config);
   validate(c);
-  set_num_threads(static_cast<int>(c.threads));
+  // Under mpirun every process trains its share of the shards (or of GloVe's batches) and gets
+  // its share of the node's CPUs; rank 0 prints and writes the files.
+  examples::DataParallel parallel = examples::DataParallel::from_environment();
+  if (parallel.size() == 1) set_num_threads(static_cast<int>(c.threads));
+  if (c.model != "glove" && c.shards % parallel.size() != 0) {  // every rank stops here alike
+    if (parallel.is_main())
+      std::cerr << "word2vec: --shards " << c.shards << " must be a multiple of the processes, " << parallel.size()
+                << "\n";
+    return examples::kConfigErrorExit;
+  }
+  std::ostringstream quiet;
+  std::ostream& out = parallel.is_main() ? std::cout : quiet;
   examples::RunDir dir(c.run_dir);
-  dir.clear_previous_run();
-  dir.write_config(config);
+  if (parallel.is_main()) {
+    dir.clear_previous_run();
+    dir.write_config(config);
+  }
 
   const examples::Bible bible = examples::load_bible(c.data);
   std::vector<std::vector<std::string>> sentences;
@@ -225,16 +241,17 @@ int run(const Config& config) {
     corpus_tokens += static_cast<std::int64_t>(words.size());
     sentences.push_back(std::move(words));
   }
-  io::write_file_atomic(dir.file("corpus.txt"), corpus_text);
+  if (parallel.is_main()) io::write_file_atomic(dir.file("corpus.txt"), corpus_text);
   const Vocabulary vocab = build_vocabulary(sentences, c.min_count);
   const std::vector<std::vector<std::int64_t>> encoded = vocab.encode(sentences);
   const bool glove = c.model == "glove";
-  std::cout << "word2vec: " << c.model
-            << (glove            ? ""
-                : c.loss == "ns" ? " with negative sampling"
-                                 : " with hierarchical softmax")
-            << ", " << bible.verses.size() << " verses, " << corpus_tokens << " tokens, vocabulary " << vocab.size()
-            << " (min_count " << c.min_count << ", " << vocab.total << " tokens kept)\n";
+  out << "word2vec: " << c.model
+      << (glove            ? ""
+          : c.loss == "ns" ? " with negative sampling"
+                           : " with hierarchical softmax")
+      << ", " << bible.verses.size() << " verses, " << corpus_tokens << " tokens, vocabulary " << vocab.size()
+      << " (min_count " << c.min_count << ", " << vocab.total << " tokens kept)"
+      << (parallel.size() > 1 ? ", on " + std::to_string(parallel.size()) + " processes" : std::string()) << "\n";
 
   Word2VecOptions options;
   options.model = c.model;
@@ -261,8 +278,8 @@ int run(const Config& config) {
     metrics += line.dump() + "\n";
   };
   callbacks.on_epoch = [&](std::int64_t epoch, double loss, double words_per_second) {
-    std::cout << "epoch " << epoch << "/" << c.epochs << ": loss " << format_number(loss) << " per example, "
-              << static_cast<std::int64_t>(words_per_second) << " words/s\n";
+    out << "epoch " << epoch << "/" << c.epochs << ": loss " << format_number(loss) << " per example, "
+        << static_cast<std::int64_t>(words_per_second) << " words/s\n";
   };
   nlohmann::json model_summary = nlohmann::json::object();
   Word2VecResult result;
@@ -270,8 +287,8 @@ int run(const Config& config) {
     const auto count_start = std::chrono::steady_clock::now();
     const Cooccurrences x = count_cooccurrences(encoded, vocab.size(), c.window);
     const double count_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - count_start).count();
-    std::cout << "co-occurrences: " << x.size() << " nonzero counts within " << c.window << " words ("
-              << format_number(std::round(count_seconds * 100) / 100) << " s)\n";
+    out << "co-occurrences: " << x.size() << " nonzero counts within " << c.window << " words ("
+        << format_number(std::round(count_seconds * 100) / 100) << " s)\n";
     GloveOptions glove_options;
     glove_options.dim = c.dim;
     glove_options.x_max = c.x_max;
@@ -280,7 +297,7 @@ int run(const Config& config) {
     glove_options.epochs = c.epochs;
     if (c.batch_size > 0) glove_options.batch_size = c.batch_size;
     glove_options.seed = static_cast<std::uint64_t>(c.seed);
-    result = train_glove(x, vocab.size(), glove_options, callbacks);
+    result = train_glove(x, vocab.size(), glove_options, callbacks, parallel);
     // Speed as for word2vec: the corpus words of all epochs over the time, the counting included.
     const double seconds = count_seconds + result.seconds;
     model_summary = {{"cooccurrence_pairs", x.size()},
@@ -294,10 +311,11 @@ int run(const Config& config) {
     result.seconds = seconds;
     result.words_per_second = static_cast<double>(result.words) / seconds;
   } else {
-    result = train_word2vec(encoded, vocab, options, callbacks);
+    result = train_word2vec(encoded, vocab, options, callbacks, parallel);
     model_summary = {{"loss", c.loss}, {"batch_size", options.batch()}, {"shards", options.shards}};
     if (options.subwords()) model_summary.update({{"minn", c.minn}, {"maxn", c.maxn}, {"buckets", c.buckets}});
   }
+  if (!parallel.is_main()) return 0;  // rank 0 writes the files and prints the neighbours
   io::write_file_atomic(dir.file("metrics.jsonl"), metrics);
   dir.write_loss_plot(glove ? std::string("GloVe: weighted squared error per co-occurrence pair")
                             : "word2vec " + c.model + " " + c.loss + ": loss per example");
@@ -320,7 +338,8 @@ int run(const Config& config) {
                             {"train_words", vocab.total},
                             {"epochs", c.epochs},
                             {"steps", result.steps},
-                            {"threads", c.threads},
+                            {"threads", num_threads()},
+                            {"processes", parallel.size()},
                             {"train_seconds", result.seconds},
                             {"words_per_second", result.words_per_second},
                             {"final_loss", result.epoch_losses.back()},

@@ -68,12 +68,13 @@ struct Batch {
 struct Shard {
   std::size_t begin = 0, end = 0, next = 0;  // sentences [begin, end); the next one to read
   Generator gen;
-  Batch pending;           // examples made and not yet in a step
-  Batch batch;             // this step's
-  std::int64_t words = 0;  // corpus words read so far, all epochs
+  Batch pending;              // examples made and not yet in a step
+  Batch batch;                // this step's
+  std::int64_t words = 0;     // corpus words read so far, all epochs
+  std::int64_t examples = 0;  // this step's examples
   Tensor input, output;
-  Tensor labels;  // negative sampling: (B, 1 + negative), 1 for the target
-  double loss = 0.0;
+  Tensor labels;      // negative sampling: (B, 1 + negative), 1 for the target
+  double loss = 0.0;  // this step's, summed
 };
 
 class Word2Vec {
@@ -277,9 +278,32 @@ void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sent
   shard.batch.clear();
   std::swap(shard.batch, shard.pending);
   if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, shard.pending);
+  shard.examples = shard.batch.size();
 }
 
-void validate(const Word2VecOptions& o) {
+// Several processes: the words read, examples and loss of the shards [own_first, own_last) this
+// process computed, summed over the processes, so that every process holds every shard's.
+void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::int64_t own_last,
+                      const DataParallel& parallel) {
+  const auto n = static_cast<std::int64_t>(shards.size());
+  Tensor stats = zeros({n, 3}, kFloat64);
+  double* values = stats.data_ptr<double>();
+  for (std::int64_t s = own_first; s < own_last; ++s) {
+    const Shard& shard = shards[static_cast<std::size_t>(s)];
+    values[3 * s] = static_cast<double>(shard.words);
+    values[3 * s + 1] = static_cast<double>(shard.examples);
+    values[3 * s + 2] = shard.loss;
+  }
+  parallel.all_reduce_sum(stats);
+  for (std::int64_t s = 0; s < n; ++s) {
+    Shard& shard = shards[static_cast<std::size_t>(s)];
+    shard.words = static_cast<std::int64_t>(values[3 * s]);
+    shard.examples = static_cast<std::int64_t>(values[3 * s + 1]);
+    shard.loss = values[3 * s + 2];
+  }
+}
+
+void validate(const Word2VecOptions& o, int processes) {
   auto require = [](bool ok, const std::string& message) {
     if (!ok) throw ValueError("train_word2vec: " + message);
   };
@@ -297,6 +321,8 @@ void validate(const Word2VecOptions& o) {
       require(false, std::string("subwords: ") + e.what());
     }
   }
+  require(o.shards % processes == 0, "shards must be a multiple of the processes, got " + std::to_string(o.shards) +
+                                         " shards on " + std::to_string(processes) + " processes");
   require(o.sample >= 0 && o.lr >= 0 && o.batch_size >= 0, "sample, lr and batch_size must be >= 0, got " +
                                                                format_number(o.sample) + ", " + format_number(o.lr) +
                                                                " and " + std::to_string(o.batch_size));
@@ -305,12 +331,15 @@ void validate(const Word2VecOptions& o) {
 }  // namespace
 
 Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sentences, const Vocabulary& vocab,
-                              const Word2VecOptions& options, const Word2VecCallbacks& callbacks) {
-  validate(options);
+                              const Word2VecOptions& options, const Word2VecCallbacks& callbacks,
+                              const DataParallel& parallel) {
+  validate(options, parallel.size());
   const std::int64_t batch_size = options.batch();
   Generator gen(options.seed);
   const Word2Vec model(options, vocab, gen);
   std::vector<Shard> shards(static_cast<std::size_t>(options.shards));
+  const std::int64_t own_first = options.shards * parallel.rank() / parallel.size();
+  const std::int64_t own_last = options.shards * (parallel.rank() + 1) / parallel.size();
   TensorList leaves;
   for (std::size_t s = 0; s < shards.size(); ++s) {
     Shard& shard = shards[s];
@@ -345,21 +374,25 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
       // The learning rate of the words read before this step; then each shard's batch and gradients,
       // the shards in parallel (their ops run inline on their threads), all computed from the same
       // weights; then one SGD step with all of them.
+      // Under several processes each computes its own shards, then every shard's words read,
+      // examples and loss, and the rows of its gradients, reach every process.
       const double lr = lr0 * std::max(1.0 - static_cast<double>(words_read()) / (all_words + 1.0), 1e-4);
-      parallel_for(0, options.shards, 1, [&](std::int64_t lo, std::int64_t hi) {
+      parallel_for(own_first, own_last, 1, [&](std::int64_t lo, std::int64_t hi) {
         for (std::int64_t s = lo; s < hi; ++s) {
           Shard& shard = shards[static_cast<std::size_t>(s)];
           next_batch(shard, sentences, model, options, vocab, batch_size);
           model.forward_backward(shard);
         }
       });
+      if (parallel.size() > 1) share_statistics(shards, own_first, own_last, parallel);
       std::int64_t examples = 0;
       double loss = 0.0;
       for (const Shard& shard : shards) {
-        examples += shard.batch.size();
+        examples += shard.examples;
         loss += shard.loss;
       }
       if (examples == 0) break;  // every shard has read its sentences
+      parallel.gather_sparse_grads(leaves);
       optimizer.set_lr(0, lr);
       optimizer.step();
       optimizer.zero_grad(true);

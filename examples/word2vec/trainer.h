@@ -18,6 +18,11 @@
 //            step's gradients are summed, computed before any of its updates, so the nodes near the
 //            root of the Huffman tree, on nearly every path, take a step's updates at once: with
 //            1024 examples a step hierarchical softmax diverged
+//   processes under mpirun (a DataParallel of several), the shards are divided among the processes
+//            in order; each computes its own shards' gradients, and the rows of every shard's
+//            gradients are gathered on every process before the SGD step, which then applies them
+//            in shard order as one process does: the vectors equal one process's with the same
+//            shards (bit for bit on the same CPU), and `shards` must be a multiple of the processes
 //   subwords with maxn > 0, fastText's model (Bojanowski et al. 2017): the input table gains
 //            `buckets` rows for character n-grams (data::Subwords, minn to maxn characters), and
 //            a word's input vector is the mean of its own row and its n-grams' rows, taken by
@@ -35,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "examples/common/data_parallel.h"
 #include "examples/word2vec/corpus.h"
 #include "tapegrad/data/subwords.h"
 
@@ -83,12 +89,14 @@ struct Word2VecCallbacks {
   std::function<void(std::int64_t epoch, double loss, double words_per_second)> on_epoch;  // epoch from 1
 };
 
-// Trains on `sentences` (ids of `vocab`, as Vocabulary::encode gives them). ValueError naming the
-// option for a model or loss not listed above, a dim, window, negative, epochs or shards below 1,
-// a negative sample, lr or batch_size, or (with subwords) minn, maxn and buckets that
-// data::Subwords refuses.
+// Trains on `sentences` (ids of `vocab`, as Vocabulary::encode gives them), on the processes of
+// `parallel` (see above; every process passes the same sentences and options). ValueError naming
+// the option for a model or loss not listed above, a dim, window, negative, epochs or shards below
+// 1, shards not a multiple of the processes, a negative sample, lr or batch_size, or (with subwords)
+// minn, maxn and buckets that data::Subwords refuses.
 Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sentences, const Vocabulary& vocab,
-                              const Word2VecOptions& options, const Word2VecCallbacks& callbacks = {});
+                              const Word2VecOptions& options, const Word2VecCallbacks& callbacks = {},
+                              const DataParallel& parallel = DataParallel());
 
 // The vectors of `words` from their n-grams alone, as fastText gives a word outside its vocabulary:
 // row i the mean of the rows of words[i]'s n-gram buckets (zeros for a word without n-grams), for
