@@ -41,7 +41,16 @@ thread_local const std::shared_ptr<Node>* running_node = nullptr;
 // Tensors that SavedTensor::unpack made (through an unpack hook, or an output reconnected under
 // create_graph) and handed out by reference: the running backward keeps them until its node's
 // backward returns. A deque, so that adding one leaves the references to the others valid.
+// unpacked_count mirrors its size, so that the engine's check after each node reads a plain
+// integer rather than the deque (whose thread_local access goes through an initialisation check).
 thread_local std::deque<Tensor> unpacked_tensors;
+thread_local std::size_t unpacked_count = 0;
+
+Tensor& keep_unpacked(Tensor t) {
+  Tensor& kept = unpacked_tensors.emplace_back(std::move(t));
+  unpacked_count = unpacked_tensors.size();
+  return kept;
+}
 
 // Deferred release. Destroying the last handle to a long chain would otherwise recurse once
 // per node (tensor -> node -> saved tensor -> node ...) and overflow the stack. The first
@@ -215,7 +224,7 @@ const Tensor& SavedTensor::unpack() const {
     throw GraphError(
         "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only inside the "
         "backward of the node that saved it");
-  const Tensor& t = unpacked_tensors.emplace_back(hooked.unpack(hooked.packed));
+  const Tensor& t = keep_unpacked(hooked.unpack(hooked.packed));
   if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
   const std::shared_ptr<Storage> storage = storage_.lock();  // gone: nothing can have written to it
   return checked(t, storage.get());
@@ -232,8 +241,8 @@ const Tensor& SavedTensor::checked(const Tensor& t, const Storage* storage) cons
                      "fill_, copy_, add_ or mul_; write into a clone instead)");
   if (is_output_ && grad_enabled && running_node != nullptr) {
     // create_graph: the output is connected to the node again, for the duration of this backward.
-    Tensor& connected = unpacked_tensors.emplace_back(
-        detail::make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype()));
+    Tensor& connected =
+        keep_unpacked(detail::make_tensor(t.impl()->storage, t.shape(), t.strides(), t.offset(), t.dtype()));
     connected.impl()->grad_fn = *running_node;
     connected.impl()->output_nr = output_nr_;
     return connected;
@@ -514,10 +523,13 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
       // Restores the outer node and frees the tensors this node's backward unpacked.
       struct Restore {
         const std::shared_ptr<Node>* outer = running_node;
-        std::size_t unpacked = unpacked_tensors.size();
+        std::size_t unpacked = unpacked_count;
         ~Restore() {
           running_node = outer;
-          unpacked_tensors.resize(unpacked);
+          if (unpacked_count != unpacked) {
+            unpacked_tensors.resize(unpacked);
+            unpacked_count = unpacked;
+          }
         }
       } restore;
       running_node = &node;
