@@ -563,10 +563,11 @@ TEST_CASE("saved-tensor hooks: an unpacked tensor lives until its node's backwar
         [](const std::shared_ptr<void>& p) { return *static_cast<Tensor*>(p.get()); });
     saved = SavedTensor(x);
   }
-  CHECK_THROWS_WITH_AS(saved.unpack(),
-                       "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only inside the "
-                       "backward of the node that saved it",
-                       GraphError);
+  CHECK_THROWS_WITH_AS(
+      saved.unpack(),
+      "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only on the thread running a "
+      "backward",
+      GraphError);
   const SavedTensor plain(x);
   CHECK(plain.unpack().impl() == x.impl());  // without hooks: the tensor itself, anywhere
 }

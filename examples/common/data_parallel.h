@@ -52,7 +52,8 @@ class DataParallel {
   // Row-sparse gradients over the ranks: each leaf's gradient becomes the rows every rank holds of
   // it, in rank order (a rank without one adds none; duplicates stay, so they add up when applied).
   // A model whose ranks split a batch in order then steps exactly as one process on the whole batch.
-  // ValueError naming the leaf's position when a leaf has a dense gradient. Nothing for one process.
+  // The leaves are 2-D tables of one dtype; ValueError naming the leaf's position for another shape
+  // or dtype, or a dense gradient (for one process too, which otherwise keeps its rows as they are).
   void gather_sparse_grads(const TensorList& leaves) const;
 
  private:

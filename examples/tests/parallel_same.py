@@ -8,6 +8,7 @@ IDENTICAL (";"-separated, paths in the run directory), when given, must be the s
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def main():
     program = sys.argv[split + 1:]
     one, one_lines, _ = run(program, os.path.join(runs, "one"))
     two, two_lines, two_output = run([mpiexec] + flags.split(";") + ["-np", "2"] + program, os.path.join(runs, "two"))
-    if "2 process" not in two_output:  # "2 process(es)", "on 2 processes"
+    if not re.search(r"\b2 process", two_output):  # "2 process(es)", "on 2 processes"
         sys.exit(f"the mpirun run did not train on 2 processes:\n{two_output}")
     if one_lines != two_lines:
         sys.exit(f"metrics.jsonl lines: {one_lines} alone, {two_lines} under mpirun (written twice?)")

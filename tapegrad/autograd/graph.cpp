@@ -222,8 +222,8 @@ const Tensor& SavedTensor::unpack() const {
   const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
   if (running_node == nullptr)
     throw GraphError(
-        "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only inside the "
-        "backward of the node that saved it");
+        "SavedTensor::unpack: a tensor packed by a saved-tensor hook is unpacked only on the thread running a "
+        "backward");
   const Tensor& t = keep_unpacked(hooked.unpack(hooked.packed));
   if (!t.defined()) throw GraphError(running_op() + ": a saved-tensor unpack hook returned an undefined tensor");
   const std::shared_ptr<Storage> storage = storage_.lock();  // gone: nothing can have written to it

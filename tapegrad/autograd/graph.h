@@ -111,8 +111,8 @@ class SavedTensor {
   // The saved tensor, checked against in-place writes. Inside a backward, names the running op
   // in the error. Usually a reference to the tensor kept here, valid while this SavedTensor
   // lives; when an unpack hook or create_graph makes a new tensor, that tensor is kept by the
-  // running backward until its node's backward returns (a GraphError when that happens outside
-  // a backward).
+  // running backward until its node's backward returns. A tensor packed by a hook is unpacked on
+  // the thread running the backward (a GraphError on any other thread, or outside a backward).
   const Tensor& unpack() const;
 
  private:

@@ -5,6 +5,7 @@
 # the agent's options and the host name, and runs the daemon's command here.
 while [ $# -gt 0 ]; do
   case "$1" in
+    -[BbcDEeFIiJLlmOoPpQRSWw]) shift 2 ;; # ssh's options that take a value (plm_rsh_args may add them)
     -*) shift ;;
     *)
       shift
@@ -12,4 +13,4 @@ while [ $# -gt 0 ]; do
       ;;
   esac
 done
-exec sh -c "$*"
+exec /bin/sh -c "$*"
