@@ -34,7 +34,8 @@ DataParallel DataParallel::from_environment() {
 DataParallel::~DataParallel() {
   if (size_ == 1 || std::uncaught_exceptions() <= uncaught_) return;
 #if TAPEGRAD_EXAMPLES_DIST
-  std::cerr << "rank " << rank_ << " of " << size_ << " failed; ending the job\n";
+  // One write: mpirun forwards the ranks' output line by line and may put its own between the pieces.
+  std::cerr << ("rank " + std::to_string(rank_) + " of " + std::to_string(size_) + " failed; ending the job\n");
   static_cast<const dist::ProcessGroup*>(group_.get())->abort(1);
 #endif
 }
