@@ -124,3 +124,46 @@ TEST_CASE("embedding_bag: offsets out of order, weights with Mean and mis-shaped
                        ValueError);
   CHECK_THROWS_AS(nn::embedding_bag(table, ids({7}), ids({0})), IndexError);
 }
+
+TEST_CASE("embedding_bag_sum: scaled sums against a loop, both gradients checked, its refusals") {
+  // The fused op under nn::embedding_bag: scale[i] times row indices[i], summed per bag, without
+  // the (N, D) rows; its gradients go to the table (dense or row-sparse) and to the scales.
+  Generator gen(5);
+  const Tensor table = randn({7, 3}, gen, kFloat64);
+  const std::vector<double> scales{0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, 0.1, -2.0};
+  const Tensor out = embedding_bag_sum(table, ids(kIndices), kOffsets, from_vector(scales, {9}));
+  check_values(out, loop_bags(table, false, scales), 1e-12);
+  check_values(embedding_bag_sum(table, ids(kIndices), kOffsets), loop_bags(table, false), 1e-12);
+  check_gradients([](const TensorList& x) { return embedding_bag_sum(x[0], ids(kIndices), kOffsets, x[1]).tanh(); },
+                  {table, from_vector(scales, {9})});
+
+  // Row-sparse: the rows of each index, scaled, in order; the dense gradient after coalescing.
+  const Tensor sparse = table.clone().requires_grad_(), dense = table.clone().requires_grad_();
+  const Tensor c = randn({4, 3}, gen, kFloat64);
+  (embedding_bag_sum(sparse, ids(kIndices), kOffsets, from_vector(scales, {9}), /*sparse=*/true) * c).sum().backward();
+  (embedding_bag_sum(dense, ids(kIndices), kOffsets, from_vector(scales, {9})) * c).sum().backward();
+  REQUIRE(sparse.has_sparse_grad());
+  CHECK(sparse.sparse_grad().nnz() == 9);
+  CHECK(max_abs_diff(sparse.sparse_grad().to_dense(), dense.grad()) < 1e-14);
+
+  const Tensor leaf = table.clone().requires_grad_();
+  const Tensor twice = embedding_bag_sum(leaf, ids(kIndices), kOffsets, Tensor(), true).sum();
+  autograd::GradOptions create_graph;
+  create_graph.create_graph = true;
+  CHECK_THROWS_WITH_AS(autograd::grad({twice}, {leaf}, {}, create_graph),
+                       "embedding_bag_sum: sparse gradients cannot be differentiated again; use dense gradients to "
+                       "backward with create_graph",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(leaf * 2.0, ids(kIndices), kOffsets, Tensor(), true),
+                       "embedding_bag_sum: sparse gradients go to a leaf weight, but this (7,3) weight was computed by "
+                       "mul; use dense gradients",
+                       GraphError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), kOffsets, zeros({9})),
+                       "embedding_bag_sum: expected scale (9) float64, got float32 (9)", ShapeError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), {0, 5, 4}),
+                       "embedding_bag_sum: bag 1 runs from 5 to 4, outside the 9 indices or backwards", ValueError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), {2, 5}),
+                       "embedding_bag_sum: the first bag starts at 2, not 0", ValueError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids({7}), {0}),
+                       "embedding_bag_sum: index 7 is out of range for 7 embeddings", IndexError);
+}

@@ -218,6 +218,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 // lengths costs nothing (the taped backward of create_graph reads it and multiplies it by 0).
 Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false,
                      std::optional<std::int64_t> padding_idx = std::nullopt);
+// The rows of weight (V, D) at indices (Int64 (N)) summed per bag, each times its scale: out (B, D),
+// out[b] = sum over i in bag b of scale[i] * weight[indices[i]], bag b holding the indices
+// [bag_starts[b], bag_starts[b + 1]) (the last to N; the starts non-decreasing, the caller's to
+// check), scale (N) of weight's dtype or undefined (1). Equal to scatter-adding
+// embedding(weight, indices) * unsqueeze(scale, 1) into the bags without the (N, D) rows in
+// between; nn::embedding_bag's sums and means. Gradients reach weight (row-sparse with sparse, as
+// in embedding) and scale.
+Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
+                         const Tensor& scale = Tensor(), bool sparse = false);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
 // through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,

@@ -32,23 +32,20 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& 
                        dtype_name(per_sample_weights.dtype()) + " " + per_sample_weights.shape().str());
   }
   if (weight.dim() != 2) throw ValueError("embedding_bag: expected a table (V, D), got " + weight.shape().str());
-  const std::int64_t dim = weight.shape()[1];
 
-  // Each index's bag, and each bag's 1 / size for the mean (0 for an empty bag, whose row stays 0).
-  std::vector<std::int64_t> bag_of(static_cast<std::size_t>(n));
-  std::vector<double> inverse_size(static_cast<std::size_t>(bags), 0.0);
-  for (std::int64_t b = 0; b < bags; ++b) {
-    const std::int64_t first = starts[static_cast<std::size_t>(b)];
-    const std::int64_t last = b + 1 < bags ? starts[static_cast<std::size_t>(b + 1)] : n;
-    for (std::int64_t i = first; i < last; ++i) bag_of[static_cast<std::size_t>(i)] = b;
-    if (last > first) inverse_size[static_cast<std::size_t>(b)] = 1.0 / static_cast<double>(last - first);
+  // The mean scales each index's row by 1 / its bag's size.
+  Tensor scale = per_sample_weights;
+  if (mode == BagMode::Mean) {
+    std::vector<double> inverse_size(static_cast<std::size_t>(n));
+    for (std::int64_t b = 0; b < bags; ++b) {
+      const std::int64_t first = starts[static_cast<std::size_t>(b)];
+      const std::int64_t last = b + 1 < bags ? starts[static_cast<std::size_t>(b + 1)] : n;
+      for (std::int64_t i = first; i < last; ++i)
+        inverse_size[static_cast<std::size_t>(i)] = 1.0 / static_cast<double>(last - first);
+    }
+    scale = from_vector(inverse_size, {n}).to(weight.dtype());
   }
-  Tensor rows = embedding(weight, indices, std::nullopt, sparse);  // (N, D)
-  if (per_sample_weights.defined()) rows = rows * per_sample_weights.unsqueeze(1);
-  const Tensor target = from_vector(bag_of, {n, 1}).expand({n, dim});
-  Tensor out = scatter_add(zeros({bags, dim}, weight.dtype()), 0, target, rows);  // (B, D)
-  if (mode == BagMode::Mean) out = out * from_vector(inverse_size, {bags, 1}).to(weight.dtype());
-  return out;
+  return embedding_bag_sum(weight, indices, starts, scale, sparse);
 }
 
 EmbeddingBagImpl::EmbeddingBagImpl(const EmbeddingBagOptions& options)

@@ -9,9 +9,9 @@
 //
 // Bag b holds indices[offsets[b] .. offsets[b + 1]) (the last bag runs to the end). Sum adds its
 // rows, each times its per-sample weight when weights are given (Sum only, as in torch); Mean
-// divides the sum by the bag's size. An empty bag gives a zero row. The gradient reaches the table
-// through the embedding op, row-sparse when sparse is set (fastText's subword tables), and the
-// per-sample weights.
+// divides the sum by the bag's size. An empty bag gives a zero row. One op, embedding_bag_sum, adds
+// the scaled rows straight into the bags; its backward gives the table one row per index (row-sparse
+// when sparse is set: fastText's subword tables) and the per-sample weights their gradient.
 
 #include <cstdint>
 

@@ -185,6 +185,54 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
   });
 }
 
+// embedding_bag_sum's loops; w (V, dim), ids and scale (n; scale null: 1), bag b's indices
+// [starts[b], ends[b]), out and g (bags, dim). The forward runs over the bags in parallel, each
+// bag's rows added in order.
+template <class T>
+static void embedding_bag_sum_forward(const T* w, const std::int64_t* ids, const T* scale, const std::int64_t* starts,
+                                      const std::int64_t* ends, std::int64_t bags, std::int64_t dim, T* out) {
+  parallel_for(0, bags, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t b = lo; b < hi; ++b) {
+      T* row = out + b * dim;
+      std::fill(row, row + dim, T(0));
+      for (std::int64_t i = starts[b]; i < ends[b]; ++i) {
+        const T s = scale != nullptr ? scale[i] : T(1);
+        const T* src = w + ids[i] * dim;
+        for (std::int64_t j = 0; j < dim; ++j) row[j] += s * src[j];
+      }
+    }
+  });
+}
+
+// Row i of the table's gradient, scale[i] g[bag_of[i]]: rows (n, dim).
+template <class T>
+static void embedding_bag_sum_rows(const T* g, const std::int64_t* bag_of, const T* scale, std::int64_t n,
+                                   std::int64_t dim, T* rows) {
+  parallel_for(0, n, kEmbeddingDotGrain * 4, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const T s = scale != nullptr ? scale[i] : T(1);
+      const T* src = g + bag_of[i] * dim;
+      T* out = rows + i * dim;
+      for (std::int64_t j = 0; j < dim; ++j) out[j] = s * src[j];
+    }
+  });
+}
+
+// The scales' gradient, g[bag_of[i]] . w[ids[i]]: out (n).
+template <class T>
+static void embedding_bag_sum_scale_backward(const T* g, const std::int64_t* bag_of, const T* w,
+                                             const std::int64_t* ids, std::int64_t n, std::int64_t dim, T* out) {
+  parallel_for(0, n, kEmbeddingDotGrain * 4, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) {
+      const T* a = g + bag_of[i] * dim;
+      const T* b = w + ids[i] * dim;
+      T total = 0;
+      for (std::int64_t j = 0; j < dim; ++j) total += a[j] * b[j];
+      out[i] = total;
+    }
+  });
+}
+
 // gw[ids[b][n]] += g[b][n] q[b], in order (rows may repeat).
 template <class T>
 static void embedding_dot_weight_backward(const T* q, const std::int64_t* ids, const T* g, std::int64_t batch,

@@ -344,6 +344,103 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   return out;
 }
 
+// ---------------------------------------------------------------- embedding_bag_sum
+
+Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
+                         const Tensor& scale, bool sparse) {
+  const char* op = "embedding_bag_sum";
+  check_index_dtype(indices, op, "indices");
+  if (weight.dim() != 2 || indices.dim() != 1)
+    throw ShapeError(std::string(op) + ": expected weight (V, D) and indices (N), got " + weight.shape().str() +
+                     " and " + indices.shape().str());
+  const std::int64_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], n = indices.shape()[0];
+  const auto bags = static_cast<std::int64_t>(bag_starts.size());
+  if (scale.defined() && (scale.shape() != Shape{n} || scale.dtype() != weight.dtype()))
+    throw ShapeError(std::string(op) + ": expected scale (" + str(n) + ") " + dtype_name(weight.dtype()) + ", got " +
+                     dtype_name(scale.dtype()) + " " + scale.shape().str());
+  std::vector<std::int64_t> ends(bag_starts.size()), bag_of(static_cast<std::size_t>(n));
+  for (std::int64_t b = 0; b < bags; ++b) {
+    const std::int64_t first = bag_starts[static_cast<std::size_t>(b)];
+    const std::int64_t last = b + 1 < bags ? bag_starts[static_cast<std::size_t>(b + 1)] : n;
+    if (first < 0 || last < first || last > n)
+      throw ValueError(std::string(op) + ": bag " + str(b) + " runs from " + str(first) + " to " + str(last) +
+                       ", outside the " + str(n) + " indices or backwards");
+    ends[static_cast<std::size_t>(b)] = last;
+    for (std::int64_t i = first; i < last; ++i) bag_of[static_cast<std::size_t>(i)] = b;
+  }
+  if (bags > 0 && bag_starts[0] != 0)
+    throw ValueError(std::string(op) + ": the first bag starts at " + str(bag_starts[0]) + ", not 0");
+  const Tensor w = kernels::dense(weight);     // w: (V, D)
+  const Tensor ids = kernels::dense(indices);  // ids: (N)
+  const Tensor s = scale.defined() ? kernels::dense(scale) : Tensor();
+  kernels::check_embedding_ids(ids.data_ptr<std::int64_t>(), n, num_embeddings, op);
+  Tensor out = empty({bags, dim}, weight.dtype());  // out: (B, D)
+  dispatch_floating(weight.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::embedding_bag_sum_forward<T>(w.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
+                                          s.defined() ? s.data_ptr<T>() : nullptr, bag_starts.data(), ends.data(), bags,
+                                          dim, out.data_ptr<T>());
+  });
+  if (!any_requires_grad({&weight, &scale})) return out;
+  if (sparse && weight.requires_grad() && !weight.is_leaf())
+    throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
+                     " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
+  const bool weight_needs = weight.requires_grad(), scale_needs = scale.defined() && scale.requires_grad();
+  record(op, out, {weight, scale},
+         [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_s = SavedTensor(scale),
+          leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
+          bag_of = std::move(bag_of), sparse, weight_needs, scale_needs, num_embeddings,
+          dim](const Tensor& g) -> TensorList {
+           const Tensor& ids = saved_ids.unpack();
+           const Tensor& wt = saved_w.unpack();
+           const Tensor& st = saved_s.unpack();
+           const auto n = static_cast<std::int64_t>(bag_of.size());
+           if (is_grad_enabled() && any_requires_grad({&g, &wt, &st})) {
+             if (sparse && weight_needs)
+               throw GraphError(
+                   "embedding_bag_sum: sparse gradients cannot be differentiated again; use dense gradients to "
+                   "backward with create_graph");
+             // Taped: each index's row of g (its bag's), written with differentiable ops.
+             const Tensor per_index = index_select(g, 0, from_vector(bag_of, {n}));  // (N, D)
+             Tensor gw, gs;
+             if (weight_needs) {
+               const Tensor rows = st.defined() ? per_index * unsqueeze(st, 1) : per_index;
+               gw = scatter_add(zeros({num_embeddings, dim}, g.dtype()), 0, index_along_axis(ids, {n, dim}, 0), rows);
+             }
+             if (scale_needs) gs = sum(per_index * embedding(wt, ids), {1});
+             return {gw, gs};
+           }
+           const Tensor gd = kernels::dense(g);  // (B, D)
+           Tensor gw, gs;
+           dispatch_floating(g.dtype(), "embedding_bag_sum", [&](auto tag) {
+             using T = decltype(tag);
+             const Tensor sd = st.defined() ? kernels::dense(st) : Tensor();
+             const T* scale_values = sd.defined() ? sd.data_ptr<T>() : nullptr;
+             if (scale_needs) {
+               gs = empty({n}, g.dtype());
+               const Tensor w = kernels::dense(wt);
+               kernels::embedding_bag_sum_scale_backward<T>(gd.data_ptr<T>(), bag_of.data(), w.data_ptr<T>(),
+                                                            ids.data_ptr<std::int64_t>(), n, dim, gs.data_ptr<T>());
+             }
+             if (!weight_needs) return;
+             Tensor rows = empty({n, dim}, g.dtype());  // (N, D): scale[i] g[bag of i]
+             kernels::embedding_bag_sum_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values, n, dim,
+                                                rows.data_ptr<T>());
+             if (sparse) {
+               if (const std::shared_ptr<TensorImpl> table = leaf.lock())
+                 detail::accumulate_sparse_grad(table, SparseRows(ids.clone().reshape({n}), rows, num_embeddings),
+                                                "embedding_bag_sum");
+             } else {
+               gw = zeros({num_embeddings, dim}, g.dtype());
+               kernels::embedding_backward<T>(rows.data_ptr<T>(), ids.data_ptr<std::int64_t>(), n, dim, std::nullopt,
+                                              gw.data_ptr<T>());
+             }
+           });
+           return {gw, gs};
+         });
+  return out;
+}
+
 // ---------------------------------------------------------------- topk
 // sorted=false is accepted but the result is always sorted (largest first, or smallest first
 // when !largest): the selection sorts its k winners anyway, and a fixed order is easier to test.
