@@ -151,6 +151,13 @@ TEST_CASE("embedding_bag_sum: scaled sums against a loop, both gradients checked
   autograd::GradOptions create_graph;
   create_graph.create_graph = true;
   CHECK_THROWS_WITH_AS(autograd::grad({twice}, {leaf}, {}, create_graph),
+                       "embedding_bag_sum: sparse gradients cannot be differentiated again; build the embedding "
+                       "with dense gradients to backward with create_graph",
+                       GraphError);
+  // With scales that need a gradient the backward is taped, and the sparse table refused there.
+  const Tensor scale = from_vector(scales, {9}).requires_grad_();
+  const Tensor scaled = embedding_bag_sum(leaf, ids(kIndices), kOffsets, scale, true).sum();
+  CHECK_THROWS_WITH_AS(autograd::grad({scaled}, {leaf, scale}, {}, create_graph),
                        "embedding_bag_sum: sparse gradients cannot be differentiated again; use dense gradients to "
                        "backward with create_graph",
                        GraphError);

@@ -386,8 +386,10 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
     throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
                      " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
   const bool weight_needs = weight.requires_grad(), scale_needs = scale.defined() && scale.requires_grad();
+  // The table is read back only for the scales' gradient, so only then saved (and version-checked).
   record(op, out, {weight, scale},
-         [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_s = SavedTensor(scale),
+         [saved_w = scale_needs ? SavedTensor(weight) : SavedTensor(), saved_ids = SavedTensor(ids),
+          saved_s = SavedTensor(scale),
           leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
           bag_of = std::move(bag_of), sparse, weight_needs, scale_needs, num_embeddings,
           dim](const Tensor& g) -> TensorList {
