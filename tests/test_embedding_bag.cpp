@@ -136,6 +136,26 @@ TEST_CASE("embedding_bag_sum: scaled sums against a loop, both gradients checked
   check_values(embedding_bag_sum(table, ids(kIndices), kOffsets), loop_bags(table, false), 1e-12);
   check_gradients([](const TensorList& x) { return embedding_bag_sum(x[0], ids(kIndices), kOffsets, x[1]).tanh(); },
                   {table, from_vector(scales, {9})});
+  check_gradients([](const TensorList& x) { return embedding_bag_sum(x[0], ids(kIndices), kOffsets).tanh(); }, {table});
+  // Non-contiguous operands: a transposed table, every other index.
+  const Tensor wide = randn({3, 7}, gen, kFloat64);
+  const Tensor spaced = ids({3, 9, 0, 9, 6, 9, 6, 9, 1, 9, 3, 9, 2, 9, 5, 9, 4, 9}).reshape({9, 2}).select(1, 0);
+  check_values(embedding_bag_sum(wide.transpose(0, 1), spaced, kOffsets),
+               loop_bags(wide.transpose(0, 1).contiguous(), false), 1e-12);
+
+  // The table is saved (and checked for in-place writes) only when the scales need its rows.
+  {
+    const Tensor w = table.clone().requires_grad_();
+    const Tensor plain = embedding_bag_sum(w, ids(kIndices), kOffsets).sum();
+    const Tensor weighted =
+        embedding_bag_sum(w, ids(kIndices), kOffsets, from_vector(scales, {9}).requires_grad_()).sum();
+    {
+      NoGradGuard no_grad;
+      w.mul_(2.0);
+    }
+    plain.backward();  // reads only the indices and g
+    CHECK_THROWS_AS(weighted.backward(), GraphError);
+  }
 
   // Row-sparse: the rows of each index, scaled, in order; the dense gradient after coalescing.
   const Tensor sparse = table.clone().requires_grad_(), dense = table.clone().requires_grad_();
@@ -166,7 +186,14 @@ TEST_CASE("embedding_bag_sum: scaled sums against a loop, both gradients checked
                        "mul; use dense gradients",
                        GraphError);
   CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), kOffsets, zeros({9})),
-                       "embedding_bag_sum: expected scale (9) float64, got float32 (9)", ShapeError);
+                       "embedding_bag_sum: weight is float64 but scale is float32", TypeError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), kOffsets, zeros({8}, kFloat64)),
+                       "embedding_bag_sum: expected scale (9), got (8)", ShapeError);
+  CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), {}),
+                       "embedding_bag_sum: 9 indices and no bag to hold them", ValueError);
+  CHECK_THROWS_WITH_AS(nn::embedding_bag(table, ids(kIndices), from_vector(std::vector<std::int64_t>{}, {0})),
+                       "embedding_bag_sum: 9 indices and no bag to hold them", ValueError);
+  CHECK(embedding_bag_sum(table, ids({}), {}).shape() == Shape{0, 3});
   CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), {0, 5, 4}),
                        "embedding_bag_sum: bag 1 runs from 5 to 4, outside the 9 indices or backwards", ValueError);
   CHECK_THROWS_WITH_AS(embedding_bag_sum(table, ids(kIndices), {2, 5}),

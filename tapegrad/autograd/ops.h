@@ -220,11 +220,12 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
                      std::optional<std::int64_t> padding_idx = std::nullopt);
 // The rows of weight (V, D) at indices (Int64 (N)) summed per bag, each times its scale: out (B, D),
 // out[b] = sum over i in bag b of scale[i] * weight[indices[i]], bag b holding the indices
-// [bag_starts[b], bag_starts[b + 1]) (the last to N; the starts non-decreasing, the caller's to
-// check), scale (N) of weight's dtype or undefined (1). Equal to scatter-adding
-// embedding(weight, indices) * unsqueeze(scale, 1) into the bags without the (N, D) rows in
-// between; nn::embedding_bag's sums and means. Gradients reach weight (row-sparse with sparse, as
-// in embedding) and scale.
+// [bag_starts[b], bag_starts[b + 1]) (the last to N), scale (N) of weight's dtype or undefined (1).
+// Equal to scatter-adding embedding(weight, indices) * unsqueeze(scale, 1) into the bags without
+// the (N, D) rows in between; nn::embedding_bag's sums and means. Gradients reach weight (row-sparse
+// with sparse, as in embedding) and scale. ValueError unless the starts begin at 0 and never
+// decrease or pass N, or for indices without a bag; IndexError for an index outside weight;
+// ShapeError or TypeError for a scale of another shape or dtype.
 Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
                          const Tensor& scale = Tensor(), bool sparse = false);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows

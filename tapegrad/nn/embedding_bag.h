@@ -24,7 +24,7 @@ enum class BagMode { Sum, Mean };
 
 // The bags' reductions: (B, D) for indices (N) and offsets (B), both Int64. ValueError for offsets
 // that do not start at 0, decrease or pass N, weights that are not (N) of the table's dtype, or
-// weights with Mean; IndexError (from the embedding) for an index outside the table.
+// weights with Mean; IndexError (from embedding_bag_sum) for an index outside the table.
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, BagMode mode = BagMode::Mean,
                      const Tensor& per_sample_weights = Tensor(), bool sparse = false);
 

@@ -355,9 +355,12 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
                      " and " + indices.shape().str());
   const std::int64_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], n = indices.shape()[0];
   const auto bags = static_cast<std::int64_t>(bag_starts.size());
-  if (scale.defined() && (scale.shape() != Shape{n} || scale.dtype() != weight.dtype()))
-    throw ShapeError(std::string(op) + ": expected scale (" + str(n) + ") " + dtype_name(weight.dtype()) + ", got " +
-                     dtype_name(scale.dtype()) + " " + scale.shape().str());
+  if (scale.defined() && scale.shape() != Shape{n})
+    throw ShapeError(std::string(op) + ": expected scale (" + str(n) + "), got " + scale.shape().str());
+  if (scale.defined() && scale.dtype() != weight.dtype())
+    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but scale is " +
+                    dtype_name(scale.dtype()));
+  if (bags == 0 && n > 0) throw ValueError(std::string(op) + ": " + str(n) + " indices and no bag to hold them");
   std::vector<std::int64_t> ends(bag_starts.size()), bag_of(static_cast<std::size_t>(n));
   for (std::int64_t b = 0; b < bags; ++b) {
     const std::int64_t first = bag_starts[static_cast<std::size_t>(b)];
@@ -386,10 +389,11 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
     throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
                      " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
   const bool weight_needs = weight.requires_grad(), scale_needs = scale.defined() && scale.requires_grad();
-  // The table is read back only for the scales' gradient, so only then saved (and version-checked).
+  // The table is read back only for the scales' gradient and the scales only for the table's, so
+  // each is saved (and version-checked) only then.
   record(op, out, {weight, scale},
          [saved_w = scale_needs ? SavedTensor(weight) : SavedTensor(), saved_ids = SavedTensor(ids),
-          saved_s = SavedTensor(scale),
+          saved_s = weight_needs ? SavedTensor(scale) : SavedTensor(),
           leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
           bag_of = std::move(bag_of), sparse, weight_needs, scale_needs, num_embeddings,
           dim](const Tensor& g) -> TensorList {
