@@ -216,8 +216,10 @@ SavedTensor::SavedTensor(const Tensor& t, bool is_output) : is_output_(is_output
 }
 
 const Tensor& SavedTensor::unpack() const {
-  static const Tensor undefined;
-  if (!defined_) return undefined;
+  if (!defined_) {
+    static const Tensor undefined;  // initialised here, off the common path's way
+    return undefined;
+  }
   if (!hooked_) return checked(data_, data_.impl()->storage.get());  // the common case: no reference counting
   const auto& hooked = *static_cast<const HookedTensor*>(hooked_.get());
   if (running_node == nullptr)
