@@ -138,9 +138,10 @@ Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, cons
       optimizer.step();
       optimizer.zero_grad(true);
       parallel.all_reduce_sum(batch_loss);  // the parts' losses: the batch's
+      const double loss = batch_loss.item();
       const auto pairs = static_cast<std::int64_t>(last - first);
-      epoch_loss += batch_loss.item();
-      log_loss += batch_loss.item();
+      epoch_loss += loss;
+      log_loss += loss;
       log_pairs += pairs;
       result.words += pairs;
       ++result.steps;
