@@ -216,9 +216,9 @@ int run(const Config& config) {
   examples::DataParallel parallel = examples::DataParallel::from_environment();
   if (parallel.size() == 1) set_num_threads(static_cast<int>(c.threads));
   if (c.model != "glove" && c.shards % parallel.size() != 0) {  // every rank stops here alike
-    if (parallel.is_main())
-      std::cerr << "word2vec: --shards " << c.shards << " must be a multiple of the processes, " << parallel.size()
-                << "\n";
+    if (parallel.is_main())  // one write, so that mpirun's own lines cannot fall between the pieces
+      std::cerr << ("word2vec: --shards " + std::to_string(c.shards) + " must be a multiple of the processes, " +
+                    std::to_string(parallel.size()) + "\n");
     return examples::kConfigErrorExit;
   }
   std::ostringstream quiet;
