@@ -455,3 +455,33 @@ TEST_CASE("sparse grad: embedding_dot's padding index scores 0 and sends no grad
   CHECK_THROWS_WITH_AS(embedding_dot(weight, ids, queries, false, 6),
                        "embedding_dot: padding_idx 6 is out of range for 6 embeddings", IndexError);
 }
+
+// The kernels sum a row's terms in registers in stretches of four SIMD batches, then of one, then
+// element by element: widths below, between and above those stretches, in both float types.
+TEST_CASE("sparse grad: embedding_dot's query gradient and embedding_bag_sum's sums hold at every width") {
+  Generator gen(21);
+  const Tensor ids = ids_of({1, 5, 1, 0, 2, 2, 3, 5, 4, 0, 5, 1}, {3, 4});  // row 5 is padding below
+  for (const DType dtype : {kFloat32, kFloat64}) {
+    const double tolerance = dtype == kFloat32 ? 1e-5 : 1e-12;
+    for (const std::int64_t dim : {1, 3, 8, 16, 43, 64, 100, 137}) {
+      CAPTURE(dim);
+      const Tensor weight = randn({6, dim}, gen, dtype);
+      const Tensor queries = randn({3, dim}, gen, dtype).requires_grad_();
+      const Tensor composite_queries = queries.detach().clone().requires_grad_();
+      const Tensor c = randn({3, 4}, gen, dtype);
+      (embedding_dot(weight, ids, queries, /*sparse=*/false, 5) * c).sum().backward();
+      const Tensor kept = ne(ids, 5.0).to(dtype);
+      ((embedding(weight, ids) * composite_queries.unsqueeze(1)).sum({2}) * kept * c).sum().backward();
+      CHECK(max_abs_diff(queries.grad(), composite_queries.grad()) < tolerance);
+
+      const Tensor flat = ids.reshape({12});
+      const Tensor scale = randn({12}, gen, dtype);
+      const Tensor sums = embedding_bag_sum(weight, flat, {0, 5, 5, 9}, scale);  // bags of 5, 0, 4 and 3
+      const Tensor rows = embedding(weight, flat) * scale.unsqueeze(1);
+      const Tensor expected = stack({rows.narrow(0, 0, 5).sum({0}), zeros({dim}, dtype), rows.narrow(0, 5, 4).sum({0}),
+                                     rows.narrow(0, 9, 3).sum({0})},
+                                    0);
+      CHECK(max_abs_diff(sums, expected) < tolerance);
+    }
+  }
+}

@@ -77,16 +77,22 @@ void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRo
     // are split by index among the threads (index % parts), so no two threads write one row and
     // the result does not depend on the thread count.
     const std::int64_t n = g.nnz();
+    const auto update = [&](std::int64_t k) {
+      T* row = param + rows[k] * dim;
+      const T* grad = values + k * dim;
+      for (std::int64_t j = 0; j < dim; ++j) row[j] -= lr * grad[j];
+    };
     const std::int64_t parts = n * dim >= (1 << 15) ? num_threads() : 1;
+    if (parts == 1) {  // no division per row to find its thread
+      for (std::int64_t k = 0; k < n; ++k) update(k);
+      return;
+    }
+    // A mask rather than a division when the parts are a power of two (two threads, say).
+    const std::int64_t mask = (parts & (parts - 1)) == 0 ? parts - 1 : -1;
     parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
-      for (std::int64_t part = lo; part < hi; ++part) {
-        for (std::int64_t k = 0; k < n; ++k) {
-          if (rows[k] % parts != part) continue;
-          T* row = param + rows[k] * dim;
-          const T* grad = values + k * dim;
-          for (std::int64_t j = 0; j < dim; ++j) row[j] -= lr * grad[j];
-        }
-      }
+      for (std::int64_t part = lo; part < hi; ++part)
+        for (std::int64_t k = 0; k < n; ++k)
+          if ((mask >= 0 ? rows[k] & mask : rows[k] % parts) == part) update(k);
     });
   });
 }

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -152,20 +153,60 @@ static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* 
   });
 }
 
+// out[0, dim) = sum over n in [0, count) of s * row[0, dim), where term(n) gives {row, s} (a null
+// row skipped). Each stretch of out (four batches wide, then one, then the scalar tail) is summed in
+// registers and stored once, rather than read and written back for every term; every element adds
+// its terms in the order of n, from 0.
+template <class T, class Term>
+static void sum_scaled_rows(std::int64_t count, std::int64_t dim, const Term& term, T* out) {
+  constexpr std::int64_t L = kLanes<T>;
+  std::int64_t j = 0;
+  for (; j + 4 * L <= dim; j += 4 * L) {
+    Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+    for (std::int64_t n = 0; n < count; ++n) {
+      const auto [row, s] = term(n);
+      if (row == nullptr) continue;
+      const Batch<T> scale(s);
+      a0 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j), a0);
+      a1 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + L), a1);
+      a2 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + 2 * L), a2);
+      a3 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + 3 * L), a3);
+    }
+    a0.store_unaligned(out + j);
+    a1.store_unaligned(out + j + L);
+    a2.store_unaligned(out + j + 2 * L);
+    a3.store_unaligned(out + j + 3 * L);
+  }
+  for (; j + L <= dim; j += L) {
+    Batch<T> a(T(0));
+    for (std::int64_t n = 0; n < count; ++n) {
+      const auto [row, s] = term(n);
+      if (row != nullptr) a = xsimd::fma(Batch<T>(s), Batch<T>::load_unaligned(row + j), a);
+    }
+    a.store_unaligned(out + j);
+  }
+  for (; j < dim; ++j) {
+    T a = 0;
+    for (std::int64_t n = 0; n < count; ++n) {
+      const auto [row, s] = term(n);
+      if (row != nullptr) a += s * row[j];
+    }
+    out[j] = a;
+  }
+}
+
 // gq[b] = sum_n g[b][n] w[ids[b][n]].
 template <class T>
 static void embedding_dot_queries_backward(const T* w, const std::int64_t* ids, const T* g, std::int64_t batch,
                                            std::int64_t per_row, std::int64_t dim, std::int64_t pad, T* gq) {
   parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t b = lo; b < hi; ++b) {
-      T* out = gq + b * dim;
-      std::fill(out, out + dim, T(0));
-      for (std::int64_t n = 0; n < per_row; ++n) {
-        if (ids[b * per_row + n] == pad) continue;
-        const T scale = g[b * per_row + n];
-        const T* row = w + ids[b * per_row + n] * dim;
-        for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * row[j];
-      }
+      const std::int64_t* id = ids + b * per_row;
+      const T* gb = g + b * per_row;
+      sum_scaled_rows<T>(
+          per_row, dim,
+          [&](std::int64_t n) { return std::pair<const T*, T>(id[n] == pad ? nullptr : w + id[n] * dim, gb[n]); },
+          gq + b * dim);
     }
   });
 }
@@ -193,13 +234,13 @@ static void embedding_bag_sum_forward(const T* w, const std::int64_t* ids, const
                                       const std::int64_t* ends, std::int64_t bags, std::int64_t dim, T* out) {
   parallel_for(0, bags, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t b = lo; b < hi; ++b) {
-      T* row = out + b * dim;
-      std::fill(row, row + dim, T(0));
-      for (std::int64_t i = starts[b]; i < ends[b]; ++i) {
-        const T s = scale != nullptr ? scale[i] : T(1);
-        const T* src = w + ids[i] * dim;
-        for (std::int64_t j = 0; j < dim; ++j) row[j] += s * src[j];
-      }
+      const std::int64_t first = starts[b];
+      sum_scaled_rows<T>(
+          ends[b] - first, dim,
+          [&](std::int64_t n) {
+            return std::pair<const T*, T>(w + ids[first + n] * dim, scale != nullptr ? scale[first + n] : T(1));
+          },
+          out + b * dim);
     }
   });
 }
