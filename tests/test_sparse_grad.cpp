@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "tapegrad/nn/nn.h"
@@ -454,6 +455,43 @@ TEST_CASE("sparse grad: embedding_dot's padding index scores 0 and sends no grad
 
   CHECK_THROWS_WITH_AS(embedding_dot(weight, ids, queries, false, 6),
                        "embedding_dot: padding_idx 6 is out of range for 6 embeddings", IndexError);
+}
+
+// sum_repeated: a row per distinct index, in the order of first appearance, each the dense
+// gradient's row bit for bit; on a batch small enough for one thread and on one the pool splits.
+TEST_CASE("sparse grad: embedding_dot with sum_repeated leaves one row per distinct index equal to the dense") {
+  Generator gen(33);
+  {
+    const Tensor weight = randn({6, 4}, gen, kFloat64);
+    const Tensor ids = ids_of({2, 5, 0, 2, 2, 4, 0, 5, 3, 2, 5, 5}, {3, 4});  // 5 is padding
+    const Tensor queries = randn({3, 4}, gen, kFloat64);
+    const auto [w_summed, w_dense, q_summed, q_dense] = leaf_copies(weight, queries);
+    const Tensor c = randn({3, 4}, gen, kFloat64);
+    (tanh(embedding_dot(w_summed, ids, q_summed, /*sparse=*/true, 5, /*sum_repeated=*/true)) * c).sum().backward();
+    (tanh(embedding_dot(w_dense, ids, q_dense, /*sparse=*/false, 5)) * c).sum().backward();
+    REQUIRE(w_summed.has_sparse_grad());
+    CHECK(w_summed.sparse_grad().indices().to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 0, 4, 3});
+    CHECK(max_abs_diff(w_summed.sparse_grad().to_dense(), w_dense.grad()) == 0.0);
+    CHECK(max_abs_diff(q_summed.grad(), q_dense.grad()) == 0.0);
+    // A second backward appends its own distinct rows.
+    (embedding_dot(w_summed, ids, q_summed.detach(), true, 5, true) * c).sum().backward();
+    CHECK(w_summed.sparse_grad().nnz() == 8);
+  }
+  {
+    const Tensor weight = randn({30, 40}, gen, kFloat32);
+    std::vector<std::int64_t> values(64 * 20);
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<std::int64_t>((k * k + 7 * k) % 30);
+    const Tensor ids = ids_of(values, {64, 20});  // 1280 positions x 40: the pool splits the rows
+    const Tensor queries = randn({64, 40}, gen, kFloat32);
+    const auto [w_summed, w_dense, q_summed, q_dense] = leaf_copies(weight, queries);
+    const Tensor c = randn({64, 20}, gen, kFloat32);
+    (embedding_dot(w_summed, ids, q_summed, true, std::nullopt, true) * c).sum().backward();
+    (embedding_dot(w_dense, ids, q_dense) * c).sum().backward();
+    const std::int64_t distinct =
+        static_cast<std::int64_t>(std::set<std::int64_t>(values.begin(), values.end()).size());
+    CHECK(w_summed.sparse_grad().nnz() == distinct);
+    CHECK(max_abs_diff(w_summed.sparse_grad().to_dense(), w_dense.grad()) == 0.0);
+  }
 }
 
 // The kernels sum a row's terms in registers in stretches of four SIMD batches, then of one, then

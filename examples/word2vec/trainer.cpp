@@ -135,7 +135,7 @@ class Word2Vec {
       // Paths are padded to the longest with the padding row, which embedding_dot skips.
       const nn::HuffmanPaths paths = tree_.paths(targets, padding_node());
       const Tensor scores =
-          embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true, padding_node());  // (B, L)
+          embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true, padding_node(), /*sum_repeated=*/true);
       const Tensor per_node = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::None);
       loss = where(paths.mask, per_node, 0.0).sum();
     } else {

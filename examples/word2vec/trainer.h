@@ -17,7 +17,10 @@
 //            words of all epochs. The vectors depend on the shards, not on the thread count. A
 //            step's gradients are summed, computed before any of its updates, so the nodes near the
 //            root of the Huffman tree, on nearly every path, take a step's updates at once: with
-//            1024 examples a step hierarchical softmax diverged
+//            1024 examples a step hierarchical softmax diverged. Since they repeat so, a shard's
+//            gradient of the nodes' table has one row per distinct node (embedding_dot's
+//            sum_repeated; 16% of the path positions of a skip-gram batch), so the step updates
+//            each once
 //   processes under mpirun (a DataParallel of several), the shards are divided among the processes
 //            in order; each computes its own shards' gradients, and the rows of every shard's
 //            gradients are gathered on every process before the SGD step, which then applies them

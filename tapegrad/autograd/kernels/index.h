@@ -226,6 +226,77 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
   });
 }
 
+// The ids at positions `at` without repeats, in the order of first appearance (distinct), and each
+// position's place among them (slot). An open-addressing table of at least twice the positions,
+// kept per thread and emptied by a generation stamp rather than a fill: no table of the
+// vocabulary's size, and no clearing cost per call.
+struct DistinctIds {
+  std::vector<std::int64_t> distinct;
+  std::vector<std::int64_t> slot;
+};
+
+inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::int64_t>& at) {
+  struct Table {
+    std::vector<std::int64_t> keys, places;
+    std::vector<std::uint32_t> stamps;
+    std::uint32_t generation = 0;
+  };
+  thread_local Table table;
+  std::size_t capacity = 16;
+  while (capacity < 2 * at.size()) capacity *= 2;
+  if (table.keys.size() < capacity || ++table.generation == 0) {
+    const std::size_t size = std::max(capacity, table.keys.size());
+    table.keys.assign(size, 0);
+    table.places.assign(size, 0);
+    table.stamps.assign(size, 0);
+    table.generation = 1;
+  }
+  const std::uint32_t now = table.generation;
+  const std::size_t mask = capacity - 1;
+  DistinctIds out;
+  out.slot.resize(at.size());
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    const std::int64_t id = ids[at[k]];
+    std::size_t h = static_cast<std::size_t>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+    while (table.stamps[h] == now && table.keys[h] != id) h = (h + 1) & mask;
+    if (table.stamps[h] != now) {
+      table.stamps[h] = now;
+      table.keys[h] = id;
+      table.places[h] = static_cast<std::int64_t>(out.distinct.size());
+      out.distinct.push_back(id);
+    }
+    out.slot[k] = table.places[h];
+  }
+  return out;
+}
+
+// rows[slot[k]] = sum over k in order of g[at[k]] q[b of at[k]], rows (distinct, dim): the weight's
+// gradient rows of the distinct ids, each added in the order the dense gradient's row is (so equal
+// to it bit for bit). The slots are split among the threads (slot mod parts), each thread reading
+// every position, so a row's sum never depends on the thread count.
+template <class T>
+static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t* at, const std::int64_t* slot,
+                                      std::int64_t count, std::int64_t distinct, std::int64_t per_row, std::int64_t dim,
+                                      T* rows) {
+  std::fill(rows, rows + distinct * dim, T(0));
+  const auto add = [&](std::int64_t k) {
+    const T scale = g[at[k]];
+    const T* qb = q + (at[k] / per_row) * dim;
+    T* out = rows + slot[k] * dim;
+    for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * qb[j];
+  };
+  const std::int64_t parts = count * dim >= (1 << 15) ? num_threads() : 1;
+  if (parts == 1) {
+    for (std::int64_t k = 0; k < count; ++k) add(k);
+    return;
+  }
+  parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t part = lo; part < hi; ++part)
+      for (std::int64_t k = 0; k < count; ++k)
+        if (slot[k] % parts == part) add(k);
+  });
+}
+
 // embedding_bag_sum's loops; w (V, dim), ids and scale (n; scale null: 1), bag b's indices
 // [starts[b], ends[b]), out and g (bags, dim). The forward runs over the bags in parallel, each
 // bag's rows added in order.

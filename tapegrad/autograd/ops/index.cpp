@@ -250,7 +250,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 
 // ---------------------------------------------------------------- embedding_dot
 Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse,
-                     std::optional<std::int64_t> padding_idx) {
+                     std::optional<std::int64_t> padding_idx, bool sum_repeated) {
   const char* op = "embedding_dot";
   check_index_dtype(indices, op, "indices");
   if (weight.dim() != 2 || indices.dim() != 2 || queries.dim() != 2 || queries.shape()[0] != indices.shape()[0] ||
@@ -284,7 +284,7 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   record(op, out, {weight, queries},
          [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_q = SavedTensor(queries),
           leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
-          sparse, weight_needs, queries_needs, num_embeddings, dim, pad](const Tensor& g) -> TensorList {
+          sparse, sum_repeated, weight_needs, queries_needs, num_embeddings, dim, pad](const Tensor& g) -> TensorList {
            const Tensor& ids = saved_ids.unpack();
            const Tensor& wt = saved_w.unpack();
            const Tensor& qt = saved_q.unpack();
@@ -318,21 +318,35 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
              }
              if (!weight_needs) return;
              if (sparse) {
-               // One row per index that is not padding: g[b][n] q[b].
+               // The rows of the indices that are not padding: one per position, g[b][n] q[b], or
+               // with sum_repeated one per distinct index, the sum of its positions' rows.
                const std::int64_t* id = ids.data_ptr<std::int64_t>();
-               std::vector<std::int64_t> at, kept;
+               std::vector<std::int64_t> at;
                at.reserve(static_cast<std::size_t>(ids.numel()));
                for (std::int64_t k = 0; k < ids.numel(); ++k)
                  if (id[k] != pad) at.push_back(k);
-               kept.reserve(at.size());
-               for (const std::int64_t k : at) kept.push_back(id[k]);
                const auto count = static_cast<std::int64_t>(at.size());
-               Tensor rows = empty({count, dim}, g.dtype());  // (count, D)
-               kernels::embedding_dot_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), count, per_row, dim,
-                                              rows.data_ptr<T>());
-               if (const std::shared_ptr<TensorImpl> table = leaf.lock())
-                 detail::accumulate_sparse_grad(table, SparseRows(from_vector(kept, {count}), rows, num_embeddings),
+               std::vector<std::int64_t> kept;
+               Tensor rows;
+               if (sum_repeated) {
+                 kernels::DistinctIds distinct = kernels::distinct_ids(id, at);
+                 kept = std::move(distinct.distinct);
+                 rows = empty({static_cast<std::int64_t>(kept.size()), dim}, g.dtype());  // (distinct, D)
+                 kernels::embedding_dot_summed_rows<T>(
+                     q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), distinct.slot.data(), count,
+                     static_cast<std::int64_t>(kept.size()), per_row, dim, rows.data_ptr<T>());
+               } else {
+                 kept.reserve(at.size());
+                 for (const std::int64_t k : at) kept.push_back(id[k]);
+                 rows = empty({count, dim}, g.dtype());  // (count, D)
+                 kernels::embedding_dot_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), count, per_row, dim,
+                                                rows.data_ptr<T>());
+               }
+               if (const std::shared_ptr<TensorImpl> table = leaf.lock()) {
+                 const auto n = static_cast<std::int64_t>(kept.size());
+                 detail::accumulate_sparse_grad(table, SparseRows(from_vector(kept, {n}), rows, num_embeddings),
                                                 "embedding_dot");
+               }
              } else {
                gw = zeros({num_embeddings, dim}, g.dtype());
                kernels::embedding_dot_weight_backward<T>(q.data_ptr<T>(), ids.data_ptr<std::int64_t>(),
