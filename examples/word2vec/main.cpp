@@ -89,8 +89,8 @@ struct W2vConfig {
     f("epochs", &C::epochs, "passes over the corpus");
     f("lr", &C::lr, "starting learning rate (0: word2vec.c's, 0.025 skip-gram and 0.05 CBOW; GloVe's Adagrad 0.05)");
     f("batch_size", &C::batch_size,
-      "examples per shard and step: (center, context) pairs for skip-gram, centers for CBOW (0: 256 for ns, 64 for "
-      "hs); co-occurrence pairs for GloVe (0: 4096)");
+      "examples per shard and step: (center, context) pairs for skip-gram, centers for CBOW (0: 256, 64 for CBOW "
+      "with hs); co-occurrence pairs for GloVe (0: 4096)");
     f("shards", &C::shards,
       "runs of the sentences whose batches each step computes at once, in parallel (the vectors depend on it, "
       "not on threads)");

@@ -9,15 +9,16 @@
 //            or hierarchical softmax over a Huffman tree of the counts (nn::huffman_tree)
 //   training the sentences are cut into `shards` contiguous runs (default 2), each read in order
 //            by its own worker with its own generator. A step takes the next batch of examples of
-//            every shard (default 256 each, 64 with hierarchical softmax), computes each shard's
+//            every shard (default 256 each, 64 for CBOW with hierarchical softmax), computes each shard's
 //            gradients from the same weights, the shards in parallel on the thread pool (each on its
 //            own tape, through leaves that share the tables' storage), and applies all of them in one
 //            SGD step. Both tables are Embeddings with row-sparse gradients, stepped at word2vec.c's
 //            learning rate (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the
 //            words of all epochs. The vectors depend on the shards, not on the thread count. A
 //            step's gradients are summed, computed before any of its updates, so the nodes near the
-//            root of the Huffman tree, on nearly every path, take a step's updates at once: with
-//            1024 examples a step hierarchical softmax diverged. Since they repeat so, a shard's
+//            root of the Huffman tree, on nearly every path, take a step's updates at once: on the
+//            Bible, skip-gram diverged with 1024 examples a shard and trained with 512, CBOW diverged
+//            with 256 (its bags' rows each take the whole gradient). Since they repeat so, a shard's
 //            gradient of the nodes' table has one row per distinct node (embedding_dot's
 //            sum_repeated; 16% of the path positions of a skip-gram batch), so the step updates
 //            each once
@@ -58,7 +59,7 @@ struct Word2VecOptions {
   double sample = 1e-3;       // subsampling threshold t (0: keep every word)
   std::int64_t epochs = 5;
   double lr = 0.0;                 // 0: 0.025 for skip-gram, 0.05 for CBOW
-  std::int64_t batch_size = 0;     // examples per shard per step (0: 256 for ns, 64 for hs)
+  std::int64_t batch_size = 0;     // examples per shard per step (0: 256, or 64 for CBOW with hs)
   std::int64_t shards = 2;         // workers computing their batches' gradients at once (see above)
   std::uint64_t seed = 0;          // initial vectors, subsampling, windows and noise words
   std::int64_t minn = 3;           // subwords: shortest character n-gram (used when maxn > 0)
@@ -69,7 +70,7 @@ struct Word2VecOptions {
   data::SubwordOptions subword_options() const { return data::SubwordOptions().minn(minn).maxn(maxn).buckets(buckets); }
 
   double start_lr() const { return lr > 0.0 ? lr : (model == "cbow" ? 0.05 : 0.025); }
-  std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" ? 64 : 256); }
+  std::int64_t batch() const { return batch_size > 0 ? batch_size : (loss == "hs" && model == "cbow" ? 64 : 256); }
 };
 
 // A report every log_every steps: the mean loss per example since the previous one.
