@@ -41,6 +41,26 @@ struct Pair {
 
 Tensor weighted_sum(const Tensor& rows, const Tensor& weights) { return (rows * weights).sum(); }
 
+// The largest |a[i] - b[i]|.
+double worst_gap(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+// run(threads) with the pool at each of the thread counts in turn, its own count restored after.
+template <class F>
+auto on_threads(const std::vector<int>& counts, F run) {
+  const int threads = num_threads();
+  std::vector<decltype(run(1))> out;
+  for (const int count : counts) {
+    set_num_threads(count);
+    out.push_back(run(count));
+  }
+  set_num_threads(threads);
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("sparse grad: SparseRows coalesces in order, densifies, appends and checks its input") {
@@ -324,11 +344,36 @@ TEST_CASE("sparse grad: SparseAdam follows its formula at touched rows and leave
   CHECK(emb->weight().to_vector<double>() == copy->weight().to_vector<double>());
 }
 
+TEST_CASE("sparse grad: SGD's lazy step on a gradient the pool splits is the loop's on 1 2 and 3 threads") {
+  // 1200 rows of 40 (above the split at 32,768 values) over a table of 300: every row several times.
+  const std::int64_t v = 300, d = 40;
+  const auto results = on_threads({1, 2, 3}, [&](int) {
+    manual_seed(5);
+    nn::Embedding emb{nn::EmbeddingOptions(v, d).sparse(true)};
+    optim::SGD opt(emb->parameters(), optim::SGDOptions(0.1));
+    std::vector<std::int64_t> ids;
+    for (std::int64_t i = 0; i < 1200; ++i) ids.push_back((i * i + 3 * i) % v);
+    weighted_sum(emb(from_vector(ids, {1200})), randn({1200, d})).backward();
+    std::vector<float> reference = emb->weight().to_vector<float>();
+    const SparseRows& g = emb->weight().sparse_grad();
+    const std::vector<std::int64_t> rows = g.indices().to_vector<std::int64_t>();
+    const std::vector<float> values = g.values().to_vector<float>();
+    for (std::size_t k = 0; k < rows.size(); ++k)
+      for (std::int64_t j = 0; j < d; ++j)
+        reference[static_cast<std::size_t>(rows[k] * d + j)] -= 0.1f * values[k * d + static_cast<std::size_t>(j)];
+    opt.step();
+    const std::vector<float> got = emb->weight().to_vector<float>();
+    CHECK(worst_gap(got, reference) <= 1e-6);
+    return got;
+  });
+  CHECK(results[0] == results[1]);
+  CHECK(results[0] == results[2]);
+}
+
 TEST_CASE("sparse grad: SparseAdam's vector loop matches the formula on wide rows, the same on 1 and 2 threads") {
   // 37 columns: whole vector batches and a tail in every row; 300 of 2000 rows touched, some twice.
   const std::int64_t v = 2000, d = 37;
-  const auto run = [&](int threads) {
-    set_num_threads(threads);
+  const auto results = on_threads({1, 2}, [&](int) {
     manual_seed(12);
     nn::Embedding emb{nn::EmbeddingOptions(v, d).sparse(true)};
     optim::SparseAdam opt(emb->parameters(), optim::SparseAdamOptions(0.01));
@@ -358,16 +403,10 @@ TEST_CASE("sparse grad: SparseAdam's vector loop matches the formula on wide row
       opt.zero_grad();
     }
     const std::vector<float> got = emb->weight().to_vector<float>();
-    double worst = 0.0;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      worst = std::max(worst, static_cast<double>(std::abs(got[i] - reference[i])));
-    CHECK(worst <= 1e-6);
+    CHECK(worst_gap(got, reference) <= 1e-6);
     return got;
-  };
-  const int threads = num_threads();
-  const std::vector<float> one = run(1), two = run(2);
-  set_num_threads(threads);
-  CHECK(one == two);
+  });
+  CHECK(results[0] == results[1]);
 }
 
 TEST_CASE("sparse grad: clip_grad_norm clips the coalesced rows as it clips the dense gradient") {
@@ -491,6 +530,40 @@ TEST_CASE("sparse grad: embedding_dot with sum_repeated leaves one row per disti
         static_cast<std::int64_t>(std::set<std::int64_t>(values.begin(), values.end()).size());
     CHECK(w_summed.sparse_grad().nnz() == distinct);
     CHECK(max_abs_diff(w_summed.sparse_grad().to_dense(), w_dense.grad()) == 0.0);
+  }
+}
+
+// The count of distinct indices behind sum_repeated on a call with many of them (the probe table
+// collides and grows), then a small call (the table, kept per thread, is reused), then one that is
+// all padding; split by the pool on 2 and 3 threads and not on 1, the same bits every time.
+TEST_CASE("sparse grad: embedding_dot's sum_repeated holds on many indices few and none on 1 2 and 3 threads") {
+  const std::int64_t v = 5000, d = 40;
+  const auto results = on_threads({1, 2, 3}, [&](int) {
+    Generator gen(8);
+    const Tensor weight = randn({v, d}, gen, kFloat32);
+    std::vector<Tensor> grads;
+    for (const std::int64_t batch : {60, 3, 2}) {
+      std::vector<std::int64_t> values(static_cast<std::size_t>(batch * 40));
+      for (std::size_t k = 0; k < values.size(); ++k)
+        values[k] = batch == 2 ? v - 1 : static_cast<std::int64_t>((k * 7919 + k * k) % static_cast<std::size_t>(v));
+      const Tensor ids = ids_of(values, {batch, 40});  // v - 1 is padding; the last call has nothing else
+      const Tensor queries = randn({batch, d}, gen, kFloat32);
+      const auto [w_summed, w_dense, q_summed, q_dense] = leaf_copies(weight, queries);
+      const Tensor c = randn({batch, 40}, gen, kFloat32);
+      (embedding_dot(w_summed, ids, q_summed, true, v - 1, true) * c).sum().backward();
+      (embedding_dot(w_dense, ids, q_dense, false, v - 1) * c).sum().backward();
+      std::set<std::int64_t> distinct(values.begin(), values.end());
+      distinct.erase(v - 1);
+      REQUIRE(w_summed.has_sparse_grad());
+      CHECK(w_summed.sparse_grad().nnz() == static_cast<std::int64_t>(distinct.size()));
+      CHECK(max_abs_diff(w_summed.sparse_grad().to_dense(), w_dense.grad()) == 0.0);
+      grads.push_back(w_summed.sparse_grad().values());
+    }
+    return grads;
+  });
+  for (std::size_t i = 0; i < results[0].size(); ++i) {
+    CHECK(max_abs_diff(results[0][i], results[1][i]) == 0.0);
+    CHECK(max_abs_diff(results[0][i], results[2][i]) == 0.0);
   }
 }
 

@@ -18,10 +18,9 @@
 //            step's gradients are summed, computed before any of its updates, so the nodes near the
 //            root of the Huffman tree, on nearly every path, take a step's updates at once: on the
 //            Bible, skip-gram diverged with 1024 examples a shard and trained with 512, CBOW diverged
-//            with 256 (its bags' rows each take the whole gradient). Since they repeat so, a shard's
-//            gradient of the nodes' table has one row per distinct node (embedding_dot's
-//            sum_repeated; 16% of the path positions of a skip-gram batch), so the step updates
-//            each once
+//            with 256. Since they repeat so, a shard's gradient of the nodes' table has one row per
+//            distinct node (embedding_dot's sum_repeated; 16% of the path positions of a skip-gram
+//            batch of 64 pairs are distinct), so the step updates each once per shard
 //   processes under mpirun (a DataParallel of several), the shards are divided among the processes
 //            in order; each computes its own shards' gradients, and the rows of every shard's
 //            gradients are gathered on every process before the SGD step, which then applies them

@@ -216,11 +216,12 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
 // embedding. An index equal to padding_idx (when given; within [0, V)) scores 0 and sends no
 // gradient anywhere, and the kernels do not read its row: the padding of paths of different
 // lengths costs nothing (the taped backward of create_graph reads it and multiplies it by 0).
-// With sparse, the row-sparse gradient has a row per position; with sum_repeated too, a row per
-// distinct index (in the order of first appearance), the sum of its positions' rows, added in the
-// dense gradient's order. Worth it when indices repeat much within a call, as the nodes near a
-// Huffman tree's root do (on every path): the optimiser then updates each row once. Counting the
-// distinct indices costs a hash probe per position, a loss where most are distinct.
+// With sparse, the row-sparse gradient has a row per position that is not padding; with
+// sum_repeated too, a row per distinct index (in the order of first appearance), the sum of its
+// positions' rows, added in the dense gradient's order. Worth it when indices repeat much within a
+// call, as the nodes near a Huffman tree's root do (on every path): the optimiser then updates each
+// row once per call. Counting the distinct indices costs a hash probe per position, a loss where
+// most are distinct. Without sparse, sum_repeated changes nothing (a dense gradient sums anyway).
 Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& queries, bool sparse = false,
                      std::optional<std::int64_t> padding_idx = std::nullopt, bool sum_repeated = false);
 // The rows of weight (V, D) at indices (Int64 (N)) summed per bag, each times its scale: out (B, D),

@@ -82,7 +82,7 @@ void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRo
       const T* grad = values + k * dim;
       for (std::int64_t j = 0; j < dim; ++j) row[j] -= lr * grad[j];
     };
-    const std::int64_t parts = n * dim >= (1 << 15) ? num_threads() : 1;
+    const std::int64_t parts = n * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
     if (parts == 1) {  // no division per row to find its thread
       for (std::int64_t k = 0; k < n; ++k) update(k);
       return;

@@ -1,9 +1,10 @@
 #pragma once
 // Indexing kernels: gather and scatter_add along one axis over strided operands (index_select,
 // gather, scatter_add and the backward of index_select, gather and topk are made of these two),
-// embedding's row copies and row adds, topk's selection along an axis, and one_hot. Each checks
-// the indices it reads against the axis (IndexError naming op). The ops are in ops/index.cpp.
-// Static, see rows.h.
+// embedding's row copies and row adds, embedding_dot's and embedding_bag_sum's loops over table
+// rows (with the count of distinct indices behind embedding_dot's sum_repeated), topk's selection
+// along an axis, and one_hot. Each checks the indices it reads against the axis (IndexError naming
+// op). The ops are in ops/index.cpp. Static, see rows.h (except distinct_ids, below).
 
 #include <algorithm>
 #include <cmath>
@@ -229,7 +230,9 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
 // The ids at positions `at` without repeats, in the order of first appearance (distinct), and each
 // position's place among them (slot). An open-addressing table of at least twice the positions,
 // kept per thread and emptied by a generation stamp rather than a fill: no table of the
-// vocabulary's size, and no clearing cost per call.
+// vocabulary's size, and no clearing cost per call. Inline rather than static, so that a thread has
+// one table whichever translation unit calls it; a table more than four times (and 65,536 slots)
+// larger than a call needs is given back.
 struct DistinctIds {
   std::vector<std::int64_t> distinct;
   std::vector<std::int64_t> slot;
@@ -244,8 +247,9 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::
   thread_local Table table;
   std::size_t capacity = 16;
   while (capacity < 2 * at.size()) capacity *= 2;
-  if (table.keys.size() < capacity || ++table.generation == 0) {
-    const std::size_t size = std::max(capacity, table.keys.size());
+  const bool oversized = table.keys.size() > 4 * capacity && table.keys.size() > (std::size_t{1} << 16);
+  if (table.keys.size() < capacity || oversized || ++table.generation == 0) {
+    const std::size_t size = oversized ? capacity : std::max(capacity, table.keys.size());
     table.keys.assign(size, 0);
     table.places.assign(size, 0);
     table.stamps.assign(size, 0);
@@ -270,10 +274,12 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::
   return out;
 }
 
-// rows[slot[k]] = sum over k in order of g[at[k]] q[b of at[k]], rows (distinct, dim): the weight's
-// gradient rows of the distinct ids, each added in the order the dense gradient's row is (so equal
-// to it bit for bit). The slots are split among the threads (slot mod parts), each thread reading
-// every position, so a row's sum never depends on the thread count.
+// rows[slot[k]] = sum over k in order of g[at[k]] q[b of at[k]]: the weight's gradient rows of the
+// distinct ids, each added in the order the dense gradient's row is (so equal to it bit for bit).
+// q (batch, dim), g (batch, per_row), at and slot (count), rows (distinct, dim). Outside a parallel
+// region the slots are split among the threads (slot mod parts), each thread reading every
+// position, so a row's sum never depends on the thread count; inside one (a word2vec shard's
+// backward) it is one pass.
 template <class T>
 static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t* at, const std::int64_t* slot,
                                       std::int64_t count, std::int64_t distinct, std::int64_t per_row, std::int64_t dim,
@@ -285,15 +291,16 @@ static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t
     T* out = rows + slot[k] * dim;
     for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * qb[j];
   };
-  const std::int64_t parts = count * dim >= (1 << 15) ? num_threads() : 1;
+  const std::int64_t parts = count * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
   if (parts == 1) {
     for (std::int64_t k = 0; k < count; ++k) add(k);
     return;
   }
+  const std::int64_t mask = (parts & (parts - 1)) == 0 ? parts - 1 : -1;  // no division for 2, 4, ...
   parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
     for (std::int64_t part = lo; part < hi; ++part)
       for (std::int64_t k = 0; k < count; ++k)
-        if (slot[k] % parts == part) add(k);
+        if ((mask >= 0 ? slot[k] & mask : slot[k] % parts) == part) add(k);
   });
 }
 
