@@ -173,9 +173,9 @@ class Word2Vec {
       }
     }
     const auto bags = static_cast<std::int64_t>(offsets.size());
-    const Tensor sum =
-        nn::embedding_bag(input, from_vector(rows, {static_cast<std::int64_t>(rows.size())}),
-                          from_vector(offsets, {bags}), nn::BagMode::Sum, Tensor(), /*sparse=*/true);  // (bags, D)
+    // A word is in the bag of every center within a window of it: one gradient row per distinct row.
+    const Tensor sum = embedding_bag_sum(input, from_vector(rows, {static_cast<std::int64_t>(rows.size())}), offsets,
+                                         Tensor(), /*sparse=*/true, /*sum_repeated=*/true);  // (bags, D)
     const Tensor scale = from_vector(inverse, {bags, 1});
     const Tensor mean = sum * scale + (sum - sum.detach()) * (1.0 - scale);
     if (cbow_) return mean;

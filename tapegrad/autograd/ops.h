@@ -232,8 +232,11 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
 // with sparse, as in embedding) and scale. ValueError unless the starts begin at 0 and never
 // decrease or pass N, or for indices without a bag; IndexError for an index outside weight;
 // ShapeError or TypeError for a scale of another shape or dtype.
+// sum_repeated as in embedding_dot: with sparse, a row per distinct index (an index in many bags, as
+// a context word is in CBOW's), the sum of its rows (equal to the dense gradient's row bit for bit
+// without scales, to rounding with them).
 Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
-                         const Tensor& scale = Tensor(), bool sparse = false);
+                         const Tensor& scale = Tensor(), bool sparse = false, bool sum_repeated = false);
 // The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
 // through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,

@@ -304,6 +304,38 @@ static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t
   });
 }
 
+// rows[slot[i]] = sum over i in order of scale[i] g[bag_of[i]] (scale null: 1): embedding_bag_sum's
+// gradient rows of the distinct indices. g (bags, dim), bag_of, scale and slot (n), rows (distinct,
+// dim). Without scales each term is the row of g itself, so every sum is the dense gradient's bit
+// for bit. Split among the threads by slot outside a parallel region, as embedding_dot's.
+template <class T>
+static void embedding_bag_sum_summed_rows(const T* g, const std::int64_t* bag_of, const T* scale,
+                                          const std::int64_t* slot, std::int64_t n, std::int64_t distinct,
+                                          std::int64_t dim, T* rows) {
+  std::fill(rows, rows + distinct * dim, T(0));
+  const auto add = [&](std::int64_t i) {
+    const T* src = g + bag_of[i] * dim;
+    T* out = rows + slot[i] * dim;
+    if (scale == nullptr) {
+      for (std::int64_t j = 0; j < dim; ++j) out[j] += src[j];
+    } else {
+      const T s = scale[i];
+      for (std::int64_t j = 0; j < dim; ++j) out[j] += s * src[j];
+    }
+  };
+  const std::int64_t parts = n * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
+  if (parts == 1) {
+    for (std::int64_t i = 0; i < n; ++i) add(i);
+    return;
+  }
+  const std::int64_t mask = (parts & (parts - 1)) == 0 ? parts - 1 : -1;
+  parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t part = lo; part < hi; ++part)
+      for (std::int64_t i = 0; i < n; ++i)
+        if ((mask >= 0 ? slot[i] & mask : slot[i] % parts) == part) add(i);
+  });
+}
+
 // embedding_bag_sum's loops; w (V, dim), ids and scale (n; scale null: 1), bag b's indices
 // [starts[b], ends[b]), out and g (bags, dim). The forward runs over the bags in parallel, each
 // bag's rows added in order.

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 
@@ -361,7 +362,7 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
 // ---------------------------------------------------------------- embedding_bag_sum
 
 Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
-                         const Tensor& scale, bool sparse) {
+                         const Tensor& scale, bool sparse, bool sum_repeated) {
   const char* op = "embedding_bag_sum";
   check_index_dtype(indices, op, "indices");
   if (weight.dim() != 2 || indices.dim() != 1)
@@ -405,59 +406,74 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
   const bool weight_needs = weight.requires_grad(), scale_needs = scale.defined() && scale.requires_grad();
   // The table is read back only for the scales' gradient and the scales only for the table's, so
   // each is saved (and version-checked) only then.
-  record(op, out, {weight, scale},
-         [saved_w = scale_needs ? SavedTensor(weight) : SavedTensor(), saved_ids = SavedTensor(ids),
-          saved_s = weight_needs ? SavedTensor(scale) : SavedTensor(),
-          leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
-          bag_of = std::move(bag_of), sparse, weight_needs, scale_needs, num_embeddings,
-          dim](const Tensor& g) -> TensorList {
-           const Tensor& ids = saved_ids.unpack();
-           const Tensor& wt = saved_w.unpack();
-           const Tensor& st = saved_s.unpack();
-           const auto n = static_cast<std::int64_t>(bag_of.size());
-           if (is_grad_enabled() && any_requires_grad({&g, &wt, &st})) {
-             if (sparse && weight_needs)
-               throw GraphError(
-                   "embedding_bag_sum: sparse gradients cannot be differentiated again; use dense gradients to "
-                   "backward with create_graph");
-             // Taped: each index's row of g (its bag's), written with differentiable ops.
-             const Tensor per_index = index_select(g, 0, from_vector(bag_of, {n}));  // (N, D)
-             Tensor gw, gs;
-             if (weight_needs) {
-               const Tensor rows = st.defined() ? per_index * unsqueeze(st, 1) : per_index;
-               gw = scatter_add(zeros({num_embeddings, dim}, g.dtype()), 0, index_along_axis(ids, {n, dim}, 0), rows);
-             }
-             if (scale_needs) gs = sum(per_index * embedding(wt, ids), {1});
-             return {gw, gs};
-           }
-           const Tensor gd = kernels::dense(g);  // (B, D)
-           Tensor gw, gs;
-           dispatch_floating(g.dtype(), "embedding_bag_sum", [&](auto tag) {
-             using T = decltype(tag);
-             const Tensor sd = st.defined() ? kernels::dense(st) : Tensor();
-             const T* scale_values = sd.defined() ? sd.data_ptr<T>() : nullptr;
-             if (scale_needs) {
-               gs = empty({n}, g.dtype());
-               const Tensor w = kernels::dense(wt);
-               kernels::embedding_bag_sum_scale_backward<T>(gd.data_ptr<T>(), bag_of.data(), w.data_ptr<T>(),
-                                                            ids.data_ptr<std::int64_t>(), n, dim, gs.data_ptr<T>());
-             }
-             if (!weight_needs) return;
-             Tensor rows = empty({n, dim}, g.dtype());  // (N, D): scale[i] g[bag of i]
-             kernels::embedding_bag_sum_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values, n, dim,
-                                                rows.data_ptr<T>());
-             if (sparse) {
-               if (const std::shared_ptr<TensorImpl> table = leaf.lock())
-                 detail::accumulate_sparse_grad(table, SparseRows(ids.clone().reshape({n}), rows, num_embeddings),
-                                                "embedding_bag_sum");
-             } else {
-               gw = zeros({num_embeddings, dim}, g.dtype());
-               kernels::embedding_backward<T>(rows.data_ptr<T>(), ids.data_ptr<std::int64_t>(), n, dim, std::nullopt,
-                                              gw.data_ptr<T>());
-             }
-           });
-           return {gw, gs};
-         });
+  record(
+      op, out, {weight, scale},
+      [saved_w = scale_needs ? SavedTensor(weight) : SavedTensor(), saved_ids = SavedTensor(ids),
+       saved_s = weight_needs ? SavedTensor(scale) : SavedTensor(),
+       leaf = sparse && weight_needs ? std::weak_ptr<TensorImpl>(weight.impl_ptr()) : std::weak_ptr<TensorImpl>(),
+       bag_of = std::move(bag_of), sparse, sum_repeated, weight_needs, scale_needs, num_embeddings,
+       dim](const Tensor& g) -> TensorList {
+        const Tensor& ids = saved_ids.unpack();
+        const Tensor& wt = saved_w.unpack();
+        const Tensor& st = saved_s.unpack();
+        const auto n = static_cast<std::int64_t>(bag_of.size());
+        if (is_grad_enabled() && any_requires_grad({&g, &wt, &st})) {
+          if (sparse && weight_needs)
+            throw GraphError(
+                "embedding_bag_sum: sparse gradients cannot be differentiated again; use dense gradients to "
+                "backward with create_graph");
+          // Taped: each index's row of g (its bag's), written with differentiable ops.
+          const Tensor per_index = index_select(g, 0, from_vector(bag_of, {n}));  // (N, D)
+          Tensor gw, gs;
+          if (weight_needs) {
+            const Tensor rows = st.defined() ? per_index * unsqueeze(st, 1) : per_index;
+            gw = scatter_add(zeros({num_embeddings, dim}, g.dtype()), 0, index_along_axis(ids, {n, dim}, 0), rows);
+          }
+          if (scale_needs) gs = sum(per_index * embedding(wt, ids), {1});
+          return {gw, gs};
+        }
+        const Tensor gd = kernels::dense(g);  // (B, D)
+        Tensor gw, gs;
+        dispatch_floating(g.dtype(), "embedding_bag_sum", [&](auto tag) {
+          using T = decltype(tag);
+          const Tensor sd = st.defined() ? kernels::dense(st) : Tensor();
+          const T* scale_values = sd.defined() ? sd.data_ptr<T>() : nullptr;
+          if (scale_needs) {
+            gs = empty({n}, g.dtype());
+            const Tensor w = kernels::dense(wt);
+            kernels::embedding_bag_sum_scale_backward<T>(gd.data_ptr<T>(), bag_of.data(), w.data_ptr<T>(),
+                                                         ids.data_ptr<std::int64_t>(), n, dim, gs.data_ptr<T>());
+          }
+          if (!weight_needs) return;
+          if (sparse && sum_repeated) {
+            // One row per distinct index: the sum of scale[i] g[bag of i] over its positions.
+            std::vector<std::int64_t> at(static_cast<std::size_t>(n));
+            std::iota(at.begin(), at.end(), std::int64_t{0});
+            kernels::DistinctIds distinct = kernels::distinct_ids(ids.data_ptr<std::int64_t>(), at);
+            const auto count = static_cast<std::int64_t>(distinct.distinct.size());
+            Tensor rows = empty({count, dim}, g.dtype());  // (distinct, D)
+            kernels::embedding_bag_sum_summed_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values,
+                                                      distinct.slot.data(), n, count, dim, rows.data_ptr<T>());
+            if (const std::shared_ptr<TensorImpl> table = leaf.lock())
+              detail::accumulate_sparse_grad(table,
+                                             SparseRows(from_vector(distinct.distinct, {count}), rows, num_embeddings),
+                                             "embedding_bag_sum");
+            return;
+          }
+          Tensor rows = empty({n, dim}, g.dtype());  // (N, D): scale[i] g[bag of i]
+          kernels::embedding_bag_sum_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values, n, dim, rows.data_ptr<T>());
+          if (sparse) {
+            if (const std::shared_ptr<TensorImpl> table = leaf.lock())
+              detail::accumulate_sparse_grad(table, SparseRows(ids.clone().reshape({n}), rows, num_embeddings),
+                                             "embedding_bag_sum");
+          } else {
+            gw = zeros({num_embeddings, dim}, g.dtype());
+            kernels::embedding_backward<T>(rows.data_ptr<T>(), ids.data_ptr<std::int64_t>(), n, dim, std::nullopt,
+                                           gw.data_ptr<T>());
+          }
+        });
+        return {gw, gs};
+      });
   return out;
 }
 
