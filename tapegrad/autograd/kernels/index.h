@@ -154,24 +154,24 @@ static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* 
   });
 }
 
-// out[0, dim) = sum over n in [0, count) of s * row[0, dim), where term(n) gives {row, s} (a null
-// row skipped). Each stretch of out (four batches wide, then one, then the scalar tail) is summed in
-// registers and stored once, rather than read and written back for every term; every element adds
-// its terms in the order of n, from 0.
-template <class T, class Term>
-static void sum_scaled_rows(std::int64_t count, std::int64_t dim, const Term& term, T* out) {
+// out[0, dim) += (or with from_zero, =) the sum over the m terms of scale[n] rows[n][0, dim). Each
+// stretch of out (four batches wide, then one, then the scalar tail) is summed in registers over the
+// terms and stored once; every element adds its terms in order, from out's value or from 0.
+template <class T>
+static void add_scaled_rows(const T* const* rows, const T* scale, std::int64_t m, std::int64_t dim, bool from_zero,
+                            T* out) {
   constexpr std::int64_t L = kLanes<T>;
+  const auto start = [&](std::int64_t j) { return from_zero ? Batch<T>(T(0)) : Batch<T>::load_unaligned(out + j); };
   std::int64_t j = 0;
   for (; j + 4 * L <= dim; j += 4 * L) {
-    Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
-    for (std::int64_t n = 0; n < count; ++n) {
-      const auto [row, s] = term(n);
-      if (row == nullptr) continue;
-      const Batch<T> scale(s);
-      a0 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j), a0);
-      a1 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + L), a1);
-      a2 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + 2 * L), a2);
-      a3 = xsimd::fma(scale, Batch<T>::load_unaligned(row + j + 3 * L), a3);
+    Batch<T> a0 = start(j), a1 = start(j + L), a2 = start(j + 2 * L), a3 = start(j + 3 * L);
+    for (std::int64_t n = 0; n < m; ++n) {
+      const Batch<T> s(scale[n]);
+      const T* row = rows[n] + j;
+      a0 = xsimd::fma(s, Batch<T>::load_unaligned(row), a0);
+      a1 = xsimd::fma(s, Batch<T>::load_unaligned(row + L), a1);
+      a2 = xsimd::fma(s, Batch<T>::load_unaligned(row + 2 * L), a2);
+      a3 = xsimd::fma(s, Batch<T>::load_unaligned(row + 3 * L), a3);
     }
     a0.store_unaligned(out + j);
     a1.store_unaligned(out + j + L);
@@ -179,21 +179,55 @@ static void sum_scaled_rows(std::int64_t count, std::int64_t dim, const Term& te
     a3.store_unaligned(out + j + 3 * L);
   }
   for (; j + L <= dim; j += L) {
-    Batch<T> a(T(0));
-    for (std::int64_t n = 0; n < count; ++n) {
-      const auto [row, s] = term(n);
-      if (row != nullptr) a = xsimd::fma(Batch<T>(s), Batch<T>::load_unaligned(row + j), a);
-    }
+    Batch<T> a = start(j);
+    for (std::int64_t n = 0; n < m; ++n) a = xsimd::fma(Batch<T>(scale[n]), Batch<T>::load_unaligned(rows[n] + j), a);
     a.store_unaligned(out + j);
   }
-  for (; j < dim; ++j) {
-    T a = 0;
-    for (std::int64_t n = 0; n < count; ++n) {
-      const auto [row, s] = term(n);
-      if (row != nullptr) a += s * row[j];
+  // The scalar tail, four elements to a pass over the terms (named, so they stay in registers).
+  for (; j + 4 <= dim; j += 4) {
+    T a0 = from_zero ? T(0) : out[j], a1 = from_zero ? T(0) : out[j + 1];
+    T a2 = from_zero ? T(0) : out[j + 2], a3 = from_zero ? T(0) : out[j + 3];
+    for (std::int64_t n = 0; n < m; ++n) {
+      const T s = scale[n];
+      const T* row = rows[n] + j;
+      a0 += s * row[0];
+      a1 += s * row[1];
+      a2 += s * row[2];
+      a3 += s * row[3];
     }
+    out[j] = a0;
+    out[j + 1] = a1;
+    out[j + 2] = a2;
+    out[j + 3] = a3;
+  }
+  for (; j < dim; ++j) {
+    T a = from_zero ? T(0) : out[j];
+    for (std::int64_t n = 0; n < m; ++n) a += scale[n] * rows[n][j];
     out[j] = a;
   }
+}
+
+// out[0, dim) = sum over n in [0, count) of s * row[0, dim), where term(n) gives {row, s} (a null
+// row skipped); every element adds its terms in the order of n, from 0. The terms are read once, a
+// chunk at a time, into arrays for add_scaled_rows.
+template <class T, class Term>
+static void sum_scaled_rows(std::int64_t count, std::int64_t dim, const Term& term, T* out) {
+  constexpr std::int64_t kChunk = 64;
+  const T* rows[kChunk];
+  T scale[kChunk];
+  std::int64_t n = 0;
+  bool from_zero = true;
+  do {
+    std::int64_t m = 0;
+    for (; n < count && m < kChunk; ++n) {
+      const auto [row, s] = term(n);
+      if (row == nullptr) continue;
+      rows[m] = row;
+      scale[m++] = s;
+    }
+    add_scaled_rows<T>(rows, scale, m, dim, from_zero, out);
+    from_zero = false;
+  } while (n < count);
 }
 
 // gq[b] = sum_n g[b][n] w[ids[b][n]].
@@ -236,17 +270,22 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
 struct DistinctIds {
   std::vector<std::int64_t> distinct;
   std::vector<std::int64_t> slot;
+  // The positions grouped by slot, each group in the positions' order: slot s's are
+  // members[start[s], start[s + 1]).
+  std::vector<std::int64_t> start, members;
 };
 
-inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::int64_t>& at) {
+// The ids at positions at[0, count) (at null: the positions 0, 1, ... themselves).
+inline DistinctIds distinct_ids(const std::int64_t* ids, const std::int64_t* at, std::int64_t count) {
   struct Table {
     std::vector<std::int64_t> keys, places;
     std::vector<std::uint32_t> stamps;
     std::uint32_t generation = 0;
   };
   thread_local Table table;
+  const auto n = static_cast<std::size_t>(count);
   std::size_t capacity = 16;
-  while (capacity < 2 * at.size()) capacity *= 2;
+  while (capacity < 2 * n) capacity *= 2;
   const bool oversized = table.keys.size() > 4 * capacity && table.keys.size() > (std::size_t{1} << 16);
   if (table.keys.size() < capacity || oversized || ++table.generation == 0) {
     const std::size_t size = oversized ? capacity : std::max(capacity, table.keys.size());
@@ -258,9 +297,10 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::
   const std::uint32_t now = table.generation;
   const std::size_t mask = capacity - 1;
   DistinctIds out;
-  out.slot.resize(at.size());
-  for (std::size_t k = 0; k < at.size(); ++k) {
-    const std::int64_t id = ids[at[k]];
+  out.slot.resize(n);
+  out.start.push_back(0);  // counts first, then their running sums
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int64_t id = ids[at == nullptr ? static_cast<std::int64_t>(k) : at[k]];
     std::size_t h = static_cast<std::size_t>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
     while (table.stamps[h] == now && table.keys[h] != id) h = (h + 1) & mask;
     if (table.stamps[h] != now) {
@@ -268,71 +308,76 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::vector<std::
       table.keys[h] = id;
       table.places[h] = static_cast<std::int64_t>(out.distinct.size());
       out.distinct.push_back(id);
+      out.start.push_back(0);
     }
     out.slot[k] = table.places[h];
+    ++out.start[static_cast<std::size_t>(out.slot[k]) + 1];
   }
+  std::partial_sum(out.start.begin(), out.start.end(), out.start.begin());
+  out.members.resize(n);
+  std::vector<std::int64_t> next(out.start.begin(), out.start.end() - 1);
+  for (std::size_t k = 0; k < n; ++k)
+    out.members[static_cast<std::size_t>(next[static_cast<std::size_t>(out.slot[k])]++)] = static_cast<std::int64_t>(k);
   return out;
 }
 
-// rows[slot[k]] = sum over k in order of g[at[k]] q[b of at[k]]: the weight's gradient rows of the
-// distinct ids, each added in the order the dense gradient's row is (so equal to it bit for bit).
-// q (batch, dim), g (batch, per_row), at and slot (count), rows (distinct, dim). Outside a parallel
-// region the slots are split among the threads (slot mod parts), each thread reading every
-// position, so a row's sum never depends on the thread count; inside one (a word2vec shard's
-// backward) it is one pass.
-template <class T>
-static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t* at, const std::int64_t* slot,
-                                      std::int64_t count, std::int64_t distinct, std::int64_t per_row, std::int64_t dim,
-                                      T* rows) {
-  std::fill(rows, rows + distinct * dim, T(0));
-  const auto add = [&](std::int64_t k) {
-    const T scale = g[at[k]];
-    const T* qb = q + (at[k] / per_row) * dim;
-    T* out = rows + slot[k] * dim;
-    for (std::int64_t j = 0; j < dim; ++j) out[j] += scale * qb[j];
-  };
+// fn(s) for every slot s of d. Outside a parallel region and from 32,768 values (positions times
+// width) the slots are cut among the threads into runs of about equal positions; each slot is one
+// thread's whole, so what fn computes never depends on the thread count.
+template <class F>
+static void for_each_slot(const DistinctIds& d, std::int64_t dim, const F& fn) {
+  const auto slots = static_cast<std::int64_t>(d.distinct.size());
+  const auto count = static_cast<std::int64_t>(d.members.size());
   const std::int64_t parts = count * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
   if (parts == 1) {
-    for (std::int64_t k = 0; k < count; ++k) add(k);
+    for (std::int64_t s = 0; s < slots; ++s) fn(s);
     return;
   }
-  const std::int64_t mask = (parts & (parts - 1)) == 0 ? parts - 1 : -1;  // no division for 2, 4, ...
+  // Part p's slots begin at the first whose positions begin at or after p count / parts.
+  const auto first = [&](std::int64_t p) {
+    return static_cast<std::int64_t>(std::lower_bound(d.start.begin(), d.start.end() - 1, p * count / parts) -
+                                     d.start.begin());
+  };
   parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t part = lo; part < hi; ++part)
-      for (std::int64_t k = 0; k < count; ++k)
-        if ((mask >= 0 ? slot[k] & mask : slot[k] % parts) == part) add(k);
+    for (std::int64_t p = lo; p < hi; ++p)
+      for (std::int64_t s = first(p), end = first(p + 1); s < end; ++s) fn(s);
   });
 }
 
-// rows[slot[i]] = sum over i in order of scale[i] g[bag_of[i]] (scale null: 1): embedding_bag_sum's
-// gradient rows of the distinct indices. g (bags, dim), bag_of, scale and slot (n), rows (distinct,
-// dim). Without scales each term is the row of g itself, so every sum is the dense gradient's bit
-// for bit. Split among the threads by slot outside a parallel region, as embedding_dot's.
+// rows[s] = the sum over slot s's positions k, in order, of g[at[k]] q[b of at[k]]: the weight's
+// gradient rows of the distinct ids, each added in the order the dense gradient's row is (so equal
+// to it bit for bit). q (batch, dim), g (batch, per_row), at (positions), rows (distinct, dim).
 template <class T>
-static void embedding_bag_sum_summed_rows(const T* g, const std::int64_t* bag_of, const T* scale,
-                                          const std::int64_t* slot, std::int64_t n, std::int64_t distinct,
+static void embedding_dot_summed_rows(const T* q, const T* g, const std::int64_t* at, const DistinctIds& d,
+                                      std::int64_t per_row, std::int64_t dim, T* rows) {
+  for_each_slot(d, dim, [&](std::int64_t s) {
+    const std::int64_t* member = d.members.data() + d.start[static_cast<std::size_t>(s)];
+    sum_scaled_rows<T>(
+        d.start[static_cast<std::size_t>(s) + 1] - d.start[static_cast<std::size_t>(s)], dim,
+        [&](std::int64_t i) {
+          const std::int64_t k = at[member[i]];
+          return std::pair<const T*, T>(q + (k / per_row) * dim, g[k]);
+        },
+        rows + s * dim);
+  });
+}
+
+// rows[s] = the sum over slot s's positions i, in order, of scale[i] g[bag_of[i]] (scale null: 1):
+// embedding_bag_sum's gradient rows of the distinct indices. g (bags, dim), bag_of and scale (n),
+// rows (distinct, dim). Without scales each term is the row of g itself (1 x row is exact), so
+// every sum is the dense gradient's bit for bit.
+template <class T>
+static void embedding_bag_sum_summed_rows(const T* g, const std::int64_t* bag_of, const T* scale, const DistinctIds& d,
                                           std::int64_t dim, T* rows) {
-  std::fill(rows, rows + distinct * dim, T(0));
-  const auto add = [&](std::int64_t i) {
-    const T* src = g + bag_of[i] * dim;
-    T* out = rows + slot[i] * dim;
-    if (scale == nullptr) {
-      for (std::int64_t j = 0; j < dim; ++j) out[j] += src[j];
-    } else {
-      const T s = scale[i];
-      for (std::int64_t j = 0; j < dim; ++j) out[j] += s * src[j];
-    }
-  };
-  const std::int64_t parts = n * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
-  if (parts == 1) {
-    for (std::int64_t i = 0; i < n; ++i) add(i);
-    return;
-  }
-  const std::int64_t mask = (parts & (parts - 1)) == 0 ? parts - 1 : -1;
-  parallel_for(0, parts, 1, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t part = lo; part < hi; ++part)
-      for (std::int64_t i = 0; i < n; ++i)
-        if ((mask >= 0 ? slot[i] & mask : slot[i] % parts) == part) add(i);
+  for_each_slot(d, dim, [&](std::int64_t s) {
+    const std::int64_t* member = d.members.data() + d.start[static_cast<std::size_t>(s)];
+    sum_scaled_rows<T>(
+        d.start[static_cast<std::size_t>(s) + 1] - d.start[static_cast<std::size_t>(s)], dim,
+        [&](std::int64_t i) {
+          const std::int64_t k = member[i];
+          return std::pair<const T*, T>(g + bag_of[k] * dim, scale == nullptr ? T(1) : scale[k]);
+        },
+        rows + s * dim);
   });
 }
 

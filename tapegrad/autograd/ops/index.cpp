@@ -330,12 +330,11 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
                std::vector<std::int64_t> kept;
                Tensor rows;
                if (sum_repeated) {
-                 kernels::DistinctIds distinct = kernels::distinct_ids(id, at);
+                 kernels::DistinctIds distinct = kernels::distinct_ids(id, at.data(), count);
+                 rows = empty({static_cast<std::int64_t>(distinct.distinct.size()), dim}, g.dtype());  // (distinct, D)
+                 kernels::embedding_dot_summed_rows<T>(q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), distinct, per_row,
+                                                       dim, rows.data_ptr<T>());
                  kept = std::move(distinct.distinct);
-                 rows = empty({static_cast<std::int64_t>(kept.size()), dim}, g.dtype());  // (distinct, D)
-                 kernels::embedding_dot_summed_rows<T>(
-                     q.data_ptr<T>(), gd.data_ptr<T>(), at.data(), distinct.slot.data(), count,
-                     static_cast<std::int64_t>(kept.size()), per_row, dim, rows.data_ptr<T>());
                } else {
                  kept.reserve(at.size());
                  for (const std::int64_t k : at) kept.push_back(id[k]);
@@ -447,13 +446,11 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
           if (!weight_needs) return;
           if (sparse && sum_repeated) {
             // One row per distinct index: the sum of scale[i] g[bag of i] over its positions.
-            std::vector<std::int64_t> at(static_cast<std::size_t>(n));
-            std::iota(at.begin(), at.end(), std::int64_t{0});
-            kernels::DistinctIds distinct = kernels::distinct_ids(ids.data_ptr<std::int64_t>(), at);
+            const kernels::DistinctIds distinct = kernels::distinct_ids(ids.data_ptr<std::int64_t>(), nullptr, n);
             const auto count = static_cast<std::int64_t>(distinct.distinct.size());
             Tensor rows = empty({count, dim}, g.dtype());  // (distinct, D)
-            kernels::embedding_bag_sum_summed_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values,
-                                                      distinct.slot.data(), n, count, dim, rows.data_ptr<T>());
+            kernels::embedding_bag_sum_summed_rows<T>(gd.data_ptr<T>(), bag_of.data(), scale_values, distinct, dim,
+                                                      rows.data_ptr<T>());
             if (const std::shared_ptr<TensorImpl> table = leaf.lock())
               detail::accumulate_sparse_grad(table,
                                              SparseRows(from_vector(distinct.distinct, {count}), rows, num_embeddings),
