@@ -1,4 +1,5 @@
-// Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits, mse_loss and
+// Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits (and its op,
+// logistic_loss), mse_loss and
 // the distribution helpers. Expected values come from the seed's worked numbers and from
 // torch.nn.functional 1.13 in float64 (the script's inputs are the literals written here). Over
 // 400 lines: one file for the losses, each with values, gradcheck and errors, as losses.cpp is one.
@@ -362,6 +363,79 @@ TEST_CASE("losses: binary_cross_entropy_with_logits gradient is sigmoid(x) - y, 
         return nn::binary_cross_entropy_with_logits(in[0].transpose(0, 1), in[1], nn::Reduction::None);
       },
       {randn({2, 3}, gen), rand({3, 2}, gen)});
+}
+
+TEST_CASE("losses: binary_cross_entropy_with_logits weight matches PyTorch with the gradients of logits and targets") {
+  const Tensor x = tensor({{0.0, 2.0, -3.0}, {1.5, -0.5, 40.0}}, kFloat64).requires_grad_();
+  const Tensor y = tensor({{1.0, 0.0, 1.0}, {0.3, 0.0, 1.0}}, kFloat64).requires_grad_();
+  const Tensor weight = tensor({{0.5}, {2.0}}, kFloat64);  // broadcast along the rows
+  const Tensor pos_weight = tensor({2.0, 0.5, 1.0}, kFloat64);
+  const Tensor loss = nn::binary_cross_entropy_with_logits(x, y, nn::Reduction::None, pos_weight, weight);
+  // torch.nn.functional.binary_cross_entropy_with_logits(x, y, weight, pos_weight=...), 1.13.
+  check_values(loss,
+               {0.6931471805599453, 1.0634640055214863, 1.524293675786871, 2.623674522755156, 0.9481539683602134, 0.0},
+               1e-12);
+  loss.sum().backward();
+  check_values(x.grad(), {-0.5, 0.44039853898894116, -0.4762870634112166, 0.9256936381034737, 0.7550813375962908, 0.0},
+               1e-12);
+  check_values(y.grad(),
+               {0.34657359027997264, -1.0317320027607433, 1.5, -2.597173444034495, 0.025923015819893314, -80.0}, 1e-12);
+}
+
+TEST_CASE("logistic_loss: gradcheck of the fused backward and of every input's gradient") {
+  Generator gen(11);
+  const Tensor weight = (rand({3, 1}, gen) + 0.5).to(kFloat64), pos_weight = (rand({4}, gen) + 0.5).to(kFloat64);
+  // The fused kernels (weight and pos_weight constants; the second order runs the taped formulas).
+  check_gradients([&](const TensorList& in) { return logistic_loss(in[0], in[1], weight, pos_weight); },
+                  {randn({3, 4}, gen) * 3.0, rand({3, 4}, gen)});
+  check_gradients([&](const TensorList& in) { return logistic_loss(in[0].transpose(0, 1), in[1]); },
+                  {randn({4, 3}, gen), rand({3, 4}, gen)});
+  // The weights' gradients, summed back over their broadcast axes.
+  check_gradients([](const TensorList& in) { return logistic_loss(in[0], in[1], in[2], in[3]); },
+                  {randn({3, 4}, gen) * 3.0, rand({3, 4}, gen), rand({3, 1}, gen) + 0.5, rand({4}, gen) + 0.5});
+}
+
+TEST_CASE("logistic_loss: the vector body and the scalar tail agree with float64 and stay finite at large logits") {
+  // 16 lanes of float32 on AVX-512: 53 elements are three batches and a tail of five.
+  Generator gen(12);
+  Tensor x = (randn({53}, gen) * 8.0).to(kFloat64);
+  x.data_ptr<double>()[3] = 100.0;  // exp(x) overflows float32 in the backward
+  x.data_ptr<double>()[50] = -100.0;
+  const Tensor y = rand({53}, gen), w = rand({53}, gen), p = rand({53}, gen) + 0.5;
+  const Tensor x32 = x.to(kFloat32).requires_grad_(), y32 = y.to(kFloat32).requires_grad_();
+  const Tensor x64 = x32.detach().to(kFloat64).requires_grad_(), y64 = y32.detach().to(kFloat64).requires_grad_();
+  const Tensor l32 = logistic_loss(x32, y32, w.to(kFloat32), p.to(kFloat32));
+  const Tensor l64 = logistic_loss(x64, y64, w.to(kFloat32).to(kFloat64), p.to(kFloat32).to(kFloat64));
+  l32.sum().backward();
+  l64.sum().backward();
+  for (const auto& [got, want] : {std::pair{l32, l64}, std::pair{x32.grad(), x64.grad()}, {y32.grad(), y64.grad()}}) {
+    const std::vector<double> a = got.to_vector<double>(), b = want.to_vector<double>();
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      INFO("element " << i << ": " << a[i] << " against " << b[i]);
+      CHECK(std::isfinite(a[i]));
+      CHECK(std::abs(a[i] - b[i]) <= 1e-5 * std::max(1.0, std::abs(b[i])));
+    }
+  }
+}
+
+TEST_CASE("logistic_loss: bfloat16 inputs are computed in float32 and rounded back") {
+  const Tensor x = tensor({-2.0f, 0.0f, 3.0f}), y = tensor({1.0f, 0.5f, 0.0f});
+  const Tensor low = logistic_loss(x.to(kBFloat16), y.to(kBFloat16));
+  CHECK(low.dtype() == kBFloat16);
+  CHECK(tapegrad::testing::max_abs_diff(low.to(kFloat32), logistic_loss(x, y)) < 0.02);
+}
+
+TEST_CASE("logistic_loss: shapes and dtypes that do not fit are refused with the values") {
+  const Tensor x = zeros({2, 3}), y = zeros({2, 3});
+  CHECK_THROWS_WITH_AS(logistic_loss(x, zeros({3, 2})),
+                       "logistic_loss: targets of shape (3,2) must match logits of shape (2,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, zeros({2})),
+                       "logistic_loss: weight of shape (2) does not broadcast to the logits' shape (2,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, Tensor(), zeros({3}, kFloat64)),
+                       "logistic_loss: pos_weight is float64 but the logits are float32", TypeError);
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, zeros({1, 2, 3})),
+                       "logistic_loss: weight of shape (1,2,3) does not broadcast to the logits' shape (2,3)",
+                       ShapeError);
 }
 
 TEST_CASE("losses: mse_loss values, gradient and errors") {

@@ -136,8 +136,9 @@ class Word2Vec {
       const nn::HuffmanPaths paths = tree_.paths(targets, padding_node());
       const Tensor scores =
           embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true, padding_node(), /*sum_repeated=*/true);
-      const Tensor per_node = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::None);
-      loss = where(paths.mask, per_node, 0.0).sum();
+      // The padding's entries weigh 0.
+      loss = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::Sum, Tensor(),
+                                                  paths.mask.to(scores.dtype()));
     } else {
       // Column 0 the target (label 1), then the noise words (label 0).
       const Tensor scores = embedding_dot(shard.output, noise_words(batch.targets, shard.gen), hidden, true);

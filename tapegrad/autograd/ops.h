@@ -22,7 +22,7 @@
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
 //   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
-//   ops/nn.cpp           layer_norm, dropout
+//   ops/nn.cpp           layer_norm, logistic_loss, dropout
 //   ops/attention.cpp    fused_attention
 //   ops/random.cpp       multinomial
 //   ops/recurrent.cpp    recurrent_layer (Elman, LSTM, GRU) and the one-step cells
@@ -257,6 +257,13 @@ Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replaceme
 // var biased, then * weight + bias (either may be undefined). Forward and backward fused.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// Binary cross-entropy on logits x with targets y of x's shape, elementwise (nn's
+// binary_cross_entropy_with_logits reduces it), forward and backward each one pass:
+//   loss = weight ((1 - y) x + (1 + (pos_weight - 1) y) softplus(-x))
+// weight and pos_weight broadcast to x's shape (undefined: 1); all four of x's dtype. Every input
+// gets its gradient; a taped backward (create_graph) computes the same formulas with ops.
+Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& weight = Tensor(),
+                     const Tensor& pos_weight = Tensor());
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
 // the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);

@@ -255,31 +255,22 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, Reduction reduction,
-                                        const Tensor& pos_weight) {
-  if (is_bf16(logits) || is_bf16(targets) || is_bf16(pos_weight))  // float32 policy (autograd/autocast.h)
+                                        const Tensor& pos_weight, const Tensor& weight) {
+  if (is_bf16(logits) || is_bf16(targets) || is_bf16(pos_weight) || is_bf16(weight))  // float32 policy (autocast.h)
     return detail::precision_result(
         binary_cross_entropy_with_logits(detail::widen_bf16(logits), detail::widen_bf16(targets), reduction,
-                                         detail::widen_bf16(pos_weight)),
+                                         detail::widen_bf16(pos_weight), detail::widen_bf16(weight)),
         kBFloat16);
   const char* op = "binary_cross_entropy_with_logits";
   check_floating(logits, op, "logits");
   check_floating(targets, op, "targets");
+  if (pos_weight.defined()) check_floating(pos_weight, op, "pos_weight");
+  if (weight.defined()) check_floating(weight, op, "weight");
   if (logits.shape() != targets.shape())
     throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
                      logits.shape().str());
   reject_batch_mean(reduction, op);
-  // softplus(-x) = log(1 + exp(-x)), stable for any x, its derivative -sigmoid(-x) exact at x = 0
-  // too (zero-initialised logits sit there).
-  const Tensor softplus_neg = softplus(-logits);
-  Tensor loss;
-  if (pos_weight.defined()) {
-    check_floating(pos_weight, op, "pos_weight");
-    loss = (1.0 - targets) * logits + ((pos_weight - 1.0) * targets + 1.0) * softplus_neg;
-  } else {
-    // max(x, 0) - x y + log(1 + exp(-|x|)) = x - x y + softplus(-x)
-    loss = (1.0 - targets) * logits + softplus_neg;
-  }
-  return reduce_loss(loss, reduction, op);
+  return reduce_loss(logistic_loss(logits, targets, weight, pos_weight), reduction, op);
 }
 
 Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,

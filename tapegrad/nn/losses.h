@@ -69,10 +69,13 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 
 // Binary cross-entropy on logits x with float targets y in [0, 1], of x's shape:
 //   loss = max(x, 0) - x y + log(1 + exp(-|x|))   (= -[y log s(x) + (1 - y) log(1 - s(x))]).
-// pos_weight w (broadcast against x, typically (C) for x (N, C)) weights the positive term:
-//   loss = (1 - y) x + (1 + (w - 1) y) softplus(-x).
+// pos_weight p (broadcast against x, typically (C) for x (N, C)) weights the positive term, weight
+// w (broadcast against x) each element, as PyTorch's weight and pos_weight:
+//   loss = w ((1 - y) x + (1 + (p - 1) y) softplus(-x)).
+// One fused op each way (logistic_loss, ops.h), then the reduction.
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
-                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor());
+                                        Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor(),
+                                        const Tensor& weight = Tensor());
 
 // ---------------------------------------------------------------- word2vec's losses
 // Losses that train an output layer over a large vocabulary without its full softmax. hidden

@@ -1,5 +1,5 @@
-// Neural-network functions with fused kernels: layer_norm (kernels/norm.h) and dropout
-// (kernels/dropout.h), each op followed by its backward.
+// Neural-network functions with fused kernels: layer_norm (kernels/norm.h), logistic_loss
+// (kernels/logistic.h) and dropout (kernels/dropout.h), each op followed by its backward.
 
 #include <cmath>
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/dropout.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
+#include "tapegrad/autograd/kernels/logistic.h"
 #include "tapegrad/autograd/kernels/norm.h"
 #include "tapegrad/autograd/ops.h"
 
@@ -113,6 +114,84 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
              });
              return {dx, dw, db};
            });
+  return out;
+}
+
+// ---------------------------------------------------------------- logistic_loss
+
+Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& weight, const Tensor& pos_weight) {
+  if (detail::is_bf16(logits) || detail::is_bf16(targets) || detail::is_bf16(weight) ||
+      detail::is_bf16(pos_weight))  // float32 policy (autocast.h)
+    return detail::precision_result(logistic_loss(detail::widen_bf16(logits), detail::widen_bf16(targets),
+                                                  detail::widen_bf16(weight), detail::widen_bf16(pos_weight)),
+                                    kBFloat16);
+  const char* op = "logistic_loss";
+  if (logits.shape() != targets.shape())
+    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
+                     logits.shape().str());
+  const auto check = [&](const Tensor& t, const char* what) {
+    if (!t.defined()) return;
+    if (t.dtype() != logits.dtype())
+      throw TypeError(std::string(op) + ": " + what + " is " + dtype_name(t.dtype()) + " but the logits are " +
+                      dtype_name(logits.dtype()));
+    bool fits = t.dim() <= logits.dim();
+    for (int i = 1; fits && i <= t.dim(); ++i) {
+      const std::int64_t size = t.shape()[t.dim() - i];
+      fits = size == 1 || size == logits.shape()[logits.dim() - i];
+    }
+    if (!fits)
+      throw ShapeError(std::string(op) + ": " + what + " of shape " + t.shape().str() +
+                       " does not broadcast to the logits' shape " + logits.shape().str());
+  };
+  check(targets, "targets");
+  check(weight, "weight");
+  check(pos_weight, "pos_weight");
+  // The weights broadcast as ops on the tape, so that a gradient of the logits' shape sums back
+  // to theirs.
+  const Tensor w = weight.defined() ? broadcast_to(weight, logits.shape()) : Tensor();
+  const Tensor p = pos_weight.defined() ? broadcast_to(pos_weight, logits.shape()) : Tensor();
+  const std::int64_t n = logits.numel();
+  Tensor out = empty(logits.shape(), logits.dtype());
+  {
+    const Tensor xd = kernels::dense(logits), yd = kernels::dense(targets);
+    const Tensor wd = w.defined() ? kernels::dense(w) : Tensor(), pd = p.defined() ? kernels::dense(p) : Tensor();
+    dispatch_floating(logits.dtype(), op, [&](auto tag) {
+      using T = decltype(tag);
+      const kernels::LogisticLoss<T> f{xd.data_ptr<T>(), yd.data_ptr<T>(), data_or_null<T>(wd), data_or_null<T>(pd)};
+      kernels::logistic_loss_forward<T>(f, n, out.data_ptr<T>());
+    });
+  }
+  if (!any_requires_grad({&logits, &targets, &w, &p})) return out;
+  record(op, out, {logits, targets, w, p},
+         [sx = SavedTensor(logits), sy = SavedTensor(targets), sw = SavedTensor(w), sp = SavedTensor(p), n,
+          need_x = logits.requires_grad(), need_y = targets.requires_grad(), need_w = w.defined() && w.requires_grad(),
+          need_p = p.defined() && p.requires_grad()](const Tensor& g) -> TensorList {
+           const Tensor &x = sx.unpack(), &y = sy.unpack(), &w = sw.unpack(), &p = sp.unpack();
+           if (need_w || need_p || any_requires_grad({&g, &x, &y})) {
+             // Taped (or for the weights): the same formulas written with ops.
+             const Tensor softplus_neg = softplus(-x);
+             const Tensor c = p.defined() ? (p - 1.0) * y + 1.0 : Tensor();
+             const Tensor gw = w.defined() ? g * w : g;
+             Tensor dx, dy, dw, dp;
+             if (need_x) dx = gw * ((1.0 - y) - (c.defined() ? c * sigmoid(-x) : sigmoid(-x)));
+             if (need_y) dy = p.defined() ? gw * ((p - 1.0) * softplus_neg - x) : -(gw * x);
+             if (need_w) dw = g * ((1.0 - y) * x + (c.defined() ? c * softplus_neg : softplus_neg));
+             if (need_p) dp = gw * y * softplus_neg;
+             return {dx, dy, dw, dp};
+           }
+           Tensor dx = need_x ? empty(x.shape(), x.dtype()) : Tensor();
+           Tensor dy = need_y ? empty(x.shape(), x.dtype()) : Tensor();
+           const Tensor gd = kernels::dense(g), xd = kernels::dense(x), yd = kernels::dense(y);
+           const Tensor wd = w.defined() ? kernels::dense(w) : Tensor(),
+                        pd = p.defined() ? kernels::dense(p) : Tensor();
+           dispatch_floating(x.dtype(), "logistic_loss backward", [&](auto tag) {
+             using T = decltype(tag);
+             const kernels::LogisticLoss<T> f{xd.data_ptr<T>(), yd.data_ptr<T>(), data_or_null<T>(wd),
+                                              data_or_null<T>(pd)};
+             kernels::logistic_loss_backward<T>(f, gd.data_ptr<T>(), n, data_or_null<T>(dx), data_or_null<T>(dy));
+           });
+           return {dx, dy, Tensor(), Tensor()};
+         });
   return out;
 }
 
