@@ -496,6 +496,25 @@ TEST_CASE("sparse grad: embedding_dot's padding index scores 0 and sends no grad
                        "embedding_dot: padding_idx 6 is out of range for 6 embeddings", IndexError);
 }
 
+TEST_CASE("sparse grad: embedding_dot's scores four rows at a time equal the gathered product at every width") {
+  // Rows of 11 positions with padding (row 9) among them: groups of four, a rest of fewer, and the
+  // widths around the vector lanes (a rest of 1 to 15 elements after the batches).
+  Generator gen(14);
+  const Tensor ids = ids_of({1, 9, 3, 4, 4, 9, 0, 8, 2, 7, 6,  //
+                             9, 9, 5, 1, 2, 3, 9, 4, 5, 6, 7,  //
+                             0, 1, 2, 3, 9, 9, 9, 9, 9, 9, 9},
+                            {3, 11});
+  const Tensor not_pad = ne(ids, 9.0);
+  for (const DType dtype : {kFloat32, kFloat64})
+    for (const std::int64_t dim : {1, 3, 4, 15, 16, 17, 37, 100}) {
+      INFO(dtype_name(dtype) << ", width " << dim);
+      const Tensor weight = randn({10, dim}, gen, dtype), queries = randn({3, dim}, gen, dtype);
+      const Tensor composite = where(not_pad, (embedding(weight, ids) * queries.unsqueeze(1)).sum({2}), 0.0);
+      const double tolerance = dtype == kFloat32 ? 1e-5 * static_cast<double>(dim) : 1e-13;
+      CHECK(max_abs_diff(embedding_dot(weight, ids, queries, false, 9), composite) < tolerance);
+    }
+}
+
 // sum_repeated: a row per distinct index, in the order of first appearance, each the dense
 // gradient's row bit for bit; on a batch small enough for one thread and on one the pool splits.
 TEST_CASE("sparse grad: embedding_dot with sum_repeated leaves one row per distinct index equal to the dense") {

@@ -7,6 +7,7 @@
 // op). The ops are in ops/index.cpp. Static, see rows.h (except distinct_ids, below).
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -141,16 +142,64 @@ inline void check_embedding_ids(const std::int64_t* ids, std::int64_t n, std::in
 // pad (-1: none) is skipped: score 0, no gradient.
 constexpr std::int64_t kEmbeddingDotGrain = 16;  // batch rows per chunk (16 x 6 dot products of 100)
 
-// out[b][n] = w[ids[b][n]] . q[b].
+// out[k] = row[k] . q for four rows at once: row_dot's sums (the same operations in the same
+// order for each row), interleaved so that the four chains of multiply-adds overlap.
+template <class T>
+static void four_row_dots(const std::array<const T*, 4>& row, const T* q, std::int64_t dim, std::array<T, 4>& out) {
+  Batch<T> a0(T(0)), a1(T(0)), a2(T(0)), a3(T(0));
+  std::int64_t i = 0;
+  for (; i + kLanes<T> <= dim; i += kLanes<T>) {
+    const Batch<T> qv = Batch<T>::load_unaligned(q + i);
+    a0 += Batch<T>::load_unaligned(row[0] + i) * qv;
+    a1 += Batch<T>::load_unaligned(row[1] + i) * qv;
+    a2 += Batch<T>::load_unaligned(row[2] + i) * qv;
+    a3 += Batch<T>::load_unaligned(row[3] + i) * qv;
+  }
+  T t0 = xsimd::hadd(a0), t1 = xsimd::hadd(a1), t2 = xsimd::hadd(a2), t3 = xsimd::hadd(a3);
+  for (; i < dim; ++i) {
+    t0 += row[0][i] * q[i];
+    t1 += row[1][i] * q[i];
+    t2 += row[2][i] * q[i];
+    t3 += row[3][i] * q[i];
+  }
+  out = {t0, t1, t2, t3};
+}
+
+// out[b][n] = w[ids[b][n]] . q[b], the rows off the padding four at a time.
 template <class T>
 static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* q, std::int64_t batch,
                                   std::int64_t per_row, std::int64_t dim, std::int64_t pad, T* out) {
   parallel_for(0, batch, kEmbeddingDotGrain, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t b = lo; b < hi; ++b)
+    for (std::int64_t b = lo; b < hi; ++b) {
+      const std::int64_t* id = ids + b * per_row;
+      const T* qb = q + b * dim;
+      T* ob = out + b * per_row;
+      std::array<std::int64_t, 4> at{};  // positions waiting for a group of four
+      std::array<const T*, 4> rows{};
+      std::array<T, 4> dots{};
+      std::size_t waiting = 0;
       for (std::int64_t n = 0; n < per_row; ++n) {
-        const std::int64_t id = ids[b * per_row + n];
-        out[b * per_row + n] = id == pad ? T(0) : row_dot(w + id * dim, q + b * dim, dim);
+        // The table's rows are scattered (a word2vec table is larger than the caches): the row
+        // four positions on is asked for now, within the example (the next example's first rows,
+        // a path's root, are in cache already; asking for them measured slower).
+        if (n + 4 < per_row && id[n + 4] != pad) {
+          const char* ahead = reinterpret_cast<const char*>(w + id[n + 4] * dim);
+          for (std::int64_t byte = 0; byte < dim * static_cast<std::int64_t>(sizeof(T)); byte += 64)
+            __builtin_prefetch(ahead + byte);
+        }
+        if (id[n] == pad) {
+          ob[n] = T(0);
+          continue;
+        }
+        at[waiting] = n;
+        rows[waiting++] = w + id[n] * dim;
+        if (waiting < 4) continue;
+        four_row_dots<T>(rows, qb, dim, dots);
+        for (std::size_t k = 0; k < 4; ++k) ob[at[k]] = dots[k];
+        waiting = 0;
       }
+      for (std::size_t k = 0; k < waiting; ++k) ob[at[k]] = row_dot(rows[k], qb, dim);
+    }
   });
 }
 

@@ -26,10 +26,8 @@ struct LogisticLoss {
 
   template <class V>
   static V load(const T* a, std::int64_t i) {
-    if constexpr (std::is_same_v<V, T>)
-      return a == nullptr ? T(1) : a[i];
-    else
-      return a == nullptr ? V(T(1)) : V::load_unaligned(a + i);
+    if constexpr (std::is_same_v<V, T>) return a == nullptr ? T(1) : a[i];
+    else return a == nullptr ? V(T(1)) : V::load_unaligned(a + i);
   }
   // softplus(-x), with log(1 + a) = log(u) - ((u - 1) - a) / u for u = 1 + a (exact where a is tiny).
   template <class V>
@@ -52,10 +50,8 @@ struct LogisticLoss {
     const V xv = load<V>(x, i), yv = load<V>(y, i), pv = load<V>(p, i);
     const V gw = load<V>(g, i) * load<V>(w, i);
     const auto store = [&](T* out, V v) {
-      if constexpr (std::is_same_v<V, T>)
-        out[i] = v;
-      else
-        v.store_unaligned(out + i);
+      if constexpr (std::is_same_v<V, T>) out[i] = v;
+      else v.store_unaligned(out + i);
     };
     if (dx != nullptr) {
       const V c = V(T(1)) + (pv - V(T(1))) * yv;
