@@ -64,27 +64,29 @@ HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
 HuffmanPaths HuffmanTree::paths(const Tensor& words, std::int64_t pad) const {
   if (words.dtype() != kInt64)
     throw TypeError(std::string("HuffmanTree::paths: expected Int64 words, got ") + dtype_name(words.dtype()));
-  const std::vector<std::int64_t> w = words.contiguous().to_vector<std::int64_t>();
+  const Tensor contiguous = words.contiguous();
+  const std::int64_t* w = contiguous.data_ptr<std::int64_t>();
+  const std::int64_t b = words.numel();
   std::size_t longest = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
+  for (std::int64_t i = 0; i < b; ++i) {
     if (w[i] < 0 || w[i] >= num_words())
       throw IndexError("HuffmanTree::paths: word " + std::to_string(w[i]) + " at " + std::to_string(i) +
                        " is outside [0, " + std::to_string(num_words()) + ")");
     longest = std::max(longest, nodes[static_cast<std::size_t>(w[i])].size());
   }
-  const std::int64_t b = static_cast<std::int64_t>(w.size()), l = static_cast<std::int64_t>(longest);
-  std::vector<std::int64_t> n(w.size() * longest, pad);
-  std::vector<float> c(w.size() * longest, 0.0f);
-  std::vector<bool> m(w.size() * longest, false);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const std::size_t word = static_cast<std::size_t>(w[i]);
-    for (std::size_t j = 0; j < nodes[word].size(); ++j) {
-      n[i * longest + j] = nodes[word][j];
-      c[i * longest + j] = static_cast<float>(codes[word][j]);
-      m[i * longest + j] = true;
-    }
+  const auto l = static_cast<std::int64_t>(longest);
+  HuffmanPaths out{full({b, l}, static_cast<double>(pad), kInt64), zeros({b, l}), zeros({b, l}, kBool)};
+  std::int64_t* n = out.nodes.data_ptr<std::int64_t>();
+  float* c = out.codes.data_ptr<float>();
+  bool* m = out.mask.data_ptr<bool>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    const auto word = static_cast<std::size_t>(w[i]);
+    const std::size_t length = nodes[word].size();
+    std::copy(nodes[word].begin(), nodes[word].end(), n + i * l);
+    std::copy(codes[word].begin(), codes[word].end(), c + i * l);  // 0 and 1, exact in float
+    std::fill(m + i * l, m + i * l + static_cast<std::int64_t>(length), true);
   }
-  return {from_vector(n, {b, l}), from_vector(c, {b, l}), from_vector(m, {b, l})};
+  return out;
 }
 
 }  // namespace tapegrad::nn
