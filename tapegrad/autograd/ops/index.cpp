@@ -205,6 +205,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std:
              const std::int64_t* id = ids.data_ptr<std::int64_t>();
              std::int64_t kept = n;
              if (pad) kept -= std::count(id, id + n, *pad);
+             if (kept == n) {  // no padding: the rows are g's own, as they are (PyTorch's are a view too)
+               detail::accumulate_sparse_grad(
+                   table, SparseRows(ids.reshape({n}).clone(), gd.reshape({n, dim}), num_embeddings), "embedding");
+               return {Tensor()};
+             }
              Tensor rows_ids = empty({kept}, kInt64);      // (kept)
              Tensor rows = empty({kept, dim}, g.dtype());  // (kept, D): the rows of g off the padding index
              dispatch_floating(g.dtype(), "embedding", [&](auto tag) {
