@@ -84,7 +84,20 @@ void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRo
     };
     const std::int64_t parts = n * dim >= (1 << 15) && !in_parallel_region() ? num_threads() : 1;
     if (parts == 1) {  // no division per row to find its thread
-      for (std::int64_t k = 0; k < n; ++k) update(k);
+      // With several threads the rows were likely last written on another core (word2vec's shards
+      // compute their gradients on their own threads): the rows four on are asked for now.
+      const bool prefetch = num_threads() > 1;
+      for (std::int64_t k = 0; k < n; ++k) {
+        if (prefetch && k + 4 < n) {
+          const char* row = reinterpret_cast<const char*>(param + rows[k + 4] * dim);
+          const char* grad = reinterpret_cast<const char*>(values + (k + 4) * dim);
+          for (std::int64_t byte = 0; byte < dim * static_cast<std::int64_t>(sizeof(T)); byte += 64) {
+            __builtin_prefetch(row + byte, 1);
+            __builtin_prefetch(grad + byte);
+          }
+        }
+        update(k);
+      }
       return;
     }
     // A mask rather than a division when the parts are a power of two (two threads, say).
