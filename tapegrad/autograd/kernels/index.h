@@ -232,17 +232,18 @@ static void add_scaled_rows(const T* const* rows, const T* scale, std::int64_t m
     for (std::int64_t n = 0; n < m; ++n) a = xsimd::fma(Batch<T>(scale[n]), Batch<T>::load_unaligned(rows[n] + j), a);
     a.store_unaligned(out + j);
   }
-  // The scalar tail, four elements to a pass over the terms (named, so they stay in registers).
+  // The scalar tail, four elements to a pass over the terms (named, so they stay in registers),
+  // fused as the batches are at every optimisation level (GCC contracts a += s * x only from -O2).
   for (; j + 4 <= dim; j += 4) {
     T a0 = from_zero ? T(0) : out[j], a1 = from_zero ? T(0) : out[j + 1];
     T a2 = from_zero ? T(0) : out[j + 2], a3 = from_zero ? T(0) : out[j + 3];
     for (std::int64_t n = 0; n < m; ++n) {
       const T s = scale[n];
       const T* row = rows[n] + j;
-      a0 += s * row[0];
-      a1 += s * row[1];
-      a2 += s * row[2];
-      a3 += s * row[3];
+      a0 = std::fma(s, row[0], a0);
+      a1 = std::fma(s, row[1], a1);
+      a2 = std::fma(s, row[2], a2);
+      a3 = std::fma(s, row[3], a3);
     }
     out[j] = a0;
     out[j + 1] = a1;
@@ -251,7 +252,7 @@ static void add_scaled_rows(const T* const* rows, const T* scale, std::int64_t m
   }
   for (; j < dim; ++j) {
     T a = from_zero ? T(0) : out[j];
-    for (std::int64_t n = 0; n < m; ++n) a += scale[n] * rows[n][j];
+    for (std::int64_t n = 0; n < m; ++n) a = std::fma(scale[n], rows[n][j], a);
     out[j] = a;
   }
 }
@@ -487,8 +488,8 @@ static void embedding_dot_weight_backward(const T* q, const std::int64_t* ids, c
     for (std::int64_t n = 0; n < per_row; ++n) {
       if (ids[b * per_row + n] == pad) continue;
       const T scale = g[b * per_row + n];
-      T* row = gw + ids[b * per_row + n] * dim;
-      for (std::int64_t j = 0; j < dim; ++j) row[j] += scale * qb[j];
+      // add_scaled_rows, as the summed rows of sum_repeated are made: the same roundings.
+      add_scaled_rows<T>(&qb, &scale, 1, dim, /*from_zero=*/false, gw + ids[b * per_row + n] * dim);
     }
   }
 }
