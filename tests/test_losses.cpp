@@ -1,8 +1,8 @@
 // Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits (and its op,
-// logistic_loss), mse_loss and
-// the distribution helpers. Expected values come from the seed's worked numbers and from
-// torch.nn.functional 1.13 in float64 (the script's inputs are the literals written here). Over
-// 400 lines: one file for the losses, each with values, gradcheck and errors, as losses.cpp is one.
+// logistic_loss), mse_loss and the distribution helpers. Expected values come from the seed's
+// worked numbers and from torch.nn.functional 1.13 in float64 (the script's inputs are the literals
+// written here). Over 400 lines: one file for the losses, each with values, gradcheck and errors,
+// as losses.cpp is one.
 
 #include <doctest/doctest.h>
 
@@ -386,13 +386,32 @@ TEST_CASE("logistic_loss: gradcheck of the fused backward and of every input's g
   Generator gen(11);
   const Tensor weight = (rand({3, 1}, gen) + 0.5).to(kFloat64), pos_weight = (rand({4}, gen) + 0.5).to(kFloat64);
   // The fused kernels (weight and pos_weight constants; the second order runs the taped formulas).
-  check_gradients([&](const TensorList& in) { return logistic_loss(in[0], in[1], weight, pos_weight); },
+  check_gradients([&](const TensorList& in) { return logistic_loss(in[0], in[1], pos_weight, weight); },
                   {randn({3, 4}, gen) * 3.0, rand({3, 4}, gen)});
   check_gradients([&](const TensorList& in) { return logistic_loss(in[0].transpose(0, 1), in[1]); },
                   {randn({4, 3}, gen), rand({3, 4}, gen)});
   // The weights' gradients, summed back over their broadcast axes.
   check_gradients([](const TensorList& in) { return logistic_loss(in[0], in[1], in[2], in[3]); },
-                  {randn({3, 4}, gen) * 3.0, rand({3, 4}, gen), rand({3, 1}, gen) + 0.5, rand({4}, gen) + 0.5});
+                  {randn({3, 4}, gen) * 3.0, rand({3, 4}, gen), rand({4}, gen) + 0.5, rand({3, 1}, gen) + 0.5});
+}
+
+TEST_CASE("logistic_loss: a tensor the pool splits equals the formula written with ops") {
+  // 70,001 elements: chunks of the thread pool, vector batches and a scalar tail, against the loss
+  // and gradients of the composite (softplus and arithmetic ops, their own backwards) in float64.
+  Generator gen(13);
+  const std::int64_t n = 70001;
+  const Tensor x = (randn({n}, gen) * 6.0).to(kFloat64), y = rand({n}, gen).to(kFloat64);
+  const Tensor p = (rand({n}, gen) + 0.5).to(kFloat64), w = rand({n}, gen).to(kFloat64);
+  const Tensor c = randn({n}, gen).to(kFloat64);
+  const Tensor x1 = x.clone().requires_grad_(), y1 = y.clone().requires_grad_();
+  const Tensor x2 = x.clone().requires_grad_(), y2 = y.clone().requires_grad_();
+  const Tensor fused = logistic_loss(x1, y1, p, w);
+  const Tensor composite = w * ((1.0 - y2) * x2 + ((p - 1.0) * y2 + 1.0) * softplus(-x2));
+  CHECK(tapegrad::testing::max_abs_diff(fused, composite) < 1e-12);
+  (fused * c).sum().backward();
+  (composite * c).sum().backward();
+  CHECK(tapegrad::testing::max_abs_diff(x1.grad(), x2.grad()) < 1e-12);
+  CHECK(tapegrad::testing::max_abs_diff(y1.grad(), y2.grad()) < 1e-12);
 }
 
 TEST_CASE("logistic_loss: the vector body and the scalar tail agree with float64 and stay finite at large logits") {
@@ -404,8 +423,8 @@ TEST_CASE("logistic_loss: the vector body and the scalar tail agree with float64
   const Tensor y = rand({53}, gen), w = rand({53}, gen), p = rand({53}, gen) + 0.5;
   const Tensor x32 = x.to(kFloat32).requires_grad_(), y32 = y.to(kFloat32).requires_grad_();
   const Tensor x64 = x32.detach().to(kFloat64).requires_grad_(), y64 = y32.detach().to(kFloat64).requires_grad_();
-  const Tensor l32 = logistic_loss(x32, y32, w.to(kFloat32), p.to(kFloat32));
-  const Tensor l64 = logistic_loss(x64, y64, w.to(kFloat32).to(kFloat64), p.to(kFloat32).to(kFloat64));
+  const Tensor l32 = logistic_loss(x32, y32, p.to(kFloat32), w.to(kFloat32));
+  const Tensor l64 = logistic_loss(x64, y64, p.to(kFloat32).to(kFloat64), w.to(kFloat32).to(kFloat64));
   l32.sum().backward();
   l64.sum().backward();
   for (const auto& [got, want] : {std::pair{l32, l64}, std::pair{x32.grad(), x64.grad()}, {y32.grad(), y64.grad()}}) {
@@ -423,17 +442,21 @@ TEST_CASE("logistic_loss: bfloat16 inputs are computed in float32 and rounded ba
   const Tensor low = logistic_loss(x.to(kBFloat16), y.to(kBFloat16));
   CHECK(low.dtype() == kBFloat16);
   CHECK(tapegrad::testing::max_abs_diff(low.to(kFloat32), logistic_loss(x, y)) < 0.02);
+  // The result follows the logits: a bfloat16 weight beside float32 logits gives float32.
+  CHECK(logistic_loss(x, y, Tensor(), tensor({1.0f, 2.0f, 3.0f}).to(kBFloat16)).dtype() == kFloat32);
+  CHECK(nn::binary_cross_entropy_with_logits(x, y, nn::Reduction::Sum, tensor({2.0f}).to(kBFloat16)).dtype() ==
+        kFloat32);
 }
 
 TEST_CASE("logistic_loss: shapes and dtypes that do not fit are refused with the values") {
   const Tensor x = zeros({2, 3}), y = zeros({2, 3});
   CHECK_THROWS_WITH_AS(logistic_loss(x, zeros({3, 2})),
                        "logistic_loss: targets of shape (3,2) must match logits of shape (2,3)", ShapeError);
-  CHECK_THROWS_WITH_AS(logistic_loss(x, y, zeros({2})),
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, Tensor(), zeros({2})),
                        "logistic_loss: weight of shape (2) does not broadcast to the logits' shape (2,3)", ShapeError);
-  CHECK_THROWS_WITH_AS(logistic_loss(x, y, Tensor(), zeros({3}, kFloat64)),
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, zeros({3}, kFloat64)),
                        "logistic_loss: pos_weight is float64 but the logits are float32", TypeError);
-  CHECK_THROWS_WITH_AS(logistic_loss(x, y, zeros({1, 2, 3})),
+  CHECK_THROWS_WITH_AS(logistic_loss(x, y, Tensor(), zeros({1, 2, 3})),
                        "logistic_loss: weight of shape (1,2,3) does not broadcast to the logits' shape (2,3)",
                        ShapeError);
 }

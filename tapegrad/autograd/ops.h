@@ -206,7 +206,9 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, cons
 // Rows of weight (V, D) picked by indices (Int64, any shape): (..., D). Backward scatter-adds
 // into weight's gradient; rows at padding_idx (if given) receive no gradient. With sparse, weight
 // must be a leaf, and backward appends the rows used to its row-sparse gradient
-// (Tensor::sparse_grad) instead of building a dense (V, D) one.
+// (Tensor::sparse_grad) instead of building a dense (V, D) one; without padding among the indices
+// those rows are the incoming gradient itself, not a copy (as PyTorch's are), so a gradient a
+// caller keeps (a backward seed, a hook's result) is not to be written in place before the step.
 Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<std::int64_t> padding_idx = std::nullopt,
                  bool sparse = false);
 // The rows of weight (V, D) at indices (Int64 (B, N)) dotted with queries (B, D): out (B, N),
@@ -260,10 +262,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // Binary cross-entropy on logits x with targets y of x's shape, elementwise (nn's
 // binary_cross_entropy_with_logits reduces it), forward and backward each one pass:
 //   loss = weight ((1 - y) x + (1 + (pos_weight - 1) y) softplus(-x))
-// weight and pos_weight broadcast to x's shape (undefined: 1); all four of x's dtype. Every input
-// gets its gradient; a taped backward (create_graph) computes the same formulas with ops.
-Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& weight = Tensor(),
-                     const Tensor& pos_weight = Tensor());
+// pos_weight and weight (nn's order) broadcast to x's shape (undefined: 1); all four of x's dtype,
+// except that bfloat16 is computed in float32 (the result bfloat16 when x is). Every input gets its
+// gradient; a taped backward (create_graph) computes the same formulas with ops.
+Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight = Tensor(),
+                     const Tensor& weight = Tensor());
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p) when training;
 // the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);

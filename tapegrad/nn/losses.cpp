@@ -256,11 +256,13 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction, bo
 
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets, Reduction reduction,
                                         const Tensor& pos_weight, const Tensor& weight) {
-  if (is_bf16(logits) || is_bf16(targets) || is_bf16(pos_weight) || is_bf16(weight))  // float32 policy (autocast.h)
-    return detail::precision_result(
+  if (is_bf16(logits) || is_bf16(targets) || is_bf16(pos_weight) || is_bf16(weight)) {
+    // float32 policy (autocast.h); the result follows the logits
+    const Tensor out =
         binary_cross_entropy_with_logits(detail::widen_bf16(logits), detail::widen_bf16(targets), reduction,
-                                         detail::widen_bf16(pos_weight), detail::widen_bf16(weight)),
-        kBFloat16);
+                                         detail::widen_bf16(pos_weight), detail::widen_bf16(weight));
+    return is_bf16(logits) ? detail::precision_result(out, kBFloat16) : out;
+  }
   const char* op = "binary_cross_entropy_with_logits";
   check_floating(logits, op, "logits");
   check_floating(targets, op, "targets");
@@ -270,7 +272,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
     throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
                      logits.shape().str());
   reject_batch_mean(reduction, op);
-  return reduce_loss(logistic_loss(logits, targets, weight, pos_weight), reduction, op);
+  return reduce_loss(logistic_loss(logits, targets, pos_weight, weight), reduction, op);
 }
 
 Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,

@@ -20,6 +20,7 @@ namespace tapegrad::kernels {
 //   loss = w ((1 - y) x + c sp)
 //   dx = g w ((1 - y) - c sigmoid(-x)),   dy = g w ((p - 1) sp - x)
 // (dx, dy null: not wanted). sigmoid(-x) = 1 / (1 + exp(x)) is 0, not NaN, where exp(x) overflows.
+// x, y, w, p, g, out, dx, dy: (n) contiguous.
 template <class T>
 struct LogisticLoss {
   const T *x, *y, *w, *p;

@@ -119,12 +119,13 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 // ---------------------------------------------------------------- logistic_loss
 
-Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& weight, const Tensor& pos_weight) {
-  if (detail::is_bf16(logits) || detail::is_bf16(targets) || detail::is_bf16(weight) ||
-      detail::is_bf16(pos_weight))  // float32 policy (autocast.h)
-    return detail::precision_result(logistic_loss(detail::widen_bf16(logits), detail::widen_bf16(targets),
-                                                  detail::widen_bf16(weight), detail::widen_bf16(pos_weight)),
-                                    kBFloat16);
+Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& pos_weight, const Tensor& weight) {
+  if (detail::is_bf16(logits) || detail::is_bf16(targets) || detail::is_bf16(pos_weight) ||
+      detail::is_bf16(weight)) {  // float32 policy (autocast.h); the result follows the logits
+    const Tensor out = logistic_loss(detail::widen_bf16(logits), detail::widen_bf16(targets),
+                                     detail::widen_bf16(pos_weight), detail::widen_bf16(weight));
+    return detail::is_bf16(logits) ? detail::precision_result(out, kBFloat16) : out;
+  }
   const char* op = "logistic_loss";
   if (logits.shape() != targets.shape())
     throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
