@@ -311,17 +311,15 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
   });
 }
 
-// The ids at positions `at` without repeats, in the order of first appearance (distinct), and each
-// position's place among them (slot). An open-addressing table of at least twice the positions,
-// kept per thread and emptied by a generation stamp rather than a fill: no table of the
-// vocabulary's size, and no clearing cost per call. Inline rather than static, so that a thread has
-// one table whichever translation unit calls it; a table more than four times (and 65,536 slots)
-// larger than a call needs is given back.
+// The ids at positions `at` without repeats, in the order of first appearance (distinct), and the
+// positions grouped by their id's place among them (its slot). An open-addressing table of at least twice the
+// positions, kept per thread and emptied by a generation stamp rather than a fill: no table of the vocabulary's size,
+// and no clearing cost per call. Inline rather than static, so that a thread has one table whichever translation unit
+// calls it; a table more than four times (and 65,536 slots) larger than a call needs is given back.
 struct DistinctIds {
   std::vector<std::int64_t> distinct;
-  std::vector<std::int64_t> slot;
-  // The positions grouped by slot, each group in the positions' order: slot s's are
-  // members[start[s], start[s + 1]).
+  // The positions grouped by their id's place in distinct (its slot), each group in the positions'
+  // order: slot s's are members[start[s], start[s + 1]).
   std::vector<std::int64_t> start, members;
 };
 
@@ -347,8 +345,8 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::int64_t* at,
   const std::uint32_t now = table.generation;
   const std::size_t mask = capacity - 1;
   DistinctIds out;
-  out.slot.resize(n);
-  out.start.push_back(0);  // counts first, then their running sums
+  std::vector<std::int64_t> slot(n);  // each position's
+  out.start.push_back(0);             // counts first, then their running sums
   for (std::size_t k = 0; k < n; ++k) {
     const std::int64_t id = ids[at == nullptr ? static_cast<std::int64_t>(k) : at[k]];
     std::size_t h = static_cast<std::size_t>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
@@ -360,14 +358,14 @@ inline DistinctIds distinct_ids(const std::int64_t* ids, const std::int64_t* at,
       out.distinct.push_back(id);
       out.start.push_back(0);
     }
-    out.slot[k] = table.places[h];
-    ++out.start[static_cast<std::size_t>(out.slot[k]) + 1];
+    slot[k] = table.places[h];
+    ++out.start[static_cast<std::size_t>(slot[k]) + 1];
   }
   std::partial_sum(out.start.begin(), out.start.end(), out.start.begin());
   out.members.resize(n);
   std::vector<std::int64_t> next(out.start.begin(), out.start.end() - 1);
   for (std::size_t k = 0; k < n; ++k)
-    out.members[static_cast<std::size_t>(next[static_cast<std::size_t>(out.slot[k])]++)] = static_cast<std::int64_t>(k);
+    out.members[static_cast<std::size_t>(next[static_cast<std::size_t>(slot[k])]++)] = static_cast<std::int64_t>(k);
   return out;
 }
 
