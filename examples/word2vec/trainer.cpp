@@ -61,6 +61,20 @@ struct Batch {
   }
 };
 
+// What a step's forward reads besides the weights, made from a shard's batch before the step
+// (Word2Vec::prepare), while the previous step's update runs.
+struct StepInputs {
+  // Skip-gram without subwords: the centers (B). Otherwise the bags of input rows: `rows` summed per
+  // bag (bags starting at `starts`), times `scale` (bags, 1) for their means; skip-gram with subwords
+  // has a bag per distinct center, `pick` (B) giving each example's.
+  Tensor centers;
+  Tensor rows, scale, pick;
+  std::vector<std::int64_t> starts;
+  // The output rows each example meets (B, L), their labels and, for hierarchical softmax, the
+  // weights of the path entries (0 for the padding).
+  Tensor outputs, labels, weights;
+};
+
 // One worker's share of the corpus: a contiguous run of the sentences, read in order each epoch,
 // its own generator (subsampling, windows, noise words), and its own leaves on the two tables:
 // tensors sharing the tables' storage, so the shard's backward writes its row-sparse gradients
@@ -68,13 +82,15 @@ struct Batch {
 struct Shard {
   std::size_t begin = 0, end = 0, next = 0;  // sentences [begin, end); the next one to read
   Generator gen;
-  Batch pending;              // examples made and not yet in a step
-  Batch batch;                // this step's
-  std::int64_t words = 0;     // corpus words read so far, all epochs
-  std::int64_t examples = 0;  // this step's examples
+  Batch pending;                 // examples made and not yet in a step
+  Batch batch;                   // this step's
+  StepInputs step;               // this step's, made from batch
+  std::int64_t words = 0;        // corpus words read so far, all epochs
+  std::int64_t batch_words = 0;  // of which those read up to the end of this step's batch
+  std::int64_t examples = 0;     // this step's examples
   Tensor input, output;
-  Tensor labels;      // negative sampling: (B, 1 + negative), 1 for the target
-  double loss = 0.0;  // this step's, summed
+  Tensor noise_labels;  // negative sampling: (B, 1 + negative), 1 for the target
+  double loss = 0.0;    // this step's, summed
 };
 
 class Word2Vec {
@@ -114,73 +130,93 @@ class Word2Vec {
   // The n-grams' rows (subwords only).
   Tensor ngram_rows() const { return input_->weight().narrow(0, vocab_size_, c_.buckets).detach(); }
 
-  // The shard's batch through the model and back: its gradients on the shard's leaves and its
-  // summed loss in shard.loss. Touches nothing another shard uses, so shards run at once.
-  void forward_backward(Shard& shard) const {
+  // The shard's step inputs from its batch: all of the step that reads no weights (and the noise
+  // words drawn), so it can run while the previous step's update does.
+  void prepare(Shard& shard) const {
     const Batch& batch = shard.batch;
     const std::int64_t b = batch.size();
-    shard.loss = 0.0;
+    StepInputs& step = shard.step;
+    step = StepInputs();
     if (b == 0) return;
-    const Tensor targets = from_vector(batch.targets, {b});
-    Tensor hidden;  // (B, D)
     if (cbow_ || subwords_) {
-      hidden = bag_hidden(shard.input, batch);
+      prepare_bags(batch, step);
     } else {
-      hidden = embedding(shard.input, from_vector(batch.inputs, {b}), std::nullopt, /*sparse=*/true);
+      step.centers = from_vector(batch.inputs, {b});
+    }
+    if (hs_) {
+      // Paths are padded to the longest with the padding row, which embedding_dot skips and whose
+      // entries weigh 0.
+      const nn::HuffmanPaths paths = tree_.paths(from_vector(batch.targets, {b}), padding_node());
+      step.outputs = paths.nodes;
+      step.labels = 1.0 - paths.codes;
+      step.weights = paths.mask.to(step.labels.dtype());
+    } else {
+      // Column 0 the target (label 1), then the noise words (label 0).
+      step.outputs = noise_words(batch.targets, shard.gen);
+      step.labels = noise_labels(shard, b);
+    }
+  }
+
+  // The shard's prepared step through the model and back: its gradients on the shard's leaves and
+  // its summed loss in shard.loss. Touches nothing another shard uses, so shards run at once.
+  void forward_backward(Shard& shard) const {
+    const StepInputs& step = shard.step;
+    shard.loss = 0.0;
+    if (!step.outputs.defined()) return;  // an empty batch
+    Tensor hidden;                        // (B, D)
+    if (cbow_ || subwords_) {
+      hidden = bag_hidden(shard.input, step);
+    } else {
+      hidden = embedding(shard.input, step.centers, std::nullopt, /*sparse=*/true);
     }
     // The scores of the output vectors each example meets, without gathering them (embedding_dot):
     // the losses of nn::hierarchical_softmax_loss and nn::negative_sampling_loss, written on scores.
-    Tensor loss;
-    if (hs_) {
-      // Paths are padded to the longest with the padding row, which embedding_dot skips.
-      const nn::HuffmanPaths paths = tree_.paths(targets, padding_node());
-      const Tensor scores =
-          embedding_dot(shard.output, paths.nodes, hidden, /*sparse=*/true, padding_node(), /*sum_repeated=*/true);
-      // The padding's entries weigh 0.
-      loss = nn::binary_cross_entropy_with_logits(scores, 1.0 - paths.codes, nn::Reduction::Sum, Tensor(),
-                                                  paths.mask.to(scores.dtype()));
-    } else {
-      // Column 0 the target (label 1), then the noise words (label 0).
-      const Tensor scores = embedding_dot(shard.output, noise_words(batch.targets, shard.gen), hidden, true);
-      loss = nn::binary_cross_entropy_with_logits(scores, labels(shard, b), nn::Reduction::Sum);
-    }
+    const Tensor scores = hs_ ? embedding_dot(shard.output, step.outputs, hidden, /*sparse=*/true, padding_node(),
+                                              /*sum_repeated=*/true)
+                              : embedding_dot(shard.output, step.outputs, hidden, /*sparse=*/true);
+    const Tensor loss =
+        nn::binary_cross_entropy_with_logits(scores, step.labels, nn::Reduction::Sum, Tensor(), step.weights);
     loss.backward();
     shard.loss = loss.item<double>();
   }
 
  private:
-  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
-  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum / count,
-  // the gradient of sum (the second term is zero, with gradient 1 - 1/count). Skip-gram's examples
-  // of one center share its bag: each distinct center's mean is taken once and picked for its
-  // examples.
-  Tensor bag_hidden(const Tensor& input, const Batch& batch) const {
-    std::vector<std::int64_t> rows, offsets, pick;
+  // The bags of input rows of a batch: CBOW's as made, skip-gram's one per distinct center (its
+  // examples share it), each center's taken once and picked for its examples.
+  void prepare_bags(const Batch& batch, StepInputs& step) const {
+    std::vector<std::int64_t> rows, pick;
     std::vector<float> inverse;
     if (cbow_) {
       rows = batch.inputs;
-      offsets = batch.offsets;
+      step.starts = batch.offsets;
       inverse = batch.inverse_counts;
     } else {
       std::unordered_map<std::int64_t, std::int64_t> slot;  // center -> its bag
       for (const std::int64_t center : batch.inputs) {
-        const auto [at, added] = slot.try_emplace(center, static_cast<std::int64_t>(offsets.size()));
+        const auto [at, added] = slot.try_emplace(center, static_cast<std::int64_t>(step.starts.size()));
         pick.push_back(at->second);
         if (!added) continue;
         const std::vector<std::int64_t>& b = bag(center);
-        offsets.push_back(static_cast<std::int64_t>(rows.size()));
+        step.starts.push_back(static_cast<std::int64_t>(rows.size()));
         rows.insert(rows.end(), b.begin(), b.end());
         inverse.push_back(1.0f / static_cast<float>(b.size()));
       }
+      step.pick = from_vector(pick, {static_cast<std::int64_t>(pick.size())});
     }
-    const auto bags = static_cast<std::int64_t>(offsets.size());
+    step.rows = from_vector(rows, {static_cast<std::int64_t>(rows.size())});
+    step.scale = from_vector(inverse, {static_cast<std::int64_t>(step.starts.size()), 1});
+  }
+
+  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
+  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum / count,
+  // the gradient of sum (the second term is zero, with gradient 1 - 1/count).
+  Tensor bag_hidden(const Tensor& input, const StepInputs& step) const {
     // A word is in the bag of every center within a window of it: one gradient row per distinct row.
-    const Tensor sum = embedding_bag_sum(input, from_vector(rows, {static_cast<std::int64_t>(rows.size())}), offsets,
-                                         Tensor(), /*sparse=*/true, /*sum_repeated=*/true);  // (bags, D)
-    const Tensor scale = from_vector(inverse, {bags, 1});
-    const Tensor mean = sum * scale + (sum - sum.detach()) * (1.0 - scale);
+    const Tensor sum = embedding_bag_sum(input, step.rows, step.starts, Tensor(), /*sparse=*/true,
+                                         /*sum_repeated=*/true);  // (bags, D)
+    const Tensor mean = sum * step.scale + (sum - sum.detach()) * (1.0 - step.scale);
     if (cbow_) return mean;
-    return index_select(mean, 0, from_vector(pick, {static_cast<std::int64_t>(pick.size())}));
+    return index_select(mean, 0, step.pick);
   }
 
   // (B, 1 + negative): each target followed by its draws from the noise distribution, a draw
@@ -200,12 +236,12 @@ class Word2Vec {
     return from_vector(words, {b, k + 1});
   }
 
-  const Tensor& labels(Shard& shard, std::int64_t b) const {
-    if (shard.labels.defined() && shard.labels.shape()[0] == b) return shard.labels;
+  const Tensor& noise_labels(Shard& shard, std::int64_t b) const {
+    if (shard.noise_labels.defined() && shard.noise_labels.shape()[0] == b) return shard.noise_labels;
     std::vector<float> values(static_cast<std::size_t>(b * (c_.negative + 1)), 0.0f);
     for (std::int64_t i = 0; i < b; ++i) values[static_cast<std::size_t>(i * (c_.negative + 1))] = 1.0f;
-    shard.labels = from_vector(values, {b, c_.negative + 1});
-    return shard.labels;
+    shard.noise_labels = from_vector(values, {b, c_.negative + 1});
+    return shard.noise_labels;
   }
 
   // Each word's input rows for CBOW or subwords: its own, then with subwords its n-grams'
@@ -267,7 +303,7 @@ void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, 
 }
 
 // Fills the shard's batch with its next batch_size examples (fewer at the end of its sentences),
-// reading sentences as needed.
+// reading sentences as needed, and prepares the step's inputs from it.
 void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sentences, const Word2Vec& model,
                 const Word2VecOptions& options, const Vocabulary& vocab, std::int64_t batch_size) {
   while (shard.pending.size() < batch_size && shard.next < shard.end) {
@@ -280,10 +316,12 @@ void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sent
   std::swap(shard.batch, shard.pending);
   if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, shard.pending);
   shard.examples = shard.batch.size();
+  shard.batch_words = shard.words;
+  model.prepare(shard);
 }
 
-// Several processes: the words read, examples and loss of the shards [own_first, own_last) this
-// process computed, summed over the processes, so that every process holds every shard's.
+// Several processes: the words read up to the end of the step's batch, examples and loss of the shards [own_first,
+// own_last) this process computed, summed over the processes, so that every process holds every shard's.
 void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::int64_t own_last,
                       const DataParallel& parallel) {
   const auto n = static_cast<std::int64_t>(shards.size());
@@ -291,14 +329,14 @@ void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::i
   double* values = stats.data_ptr<double>();
   for (std::int64_t s = own_first; s < own_last; ++s) {
     const Shard& shard = shards[static_cast<std::size_t>(s)];
-    values[3 * s] = static_cast<double>(shard.words);
+    values[3 * s] = static_cast<double>(shard.batch_words);
     values[3 * s + 1] = static_cast<double>(shard.examples);
     values[3 * s + 2] = shard.loss;
   }
   parallel.all_reduce_sum(stats);
   for (std::int64_t s = 0; s < n; ++s) {
     Shard& shard = shards[static_cast<std::size_t>(s)];
-    shard.words = static_cast<std::int64_t>(values[3 * s]);
+    shard.batch_words = static_cast<std::int64_t>(values[3 * s]);
     shard.examples = static_cast<std::int64_t>(values[3 * s + 1]);
     shard.loss = values[3 * s + 2];
   }
@@ -362,28 +400,31 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
   std::int64_t epoch_examples = 0, log_examples = 0;
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  // Words read up to the end of the steps' batches, all shards.
   const auto words_read = [&] {
     std::int64_t words = 0;
-    for (const Shard& shard : shards) words += shard.words;
+    for (const Shard& shard : shards) words += shard.batch_words;
     return words;
+  };
+  const auto next_batches = [&] {
+    for (std::int64_t s = own_first; s < own_last; ++s)
+      next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, vocab, batch_size);
   };
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
     epoch_loss = 0.0;
     epoch_examples = 0;
+    std::int64_t words_before = words_read();  // before the step's batches
     for (Shard& shard : shards) shard.next = shard.begin;
+    next_batches();
     for (;;) {
-      // The learning rate of the words read before this step; then each shard's batch and gradients,
-      // the shards in parallel (their ops run inline on their threads), all computed from the same
-      // weights; then one SGD step with all of them.
+      const double lr = lr0 * std::max(1.0 - static_cast<double>(words_before) / (all_words + 1.0), 1e-4);
+      // Each shard's gradients, the shards in parallel (their ops run inline on their threads), all
+      // computed from the same weights; then one SGD step with all of them, and beside it the next
+      // batches, which read no weights.
       // Under several processes each computes its own shards, then every shard's words read,
       // examples and loss, and the rows of its gradients, reach every process.
-      const double lr = lr0 * std::max(1.0 - static_cast<double>(words_read()) / (all_words + 1.0), 1e-4);
       parallel_for(own_first, own_last, 1, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t s = lo; s < hi; ++s) {
-          Shard& shard = shards[static_cast<std::size_t>(s)];
-          next_batch(shard, sentences, model, options, vocab, batch_size);
-          model.forward_backward(shard);
-        }
+        for (std::int64_t s = lo; s < hi; ++s) model.forward_backward(shards[static_cast<std::size_t>(s)]);
       });
       if (parallel.size() > 1) share_statistics(shards, own_first, own_last, parallel);
       std::int64_t examples = 0;
@@ -395,9 +436,17 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
       if (examples == 0) break;  // every shard has read its sentences
       parallel.gather_sparse_grads(leaves);
       optimizer.set_lr(0, lr);
-      optimizer.step();
-      optimizer.zero_grad(true);
-      result.words = words_read();
+      result.words = words_before = words_read();
+      parallel_for(0, 2, 1, [&](std::int64_t lo, std::int64_t hi) {
+        for (std::int64_t task = lo; task < hi; ++task) {
+          if (task == 0) {
+            optimizer.step();
+            optimizer.zero_grad(true);
+          } else {
+            next_batches();
+          }
+        }
+      });
       epoch_loss += loss;
       log_loss += loss;
       epoch_examples += examples;
