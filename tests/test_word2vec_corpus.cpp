@@ -45,9 +45,12 @@ TEST_CASE("word2vec corpus: subsampling keeps a word with probability sqrt(t/f) 
   vocab.total = 1000;
   const std::vector<std::int64_t> sentence(100000, 0);
   Generator gen(1);
-  const double kept = static_cast<double>(subsample(sentence, vocab, 1e-3, gen).size()) / 1e5;
+  const Subsampler subsample(vocab, 1e-3);
+  const double kept = static_cast<double>(subsample(sentence, gen).size()) / 1e5;
   CHECK(std::abs(kept - 0.11) < 5 * std::sqrt(0.11 * 0.89 / 1e5));
-  CHECK(subsample(std::vector<std::int64_t>(50, 1), vocab, 1e-3, gen).size() == 50);
+  CHECK(subsample(std::vector<std::int64_t>(50, 1), gen).size() == 50);
+  CHECK_THROWS_AS(subsample({0, 2}, gen), IndexError);
+  CHECK_THROWS_AS(subsample({-1}, gen), IndexError);
 }
 
 TEST_CASE("word2vec corpus: context windows have a radius uniform in [1, window] and stay in the sentence") {

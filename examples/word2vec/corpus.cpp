@@ -56,13 +56,20 @@ double keep_probability(std::int64_t count, std::int64_t total, double sample) {
   return std::min(1.0, std::sqrt(ratio) + ratio);
 }
 
-std::vector<std::int64_t> subsample(const std::vector<std::int64_t>& sentence, const Vocabulary& vocab, double sample,
-                                    Generator& gen) {
+Subsampler::Subsampler(const Vocabulary& vocab, double sample) {
+  keep_.reserve(vocab.counts.size());
+  for (const std::int64_t count : vocab.counts) keep_.push_back(keep_probability(count, vocab.total, sample));
+}
+
+std::vector<std::int64_t> Subsampler::operator()(const std::vector<std::int64_t>& sentence, Generator& gen) const {
   std::vector<std::int64_t> kept;
   kept.reserve(sentence.size());
-  for (const std::int64_t w : sentence)
-    if (gen.uniform() < keep_probability(vocab.counts.at(static_cast<std::size_t>(w)), vocab.total, sample))
-      kept.push_back(w);
+  for (const std::int64_t w : sentence) {
+    if (w < 0 || w >= static_cast<std::int64_t>(keep_.size()))
+      throw IndexError("Subsampler: word id " + std::to_string(w) + " is outside the vocabulary's [0, " +
+                       std::to_string(keep_.size()) + ")");
+    if (gen.uniform() < keep_[static_cast<std::size_t>(w)]) kept.push_back(w);
+  }
   return kept;
 }
 

@@ -13,7 +13,7 @@
 //   sentences.push_back(data::word_tokenize(verse.text));
 //   Vocabulary vocab = build_vocabulary(sentences, 5);
 //   auto ids = vocab.encode(sentences);                          // ids per sentence, OOV dropped
-//   auto kept = subsample(ids[0], vocab, 1e-3, gen);
+//   auto kept = Subsampler(vocab, 1e-3)(ids[0], gen);
 //   auto pairs = context_pairs(kept, 5, gen);                     // (center, context)
 
 #include <cstdint>
@@ -46,9 +46,17 @@ Vocabulary build_vocabulary(const std::vector<std::vector<std::string>>& sentenc
 // `total`: min(1, sqrt(t / f) + t / f) with f = count / total; 1 when sample is 0.
 double keep_probability(std::int64_t count, std::int64_t total, double sample);
 
-// The sentence with each occurrence kept with its keep_probability (one gen.uniform() per token).
-std::vector<std::int64_t> subsample(const std::vector<std::int64_t>& sentence, const Vocabulary& vocab, double sample,
-                                    Generator& gen);
+// Subsampling at threshold `sample`, each word's keep_probability computed once.
+class Subsampler {
+ public:
+  Subsampler(const Vocabulary& vocab, double sample);
+  // The sentence (ids of the vocabulary) with each occurrence kept with its word's probability (one
+  // gen.uniform() per token). IndexError naming the id for an id outside the vocabulary.
+  std::vector<std::int64_t> operator()(const std::vector<std::int64_t>& sentence, Generator& gen) const;
+
+ private:
+  std::vector<double> keep_;  // per id
+};
 
 // (center, context) pairs of a sentence, centers in order, each with a radius uniform in
 // [1, window] (one gen.randint per center) and its contexts left to right. ValueError for window < 1.

@@ -101,6 +101,7 @@ class Word2Vec {
         cbow_(c.model == "cbow"),
         hs_(c.loss == "hs"),
         subwords_(c.subwords()),
+        subsample_(vocab, c.sample),
         bags_(input_bags(vocab, c)),
         noise_(noise_distribution(vocab)),
         tree_(nn::huffman_tree(vocab.counts)),
@@ -115,6 +116,9 @@ class Word2Vec {
                     .sparse(true)) {}
 
   bool cbow() const { return cbow_; }
+  std::vector<std::int64_t> subsample(const std::vector<std::int64_t>& sentence, Generator& gen) const {
+    return subsample_(sentence, gen);
+  }
   bool subwords() const { return subwords_; }
   // Hierarchical softmax: the output table's padding row, after the inner nodes' rows.
   std::int64_t padding_node() const { return std::max<std::int64_t>(vocab_size_ - 1, 1); }
@@ -262,6 +266,7 @@ class Word2Vec {
   bool cbow_;
   bool hs_;
   bool subwords_;
+  Subsampler subsample_;
   std::vector<std::vector<std::int64_t>> bags_;
   AliasTable noise_;
   nn::HuffmanTree tree_;
@@ -279,7 +284,12 @@ void add_bag_examples(const std::vector<std::int64_t>& kept, const Word2Vec& mod
     const std::size_t start = batch.inputs.size();
     for (std::int64_t j = std::max<std::int64_t>(0, i - radius); j <= std::min(n - 1, i + radius); ++j) {
       if (j == i) continue;
-      const std::vector<std::int64_t>& rows = model.bag(kept[static_cast<std::size_t>(j)]);
+      const std::int64_t word = kept[static_cast<std::size_t>(j)];
+      if (!model.subwords()) {  // its own row alone
+        batch.inputs.push_back(word);
+        continue;
+      }
+      const std::vector<std::int64_t>& rows = model.bag(word);
       batch.inputs.insert(batch.inputs.end(), rows.begin(), rows.end());
     }
     if (batch.inputs.size() == start) continue;  // a one-word sentence predicts nothing
@@ -305,12 +315,11 @@ void add_examples(const std::vector<std::int64_t>& kept, const Word2Vec& model, 
 // Fills the shard's batch with its next batch_size examples (fewer at the end of its sentences),
 // reading sentences as needed, and prepares the step's inputs from it.
 void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sentences, const Word2Vec& model,
-                const Word2VecOptions& options, const Vocabulary& vocab, std::int64_t batch_size) {
+                const Word2VecOptions& options, std::int64_t batch_size) {
   while (shard.pending.size() < batch_size && shard.next < shard.end) {
     const std::vector<std::int64_t>& sentence = sentences[shard.next++];
     shard.words += static_cast<std::int64_t>(sentence.size());
-    add_examples(subsample(sentence, vocab, options.sample, shard.gen), model, options.window, shard.gen,
-                 shard.pending);
+    add_examples(model.subsample(sentence, shard.gen), model, options.window, shard.gen, shard.pending);
   }
   shard.batch.clear();
   std::swap(shard.batch, shard.pending);
@@ -408,7 +417,7 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
   };
   const auto next_batches = [&] {
     for (std::int64_t s = own_first; s < own_last; ++s)
-      next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, vocab, batch_size);
+      next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, batch_size);
   };
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
     epoch_loss = 0.0;
