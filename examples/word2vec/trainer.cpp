@@ -213,12 +213,16 @@ class Word2Vec {
 
   // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
   // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum / count,
-  // the gradient of sum (the second term is zero, with gradient 1 - 1/count).
+  // the gradient of sum.
   Tensor bag_hidden(const Tensor& input, const StepInputs& step) const {
     // A word is in the bag of every center within a window of it: one gradient row per distinct row.
     const Tensor sum = embedding_bag_sum(input, step.rows, step.starts, Tensor(), /*sparse=*/true,
                                          /*sum_repeated=*/true);  // (bags, D)
-    const Tensor mean = sum * step.scale + (sum - sum.detach()) * (1.0 - step.scale);
+    const Tensor mean = custom_op(
+        "word2vec_bag_mean", {sum, step.scale}, [](const TensorList& in) { return in[0] * in[1]; },
+        [](const Tensor& grad, const TensorList& /*in*/, const Tensor& /*out*/) -> TensorList {
+          return {grad, Tensor()};
+        });
     if (cbow_) return mean;
     return index_select(mean, 0, step.pick);
   }
