@@ -5,6 +5,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/optim.h"
+#include "tapegrad/autograd/kernels/rows.h"
 #include "tapegrad/autograd/parallel.h"
 #include "tapegrad/autograd/storage.h"
 
@@ -89,12 +90,8 @@ void SGD::update_sparse(const ParamGroup& group, const Tensor& p, const SparseRo
       const bool prefetch = num_threads() > 1;
       for (std::int64_t k = 0; k < n; ++k) {
         if (prefetch && k + 4 < n) {
-          const char* row = reinterpret_cast<const char*>(param + rows[k + 4] * dim);
-          const char* grad = reinterpret_cast<const char*>(values + (k + 4) * dim);
-          for (std::int64_t byte = 0; byte < dim * static_cast<std::int64_t>(sizeof(T)); byte += 64) {
-            __builtin_prefetch(row + byte, 1);
-            __builtin_prefetch(grad + byte);
-          }
+          kernels::prefetch_row</*ForWrite=*/true>(param + rows[k + 4] * dim, dim);
+          kernels::prefetch_row(values + (k + 4) * dim, dim);
         }
         update(k);
       }

@@ -182,11 +182,7 @@ static void embedding_dot_forward(const T* w, const std::int64_t* ids, const T* 
         // The table's rows are scattered (a word2vec table is larger than the caches): the row
         // four positions on is asked for now, within the example (the next example's first rows,
         // a path's root, are in cache already; asking for them measured slower).
-        if (n + 4 < per_row && id[n + 4] != pad) {
-          const char* ahead = reinterpret_cast<const char*>(w + id[n + 4] * dim);
-          for (std::int64_t byte = 0; byte < dim * static_cast<std::int64_t>(sizeof(T)); byte += 64)
-            __builtin_prefetch(ahead + byte);
-        }
+        if (n + 4 < per_row && id[n + 4] != pad) prefetch_row(w + id[n + 4] * dim, dim);
         if (id[n] == pad) {
           ob[n] = T(0);
           continue;

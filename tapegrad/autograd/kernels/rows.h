@@ -54,6 +54,15 @@ static T row_sum(const T* a, std::int64_t n) {
   return total;
 }
 
+// Asks the caches for the n values at `row`, a 64-byte line at a time (for writing with ForWrite): a
+// row of a table larger than the caches, wanted a few iterations on.
+template <bool ForWrite = false, class T>
+static void prefetch_row(const T* row, std::int64_t n) {
+  const char* bytes = reinterpret_cast<const char*>(row);
+  for (std::int64_t byte = 0; byte < n * static_cast<std::int64_t>(sizeof(T)); byte += 64)
+    __builtin_prefetch(bytes + byte, ForWrite ? 1 : 0);
+}
+
 // sum(a[i] * b[i]).
 template <class T>
 static T row_dot(const T* a, const T* b, std::int64_t n) {
