@@ -229,6 +229,75 @@ double mean_cosine(const Tensor& unit, const Tensor& query, const Vocabulary& vo
 
 }  // namespace
 
+TEST_CASE("word2vec training: two CBOW steps with hierarchical softmax are word2vec.c's update written out") {
+  // Window 1 (every radius 1), no subsampling, one shard and a batch holding an epoch's 6 examples:
+  // a step per epoch, each computed from the weights the previous one left.
+  const std::vector<std::vector<std::string>> sentences = {{"x", "y", "z", "x"}, {"y", "z"}};
+  const Vocabulary vocab = build_vocabulary(sentences, 1);
+  const auto ids = vocab.encode(sentences);
+  Word2VecOptions options;
+  options.model = "cbow";
+  options.loss = "hs";
+  options.dim = 4;
+  options.window = 1;
+  options.sample = 0;
+  options.epochs = 2;
+  options.shards = 1;
+  options.batch_size = 100;
+  options.seed = 3;
+  const Word2VecResult r = train_word2vec(ids, vocab, options);
+  REQUIRE(r.steps == 2);
+
+  // The same in float64: the input table as the Embedding draws it (U(-0.5 / dim, 0.5 / dim) from
+  // the seed's generator), the inner nodes' rows from zero; per example h the mean of its context's
+  // rows, g = 1 - code - sigmoid(h . v) at each node of the target's path, each node's row moved by
+  // lr g h and each context row by lr times the sum of g v (the mean's whole gradient, not a share).
+  Generator gen(options.seed);
+  const std::vector<float> drawn = uniform({3, 4}, -0.125, 0.125, gen).to_vector<float>();
+  std::vector<std::vector<double>> in(3, std::vector<double>(4)), out(2, std::vector<double>(4, 0.0));
+  for (std::size_t i = 0; i < 12; ++i) in[i / 4][i % 4] = drawn[i];
+  const nn::HuffmanTree tree = nn::huffman_tree(vocab.counts);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const double lr = 0.05 * (1.0 - 6.0 * epoch / 13.0);  // the words read before the step of 12 + 1
+    auto next_in = in;
+    auto next_out = out;
+    for (const auto& sentence : ids)
+      for (std::size_t i = 0; i < sentence.size(); ++i) {
+        std::vector<std::int64_t> context;
+        if (i > 0) context.push_back(sentence[i - 1]);
+        if (i + 1 < sentence.size()) context.push_back(sentence[i + 1]);
+        if (context.empty()) continue;
+        std::vector<double> h(4, 0.0), to_context(4, 0.0);
+        for (const std::int64_t c : context)
+          for (int d = 0; d < 4; ++d) h[d] += in[c][d] / static_cast<double>(context.size());
+        const auto word = static_cast<std::size_t>(sentence[i]);
+        for (std::size_t k = 0; k < tree.nodes[word].size(); ++k) {
+          const auto node = static_cast<std::size_t>(tree.nodes[word][k]);
+          double score = 0.0;
+          for (int d = 0; d < 4; ++d) score += h[d] * out[node][d];
+          const double g = 1.0 - tree.codes[word][k] - 1.0 / (1.0 + std::exp(-score));
+          for (int d = 0; d < 4; ++d) {
+            to_context[d] += g * out[node][d];
+            next_out[node][d] += lr * g * h[d];
+          }
+        }
+        for (const std::int64_t c : context)
+          for (int d = 0; d < 4; ++d) next_in[c][d] += lr * to_context[d];
+      }
+    in = next_in;
+    out = next_out;
+  }
+  const std::vector<float> got = r.vectors.to_vector<float>();
+  for (std::size_t i = 0; i < 12; ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(got[i] - in[i / 4][i % 4]) < 1e-7);  // float32 rounding; a 1/count share: 4.5e-5
+  }
+  // The second step moved the input rows (the first, with the nodes' rows at zero, could not).
+  double moved = 0.0;
+  for (std::size_t i = 0; i < 12; ++i) moved = std::max(moved, std::abs(in[i / 4][i % 4] - drawn[i]));
+  CHECK(moved > 1e-5);
+}
+
 TEST_CASE("word2vec training with subwords: both models separate the topics and unseen words land near their stem") {
   const auto sentences = two_stemmed_topics();
   const Vocabulary vocab = build_vocabulary(sentences, 1);
