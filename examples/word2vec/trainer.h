@@ -13,10 +13,11 @@
 //            gradients from the same weights, the shards in parallel on the thread pool (each on its
 //            own tape, through leaves that share the tables' storage), and applies all of them in one
 //            SGD step; the next batches, which read no weights (sentences subsampled, windows and
-//            noise words drawn, Huffman paths looked up), are made on another thread meanwhile. Both tables are
-//            Embeddings with row-sparse gradients, stepped at word2vec.c's learning rate (0.025 skip-gram, 0.05 CBOW),
-//            decayed linearly to 1e-4 of it over the words of all epochs. The vectors depend on the shards, not on the
-//            thread count. A step's gradients are summed, computed before any of its updates, so the nodes near the
+//            noise words drawn, Huffman paths looked up), are made on another thread meanwhile.
+//            Both tables are Embeddings with row-sparse gradients, stepped at word2vec.c's learning
+//            rate (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the words of all
+//            epochs. The vectors depend on the shards, not on the thread count. A step's gradients
+//            are summed, computed before any of its updates, so the nodes near the
 //            root of the Huffman tree, on nearly every path, take a step's updates at once: on the
 //            Bible, skip-gram diverged with 1024 examples a shard and trained with 512, CBOW diverged
 //            with 256. Since they repeat so, a shard's gradient of the nodes' table has one row per
