@@ -49,8 +49,8 @@ TEST_CASE("word2vec corpus: subsampling keeps a word with probability sqrt(t/f) 
   const double kept = static_cast<double>(subsample(sentence, gen).size()) / 1e5;
   CHECK(std::abs(kept - 0.11) < 5 * std::sqrt(0.11 * 0.89 / 1e5));
   CHECK(subsample(std::vector<std::int64_t>(50, 1), gen).size() == 50);
-  CHECK_THROWS_AS(subsample({0, 2}, gen), IndexError);
-  CHECK_THROWS_AS(subsample({-1}, gen), IndexError);
+  CHECK_THROWS_WITH_AS(subsample({0, 2}, gen), "Subsampler: word id 2 is outside the vocabulary's [0, 2)", IndexError);
+  CHECK_THROWS_WITH_AS(subsample({-1}, gen), "Subsampler: word id -1 is outside the vocabulary's [0, 2)", IndexError);
 }
 
 TEST_CASE("word2vec corpus: context windows have a radius uniform in [1, window] and stay in the sentence") {
@@ -189,12 +189,16 @@ TEST_CASE("word2vec training: the vectors depend on the shards and not on the th
     options.shards = 3;
     set_num_threads(1);
     const Word2VecResult one = train_word2vec(vocab.encode(sentences), vocab, options);
-    set_num_threads(2);
+    set_num_threads(2);  // the step on one thread, the next batches on the other
     const Word2VecResult two = train_word2vec(vocab.encode(sentences), vocab, options);
+    set_num_threads(3);  // the step, then the next batches of the shards in parallel
+    const Word2VecResult three = train_word2vec(vocab.encode(sentences), vocab, options);
+    set_num_threads(2);
     options.shards = 1;
     const Word2VecResult single = train_word2vec(vocab.encode(sentences), vocab, options);
     set_num_threads(threads);
     CHECK(one.vectors.to_vector<float>() == two.vectors.to_vector<float>());
+    CHECK(one.vectors.to_vector<float>() == three.vectors.to_vector<float>());
     CHECK(one.steps == two.steps);
     CHECK(one.words == 400 * 8);
     CHECK(single.words == 400 * 8);
@@ -229,73 +233,91 @@ double mean_cosine(const Tensor& unit, const Tensor& query, const Vocabulary& vo
 
 }  // namespace
 
-TEST_CASE("word2vec training: two CBOW steps with hierarchical softmax are word2vec.c's update written out") {
-  // Window 1 (every radius 1), no subsampling, one shard and a batch holding an epoch's 6 examples:
-  // a step per epoch, each computed from the weights the previous one left.
+TEST_CASE("word2vec training: CBOW with hierarchical softmax is word2vec.c's update written out, step by step") {
+  // Window 1 (every radius 1), no subsampling, one shard: 6 examples an epoch, the first sentence's 4
+  // then the second's 2. A batch of 100 makes a step of each epoch; a batch of 4 a step of each
+  // sentence, at the learning rates of the words read before it (0, 4, 6 and 10 of 2 x 6, over 13).
   const std::vector<std::vector<std::string>> sentences = {{"x", "y", "z", "x"}, {"y", "z"}};
   const Vocabulary vocab = build_vocabulary(sentences, 1);
   const auto ids = vocab.encode(sentences);
-  Word2VecOptions options;
-  options.model = "cbow";
-  options.loss = "hs";
-  options.dim = 4;
-  options.window = 1;
-  options.sample = 0;
-  options.epochs = 2;
-  options.shards = 1;
-  options.batch_size = 100;
-  options.seed = 3;
-  const Word2VecResult r = train_word2vec(ids, vocab, options);
-  REQUIRE(r.steps == 2);
-
-  // The same in float64: the input table as the Embedding draws it (U(-0.5 / dim, 0.5 / dim) from
-  // the seed's generator), the inner nodes' rows from zero; per example h the mean of its context's
-  // rows, g = 1 - code - sigmoid(h . v) at each node of the target's path, each node's row moved by
-  // lr g h and each context row by lr times the sum of g v (the mean's whole gradient, not a share).
-  Generator gen(options.seed);
-  const std::vector<float> drawn = uniform({3, 4}, -0.125, 0.125, gen).to_vector<float>();
-  std::vector<std::vector<double>> in(3, std::vector<double>(4)), out(2, std::vector<double>(4, 0.0));
-  for (std::size_t i = 0; i < 12; ++i) in[i / 4][i % 4] = drawn[i];
   const nn::HuffmanTree tree = nn::huffman_tree(vocab.counts);
-  for (int epoch = 0; epoch < 2; ++epoch) {
-    const double lr = 0.05 * (1.0 - 6.0 * epoch / 13.0);  // the words read before the step of 12 + 1
-    auto next_in = in;
-    auto next_out = out;
-    for (const auto& sentence : ids)
-      for (std::size_t i = 0; i < sentence.size(); ++i) {
-        std::vector<std::int64_t> context;
-        if (i > 0) context.push_back(sentence[i - 1]);
-        if (i + 1 < sentence.size()) context.push_back(sentence[i + 1]);
-        if (context.empty()) continue;
-        std::vector<double> h(4, 0.0), to_context(4, 0.0);
-        for (const std::int64_t c : context)
-          for (int d = 0; d < 4; ++d) h[d] += in[c][d] / static_cast<double>(context.size());
-        const auto word = static_cast<std::size_t>(sentence[i]);
-        for (std::size_t k = 0; k < tree.nodes[word].size(); ++k) {
-          const auto node = static_cast<std::size_t>(tree.nodes[word][k]);
-          double score = 0.0;
-          for (int d = 0; d < 4; ++d) score += h[d] * out[node][d];
-          const double g = 1.0 - tree.codes[word][k] - 1.0 / (1.0 + std::exp(-score));
-          for (int d = 0; d < 4; ++d) {
-            to_context[d] += g * out[node][d];
-            next_out[node][d] += lr * g * h[d];
+  struct Step {
+    std::vector<std::size_t> sentences;
+    double words_before;
+  };
+  const std::vector<std::pair<std::int64_t, std::vector<Step>>> runs = {{100, {{{0, 1}, 0}, {{0, 1}, 6}}},
+                                                                        {4, {{{0}, 0}, {{1}, 4}, {{0}, 6}, {{1}, 10}}}};
+  for (const auto& [batch_size, steps] : runs) {
+    CAPTURE(batch_size);
+    Word2VecOptions options;
+    options.model = "cbow";
+    options.loss = "hs";
+    options.dim = 4;
+    options.window = 1;
+    options.sample = 0;
+    options.epochs = 2;
+    options.shards = 1;
+    options.batch_size = batch_size;
+    options.seed = 3;
+    const Word2VecResult r = train_word2vec(ids, vocab, options);
+    REQUIRE(r.steps == static_cast<std::int64_t>(steps.size()));
+
+    // The input table as the Embedding draws it (U(-0.5 / dim, 0.5 / dim), the seed generator's first
+    // draws): what one epoch leaves, since the first steps meet the nodes' rows at zero.
+    Generator gen(options.seed);
+    const std::vector<float> drawn = uniform({3, 4}, -0.125, 0.125, gen).to_vector<float>();
+    Word2VecOptions one_epoch = options;
+    one_epoch.epochs = 1;
+    one_epoch.batch_size = 100;
+    REQUIRE(train_word2vec(ids, vocab, one_epoch).vectors.to_vector<float>() == drawn);
+
+    // The same steps in float64: the inner nodes' rows from zero; per example h the mean of its
+    // context's rows, g = 1 - code - sigmoid(h . v) at each node of the target's path, each node's row
+    // moved by lr g h and each context row by lr times the sum of g v (the mean's whole gradient, not a
+    // share), every example of a step computed from the weights the step started from.
+    std::vector<std::vector<double>> in(3, std::vector<double>(4)), out(2, std::vector<double>(4, 0.0));
+    for (std::size_t i = 0; i < 12; ++i) in[i / 4][i % 4] = drawn[i];
+    for (const Step& step : steps) {
+      const double lr = 0.05 * (1.0 - step.words_before / 13.0);
+      auto next_in = in;
+      auto next_out = out;
+      for (const std::size_t s : step.sentences) {
+        const std::vector<std::int64_t>& sentence = ids[s];
+        for (std::size_t i = 0; i < sentence.size(); ++i) {
+          std::vector<std::int64_t> context;
+          if (i > 0) context.push_back(sentence[i - 1]);
+          if (i + 1 < sentence.size()) context.push_back(sentence[i + 1]);
+          if (context.empty()) continue;
+          std::vector<double> h(4, 0.0), to_context(4, 0.0);
+          for (const std::int64_t c : context)
+            for (int d = 0; d < 4; ++d) h[d] += in[c][d] / static_cast<double>(context.size());
+          const auto word = static_cast<std::size_t>(sentence[i]);
+          for (std::size_t k = 0; k < tree.nodes[word].size(); ++k) {
+            const auto node = static_cast<std::size_t>(tree.nodes[word][k]);
+            double score = 0.0;
+            for (int d = 0; d < 4; ++d) score += h[d] * out[node][d];
+            const double g = 1.0 - tree.codes[word][k] - 1.0 / (1.0 + std::exp(-score));
+            for (int d = 0; d < 4; ++d) {
+              to_context[d] += g * out[node][d];
+              next_out[node][d] += lr * g * h[d];
+            }
           }
+          for (const std::int64_t c : context)
+            for (int d = 0; d < 4; ++d) next_in[c][d] += lr * to_context[d];
         }
-        for (const std::int64_t c : context)
-          for (int d = 0; d < 4; ++d) next_in[c][d] += lr * to_context[d];
       }
-    in = next_in;
-    out = next_out;
+      in = next_in;
+      out = next_out;
+    }
+    const std::vector<float> got = r.vectors.to_vector<float>();
+    double moved = 0.0;
+    for (std::size_t i = 0; i < 12; ++i) {
+      CAPTURE(i);
+      CHECK(std::abs(got[i] - in[i / 4][i % 4]) < 1e-7);  // float32 rounding; a 1/count share: 4.5e-5
+      moved = std::max(moved, std::abs(in[i / 4][i % 4] - drawn[i]));
+    }
+    CHECK(moved > 1e-5);  // the later steps moved the input rows
   }
-  const std::vector<float> got = r.vectors.to_vector<float>();
-  for (std::size_t i = 0; i < 12; ++i) {
-    CAPTURE(i);
-    CHECK(std::abs(got[i] - in[i / 4][i % 4]) < 1e-7);  // float32 rounding; a 1/count share: 4.5e-5
-  }
-  // The second step moved the input rows (the first, with the nodes' rows at zero, could not).
-  double moved = 0.0;
-  for (std::size_t i = 0; i < 12; ++i) moved = std::max(moved, std::abs(in[i / 4][i % 4] - drawn[i]));
-  CHECK(moved > 1e-5);
 }
 
 TEST_CASE("word2vec training with subwords: both models separate the topics and unseen words land near their stem") {

@@ -62,7 +62,8 @@ struct Batch {
 };
 
 // What a step's forward reads besides the weights, made from a shard's batch before the step
-// (Word2Vec::prepare), while the previous step's update runs.
+// (Word2Vec::prepare): an epoch's first before its first step, the others while the previous
+// step's update runs.
 struct StepInputs {
   // Skip-gram without subwords: the centers (B). Otherwise the bags of input rows: `rows` summed per
   // bag (bags starting at `starts`), times `scale` (bags, 1) for their means; skip-gram with subwords
@@ -82,12 +83,11 @@ struct StepInputs {
 struct Shard {
   std::size_t begin = 0, end = 0, next = 0;  // sentences [begin, end); the next one to read
   Generator gen;
-  Batch pending;                 // examples made and not yet in a step
-  Batch batch;                   // this step's
-  StepInputs step;               // this step's, made from batch
-  std::int64_t words = 0;        // corpus words read so far, all epochs
-  std::int64_t batch_words = 0;  // of which those read up to the end of this step's batch
-  std::int64_t examples = 0;     // this step's examples
+  Batch pending;              // examples made and not yet in a step
+  Batch batch;                // this step's
+  StepInputs step;            // this step's, made from batch
+  std::int64_t words = 0;     // corpus words read so far, all epochs (up to this step's batch)
+  std::int64_t examples = 0;  // this step's examples
   Tensor input, output;
   Tensor noise_labels;  // negative sampling: (B, 1 + negative), 1 for the target
   double loss = 0.0;    // this step's, summed
@@ -212,7 +212,7 @@ class Word2Vec {
   }
 
   // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
-  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum / count,
+  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum times 1 / count,
   // the gradient of sum.
   Tensor bag_hidden(const Tensor& input, const StepInputs& step) const {
     // A word is in the bag of every center within a window of it: one gradient row per distinct row.
@@ -329,11 +329,10 @@ void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sent
   std::swap(shard.batch, shard.pending);
   if (shard.batch.size() > batch_size) shard.batch.split_off(batch_size, shard.pending);
   shard.examples = shard.batch.size();
-  shard.batch_words = shard.words;
   model.prepare(shard);
 }
 
-// Several processes: the words read up to the end of the step's batch, examples and loss of the shards [own_first,
+// Several processes: the words read, examples and loss of the shards [own_first,
 // own_last) this process computed, summed over the processes, so that every process holds every shard's.
 void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::int64_t own_last,
                       const DataParallel& parallel) {
@@ -342,14 +341,14 @@ void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::i
   double* values = stats.data_ptr<double>();
   for (std::int64_t s = own_first; s < own_last; ++s) {
     const Shard& shard = shards[static_cast<std::size_t>(s)];
-    values[3 * s] = static_cast<double>(shard.batch_words);
+    values[3 * s] = static_cast<double>(shard.words);
     values[3 * s + 1] = static_cast<double>(shard.examples);
     values[3 * s + 2] = shard.loss;
   }
   parallel.all_reduce_sum(stats);
   for (std::int64_t s = 0; s < n; ++s) {
     Shard& shard = shards[static_cast<std::size_t>(s)];
-    shard.batch_words = static_cast<std::int64_t>(values[3 * s]);
+    shard.words = static_cast<std::int64_t>(values[3 * s]);
     shard.examples = static_cast<std::int64_t>(values[3 * s + 1]);
     shard.loss = values[3 * s + 2];
   }
@@ -413,10 +412,11 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
   std::int64_t epoch_examples = 0, log_examples = 0;
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  // Words read up to the end of the steps' batches, all shards.
+  // Words read up to the end of the current step's batches, all shards (read before the next
+  // batches are made).
   const auto words_read = [&] {
     std::int64_t words = 0;
-    for (const Shard& shard : shards) words += shard.batch_words;
+    for (const Shard& shard : shards) words += shard.words;
     return words;
   };
   const auto next_batches = [&] {
@@ -450,16 +450,27 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
       parallel.gather_sparse_grads(leaves);
       optimizer.set_lr(0, lr);
       result.words = words_before = words_read();
-      parallel_for(0, 2, 1, [&](std::int64_t lo, std::int64_t hi) {
-        for (std::int64_t task = lo; task < hi; ++task) {
-          if (task == 0) {
-            optimizer.step();
-            optimizer.zero_grad(true);
-          } else {
-            next_batches();
+      if (num_threads() <= 2) {
+        // The step on one thread, the next batches on the other.
+        parallel_for(0, 2, 1, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t task = lo; task < hi; ++task) {
+            if (task == 0) {
+              optimizer.step();
+              optimizer.zero_grad(true);
+            } else {
+              next_batches();
+            }
           }
-        }
-      });
+        });
+      } else {
+        // More threads: the step split among them (by SGD), then the shards' next batches in parallel.
+        optimizer.step();
+        optimizer.zero_grad(true);
+        parallel_for(own_first, own_last, 1, [&](std::int64_t lo, std::int64_t hi) {
+          for (std::int64_t s = lo; s < hi; ++s)
+            next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, batch_size);
+        });
+      }
       epoch_loss += loss;
       log_loss += loss;
       epoch_examples += examples;

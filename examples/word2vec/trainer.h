@@ -13,7 +13,9 @@
 //            gradients from the same weights, the shards in parallel on the thread pool (each on its
 //            own tape, through leaves that share the tables' storage), and applies all of them in one
 //            SGD step; the next batches, which read no weights (sentences subsampled, windows and
-//            noise words drawn, Huffman paths looked up), are made on another thread meanwhile.
+//            noise words drawn, Huffman paths looked up), are made meanwhile on the pool's second
+//            thread (after the step on one thread; with more than two, the step is split among them
+//            and the batches are made after it, in parallel).
 //            Both tables are Embeddings with row-sparse gradients, stepped at word2vec.c's learning
 //            rate (0.025 skip-gram, 0.05 CBOW), decayed linearly to 1e-4 of it over the words of all
 //            epochs. The vectors depend on the shards, not on the thread count. A step's gradients
