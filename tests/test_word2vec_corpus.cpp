@@ -233,7 +233,7 @@ double mean_cosine(const Tensor& unit, const Tensor& query, const Vocabulary& vo
 
 }  // namespace
 
-TEST_CASE("word2vec training: CBOW with hierarchical softmax is word2vec.c's update written out, step by step") {
+TEST_CASE("word2vec training: CBOW with hierarchical softmax is word2vec.c's update written out step by step") {
   // Window 1 (every radius 1), no subsampling, one shard: 6 examples an epoch, the first sentence's 4
   // then the second's 2. A batch of 100 makes a step of each epoch; a batch of 4 a step of each
   // sentence, at the learning rates of the words read before it (0, 4, 6 and 10 of 2 x 6, over 13).
