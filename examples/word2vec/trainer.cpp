@@ -188,12 +188,10 @@ class Word2Vec {
   // The bags of input rows of a batch: CBOW's as made, skip-gram's one per distinct center (its
   // examples share it), each center's taken once and picked for its examples.
   void prepare_bags(const Batch& batch, StepInputs& step) const {
-    std::vector<std::int64_t> rows, pick;
+    std::vector<std::int64_t> rows, pick;  // skip-gram's
     std::vector<float> inverse;
     if (cbow_) {
-      rows = batch.inputs;
       step.starts = batch.offsets;
-      inverse = batch.inverse_counts;
     } else {
       std::unordered_map<std::int64_t, std::int64_t> slot;  // center -> its bag
       for (const std::int64_t center : batch.inputs) {
@@ -207,13 +205,15 @@ class Word2Vec {
       }
       step.pick = from_vector(pick, {static_cast<std::int64_t>(pick.size())});
     }
-    step.rows = from_vector(rows, {static_cast<std::int64_t>(rows.size())});
-    step.scale = from_vector(inverse, {static_cast<std::int64_t>(step.starts.size()), 1});
+    const std::vector<std::int64_t>& all_rows = cbow_ ? batch.inputs : rows;
+    step.rows = from_vector(all_rows, {static_cast<std::int64_t>(all_rows.size())});
+    step.scale =
+        from_vector(cbow_ ? batch.inverse_counts : inverse, {static_cast<std::int64_t>(step.starts.size()), 1});
   }
 
-  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole gradient
-  // (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum times 1 / count,
-  // the gradient of sum.
+  // The mean of each example's bag of input rows (B, D), each row receiving the mean's whole
+  // gradient (not a 1/count share), as word2vec.c, gensim and fastText update them: the value of sum
+  // times 1 / count, the gradient of sum.
   Tensor bag_hidden(const Tensor& input, const StepInputs& step) const {
     // A word is in the bag of every center within a window of it: one gradient row per distinct row.
     const Tensor sum = embedding_bag_sum(input, step.rows, step.starts, Tensor(), /*sparse=*/true,
@@ -332,8 +332,8 @@ void next_batch(Shard& shard, const std::vector<std::vector<std::int64_t>>& sent
   model.prepare(shard);
 }
 
-// Several processes: the words read, examples and loss of the shards [own_first,
-// own_last) this process computed, summed over the processes, so that every process holds every shard's.
+// Several processes: the words read, examples and loss of the shards [own_first, own_last) this
+// process computed, summed over the processes, so that every process holds every shard's.
 void share_statistics(std::vector<Shard>& shards, std::int64_t own_first, std::int64_t own_last,
                       const DataParallel& parallel) {
   const auto n = static_cast<std::int64_t>(shards.size());
@@ -419,8 +419,9 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
     for (const Shard& shard : shards) words += shard.words;
     return words;
   };
-  const auto next_batches = [&] {
-    for (std::int64_t s = own_first; s < own_last; ++s)
+  // The next batches of the shards [lo, hi).
+  const auto next_batches = [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t s = lo; s < hi; ++s)
       next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, batch_size);
   };
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
@@ -428,7 +429,7 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
     epoch_examples = 0;
     std::int64_t words_before = words_read();  // before the step's batches
     for (Shard& shard : shards) shard.next = shard.begin;
-    next_batches();
+    next_batches(own_first, own_last);
     for (;;) {
       const double lr = lr0 * std::max(1.0 - static_cast<double>(words_before) / (all_words + 1.0), 1e-4);
       // Each shard's gradients, the shards in parallel (their ops run inline on their threads), all
@@ -458,7 +459,7 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
               optimizer.step();
               optimizer.zero_grad(true);
             } else {
-              next_batches();
+              next_batches(own_first, own_last);
             }
           }
         });
@@ -466,10 +467,7 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
         // More threads: the step split among them (by SGD), then the shards' next batches in parallel.
         optimizer.step();
         optimizer.zero_grad(true);
-        parallel_for(own_first, own_last, 1, [&](std::int64_t lo, std::int64_t hi) {
-          for (std::int64_t s = lo; s < hi; ++s)
-            next_batch(shards[static_cast<std::size_t>(s)], sentences, model, options, batch_size);
-        });
+        parallel_for(own_first, own_last, 1, next_batches);
       }
       epoch_loss += loss;
       log_loss += loss;

@@ -308,10 +308,11 @@ static void embedding_dot_rows(const T* q, const T* g, const std::int64_t* at, s
 }
 
 // The ids at positions `at` without repeats, in the order of first appearance (distinct), and the
-// positions grouped by their id's place among them (its slot). An open-addressing table of at least twice the
-// positions, kept per thread and emptied by a generation stamp rather than a fill: no table of the vocabulary's size,
-// and no clearing cost per call. Inline rather than static, so that a thread has one table whichever translation unit
-// calls it; a table more than four times (and 65,536 slots) larger than a call needs is given back.
+// positions grouped by their id's place among them (its slot). An open-addressing table of at least
+// twice the positions, kept per thread and emptied by a generation stamp rather than a fill: no
+// table of the vocabulary's size, and no clearing cost per call. Inline rather than static, so that
+// a thread has one table whichever translation unit calls it; a table more than four times (and
+// 65,536 slots) larger than a call needs is given back.
 struct DistinctIds {
   std::vector<std::int64_t> distinct;
   // The positions grouped by their id's place in distinct (its slot), each group in the positions'
