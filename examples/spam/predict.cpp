@@ -2,8 +2,8 @@
 // .json files) with a trained run, printing each file's name, label and spam probability on one line:
 //   path/to/email.json	spam	0.9731
 // A file that cannot be read is reported on stderr and the exit status is 1. The work per email is
-// bounded: a raw mail file is read up to its first 8 MiB, and the model reads the first max_length
-// words; stderr says when a file was cut either way.
+// bounded: a raw mail file is read up to its first 8 MiB, and the transformer reads the first
+// max_length words (the linear model all the words read); stderr says when a file was cut either way.
 
 #include <cstdint>
 #include <cstdio>
@@ -27,7 +27,8 @@ struct PredictConfig {
 
   template <class F>
   static void fields(F& f) {
-    f("run_dir", &PredictConfig::run_dir, "a finished train run (config.json, vocab.json, best_model.safetensors)");
+    f("run_dir", &PredictConfig::run_dir,
+      "a finished train run (config.json, vocab.json, features.json, best_model.safetensors)");
     f("threshold", &PredictConfig::threshold, "spam when the spam probability exceeds this");
   }
 };
@@ -52,11 +53,14 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   const nlohmann::json saved_json = io::read_json_file(run.file("config.json"));
   saved_options.merge_json(saved_json, run.file("config.json"));
   SpamTrainConfig saved = read_config<SpamTrainConfig>(saved_options);
-  // Runs from before --headers existed read no header tokens.
+  // Runs from before --headers and --model existed read no header tokens and had the transformer alone.
   if (saved_json.is_object() && !saved_json.contains("headers")) saved.headers = false;
+  if (saved_json.is_object() && !saved_json.contains("model")) saved.model = "transformer";
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
+  const bool linear = saved.model != "transformer";
+  const data::Vocab feature_vocab = linear ? data::Vocab::load(run.file("features.json")) : data::Vocab();
   Generator unused(0);  // the weights are loaded below
-  SpamTransformer model(model_options(saved, vocab.size()), unused);
+  SpamClassifier model(model_options(saved, vocab.size(), feature_vocab.size()), unused);
   model.load_state_dict(io::load_safetensors(run.file("best_model.safetensors")).tensors);
   model.eval();
   NoGradGuard no_grad;
@@ -72,12 +76,15 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
         std::fprintf(stderr, "spam_classifier: %s: larger than %llu bytes; only its first %llu bytes were read\n",
                      file.c_str(), static_cast<unsigned long long>(kMaxEmailBytes),
                      static_cast<unsigned long long>(kMaxEmailBytes));
-      if (words.size() > max_words)
-        std::fprintf(stderr, "spam_classifier: %s: more than %zu words; the model reads the first %zu\n", file.c_str(),
-                     max_words, max_words);
+      if (model.deep() && words.size() > max_words)
+        std::fprintf(stderr, "spam_classifier: %s: more than %zu words; the transformer reads the first %zu\n",
+                     file.c_str(), max_words, max_words);
       const std::vector<std::int64_t> ids = encode_words(words, vocab, saved.max_length);
       const std::int64_t n = static_cast<std::int64_t>(ids.size());
-      const Tensor logits = model.forward(from_vector(ids, {1, n}), zeros({1, n}, kBool));
+      const std::vector<std::vector<std::int64_t>> features{linear ? feature_ids(email_features(email), feature_vocab)
+                                                                   : std::vector<std::int64_t>()};
+      const FeatureBags bags = linear ? feature_bags(features, {0}) : FeatureBags();
+      const Tensor logits = model.forward(from_vector(ids, {1, n}), zeros({1, n}, kBool), bags);
       const double p = logits.softmax(-1).at({0, 1});
       std::printf("%s\t%s\t%.4f\n", file.c_str(), p > config.threshold ? "spam" : "ham", p);
     } catch (const Error& e) {

@@ -25,13 +25,8 @@ constexpr int kMaxDepth = 16;
 struct Headers {
   std::string subject, content_type, transfer_encoding, disposition;
   bool has_subject = false;
-  std::vector<HeaderField>* kept = nullptr;  // where a top-level block's kept headers go, or nowhere
+  std::vector<HeaderField>* all = nullptr;  // where a top-level block's headers go, or nowhere
 };
-
-bool is_kept_header(std::string_view name) {
-  const std::vector<std::string>& names = kept_header_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
 
 bool is_header_line(std::string_view line) {
   const std::size_t colon = line.find(':');
@@ -48,7 +43,7 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
   if (complete) *complete = true;
   std::size_t pos = 0;
   std::string* current = nullptr;
-  std::size_t current_kept = SIZE_MAX;  // the kept header a continuation line extends, if any
+  std::size_t current_field = SIZE_MAX;  // the field of `all` a continuation line extends, if any
   bool first = true;
   while (pos < message.size()) {
     std::size_t eol = message.find('\n', pos);
@@ -58,10 +53,10 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
     if (line.empty()) return message.substr(std::min(message.size(), eol + 1));
     if ((line.front() == ' ' || line.front() == '\t') && !first) {
       if (current) current->append(line);
-      if (current_kept != SIZE_MAX) (*headers.kept)[current_kept].value.append(line);
+      if (current_field != SIZE_MAX) (*headers.all)[current_field].value.append(line);
     } else if (top_level && first && line.substr(0, 5) == "From ") {
       current = nullptr;  // the mbox separator line
-      current_kept = SIZE_MAX;
+      current_field = SIZE_MAX;
     } else if (is_header_line(line)) {
       const std::size_t colon = line.find(':');
       const std::string name = to_lower(trim(line.substr(0, colon)));
@@ -72,10 +67,10 @@ std::string_view split_headers(std::string_view message, Headers& headers, bool 
       else if (name == "content-transfer-encoding" && headers.transfer_encoding.empty())
         field = &headers.transfer_encoding;
       else if (name == "content-disposition" && headers.disposition.empty()) field = &headers.disposition;
-      current_kept = SIZE_MAX;
-      if (top_level && headers.kept && is_kept_header(name)) {
-        current_kept = headers.kept->size();
-        headers.kept->push_back({name, std::string(value)});
+      current_field = SIZE_MAX;
+      if (top_level && headers.all) {
+        current_field = headers.all->size();
+        headers.all->push_back({name, std::string(value)});
       }
       current = field;
       if (field) field->assign(value);
@@ -286,10 +281,15 @@ const std::vector<std::string>& kept_header_names() {
   return names;
 }
 
-void parse_email(std::string_view raw, std::string& subject, std::string& body, std::vector<HeaderField>* kept) {
+bool is_kept_header(std::string_view name) {
+  const std::vector<std::string>& names = kept_header_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+void parse_email(std::string_view raw, std::string& subject, std::string& body, std::vector<HeaderField>* all) {
   Headers headers;
   std::vector<HeaderField> fields;
-  headers.kept = kept ? &fields : nullptr;
+  headers.all = all ? &fields : nullptr;
   std::string_view content = raw;
   if (starts_with_headers(raw)) {
     // Text like "Note: call me\nBob" looks like a header at first; only a block that ends
@@ -305,12 +305,12 @@ void parse_email(std::string_view raw, std::string& subject, std::string& body, 
   subject = normalize_whitespace(sanitize_utf8(decode_rfc2047(headers.subject)));
   std::replace(subject.begin(), subject.end(), '\n', ' ');
   body = normalize_whitespace(extract_text(headers, content, 0));
-  if (kept) {
-    kept->clear();
+  if (all) {
+    all->clear();
     for (HeaderField& field : fields) {
       std::string value = normalize_whitespace(sanitize_utf8(decode_rfc2047(field.value)));
       std::replace(value.begin(), value.end(), '\n', ' ');
-      kept->push_back({std::move(field.name), std::move(value)});
+      all->push_back({std::move(field.name), std::move(value)});
     }
   }
 }

@@ -20,12 +20,14 @@ struct HeaderField {
   std::string value;
 };
 
-// The headers parse_email keeps besides Subject: who sent the message and how (from, reply-to,
-// to, cc, return-path, message-id, date, organization, x-mailer, user-agent), its MIME envelope
-// (mime-version, content-type), priority marks (x-priority, x-msmail-priority, importance,
-// precedence) and mailing-list fields (list-id, list-unsubscribe). Received lines and the rest
-// are dropped.
+// The headers the transformer reads (spam::email_tokens) besides Subject: who sent the message
+// and how (from, reply-to, to, cc, return-path, message-id, date, organization, x-mailer,
+// user-agent), its MIME envelope (mime-version, content-type), priority marks (x-priority,
+// x-msmail-priority, importance, precedence) and mailing-list fields (list-id,
+// list-unsubscribe). Received lines and the rest are read by the linear model alone.
 const std::vector<std::string>& kept_header_names();
+// Whether name (lower case) is one of kept_header_names().
+bool is_kept_header(std::string_view name);
 
 struct Email {
   std::string id;                    // the file name without .json, e.g. "00001.7c53336b37003a9286aba55d2945844c"
@@ -33,7 +35,7 @@ struct Email {
   bool spam = false;                 // from the group; false for a raw mail file (unknown)
   std::string subject;               // the decoded Subject header
   std::string body;                  // the cleaned body (see clean_email)
-  std::vector<HeaderField> headers;  // the top-level headers named by kept_header_names(), in message order
+  std::vector<HeaderField> headers;  // every top-level header, in message order (Subject too)
   bool truncated = false;            // only the head of a raw mail file was read (read_email_file's max_bytes)
 
   // What a classifier reads: the subject, a newline, the body.
@@ -41,8 +43,8 @@ struct Email {
 };
 
 // Splits a raw message into its decoded Subject and cleaned body:
-//  - of the headers only Subject and those of kept_header_names() are read; RFC 2047 encoded words in the Subject are
-//  decoded;
+//  - RFC 2047 encoded words in the Subject (and in every top-level header given to `headers`)
+//    are decoded;
 //  - quoted-printable and base64 transfer encodings of text parts are decoded;
 //  - multipart messages keep their text parts (text/plain preferred over text/html inside
 //    multipart/alternative), recurse into nested multiparts and message/rfc822, and drop
@@ -58,7 +60,8 @@ struct Email {
 //  - runs of spaces are collapsed, lines trimmed, and blank lines collapsed to one.
 // Text without a header block (lines of "Name: value" or an mbox "From " line, ended by a blank
 // line or the end of the text) is treated as a plain body.
-// `headers`, when given, receives the top-level headers named by kept_header_names().
+// `headers`, when given, receives every top-level header (Received lines and Subject among them), in
+// message order, each value unfolded, decoded and on one line.
 void parse_email(std::string_view raw, std::string& subject, std::string& body,
                  std::vector<HeaderField>* headers = nullptr);
 

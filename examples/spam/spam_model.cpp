@@ -1,14 +1,17 @@
 // The spam classifier's shared pieces: model options from the train config, batched prediction,
-// email tokens and ids. See spam_model.h.
+// email tokens, features and ids. See spam_model.h.
 
 #include "examples/spam/spam_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tapegrad::examples::spam {
 
-SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size) {
+SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size, std::int64_t features) {
   SpamModelOptions o;
+  o.deep = config.model != "linear";
+  o.wide_features = config.model == "transformer" ? 0 : features;
   o.vocab_size = vocab_size;
   o.max_length = config.max_length;
   o.learned_positions = config.positions == "learned";
@@ -21,8 +24,23 @@ SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab
   return o;
 }
 
+FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features, const std::vector<std::size_t>& rows) {
+  std::vector<std::int64_t> ids, offsets;
+  std::vector<float> weights;
+  for (const std::size_t r : rows) {
+    const std::vector<std::int64_t>& bag = features.at(r);
+    offsets.push_back(static_cast<std::int64_t>(ids.size()));
+    ids.insert(ids.end(), bag.begin(), bag.end());
+    weights.insert(weights.end(), bag.size(), static_cast<float>(1.0 / std::sqrt(static_cast<double>(bag.size()))));
+  }
+  const auto n = static_cast<std::int64_t>(ids.size());
+  return {from_vector(ids, {n}), from_vector(offsets, {static_cast<std::int64_t>(offsets.size())}),
+          from_vector(weights, {n})};
+}
+
 // Runs the model over `rows` of the loader's dataset in eval mode, without gradients.
-Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, const std::vector<std::size_t>& rows,
+Prediction predict_rows(SpamClassifier& model, const data::DataLoader& loader,
+                        const std::vector<std::vector<std::int64_t>>& features, const std::vector<std::size_t>& rows,
                         std::int64_t batch_size) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
@@ -36,7 +54,8 @@ Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, 
         rows.begin() +
             static_cast<std::ptrdiff_t>(std::min(rows.size(), start + static_cast<std::size_t>(batch_size))));
     const data::Batch batch = loader.collate(chunk);
-    const Tensor logits = model.forward(batch.input, batch.padding_mask);  // (B, 2)
+    const FeatureBags bags = model.wide() ? feature_bags(features, batch.indices) : FeatureBags();
+    const Tensor logits = model.forward(batch.input, batch.padding_mask, bags);  // (B, 2)
     const Tensor p = logits.softmax(-1);
     for (std::int64_t i = 0; i < batch.size(); ++i) {
       out.p_spam.push_back(p.at({i, 1}));
@@ -64,6 +83,7 @@ std::vector<std::string> email_tokens(const Email& email, bool headers, std::siz
   std::vector<std::string> tokens;
   if (headers) {
     for (const HeaderField& field : email.headers) {
+      if (!is_kept_header(field.name)) continue;
       if (tokens.size() >= max_words) return tokens;
       for (const std::string& word :
            data::word_tokenize(field.value, std::min(kMaxHeaderWords, max_words - tokens.size())))
@@ -73,6 +93,44 @@ std::vector<std::string> email_tokens(const Email& email, bool headers, std::siz
   std::vector<std::string> words = data::word_tokenize(email.text(), max_words - tokens.size());
   tokens.insert(tokens.end(), std::make_move_iterator(words.begin()), std::make_move_iterator(words.end()));
   return tokens;
+}
+
+std::vector<std::string> email_features(const Email& email) {
+  std::vector<std::string> features;
+  for (const HeaderField& field : email.headers) {
+    if (field.name == "subject") continue;
+    for (const std::string& word : data::word_tokenize(field.value, kMaxHeaderWords))
+      features.push_back(field.name + ":" + word);
+  }
+  std::vector<std::string> words = data::word_tokenize(email.text());
+  features.insert(features.end(), std::make_move_iterator(words.begin()), std::make_move_iterator(words.end()));
+  return features;
+}
+
+data::Vocab build_feature_vocab(const std::vector<std::vector<std::string>>& train_features, std::int64_t min_emails) {
+  // Each email's distinct features, so a feature's count is the number of emails that have it.
+  std::vector<std::vector<std::string>> distinct;
+  distinct.reserve(train_features.size());
+  for (const std::vector<std::string>& features : train_features) {
+    std::vector<std::string> d(features);
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+    distinct.push_back(std::move(d));
+  }
+  data::VocabOptions options;
+  options.min_freq = min_emails;
+  return data::Vocab::build(distinct, options);
+}
+
+std::vector<std::int64_t> feature_ids(const std::vector<std::string>& features, const data::Vocab& vocab) {
+  std::vector<std::int64_t> ids;
+  for (const std::string& feature : features) {
+    const std::int64_t id = vocab.id(feature);  // kUnk when unknown
+    if (id >= data::Vocab::kNumSpecials) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
 }
 
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,

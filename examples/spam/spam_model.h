@@ -1,7 +1,8 @@
 #pragma once
 // What the spam classifier's train and predict modes share: the train configuration (which a run
-// saves and predict reads back), the transformer classifier, how an email becomes token ids, and
-// batched prediction. The modes themselves are toy.cpp, train.cpp and predict.cpp; main.cpp picks one.
+// saves and predict reads back), the classifier (a transformer encoder, a linear model over the
+// email's bag of features, or both), how an email becomes token ids and features, and batched
+// prediction. The modes themselves are toy.cpp, train.cpp and predict.cpp; main.cpp picks one.
 
 #include <cstdint>
 #include <string>
@@ -26,6 +27,8 @@ struct SpamTrainConfig {
   std::int64_t min_freq = 2;
   std::int64_t max_length = 128;
   bool headers = true;
+  std::string model = "wide_and_deep";
+  double wide_lr = 0.3;
   std::string positions = "learned";
   std::int64_t d_model = 64;
   std::int64_t heads = 4;
@@ -63,6 +66,11 @@ struct SpamTrainConfig {
     f("min_freq", &C::min_freq, "words seen fewer times in the training split are <unk>");
     f("max_length", &C::max_length, "tokens kept from the start of each email (headers, subject, body)");
     f("headers", &C::headers, "read the sender, mailer, MIME and list headers as name:word tokens before the subject");
+    f("model", &C::model,
+      "transformer: the encoder over the first max_length tokens; linear: logistic regression over the bag of "
+      "every header and body word of the email; wide_and_deep: the sum of both models' logits, trained together",
+      {"transformer", "linear", "wide_and_deep"});
+    f("wide_lr", &C::wide_lr, "peak Adam learning rate of the linear model (no weight decay)");
     f("positions", &C::positions, "position encoding", {"learned", "sinusoidal"});
     f("d_model", &C::d_model, "model width");
     f("heads", &C::heads, "attention heads");
@@ -98,6 +106,8 @@ struct SpamTrainConfig {
 
 // Options of the model, read from a train configuration (also the one a run saved).
 struct SpamModelOptions {
+  bool deep = true;                // the transformer encoder
+  std::int64_t wide_features = 0;  // features of the linear model (0: none)
   std::int64_t vocab_size = 0;
   std::int64_t max_length = 256;
   bool learned_positions = true;
@@ -105,41 +115,77 @@ struct SpamModelOptions {
   std::int64_t layers = 2;
 };
 
-SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size);
+// vocab_size: the transformer's vocabulary; features: the linear model's.
+SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size, std::int64_t features);
 
-// Word embeddings + positions -> encoder -> masked mean pool -> Linear(d, 2).
-// Children: "tok_emb", "pos", "emb_dropout", "encoder", "head".
-class SpamTransformer : public nn::Module {
+// What the linear model reads for a batch of emails: the distinct known feature ids of every email
+// one after another (Int64), where each email's start (Int64 offsets), and each id's weight,
+// 1/sqrt(the email's distinct known features) (Float32), so an email's binary feature vector has
+// unit length.
+struct FeatureBags {
+  Tensor ids, offsets, weights;
+};
+
+// The bags of `rows`, from each dataset row's feature ids (as feature_ids gives them).
+FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features, const std::vector<std::size_t>& rows);
+
+// The classifier's logits, the sum of the parts the options ask for:
+//  - deep: word embeddings + positions -> encoder -> masked mean pool -> Linear(d, 2);
+//  - wide: logistic regression over the email's bag of features, a (features, 2) table whose rows
+//    the bag sums (nn::EmbeddingBag, each row times its feature's weight) plus a bias.
+// Children: "tok_emb", "pos", "emb_dropout", "encoder", "head" (deep), "wide" (wide); parameter
+// "wide_bias" (wide).
+class SpamClassifier : public nn::Module {
  public:
   // Weights and dropout seeds drawn from gen (not the default generator), so a run is reproducible from
-  // its config's seed.
-  SpamTransformer(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model()) {
-    tok_emb_ = register_module(
-        "tok_emb",
-        nn::Embedding(nn::EmbeddingOptions(o.vocab_size, d_model_).padding_idx(data::Vocab::kPad).generator(&gen)));
-    if (o.learned_positions) {
-      learned_pos_ = register_module(
-          "pos",
-          nn::LearnedPositionEmbedding(nn::LearnedPositionEmbeddingOptions(o.max_length, d_model_).generator(&gen)));
-    } else {
-      sinusoidal_pos_ = register_module("pos", nn::SinusoidalPositionalEncoding(o.max_length, d_model_));
+  // its config's seed. The linear model starts at zero.
+  SpamClassifier(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model()) {
+    if (o.deep) {
+      tok_emb_ = register_module(
+          "tok_emb",
+          nn::Embedding(nn::EmbeddingOptions(o.vocab_size, d_model_).padding_idx(data::Vocab::kPad).generator(&gen)));
+      if (o.learned_positions) {
+        learned_pos_ = register_module(
+            "pos",
+            nn::LearnedPositionEmbedding(nn::LearnedPositionEmbeddingOptions(o.max_length, d_model_).generator(&gen)));
+      } else {
+        sinusoidal_pos_ = register_module("pos", nn::SinusoidalPositionalEncoding(o.max_length, d_model_));
+      }
+      emb_dropout_ = register_module("emb_dropout", nn::Dropout(nn::DropoutOptions(o.layer.dropout()).generator(&gen)));
+      encoder_ = register_module(
+          "encoder", nn::TransformerEncoder(nn::TransformerLayerOptions(o.layer).generator(&gen), o.layers));
+      head_ = register_module("head", nn::Linear(nn::LinearOptions(d_model_, 2).generator(&gen)));
     }
-    emb_dropout_ = register_module("emb_dropout", nn::Dropout(nn::DropoutOptions(o.layer.dropout()).generator(&gen)));
-    encoder_ = register_module("encoder",
-                               nn::TransformerEncoder(nn::TransformerLayerOptions(o.layer).generator(&gen), o.layers));
-    head_ = register_module("head", nn::Linear(nn::LinearOptions(d_model_, 2).generator(&gen)));
+    if (o.wide_features > 0) {
+      wide_ = register_module(
+          "wide",
+          nn::EmbeddingBag(
+              nn::EmbeddingBagOptions(o.wide_features, 2).mode(nn::BagMode::Sum).init(nn::EmbeddingInit::Zeros)));
+      wide_bias_ = register_parameter("wide_bias", zeros({2}));
+    }
   }
 
-  const Tensor& token_embedding() const { return tok_emb_->weight(); }  // (vocab, d_model)
+  bool deep() const { return static_cast<bool>(encoder_); }
+  bool wide() const { return static_cast<bool>(wide_); }
+  const Tensor& token_embedding() const { return tok_emb_->weight(); }  // (vocab, d_model); deep only
 
-  // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding -> logits (B, 2)
-  Tensor forward(const Tensor& tokens, const Tensor& padding_mask) {
-    const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)
-    const Tensor x = emb_dropout_(learned_pos_ ? learned_pos_(e) : sinusoidal_pos_(e));          // (B, T, d)
-    const Tensor h = encoder_(x, nn::AttentionForwardOptions().key_padding_mask(padding_mask));  // (B, T, d)
-    const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);                   // (B, T, 1)
-    const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);                                // (B, 1)
-    return head_((h * keep).sum({1}) / count);                                                   // (B, d) -> (B, 2)
+  // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding; bags: the B emails' features
+  // (read by the linear model only) -> logits (B, 2)
+  Tensor forward(const Tensor& tokens, const Tensor& padding_mask, const FeatureBags& bags) {
+    Tensor logits;
+    if (deep()) {
+      const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)
+      const Tensor x = emb_dropout_(learned_pos_ ? learned_pos_(e) : sinusoidal_pos_(e));          // (B, T, d)
+      const Tensor h = encoder_(x, nn::AttentionForwardOptions().key_padding_mask(padding_mask));  // (B, T, d)
+      const Tensor keep = logical_not(padding_mask).to(h.dtype()).unsqueeze(-1);                   // (B, T, 1)
+      const Tensor count = clamp(keep.sum({1}), 1.0, std::nullopt);                                // (B, 1)
+      logits = head_((h * keep).sum({1}) / count);                                                 // (B, 2)
+    }
+    if (wide()) {
+      const Tensor linear = wide_(bags.ids, bags.offsets, bags.weights) + wide_bias_;  // (B, 2)
+      logits = logits.defined() ? logits + linear : linear;
+    }
+    return logits;
   }
 
  private:
@@ -150,6 +196,8 @@ class SpamTransformer : public nn::Module {
   nn::Dropout emb_dropout_{nullptr};
   nn::TransformerEncoder encoder_{nullptr};
   nn::Linear head_{nullptr};
+  nn::EmbeddingBag wide_{nullptr};
+  Tensor wide_bias_;
 };
 
 struct Prediction {
@@ -158,17 +206,31 @@ struct Prediction {
   double loss = 0;  // mean cross-entropy when the rows have labels
 };
 
-// Runs the model over `rows` of the loader's dataset in eval mode, without gradients.
-Prediction predict_rows(SpamTransformer& model, const data::DataLoader& loader, const std::vector<std::size_t>& rows,
+// Runs the model over `rows` of the loader's dataset in eval mode, without gradients; `features`
+// holds every dataset row's feature ids (empty when the model has no linear part).
+Prediction predict_rows(SpamClassifier& model, const data::DataLoader& loader,
+                        const std::vector<std::vector<std::int64_t>>& features, const std::vector<std::size_t>& rows,
                         std::int64_t batch_size);
 
 std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vector<std::size_t>& rows);
 
-// The words of an email the classifier reads, the first max_words of: with `headers`, each kept
-// header's first kMaxHeaderWords words prefixed by its name ("from:example", "x-mailer:outlook"),
+// The words of an email the transformer reads, the first max_words of: with `headers`, each kept
+// header's (kept_header_names()) first kMaxHeaderWords words prefixed by its name ("from:example", "x-mailer:outlook"),
 // then the words of its subject and cleaned body.
 constexpr std::size_t kMaxHeaderWords = 10;
 std::vector<std::string> email_tokens(const Email& email, bool headers, std::size_t max_words = SIZE_MAX);
+
+// What the linear model reads of an email: every top-level header's first kMaxHeaderWords words
+// prefixed by its name (Received lines and X- headers too; Subject's words come with the text),
+// then every word of its subject and cleaned body.
+std::vector<std::string> email_features(const Email& email);
+
+// The features' vocabulary: those in at least min_emails of the training emails.
+data::Vocab build_feature_vocab(const std::vector<std::vector<std::string>>& train_features, std::int64_t min_emails);
+
+// The distinct ids of the features the vocabulary holds, ascending (unknown ones, and the spellings of
+// the vocabulary's special tokens, are left out).
+std::vector<std::int64_t> feature_ids(const std::vector<std::string>& features, const data::Vocab& vocab);
 
 // The ids the model reads: the first max_length words, <unk> alone for an empty email (it still has one position).
 std::vector<std::int64_t> encode_words(const std::vector<std::string>& words, const data::Vocab& vocab,

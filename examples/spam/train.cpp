@@ -1,12 +1,15 @@
 // spam_classifier train: the real corpus (6,046 emails, 31% spam), split 80/10/10 by a seeded
-// stratified split. Model: word embeddings + positions -> pre-norm transformer encoder -> mean over the
-// non-padding tokens -> Linear(d, 2), trained with AdamW, warm-up + cosine schedule, gradient clipping;
+// stratified split. Model (--model): word embeddings + positions -> pre-norm transformer encoder -> mean
+// over the non-padding tokens -> Linear(d, 2), plus (wide_and_deep) or instead of it (linear) a logistic
+// regression over the bag of every header and body word of the email, trained with AdamW, warm-up +
+// cosine schedule, gradient clipping;
 // the validation split picks the best checkpoint, the test split is scored once at the end: accuracy,
 // precision, recall, F1, confusion matrix. A multinomial Naive Bayes on the same tokens and split is the
 // baseline.
 //
 // Files (run_dir): config.json, metrics.jsonl, checkpoint/, summary.json, loss.svg, vocab.json,
-// best_model.safetensors (what predict loads) and best.json (its step and scores).
+// features.json (the linear model's vocabulary), best_model.safetensors (what predict loads) and best.json (its step
+// and scores).
 // --stop_after K ends after step K with a checkpoint; --resume true continues it (every other key must
 // match the saved config.json) and ends as the uninterrupted run would.
 
@@ -53,7 +56,8 @@ void validate_train(const SpamTrainConfig& config) {
           kProgram,
           "--train_fraction and --validation_fraction must be positive with a sum below 1" +
               got(config, &C::train_fraction, &C::validation_fraction));
-  require(config.lr > 0, kProgram, "--lr must be positive" + got(config, &C::lr));
+  require(config.lr > 0 && config.wide_lr > 0, kProgram,
+          "--lr and --wide_lr must be positive" + got(config, &C::lr, &C::wide_lr));
   require(config.dropout >= 0 && config.dropout < 1, kProgram,
           "--dropout must be in [0, 1)" + got(config, &C::dropout));
   require(config.min_lr_ratio >= 0 && config.min_lr_ratio <= 1, kProgram,
@@ -100,6 +104,7 @@ struct Corpus {
   data::Split split;
   std::vector<std::vector<std::string>> train_docs;
   std::vector<std::int64_t> train_labels;
+  std::vector<std::vector<std::string>> features;  // email_features of every email (linear models only)
 };
 
 Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& config) {
@@ -107,6 +112,7 @@ Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& con
   for (const Email& email : emails) {
     c.docs.push_back(email_tokens(email, config.headers));
     c.labels.push_back(email.spam ? 1 : 0);
+    if (config.model != "transformer") c.features.push_back(email_features(email));
   }
   c.split = data::stratified_split(c.labels, config.train_fraction, config.validation_fraction,
                                    static_cast<std::uint64_t>(config.seed));
@@ -267,7 +273,7 @@ nlohmann::json mistakes(const std::vector<Email>& emails, const std::vector<std:
 
 void print_metrics(const char* name, const BinaryMetrics& m) {
   std::printf(
-      "  %-11s  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp "
+      "  %-13s  accuracy %.4f  precision %.4f  recall %.4f  F1 %.4f  confusion [[tn %lld, fp %lld], [fn %lld, tp "
       "%lld]]\n",
       name, m.accuracy(), m.precision(), m.recall(), m.f1(), static_cast<long long>(m.tn), static_cast<long long>(m.fp),
       static_cast<long long>(m.fn), static_cast<long long>(m.tp));
@@ -333,12 +339,27 @@ int run_train(const Config& parsed) {
   all_options.shuffle = false;
   const data::DataLoader all_loader(dataset, all_options);
 
+  // The linear model's features: those of at least min_freq training emails.
+  data::Vocab feature_vocab;
+  std::vector<std::vector<std::int64_t>> features;
+  if (config.model != "transformer") {
+    std::vector<std::vector<std::string>> train_emails;
+    for (const std::size_t r : split.train) train_emails.push_back(corpus.features[r]);
+    feature_vocab = build_feature_vocab(train_emails, config.min_freq);
+    if (parallel.is_main()) feature_vocab.save(run.file("features.json"));
+    for (const std::vector<std::string>& f : corpus.features) features.push_back(feature_ids(f, feature_vocab));
+  }
+  // The training loader's rows are positions in the training split.
+  std::vector<std::vector<std::int64_t>> train_features;
+  if (!features.empty())
+    for (const std::size_t r : split.train) train_features.push_back(features[r]);
+
   Generator init(seed + 1);
-  SpamTransformer model(model_options(config, vocab.size()), init);
+  SpamClassifier model(model_options(config, vocab.size(), feature_vocab.size()), init);
   // Pretraining runs once per run: a resumed run restores its weights from the checkpoint and its
   // pretraining figures from pretraining.json.
   Pretraining pretraining;
-  if (config.pretrain_epochs > 0) {
+  if (config.pretrain_epochs > 0 && model.deep()) {
     if (resume) {
       pretraining = Pretraining::load(run.file("pretraining.json"));
     } else {
@@ -350,13 +371,17 @@ int run_train(const Config& parsed) {
                    static_cast<long long>(pretraining.rows), pretraining.seconds, pretraining.words_per_second);
   }
   parallel.replicate(model);  // rank 0's weights (its pretraining's too) on every rank
-  // No weight decay on biases, norms and position tables.
-  std::vector<optim::ParamGroup> groups(2);
-  groups[1].weight_decay = 0.0;  // the other group takes the options' decay
+  // No weight decay on biases, norms and position tables; the linear model at its own rate, without decay.
+  optim::ParamGroup decay, no_decay(TensorList(), std::nullopt, 0.0), linear(TensorList(), config.wide_lr, 0.0);
   for (const auto& [name, p] : model.named_parameters()) {
-    const bool no_decay = p.dim() < 2 || name.find("norm") != std::string::npos || name.rfind("pos.", 0) == 0;
-    groups[no_decay ? 1 : 0].params.push_back(p);
+    if (name.rfind("wide", 0) == 0) linear.params.push_back(p);
+    else if (p.dim() < 2 || name.find("norm") != std::string::npos || name.rfind("pos.", 0) == 0)
+      no_decay.params.push_back(p);
+    else decay.params.push_back(p);
   }
+  std::vector<optim::ParamGroup> groups;
+  for (optim::ParamGroup* g : {&decay, &no_decay, &linear})
+    if (!g->params.empty()) groups.push_back(std::move(*g));
   optim::AdamW optimizer(groups, optim::AdamWOptions(config.lr).weight_decay(config.weight_decay));
   optim::Scheduler scheduler(optimizer,
                              optim::cosine_with_warmup(config.warmup_steps, config.steps, config.min_lr_ratio));
@@ -389,13 +414,14 @@ int run_train(const Config& parsed) {
   const train::TrainResult result = trainer.fit(
       [&](std::int64_t step) {
         const data::Batch batch = batches.get(step);
-        const Tensor logits = model.forward(batch.input, batch.padding_mask);
+        const FeatureBags bags = model.wide() ? feature_bags(train_features, batch.indices) : FeatureBags();
+        const Tensor logits = model.forward(batch.input, batch.padding_mask, bags);
         // Throughput figures for the global batch: every rank's share has as many emails (tokens roughly so).
         return train::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size() * parallel.size(),
                                  batch.tokens * parallel.size()};
       },
       [&](std::int64_t step) {
-        const Prediction p = predict_rows(model, all_loader, split.validation, config.eval_batch_size);
+        const Prediction p = predict_rows(model, all_loader, features, split.validation, config.eval_batch_size);
         const BinaryMetrics m = binary_metrics(p.labels, validation_labels);
         best.consider(step, m.f1(), p.loss, model);
         return std::map<std::string, double>{{"val_loss", p.loss}, {"val_accuracy", m.accuracy()}, {"val_f1", m.f1()}};
@@ -408,18 +434,19 @@ int run_train(const Config& parsed) {
     return 0;
   }
   model.load_state_dict(io::load_safetensors(best.model_path).tensors);
-  const Prediction test = predict_rows(model, all_loader, split.test, config.eval_batch_size);
-  const Prediction validation = predict_rows(model, all_loader, split.validation, config.eval_batch_size);
+  const Prediction test = predict_rows(model, all_loader, features, split.test, config.eval_batch_size);
+  const Prediction validation = predict_rows(model, all_loader, features, split.validation, config.eval_batch_size);
   const BinaryMetrics test_metrics = binary_metrics(test.labels, labels_of(dataset, split.test));
   std::printf("test (%zu emails, best validation F1 %.4f at step %lld):\n", split.test.size(), best.f1,
               static_cast<long long>(best.step));
-  print_metrics("transformer", test_metrics);
+  print_metrics(config.model.c_str(), test_metrics);
   print_metrics("naive Bayes", nb.test);
   std::printf("  training: %lld steps in %.1f s, after %.1f s of word2vec pretraining\n",
               static_cast<long long>(result.steps), result.total_seconds, pretraining.seconds);
 
   run.write_summary(
-      {{"test_accuracy", test_metrics.accuracy()},
+      {{"model", config.model},
+       {"test_accuracy", test_metrics.accuracy()},
        {"test_precision", test_metrics.precision()},
        {"test_recall", test_metrics.recall()},
        {"test_f1", test_metrics.f1()},
@@ -440,6 +467,7 @@ int run_train(const Config& parsed) {
        {"best_val_f1", best.f1},
        {"best_val_loss", best.loss},
        {"vocab_size", vocab.size()},
+       {"features", feature_vocab.size()},
        {"parameters", model.num_parameters()},
        {"emails",
         {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", split.test.size()}}},

@@ -1,0 +1,184 @@
+// The spam classifier's model pieces (examples/spam/spam_model.h): the tokens the transformer reads,
+// the linear model's features, their vocabulary and bags, and the classifier's logits as the sum of
+// its two parts.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "examples/spam/spam_model.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using namespace tapegrad::examples;
+using namespace tapegrad::examples::spam;
+
+namespace {
+
+// An email parsed as the corpus reader parses one.
+Email parse(const std::string& raw) {
+  Email email;
+  parse_email(raw, email.subject, email.body, &email.headers);
+  return email;
+}
+
+const std::string kRaw =
+    "Return-Path: <deals@shop.example>\n"
+    "Received: from relay.shop.example by mx.example.org\n"
+    "From: Shop <deals@shop.example>\n"
+    "Subject: Big deals\n"
+    "X-Mailer: one two three four five six seven eight nine ten eleven\n"
+    "X-Spam-Level: high\n"
+    "\n"
+    "Deals deals today.\n";
+
+std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
+
+// The model's parameter of that name.
+Tensor parameter(const nn::Module& model, const std::string& name) {
+  for (const auto& [n, p] : model.named_parameters())
+    if (n == name) return p;
+  FAIL("no parameter " << name);
+  return Tensor();
+}
+
+}  // namespace
+
+TEST_CASE("spam model: the transformer's tokens read the kept headers, the linear model's features every header") {
+  const Email email = parse(kRaw);
+  // Kept headers (return-path, from, x-mailer) with at most kMaxHeaderWords words each, then the text.
+  const std::vector<std::string> tokens = email_tokens(email, /*headers=*/true);
+  const std::vector<std::string> expected_tokens = {
+      "return-path:deals", "return-path:shop", "return-path:example", "from:shop",      "from:deals",
+      "from:shop",         "from:example",     "x-mailer:one",        "x-mailer:two",   "x-mailer:three",
+      "x-mailer:four",     "x-mailer:five",    "x-mailer:six",        "x-mailer:seven", "x-mailer:eight",
+      "x-mailer:nine",     "x-mailer:ten",     "big",                 "deals",          "deals",
+      "deals",             "today"};
+  CHECK(tokens == expected_tokens);
+  CHECK(email_tokens(email, /*headers=*/false) == std::vector<std::string>{"big", "deals", "deals", "deals", "today"});
+  CHECK(email_tokens(email, /*headers=*/true, 4) ==
+        std::vector<std::string>{"return-path:deals", "return-path:shop", "return-path:example", "from:shop"});
+
+  // Every header but Subject (whose words come with the text), in message order, then the text.
+  const std::vector<std::string> features = email_features(email);
+  const std::vector<std::string> expected_features = {
+      "return-path:deals", "return-path:shop", "return-path:example", "received:from",  "received:relay",
+      "received:shop",     "received:example", "received:by",         "received:mx",    "received:example",
+      "received:org",      "from:shop",        "from:deals",          "from:shop",      "from:example",
+      "x-mailer:one",      "x-mailer:two",     "x-mailer:three",      "x-mailer:four",  "x-mailer:five",
+      "x-mailer:six",      "x-mailer:seven",   "x-mailer:eight",      "x-mailer:nine",  "x-mailer:ten",
+      "x-spam-level:high", "big",              "deals",               "deals",          "deals",
+      "today"};
+  CHECK(features == expected_features);
+}
+
+TEST_CASE("spam model: the feature vocabulary counts emails, not occurrences, and feature_ids are distinct and known") {
+  // "win" is in two emails, "free" three times in one, "cash" once.
+  const std::vector<std::vector<std::string>> emails = {{"win", "free", "free", "free"}, {"win", "cash"}};
+  const data::Vocab vocab = build_feature_vocab(emails, 2);
+  CHECK(vocab.size() == data::Vocab::kNumSpecials + 1);
+  CHECK(vocab.contains("win"));
+  CHECK_FALSE(vocab.contains("free"));
+  CHECK_FALSE(vocab.contains("cash"));
+  const data::Vocab all = build_feature_vocab(emails, 1);
+  CHECK(all.size() == data::Vocab::kNumSpecials + 3);
+
+  const std::vector<std::int64_t> ids = feature_ids({"cash", "win", "unknown", "free", "win", "cash"}, all);
+  std::vector<std::int64_t> expected = {all.id("cash"), all.id("free"), all.id("win")};
+  std::sort(expected.begin(), expected.end());
+  CHECK(ids == expected);
+  CHECK(feature_ids({"unknown", "<unk>", "<pad>"}, all).empty());
+}
+
+TEST_CASE("spam model: feature_bags gives each email its ids, offset and unit-length weights") {
+  const std::vector<std::vector<std::int64_t>> features = {{4, 7}, {}, {5, 6, 8, 9}};
+  const FeatureBags bags = feature_bags(features, {2, 1, 0});
+  CHECK(bags.ids.dtype() == kInt64);
+  CHECK(bags.weights.dtype() == kFloat32);
+  CHECK(bags.ids.to_vector<std::int64_t>() == std::vector<std::int64_t>{5, 6, 8, 9, 4, 7});
+  CHECK(bags.offsets.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 4, 4});
+  CHECK(values(bags.weights) == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, static_cast<float>(1 / std::sqrt(2.0)),
+                                                   static_cast<float>(1 / std::sqrt(2.0))});
+  CHECK_THROWS_AS(feature_bags(features, {3}), std::out_of_range);
+}
+
+TEST_CASE("spam model: the classifier's logits are the transformer's plus the linear model's") {
+  SpamTrainConfig config;
+  config.d_model = 8;
+  config.heads = 2;
+  config.layers = 1;
+  config.ff_hidden = 16;
+  config.max_length = 6;
+  const std::int64_t vocab_size = 12, features = 10;
+
+  config.model = "transformer";
+  Generator g1(5);
+  SpamClassifier deep(model_options(config, vocab_size, features), g1);
+  config.model = "wide_and_deep";
+  Generator g2(5);
+  SpamClassifier both(model_options(config, vocab_size, features), g2);
+  config.model = "linear";
+  Generator g3(5);
+  SpamClassifier linear(model_options(config, vocab_size, features), g3);
+  CHECK(deep.deep());
+  CHECK_FALSE(deep.wide());
+  CHECK(both.deep());
+  CHECK(both.wide());
+  CHECK_FALSE(linear.deep());
+  CHECK(linear.wide());
+  CHECK(linear.num_parameters() == features * 2 + 2);
+  CHECK(both.num_parameters() == deep.num_parameters() + linear.num_parameters());
+
+  // The linear model starts at zero; give it known weights.
+  Tensor table = arange(0, features * 2, 1, kFloat32).reshape({features, 2}) * 0.1;
+  Tensor bias = from_vector(std::vector<float>{0.25f, -0.5f}, {2});
+  for (SpamClassifier* m : {&both, &linear}) {
+    NoGradGuard no_grad;
+    parameter(*m, "wide.weight").copy_(table);
+    parameter(*m, "wide_bias").copy_(bias);
+    m->eval();
+  }
+  deep.eval();
+
+  const std::vector<std::vector<std::int64_t>> rows = {{4, 9}, {5, 6, 7, 8}};
+  const FeatureBags bags = feature_bags(rows, {0, 1});
+  const Tensor tokens = from_vector(std::vector<std::int64_t>{4, 5, 6, 0, 7, 8, 9, 10}, {2, 4});
+  const Tensor padding = from_vector(std::vector<bool>{false, false, false, true, false, false, false, false}, {2, 4});
+
+  // By hand: email 0 = (row 4 + row 9) / sqrt(2) + bias, email 1 = (rows 5..8) / 2 + bias; row r = (0.2 r, 0.2 r + 0.1).
+  const double s2 = 1 / std::sqrt(2.0);
+  const std::vector<float> expected = {static_cast<float>((0.8 + 1.8) * s2 + 0.25),
+                                       static_cast<float>((0.9 + 1.9) * s2 - 0.5),
+                                       static_cast<float>((1.0 + 1.2 + 1.4 + 1.6) / 2 + 0.25),
+                                       static_cast<float>((1.1 + 1.3 + 1.5 + 1.7) / 2 - 0.5)};
+  const std::vector<float> linear_logits = values(linear.forward(tokens, padding, bags));
+  REQUIRE(linear_logits.size() == expected.size());
+  for (std::size_t i = 0; i < expected.size(); ++i) CHECK(linear_logits[i] == doctest::Approx(expected[i]).epsilon(1e-6));
+
+  const std::vector<float> deep_logits = values(deep.forward(tokens, padding, FeatureBags()));
+  const std::vector<float> both_logits = values(both.forward(tokens, padding, bags));
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    CHECK(both_logits[i] == doctest::Approx(deep_logits[i] + linear_logits[i]).epsilon(1e-6));
+}
+
+TEST_CASE("spam model: the linear model's gradient reaches the rows of the email's features only") {
+  SpamTrainConfig config;
+  config.model = "linear";
+  Generator gen(1);
+  SpamClassifier model(model_options(config, 8, 6), gen);
+  const FeatureBags bags = feature_bags({{4, 5}}, {0});
+  const Tensor logits = model.forward(Tensor(), Tensor(), bags);
+  nn::cross_entropy(logits, from_vector(std::vector<std::int64_t>{1}, {1})).backward();
+  const Tensor grad = parameter(model, "wide.weight").grad();
+  REQUIRE(grad.defined());
+  const std::vector<float> g = values(grad);
+  // Zero logits: softmax (0.5, 0.5), so d loss / d logits = (0.5, -0.5); rows 4 and 5 take it times 1/sqrt(2).
+  const float w = static_cast<float>(0.5 / std::sqrt(2.0));
+  const std::vector<float> expected = {0, 0, 0, 0, 0, 0, 0, 0, w, -w, w, -w};
+  REQUIRE(g.size() == expected.size());
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(expected[i]).epsilon(1e-6));
+  CHECK(values(parameter(model, "wide_bias").grad()) == std::vector<float>{0.5f, -0.5f});
+}
