@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <unordered_map>
+#include <utility>
 
 namespace tapegrad::examples::spam {
 
@@ -107,19 +110,26 @@ std::vector<std::string> email_features(const Email& email) {
   return features;
 }
 
-data::Vocab build_feature_vocab(const std::vector<std::vector<std::string>>& train_features, std::int64_t min_emails) {
-  // Each email's distinct features, so a feature's count is the number of emails that have it.
-  std::vector<std::vector<std::string>> distinct;
-  distinct.reserve(train_features.size());
-  for (const std::vector<std::string>& features : train_features) {
-    std::vector<std::string> d(features);
-    std::sort(d.begin(), d.end());
-    d.erase(std::unique(d.begin(), d.end()), d.end());
-    distinct.push_back(std::move(d));
+data::Vocab build_feature_vocab(const std::vector<Email>& emails, const std::vector<std::size_t>& rows,
+                                std::int64_t min_emails) {
+  // A feature's count is the number of emails that have it: each email's features counted once.
+  std::unordered_map<std::string, std::int64_t> counts;
+  for (const std::size_t r : rows) {
+    std::vector<std::string> features = email_features(emails.at(r));
+    std::sort(features.begin(), features.end());
+    features.erase(std::unique(features.begin(), features.end()), features.end());
+    for (std::string& feature : features) ++counts[std::move(feature)];
   }
-  data::VocabOptions options;
-  options.min_freq = min_emails;
-  return data::Vocab::build(distinct, options);
+  std::vector<std::pair<std::string, std::int64_t>> kept;
+  for (auto& [feature, count] : counts)
+    if (count >= min_emails) kept.emplace_back(feature, count);
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  std::vector<std::string> tokens;
+  tokens.reserve(kept.size());
+  for (auto& [feature, count] : kept) tokens.push_back(std::move(feature));
+  return data::Vocab::from_tokens(tokens);
 }
 
 std::vector<std::int64_t> feature_ids(const std::vector<std::string>& features, const data::Vocab& vocab) {

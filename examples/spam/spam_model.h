@@ -21,6 +21,7 @@ namespace tapegrad::examples::spam {
 struct SpamTrainConfig {
   std::string data_dir;
   std::int64_t seed = 0;
+  std::int64_t split_seed = 0;
   double train_fraction = 0.8;
   double validation_fraction = 0.1;
   std::int64_t vocab_size = 20000;
@@ -28,7 +29,7 @@ struct SpamTrainConfig {
   std::int64_t max_length = 128;
   bool headers = true;
   std::string model = "wide_and_deep";
-  double wide_lr = 0.3;
+  double wide_lr = 0.1;
   std::string positions = "learned";
   std::int64_t d_model = 64;
   std::int64_t heads = 4;
@@ -59,7 +60,8 @@ struct SpamTrainConfig {
   static void fields(F& f) {
     using C = SpamTrainConfig;
     f("data_dir", &C::data_dir, "corpus folder (empty: $TAPEGRAD_DATA/spam-assassin or data/corpora/spam-assassin)");
-    f("seed", &C::seed, "seed of the split, the batches and the initial weights");
+    f("seed", &C::seed, "seed of the batches, the initial weights and the word2vec pretraining");
+    f("split_seed", &C::split_seed, "seed of the train/validation/test split");
     f("train_fraction", &C::train_fraction, "fraction of each class used for training");
     f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
     f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");
@@ -225,8 +227,10 @@ std::vector<std::string> email_tokens(const Email& email, bool headers, std::siz
 // then every word of its subject and cleaned body.
 std::vector<std::string> email_features(const Email& email);
 
-// The features' vocabulary: those in at least min_emails of the training emails.
-data::Vocab build_feature_vocab(const std::vector<std::vector<std::string>>& train_features, std::int64_t min_emails);
+// The features' vocabulary: the email_features of at least min_emails of the emails at `rows` (the
+// training split), those of the most emails first, ties by feature.
+data::Vocab build_feature_vocab(const std::vector<Email>& emails, const std::vector<std::size_t>& rows,
+                                std::int64_t min_emails);
 
 // The distinct ids of the features the vocabulary holds, ascending (unknown ones, and the spellings of
 // the vocabulary's special tokens, are left out).

@@ -1,15 +1,15 @@
 // spam_classifier train: the real corpus (6,046 emails, 31% spam), split 80/10/10 by a seeded
-// stratified split. Model (--model): word embeddings + positions -> pre-norm transformer encoder -> mean
-// over the non-padding tokens -> Linear(d, 2), plus (wide_and_deep) or instead of it (linear) a logistic
-// regression over the bag of every header and body word of the email, trained with AdamW, warm-up +
-// cosine schedule, gradient clipping;
+// stratified split (--split_seed). Model (--model): word embeddings + positions -> pre-norm transformer
+// encoder -> mean over the non-padding tokens -> Linear(d, 2), plus (wide_and_deep) or instead of it
+// (linear) a logistic regression over the bag of every header and body word of the email, trained with
+// AdamW, warm-up + cosine schedule, gradient clipping;
 // the validation split picks the best checkpoint, the test split is scored once at the end: accuracy,
 // precision, recall, F1, confusion matrix. A multinomial Naive Bayes on the same tokens and split is the
 // baseline.
 //
 // Files (run_dir): config.json, metrics.jsonl, checkpoint/, summary.json, loss.svg, vocab.json,
-// features.json (the linear model's vocabulary), best_model.safetensors (what predict loads) and best.json (its step
-// and scores).
+// features.json (the linear model's vocabulary), best_model.safetensors (what predict loads) and
+// best.json (its step and scores).
 // --stop_after K ends after step K with a checkpoint; --resume true continues it (every other key must
 // match the saved config.json) and ends as the uninterrupted run would.
 
@@ -104,7 +104,6 @@ struct Corpus {
   data::Split split;
   std::vector<std::vector<std::string>> train_docs;
   std::vector<std::int64_t> train_labels;
-  std::vector<std::vector<std::string>> features;  // email_features of every email (linear models only)
 };
 
 Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& config) {
@@ -112,10 +111,9 @@ Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& con
   for (const Email& email : emails) {
     c.docs.push_back(email_tokens(email, config.headers));
     c.labels.push_back(email.spam ? 1 : 0);
-    if (config.model != "transformer") c.features.push_back(email_features(email));
   }
   c.split = data::stratified_split(c.labels, config.train_fraction, config.validation_fraction,
-                                   static_cast<std::uint64_t>(config.seed));
+                                   static_cast<std::uint64_t>(config.split_seed));
   require(!c.split.train.empty() && !c.split.validation.empty() && !c.split.test.empty(), kProgram,
           "the split of " + std::to_string(emails.size()) + " emails left a part empty");
   for (const std::size_t r : c.split.train) {
@@ -343,11 +341,9 @@ int run_train(const Config& parsed) {
   data::Vocab feature_vocab;
   std::vector<std::vector<std::int64_t>> features;
   if (config.model != "transformer") {
-    std::vector<std::vector<std::string>> train_emails;
-    for (const std::size_t r : split.train) train_emails.push_back(corpus.features[r]);
-    feature_vocab = build_feature_vocab(train_emails, config.min_freq);
+    feature_vocab = build_feature_vocab(emails, split.train, config.min_freq);
     if (parallel.is_main()) feature_vocab.save(run.file("features.json"));
-    for (const std::vector<std::string>& f : corpus.features) features.push_back(feature_ids(f, feature_vocab));
+    for (const Email& email : emails) features.push_back(feature_ids(email_features(email), feature_vocab));
   }
   // The training loader's rows are positions in the training split.
   std::vector<std::vector<std::int64_t>> train_features;
