@@ -32,6 +32,7 @@ const std::string kRaw =
     "Subject: Big deals\n"
     "X-Mailer: one two three four five six seven eight nine ten eleven\n"
     "X-Spam-Level: high\n"
+    "X-Mailing-List: fun\n"
     "\n"
     "Deals deals today.\n";
 
@@ -48,6 +49,17 @@ std::vector<std::string> concat(const std::vector<std::vector<std::string>>& par
   return out;
 }
 
+// A transformer small enough for a test: d 8, 2 heads, one layer, FFN 16, 6 positions.
+SpamTrainConfig small_config() {
+  SpamTrainConfig config;
+  config.d_model = 8;
+  config.heads = 2;
+  config.layers = 1;
+  config.ff_hidden = 16;
+  config.max_length = 6;
+  return config;
+}
+
 std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
 
 // The model's parameter of that name.
@@ -60,7 +72,7 @@ Tensor parameter(const nn::Module& model, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("spam model: the transformer's tokens read the kept headers, the linear model's features every header") {
+TEST_CASE("spam model: the transformer's tokens read the kept headers, the linear model's the sender's side") {
   const Email email = parse(kRaw);
   const std::vector<std::string> return_path = prefixed("return-path", {"deals", "shop", "example"});
   const std::vector<std::string> from = prefixed("from", {"shop", "deals", "shop", "example"});
@@ -73,10 +85,14 @@ TEST_CASE("spam model: the transformer's tokens read the kept headers, the linea
   CHECK(email_tokens(email, /*headers=*/false) == text);
   CHECK(email_tokens(email, /*headers=*/true, 4) == concat({return_path, {"from:shop"}}));
 
-  // Every header but Subject (whose words come with the text), in message order, then the text.
-  const std::vector<std::string> received =
-      prefixed("received", {"from", "relay", "shop", "example", "by", "mx", "example", "org"});
-  CHECK(email_features(email) == concat({return_path, received, from, mailer, {"x-spam-level:high"}, text}));
+  // Every header but Subject (whose words come with the text) and the receiving side's (Received,
+  // X-Spam-Level), in message order, then the text.
+  CHECK(email_features(email) == concat({return_path, from, mailer, {"x-mailing-list:fun"}, text}));
+  for (const char* name : {"received", "delivered-to", "delivery-date", "x-keywords", "x-spam-status",
+                           "x-mailscanner-spamcheck", "x-uidl"})
+    CHECK(is_receiving_side_header(name));
+  for (const char* name : {"from", "return-path", "x-mailer", "list-id", "x-original-date", "date"})
+    CHECK_FALSE(is_receiving_side_header(name));
 }
 
 TEST_CASE("spam model: the feature vocabulary counts emails, not occurrences, and feature_ids are distinct and known") {
@@ -109,16 +125,11 @@ TEST_CASE("spam model: feature_bags gives each email its ids, offset and unit-le
   CHECK(bags.offsets.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 4, 4});
   CHECK(values(bags.weights) == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, static_cast<float>(1 / std::sqrt(2.0)),
                                                    static_cast<float>(1 / std::sqrt(2.0))});
-  CHECK_THROWS_AS(feature_bags(features, {3}), std::out_of_range);
+  CHECK_THROWS_WITH_AS(feature_bags(features, {0, 3}), "feature_bags: row 3 of the features of 3 emails", IndexError);
 }
 
 TEST_CASE("spam model: the classifier's logits are the transformer's plus the linear model's") {
-  SpamTrainConfig config;
-  config.d_model = 8;
-  config.heads = 2;
-  config.layers = 1;
-  config.ff_hidden = 16;
-  config.max_length = 6;
+  SpamTrainConfig config = small_config();
   const std::int64_t vocab_size = 12, features = 10;
 
   config.model = "transformer";
@@ -189,4 +200,21 @@ TEST_CASE("spam model: the linear model's gradient reaches the rows of the email
   REQUIRE(g.size() == expected.size());
   for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(expected[i]).epsilon(1e-6));
   CHECK(values(parameter(model, "wide_bias").grad()) == std::vector<float>{0.5f, -0.5f});
+}
+
+TEST_CASE("spam model: the classifier refuses options without a part and bags that do not fit the batch") {
+  SpamTrainConfig config = small_config();
+  config.model = "linear";
+  Generator gen(3);
+  CHECK_THROWS_WITH_AS(SpamClassifier(model_options(config, 12, 0), gen),
+                       "SpamClassifier: neither the transformer nor the linear model (wide_features 0)", ValueError);
+  config.model = "wide_and_deep";
+  SpamClassifier model(model_options(config, 12, 10), gen);
+  const Tensor tokens = zeros({2, 3}, kInt64);
+  const Tensor padding = zeros({2, 3}, kBool);
+  CHECK_THROWS_WITH_AS(model.forward(tokens, padding, FeatureBags()),
+                       "SpamClassifier::forward: the linear model needs the emails' feature bags", ValueError);
+  CHECK_THROWS_WITH_AS(model.forward(tokens, padding, feature_bags({{4, 5}}, {0})),
+                       "SpamClassifier::forward: 1 feature bags for 2 emails", ValueError);
+  CHECK(model.forward(tokens, padding, feature_bags({{4, 5}, {}}, {0, 1})).shape() == Shape{2, 2});
 }

@@ -1,5 +1,6 @@
 // spam_classifier: self-attention for spam detection, from the lecture's four-sentence toy to a
-// transformer encoder on the SpamAssassin corpus, measured against a Naive Bayes baseline.
+// transformer encoder (beside a linear model over every word of the email) on the SpamAssassin
+// corpus, measured against a Naive Bayes baseline.
 //
 //   spam_classifier toy                       the lecture's exercise (toy.cpp)
 //   spam_classifier [train]                   the SpamAssassin corpus (train.cpp)
@@ -22,7 +23,7 @@ namespace {
 const char* kUsage =
     "spam_classifier [toy|train|predict] [--config FILE] [--key value ...] [FILE ...]\n"
     "  toy      the lecture's four-sentence exercise\n"
-    "  train    (default) transformer vs Naive Bayes on the SpamAssassin corpus\n"
+    "  train    (default) transformer and linear model vs Naive Bayes on the SpamAssassin corpus\n"
     "  predict  classify email files with a trained run: predict [--run_dir DIR] FILE...\n"
     "Each mode has its own options: spam_classifier MODE --help";
 

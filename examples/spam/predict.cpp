@@ -57,8 +57,8 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   if (saved_json.is_object() && !saved_json.contains("headers")) saved.headers = false;
   if (saved_json.is_object() && !saved_json.contains("model")) saved.model = "transformer";
   const data::Vocab vocab = data::Vocab::load(run.file("vocab.json"));
-  const bool linear = saved.model != "transformer";
-  const data::Vocab feature_vocab = linear ? data::Vocab::load(run.file("features.json")) : data::Vocab();
+  const bool wide = saved.model != "transformer";  // a linear model, alone or beside the transformer
+  const data::Vocab feature_vocab = wide ? data::Vocab::load(run.file("features.json")) : data::Vocab();
   Generator unused(0);  // the weights are loaded below
   SpamClassifier model(model_options(saved, vocab.size(), feature_vocab.size()), unused);
   model.load_state_dict(io::load_safetensors(run.file("best_model.safetensors")).tensors);
@@ -68,7 +68,8 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
   for (const std::string& file : files) {
     try {
       // The work per email is bounded: a raw file is read up to kMaxEmailBytes, and only the words
-      // the model reads are split off (one more tells whether there were more).
+      // the transformer reads are split off for it (one more tells whether there were more); the
+      // linear model's features are every word of what was read.
       const Email email = read_email_file(file, kMaxEmailBytes);
       const auto max_words = static_cast<std::size_t>(saved.max_length);
       const std::vector<std::string> words = email_tokens(email, saved.headers, max_words + 1);
@@ -81,9 +82,9 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
                      file.c_str(), max_words, max_words);
       const std::vector<std::int64_t> ids = encode_words(words, vocab, saved.max_length);
       const std::int64_t n = static_cast<std::int64_t>(ids.size());
-      const std::vector<std::vector<std::int64_t>> features{linear ? feature_ids(email_features(email), feature_vocab)
-                                                                   : std::vector<std::int64_t>()};
-      const FeatureBags bags = linear ? feature_bags(features, {0}) : FeatureBags();
+      const std::vector<std::vector<std::int64_t>> features{wide ? feature_ids(email_features(email), feature_vocab)
+                                                                 : std::vector<std::int64_t>()};
+      const FeatureBags bags = wide ? feature_bags(features, {0}) : FeatureBags();
       const Tensor logits = model.forward(from_vector(ids, {1, n}), zeros({1, n}, kBool), bags);
       const double p = logits.softmax(-1).at({0, 1});
       std::printf("%s\t%s\t%.4f\n", file.c_str(), p > config.threshold ? "spam" : "ham", p);

@@ -21,7 +21,7 @@ using namespace mail;
 // stays far below it, and it bounds the recursion on hostile input.
 constexpr int kMaxDepth = 16;
 
-// The headers a message or MIME part needs here; the others are skipped while parsing.
+// The headers a message or MIME part needs to be read, and where a top-level block's headers all go.
 struct Headers {
   std::string subject, content_type, transfer_encoding, disposition;
   bool has_subject = false;

@@ -1,5 +1,5 @@
-// The spam classifier's shared pieces: model options from the train config, batched prediction,
-// email tokens, features and ids. See spam_model.h.
+// The spam classifier's shared pieces: model options from the train config, the linear model's
+// feature bags, batched prediction, email tokens, features and ids. See spam_model.h.
 
 #include "examples/spam/spam_model.h"
 
@@ -31,7 +31,10 @@ FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features,
   std::vector<std::int64_t> ids, offsets;
   std::vector<float> weights;
   for (const std::size_t r : rows) {
-    const std::vector<std::int64_t>& bag = features.at(r);
+    if (r >= features.size())
+      throw IndexError("feature_bags: row " + std::to_string(r) + " of the features of " +
+                       std::to_string(features.size()) + " emails");
+    const std::vector<std::int64_t>& bag = features[r];
     offsets.push_back(static_cast<std::int64_t>(ids.size()));
     ids.insert(ids.end(), bag.begin(), bag.end());
     weights.insert(weights.end(), bag.size(), static_cast<float>(1.0 / std::sqrt(static_cast<double>(bag.size()))));
@@ -98,10 +101,19 @@ std::vector<std::string> email_tokens(const Email& email, bool headers, std::siz
   return tokens;
 }
 
+bool is_receiving_side_header(std::string_view name) {
+  static const char* const kNames[] = {"received",         "delivered-to",     "delivery-date", "status",
+                                       "x-status",         "x-keywords",       "x-uid",         "x-uidl",
+                                       "x-mozilla-status", "x-mozilla-status2"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return name.find("spam") != std::string_view::npos;
+}
+
 std::vector<std::string> email_features(const Email& email) {
   std::vector<std::string> features;
   for (const HeaderField& field : email.headers) {
-    if (field.name == "subject") continue;
+    if (field.name == "subject" || is_receiving_side_header(field.name)) continue;
     for (const std::string& word : data::word_tokenize(field.value, kMaxHeaderWords))
       features.push_back(field.name + ":" + word);
   }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "examples/common/config.h"
@@ -65,12 +66,18 @@ struct SpamTrainConfig {
     f("train_fraction", &C::train_fraction, "fraction of each class used for training");
     f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
     f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");
-    f("min_freq", &C::min_freq, "words seen fewer times in the training split are <unk>");
-    f("max_length", &C::max_length, "tokens kept from the start of each email (headers, subject, body)");
-    f("headers", &C::headers, "read the sender, mailer, MIME and list headers as name:word tokens before the subject");
+    f("min_freq", &C::min_freq,
+      "words seen fewer times in the training split are <unk>; the linear model keeps the features of at least "
+      "this many training emails");
+    f("max_length", &C::max_length,
+      "tokens the transformer reads from the start of each email (headers, subject, body)");
+    f("headers", &C::headers,
+      "the transformer reads the sender, mailer, MIME and list headers as name:word tokens before the subject "
+      "(the linear model reads its headers either way)");
     f("model", &C::model,
       "transformer: the encoder over the first max_length tokens; linear: logistic regression over the bag of "
-      "every header and body word of the email; wide_and_deep: the sum of both models' logits, trained together",
+      "the words of the email and its sender-side headers; wide_and_deep: the sum of both models' logits, trained "
+      "together",
       {"transformer", "linear", "wide_and_deep"});
     f("wide_lr", &C::wide_lr, "peak Adam learning rate of the linear model (no weight decay)");
     f("positions", &C::positions, "position encoding", {"learned", "sinusoidal"});
@@ -128,7 +135,8 @@ struct FeatureBags {
   Tensor ids, offsets, weights;
 };
 
-// The bags of `rows`, from each dataset row's feature ids (as feature_ids gives them).
+// The bags of `rows`, from each dataset row's feature ids (as feature_ids gives them). IndexError
+// for a row outside `features`.
 FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features, const std::vector<std::size_t>& rows);
 
 // The classifier's logits, the sum of the parts the options ask for:
@@ -140,8 +148,11 @@ FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features,
 class SpamClassifier : public nn::Module {
  public:
   // Weights and dropout seeds drawn from gen (not the default generator), so a run is reproducible from
-  // its config's seed. The linear model starts at zero.
+  // its config's seed. The linear model starts at zero. ValueError for options that ask for neither part.
   SpamClassifier(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model()) {
+    if (!o.deep && o.wide_features <= 0)
+      throw ValueError("SpamClassifier: neither the transformer nor the linear model (wide_features " +
+                       std::to_string(o.wide_features) + ")");
     if (o.deep) {
       tok_emb_ = register_module(
           "tok_emb",
@@ -172,8 +183,14 @@ class SpamClassifier : public nn::Module {
   const Tensor& token_embedding() const { return tok_emb_->weight(); }  // (vocab, d_model); deep only
 
   // tokens: Int64 (B, T), padding_mask: Bool (B, T), true = padding; bags: the B emails' features
-  // (read by the linear model only) -> logits (B, 2)
+  // (read by the linear model only) -> logits (B, 2). ValueError when the linear model gets no bags
+  // or another number of bags than the transformer's B emails.
   Tensor forward(const Tensor& tokens, const Tensor& padding_mask, const FeatureBags& bags) {
+    if (wide() && !bags.offsets.defined())
+      throw ValueError("SpamClassifier::forward: the linear model needs the emails' feature bags");
+    if (wide() && deep() && bags.offsets.numel() != tokens.size(0))
+      throw ValueError("SpamClassifier::forward: " + std::to_string(bags.offsets.numel()) + " feature bags for " +
+                       std::to_string(tokens.size(0)) + " emails");
     Tensor logits;
     if (deep()) {
       const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)
@@ -222,9 +239,17 @@ std::vector<std::int64_t> labels_of(const data::Dataset& dataset, const std::vec
 constexpr std::size_t kMaxHeaderWords = 10;
 std::vector<std::string> email_tokens(const Email& email, bool headers, std::size_t max_words = SIZE_MAX);
 
-// What the linear model reads of an email: every top-level header's first kMaxHeaderWords words
-// prefixed by its name (Received lines and X- headers too; Subject's words come with the text),
-// then every word of its subject and cleaned body.
+// Headers written on the receiving side, which tell how a message reached the mailbox it was
+// collected from rather than what was sent: the delivering servers' (Received, Delivered-To,
+// Delivery-Date), the mail programs' bookkeeping (Status, X-Status, X-Keywords, X-UID, X-UIDL,
+// X-Mozilla-Status, X-Mozilla-Status2) and spam filters' verdicts (any name containing "spam").
+// In the SpamAssassin corpus ham and spam reached different mailboxes, so these would teach a
+// classifier the collection instead of the mail. name in lower case.
+bool is_receiving_side_header(std::string_view name);
+
+// What the linear model reads of an email: the first kMaxHeaderWords words of every top-level
+// header but Subject (whose words come with the text) and the receiving side's
+// (is_receiving_side_header), prefixed by its name, then every word of its subject and cleaned body.
 std::vector<std::string> email_features(const Email& email);
 
 // The features' vocabulary: the email_features of at least min_emails of the emails at `rows` (the

@@ -1,8 +1,8 @@
 // spam_classifier train: the real corpus (6,046 emails, 31% spam), split 80/10/10 by a seeded
 // stratified split (--split_seed). Model (--model): word embeddings + positions -> pre-norm transformer
 // encoder -> mean over the non-padding tokens -> Linear(d, 2), plus (wide_and_deep) or instead of it
-// (linear) a logistic regression over the bag of every header and body word of the email, trained with
-// AdamW, warm-up + cosine schedule, gradient clipping;
+// (linear) a logistic regression over the bag of the words of the email and its sender-side headers,
+// trained with AdamW, warm-up + cosine schedule, gradient clipping;
 // the validation split picks the best checkpoint, the test split is scored once at the end: accuracy,
 // precision, recall, F1, confusion matrix. A multinomial Naive Bayes on the same tokens and split is the
 // baseline.
@@ -93,6 +93,7 @@ void prepare_run_dir(const Config& parsed, bool resume, const RunDir& run) {
   } else {
     run.clear_previous_run();
     std::remove(run.file("best.json").c_str());  // a stale one would be taken for this run's best on resume
+    std::remove(run.file("features.json").c_str());  // a transformer-only run writes none
   }
   run.write_config(parsed);
 }
@@ -282,7 +283,8 @@ void print_metrics(const char* name, const BinaryMetrics& m) {
 Config train_config() {
   return make_config<SpamTrainConfig>(
       "spam_classifier train",
-      "transformer encoder spam classifier on the SpamAssassin corpus, with a Naive Bayes baseline");
+      "spam classifier on the SpamAssassin corpus (a transformer encoder, a linear model over every word, or both), "
+      "with a Naive Bayes baseline");
 }
 
 int run_train(const Config& parsed) {
@@ -342,6 +344,10 @@ int run_train(const Config& parsed) {
   std::vector<std::vector<std::int64_t>> features;
   if (config.model != "transformer") {
     feature_vocab = build_feature_vocab(emails, split.train, config.min_freq);
+    require(feature_vocab.size() > data::Vocab::kNumSpecials, kProgram,
+            "no feature is in " + std::to_string(config.min_freq) + " or more of the " +
+                std::to_string(split.train.size()) + " training emails: the linear model would read nothing" +
+                got(config, &C::min_freq));
     if (parallel.is_main()) feature_vocab.save(run.file("features.json"));
     for (const Email& email : emails) features.push_back(feature_ids(email_features(email), feature_vocab));
   }
@@ -463,7 +469,7 @@ int run_train(const Config& parsed) {
        {"best_val_f1", best.f1},
        {"best_val_loss", best.loss},
        {"vocab_size", vocab.size()},
-       {"features", feature_vocab.size()},
+       {"features", feature_vocab.size() - data::Vocab::kNumSpecials},
        {"parameters", model.num_parameters()},
        {"emails",
         {{"train", split.train.size()}, {"validation", split.validation.size()}, {"test", split.test.size()}}},
