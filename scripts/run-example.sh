@@ -2,8 +2,8 @@
 # The main experiment in one command: installs the dependencies (and npm when it is missing),
 # fetches the SpamAssassin corpus (scripts/fetch-spam-corpus.sh; skipped once present), builds
 # tapegrad (Release, in build/) and runs examples/spam_classifier with its committed defaults
-# (examples/configs/spam_classifier.json): a transformer encoder and a linear model over every
-# word of the email, trained together on the train split and tested on the held-out split beside a
+# (examples/configs/spam_classifier.json): a transformer encoder and a linear model over the
+# email's words and sender-side headers, trained together on the train split and tested on the held-out split beside a
 # Naive Bayes baseline. Results go to runs/spam_classifier/.
 # Arguments are passed to the example, e.g. `bash scripts/run-example.sh --steps 200`.
 # Environment: BUILD_DIR (default build), JOBS (default nproc), TAPEGRAD_SKIP_DEPS=1,

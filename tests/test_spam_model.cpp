@@ -125,7 +125,8 @@ TEST_CASE("spam model: feature_bags gives each email its ids, offset and unit-le
   CHECK(bags.offsets.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 4, 4});
   CHECK(values(bags.weights) == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, static_cast<float>(1 / std::sqrt(2.0)),
                                                    static_cast<float>(1 / std::sqrt(2.0))});
-  CHECK_THROWS_WITH_AS(feature_bags(features, {0, 3}), "feature_bags: row 3 of the features of 3 emails", IndexError);
+  CHECK_THROWS_WITH_AS(feature_bags(features, {0, 3}), "feature_bags: row 3 is outside the features of 3 emails",
+                       IndexError);
 }
 
 TEST_CASE("spam model: the classifier's logits are the transformer's plus the linear model's") {
@@ -206,7 +207,11 @@ TEST_CASE("spam model: the classifier refuses options without a part and bags th
   SpamTrainConfig config = small_config();
   config.model = "linear";
   Generator gen(3);
-  CHECK_THROWS_WITH_AS(SpamClassifier(model_options(config, 12, 0), gen),
+  CHECK_THROWS_WITH_AS(model_options(config, 12, 0),
+                       "model_options: --model linear needs the linear model's features, got 0", ValueError);
+  SpamModelOptions neither = model_options(config, 12, 10);
+  neither.wide_features = 0;
+  CHECK_THROWS_WITH_AS(SpamClassifier(neither, gen),
                        "SpamClassifier: neither the transformer nor the linear model (wide_features 0)", ValueError);
   config.model = "wide_and_deep";
   SpamClassifier model(model_options(config, 12, 10), gen);

@@ -1,6 +1,6 @@
 // spam_classifier: self-attention for spam detection, from the lecture's four-sentence toy to a
-// transformer encoder (beside a linear model over every word of the email) on the SpamAssassin
-// corpus, measured against a Naive Bayes baseline.
+// transformer encoder (beside a linear model over the email's words and sender-side headers) on
+// the SpamAssassin corpus, measured against a Naive Bayes baseline.
 //
 //   spam_classifier toy                       the lecture's exercise (toy.cpp)
 //   spam_classifier [train]                   the SpamAssassin corpus (train.cpp)

@@ -69,7 +69,7 @@ int run_predict(const Config& parsed, const std::vector<std::string>& files) {
     try {
       // The work per email is bounded: a raw file is read up to kMaxEmailBytes, and only the words
       // the transformer reads are split off for it (one more tells whether there were more); the
-      // linear model's features are every word of what was read.
+      // linear model reads the words of what was read and of its sender-side headers.
       const Email email = read_email_file(file, kMaxEmailBytes);
       const auto max_words = static_cast<std::size_t>(saved.max_length);
       const std::vector<std::string> words = email_tokens(email, saved.headers, max_words + 1);

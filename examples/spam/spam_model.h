@@ -124,7 +124,8 @@ struct SpamModelOptions {
   std::int64_t layers = 2;
 };
 
-// vocab_size: the transformer's vocabulary; features: the linear model's.
+// vocab_size: the transformer's vocabulary; features: the linear model's. ValueError when the
+// config's model has a linear part and features < 1.
 SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size, std::int64_t features);
 
 // What the linear model reads for a batch of emails: the distinct known feature ids of every email
@@ -188,7 +189,7 @@ class SpamClassifier : public nn::Module {
   Tensor forward(const Tensor& tokens, const Tensor& padding_mask, const FeatureBags& bags) {
     if (wide() && !bags.offsets.defined())
       throw ValueError("SpamClassifier::forward: the linear model needs the emails' feature bags");
-    if (wide() && deep() && bags.offsets.numel() != tokens.size(0))
+    if (wide() && tokens.defined() && bags.offsets.numel() != tokens.size(0))
       throw ValueError("SpamClassifier::forward: " + std::to_string(bags.offsets.numel()) + " feature bags for " +
                        std::to_string(tokens.size(0)) + " emails");
     Tensor logits;

@@ -92,7 +92,7 @@ void prepare_run_dir(const Config& parsed, bool resume, const RunDir& run) {
         parsed, {key_of(&C::resume), key_of(&C::stop_after), key_of(&C::checkpoint_every), key_of(&C::progress)});
   } else {
     run.clear_previous_run();
-    std::remove(run.file("best.json").c_str());  // a stale one would be taken for this run's best on resume
+    std::remove(run.file("best.json").c_str());      // a stale one would be taken for this run's best on resume
     std::remove(run.file("features.json").c_str());  // a transformer-only run writes none
   }
   run.write_config(parsed);
@@ -283,8 +283,8 @@ void print_metrics(const char* name, const BinaryMetrics& m) {
 Config train_config() {
   return make_config<SpamTrainConfig>(
       "spam_classifier train",
-      "spam classifier on the SpamAssassin corpus (a transformer encoder, a linear model over every word, or both), "
-      "with a Naive Bayes baseline");
+      "spam classifier on the SpamAssassin corpus (a transformer encoder, a linear model over the email's words and "
+      "sender-side headers, or both), with a Naive Bayes baseline");
 }
 
 int run_train(const Config& parsed) {
@@ -345,9 +345,8 @@ int run_train(const Config& parsed) {
   if (config.model != "transformer") {
     feature_vocab = build_feature_vocab(emails, split.train, config.min_freq);
     require(feature_vocab.size() > data::Vocab::kNumSpecials, kProgram,
-            "no feature is in " + std::to_string(config.min_freq) + " or more of the " +
-                std::to_string(split.train.size()) + " training emails: the linear model would read nothing" +
-                got(config, &C::min_freq));
+            "no feature is in --min_freq or more of the " + std::to_string(split.train.size()) +
+                " training emails: the linear model would read nothing" + got(config, &C::min_freq));
     if (parallel.is_main()) feature_vocab.save(run.file("features.json"));
     for (const Email& email : emails) features.push_back(feature_ids(email_features(email), feature_vocab));
   }
