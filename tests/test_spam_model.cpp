@@ -15,6 +15,7 @@
 using namespace tapegrad;
 using namespace tapegrad::examples;
 using namespace tapegrad::examples::spam;
+using testing::parameter;
 
 namespace {
 
@@ -61,14 +62,6 @@ SpamTrainConfig small_config() {
 }
 
 std::vector<float> values(const Tensor& t) { return t.contiguous().to_vector<float>(); }
-
-// The model's parameter of that name.
-Tensor parameter(const nn::Module& model, const std::string& name) {
-  for (const auto& [n, p] : model.named_parameters())
-    if (n == name) return p;
-  FAIL("no parameter " << name);
-  return Tensor();
-}
 
 }  // namespace
 
@@ -156,8 +149,11 @@ TEST_CASE("spam model: the classifier's logits are the transformer's plus the li
   Tensor bias = from_vector(std::vector<float>{0.25f, -0.5f}, {2});
   for (SpamClassifier* m : {&both, &linear}) {
     NoGradGuard no_grad;
-    parameter(*m, "wide.weight").copy_(table);
-    parameter(*m, "wide_bias").copy_(bias);
+    const Tensor weight = parameter(*m, "wide.weight"), wide_bias = parameter(*m, "wide_bias");
+    REQUIRE(weight.defined());
+    REQUIRE(wide_bias.defined());
+    weight.copy_(table);
+    wide_bias.copy_(bias);
     m->eval();
   }
   deep.eval();
@@ -200,7 +196,9 @@ TEST_CASE("spam model: the linear model's gradient reaches the rows of the email
   const std::vector<float> expected = {0, 0, 0, 0, 0, 0, 0, 0, w, -w, w, -w};
   REQUIRE(g.size() == expected.size());
   for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i] == doctest::Approx(expected[i]).epsilon(1e-6));
-  CHECK(values(parameter(model, "wide_bias").grad()) == std::vector<float>{0.5f, -0.5f});
+  const Tensor bias = parameter(model, "wide_bias");
+  REQUIRE(bias.defined());
+  CHECK(values(bias.grad()) == std::vector<float>{0.5f, -0.5f});
 }
 
 TEST_CASE("spam model: the classifier refuses options without a part and bags that do not fit the batch") {
