@@ -350,10 +350,6 @@ int run_train(const Config& parsed) {
     if (parallel.is_main()) feature_vocab.save(run.file("features.json"));
     for (const Email& email : emails) features.push_back(feature_ids(email_features(email), feature_vocab));
   }
-  // The training loader's rows are positions in the training split.
-  std::vector<std::vector<std::int64_t>> train_features;
-  if (!features.empty())
-    for (const std::size_t r : split.train) train_features.push_back(features[r]);
 
   Generator init(seed + 1);
   SpamClassifier model(model_options(config, vocab.size(), feature_vocab.size()), init);
@@ -415,7 +411,13 @@ int run_train(const Config& parsed) {
   const train::TrainResult result = trainer.fit(
       [&](std::int64_t step) {
         const data::Batch batch = batches.get(step);
-        const FeatureBags bags = model.wide() ? feature_bags(train_features, batch.indices) : FeatureBags();
+        FeatureBags bags;
+        if (model.wide()) {
+          // The training loader's rows are positions in the training split.
+          std::vector<std::size_t> rows;
+          for (const std::size_t i : batch.indices) rows.push_back(split.train[i]);
+          bags = feature_bags(features, rows);
+        }
         const Tensor logits = model.forward(batch.input, batch.padding_mask, bags);
         // Throughput figures for the global batch: every rank's share has as many emails (tokens roughly so).
         return train::StepOutput{nn::cross_entropy(logits, batch.labels), batch.size() * parallel.size(),
