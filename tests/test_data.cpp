@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tapegrad/autograd/error.h"
@@ -95,6 +96,25 @@ TEST_CASE("data: Vocab has the specials at 0..3 and encodes, decodes and reports
   CHECK_THROWS_WITH_AS(Vocab::from_tokens({"a", "b", "a"}), doctest::Contains("'a' appears more than once"),
                        ValueError);
   CHECK_THROWS_AS(Vocab::from_tokens({"<unk>"}), ValueError);
+}
+
+TEST_CASE("data: Vocab::from_counts keeps and orders given counts as build does") {
+  const std::vector<std::vector<std::string>> docs = {
+      {"b", "a", "c", "a", "<pad>"}, {"d", "c", "a", "e"}, {"b", "c", "e", "f"}};
+  const std::unordered_map<std::string, std::int64_t> counts = {{"a", 3}, {"c", 3}, {"b", 2},    {"e", 2},
+                                                                {"d", 1}, {"f", 1}, {"<pad>", 1}};
+  CHECK(Vocab::from_counts(counts) == Vocab::build(docs));
+  VocabOptions options;
+  options.min_freq = 2;
+  options.max_size = 6;
+  CHECK(Vocab::from_counts(counts, options).tokens() ==
+        std::vector<std::string>{"<pad>", "<unk>", "<sos>", "<eos>", "a", "c"});
+  // Document frequencies, say: "a" in 2 documents, "c" in 3.
+  CHECK(Vocab::from_counts({{"a", 2}, {"c", 3}, {"<eos>", 9}}).tokens() ==
+        std::vector<std::string>{"<pad>", "<unk>", "<sos>", "<eos>", "c", "a"});
+  options.min_freq = 0;
+  CHECK_THROWS_WITH_AS(Vocab::from_counts(counts, options), "Vocab::from_counts: min_freq must be >= 1, got 0",
+                       ValueError);
 }
 
 TEST_CASE("data: Vocab::build orders by count then token, applies min_freq and max_size") {

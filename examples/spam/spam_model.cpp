@@ -135,16 +135,9 @@ data::Vocab build_feature_vocab(const std::vector<Email>& emails, const std::vec
     features.erase(std::unique(features.begin(), features.end()), features.end());
     for (std::string& feature : features) ++counts[std::move(feature)];
   }
-  std::vector<std::pair<std::string, std::int64_t>> kept;
-  for (auto& [feature, count] : counts)
-    if (count >= min_emails) kept.emplace_back(feature, count);
-  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  std::vector<std::string> tokens;
-  tokens.reserve(kept.size());
-  for (auto& [feature, count] : kept) tokens.push_back(std::move(feature));
-  return data::Vocab::from_tokens(tokens);
+  data::VocabOptions options;
+  options.min_freq = min_emails;
+  return data::Vocab::from_counts(counts, options);
 }
 
 std::vector<std::int64_t> feature_ids(const std::vector<std::string>& features, const data::Vocab& vocab) {

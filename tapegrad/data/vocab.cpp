@@ -28,28 +28,40 @@ void Vocab::add(const std::string& token, const char* where) {
   tokens_.push_back(token);
 }
 
-Vocab Vocab::build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options) {
+void Vocab::check(const VocabOptions& options, const char* where) {
   if (options.min_freq < 1)
-    throw ValueError("Vocab::build: min_freq must be >= 1, got " + std::to_string(options.min_freq));
+    throw ValueError(std::string(where) + ": min_freq must be >= 1, got " + std::to_string(options.min_freq));
   if (options.max_size != 0 && options.max_size < kNumSpecials)
-    throw ValueError("Vocab::build: max_size must be 0 (no limit) or >= 4 (the specials), got " +
+    throw ValueError(std::string(where) + ": max_size must be 0 (no limit) or >= 4 (the specials), got " +
                      std::to_string(options.max_size));
-  Vocab vocab;
+}
+
+Vocab Vocab::build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options) {
+  check(options, "Vocab::build");
   std::unordered_map<std::string, std::int64_t> counts;
   for (const auto& doc : docs)
-    for (const auto& token : doc)
-      if (!vocab.contains(token)) ++counts[token];
+    for (const auto& token : doc) ++counts[token];
+  return from_checked_counts(counts, options, "Vocab::build");
+}
 
+Vocab Vocab::from_counts(const std::unordered_map<std::string, std::int64_t>& counts, const VocabOptions& options) {
+  check(options, "Vocab::from_counts");
+  return from_checked_counts(counts, options, "Vocab::from_counts");
+}
+
+Vocab Vocab::from_checked_counts(const std::unordered_map<std::string, std::int64_t>& counts,
+                                 const VocabOptions& options, const char* where) {
+  Vocab vocab;
   std::vector<std::pair<std::string, std::int64_t>> kept;
-  for (auto& [token, count] : counts)
-    if (count >= options.min_freq) kept.emplace_back(token, count);
+  for (const auto& [token, count] : counts)
+    if (count >= options.min_freq && !vocab.contains(token)) kept.emplace_back(token, count);
   // The order must not depend on the hash map's iteration order, hence the full tie-break.
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
   if (options.max_size > 0 && static_cast<std::int64_t>(kept.size()) > options.max_size - kNumSpecials)
     kept.resize(static_cast<std::size_t>(options.max_size - kNumSpecials));
-  for (const auto& entry : kept) vocab.add(entry.first, "Vocab::build");
+  for (const auto& entry : kept) vocab.add(entry.first, where);
   return vocab;
 }
 

@@ -33,6 +33,10 @@ class Vocab {
   // (descending), ties by token (ascending bytewise), cut to max_size. Occurrences of the special
   // tokens' spellings in docs are not counted: the specials are always at 0..3.
   static Vocab build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options = {});
+  // The tokens of counts the caller made (document frequencies, say), kept and ordered as build
+  // keeps and orders its own; the specials' spellings among them are left out.
+  static Vocab from_counts(const std::unordered_map<std::string, std::int64_t>& counts,
+                           const VocabOptions& options = {});
   // The specials, then `tokens` in order; a repeated token (or a special's spelling) is a ValueError.
   static Vocab from_tokens(const std::vector<std::string>& tokens);
 
@@ -62,6 +66,11 @@ class Vocab {
 
  private:
   void add(const std::string& token, const char* where);
+  // ValueError naming `where` for a min_freq below 1 or a max_size below the specials.
+  static void check(const VocabOptions& options, const char* where);
+  // build's and from_counts' common part, options checked.
+  static Vocab from_checked_counts(const std::unordered_map<std::string, std::int64_t>& counts,
+                                   const VocabOptions& options, const char* where);
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int64_t> ids_;
 };
