@@ -468,3 +468,54 @@ TEST_CASE("data: stratified_split keeps class ratios, covers every row once and 
   CHECK_THROWS_WITH_AS(stratified_split(labels, 0.7, 0.4, 0), doctest::Contains("<= 1"), ValueError);
   CHECK_THROWS_AS(stratified_split(labels, std::nan(""), 0.1, 0), ValueError);
 }
+
+TEST_CASE("data: stratified_folds deals every row once, keeps class ratios and does not depend on the rows' order") {
+  std::vector<std::int64_t> labels;
+  for (int i = 0; i < 103; ++i) labels.push_back(i % 4 == 0 ? 1 : 0);  // 26 of class 1, 77 of class 0
+  std::vector<std::size_t> rows;
+  for (std::size_t r = 0; r < labels.size(); ++r)
+    if (r != 50) rows.push_back(r);  // row 50 (class 0) stays out: 102 rows, 26 + 76
+  const std::vector<std::vector<std::size_t>> folds = stratified_folds(labels, rows, 5, 7);
+  REQUIRE(folds.size() == 5);
+  std::multiset<std::size_t> dealt;
+  for (std::size_t k = 0; k < folds.size(); ++k) {
+    const std::vector<std::size_t>& fold = folds[k];
+    CHECK(std::is_sorted(fold.begin(), fold.end()));
+    dealt.insert(fold.begin(), fold.end());
+    // Class 0's 76 rows are dealt first, from fold 0: fold 0 gets 16, the rest 15. Class 1's 26 continue
+    // from fold 1: fold 1 gets 6, the rest 5. So folds 0 and 1 hold 21 rows, the others 20.
+    const auto spam = std::count_if(fold.begin(), fold.end(), [&](std::size_t r) { return labels[r] == 1; });
+    CHECK(spam == (k == 1 ? 6 : 5));
+    CHECK(fold.size() == (k < 2 ? 21u : 20u));
+  }
+  CHECK(dealt == std::multiset<std::size_t>(rows.begin(), rows.end()));
+
+  std::vector<std::size_t> reversed(rows.rbegin(), rows.rend());
+  CHECK(stratified_folds(labels, reversed, 5, 7) == folds);
+  CHECK(stratified_folds(labels, rows, 5, 8) != folds);
+
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, rows, 1, 0), doctest::Contains("got 1"), ValueError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 1}, 3, 0), doctest::Contains("at most the 2 rows"), ValueError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 103}, 2, 0), doctest::Contains("row 103"), IndexError);
+}
+
+TEST_CASE("data: cross_validation_round re-deals train and validation and keeps the test rows") {
+  std::vector<std::int64_t> labels;
+  for (int i = 0; i < 200; ++i) labels.push_back(i % 5 == 0 ? 1 : 0);
+  const Split split = stratified_split(labels, 0.8, 0.1, 3);
+  std::set<std::size_t> validations;
+  for (std::int64_t round = 0; round < 4; ++round) {
+    const Split r = cross_validation_round(split, labels, 4, round, 11);
+    CHECK(r.test == split.test);
+    CHECK(r.train.size() + r.validation.size() == split.train.size() + split.validation.size());
+    CHECK(std::is_sorted(r.train.begin(), r.train.end()));
+    std::set<std::size_t> parts(r.train.begin(), r.train.end());
+    for (const std::size_t v : r.validation) {
+      CHECK(parts.count(v) == 0);
+      CHECK(validations.insert(v).second);  // each row is validated in exactly one round
+    }
+  }
+  CHECK(validations.size() == split.train.size() + split.validation.size());
+  CHECK_THROWS_WITH_AS(cross_validation_round(split, labels, 4, 4, 0), doctest::Contains("round 4 of 4 folds"),
+                       ValueError);
+}

@@ -23,6 +23,8 @@ struct SpamTrainConfig {
   std::string data_dir;
   std::int64_t seed = 0;
   std::int64_t split_seed = 0;
+  std::int64_t folds = 0;
+  std::int64_t fold = 0;
   double train_fraction = 0.8;
   double validation_fraction = 0.1;
   std::int64_t vocab_size = 20000;
@@ -63,6 +65,10 @@ struct SpamTrainConfig {
     f("data_dir", &C::data_dir, "corpus folder (empty: $TAPEGRAD_DATA/spam-assassin or data/corpora/spam-assassin)");
     f("seed", &C::seed, "seed of the batches, the initial weights and the word2vec pretraining");
     f("split_seed", &C::split_seed, "seed of the train/validation/test split");
+    f("folds", &C::folds,
+      "k-fold cross-validation: 0 validates on the split's validation emails; k >= 2 deals its training and "
+      "validation emails into k stratified folds (test emails untouched) and validates on fold --fold");
+    f("fold", &C::fold, "the validation fold of cross-validation, in [0, --folds)");
     f("train_fraction", &C::train_fraction, "fraction of each class used for training");
     f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
     f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");

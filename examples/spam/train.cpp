@@ -1,8 +1,9 @@
 // spam_classifier train: the real corpus (6,046 emails, 31% spam), split 80/10/10 by a seeded
-// stratified split (--split_seed). Model (--model): word embeddings + positions -> pre-norm transformer
-// encoder -> mean over the non-padding tokens -> Linear(d, 2), plus (wide_and_deep) or instead of it
-// (linear) a logistic regression over the bag of the words of the email and its sender-side headers,
-// trained with AdamW, warm-up + cosine schedule, gradient clipping;
+// stratified split (--split_seed); --folds/--fold validate on one fold of a k-fold cross-validation of
+// the training and validation emails instead, the test emails kept. Model (--model): word embeddings
+// + positions -> pre-norm transformer encoder -> mean over the non-padding tokens -> Linear(d, 2),
+// plus (wide_and_deep) or instead of it (linear) a logistic regression over the bag of the words of
+// the email and its sender-side headers, trained with AdamW, warm-up + cosine schedule, gradient clipping;
 // the validation split picks the best checkpoint, the test split is scored once at the end: accuracy,
 // precision, recall, F1, confusion matrix. A multinomial Naive Bayes on the same tokens and split is the
 // baseline.
@@ -56,6 +57,8 @@ void validate_train(const SpamTrainConfig& config) {
           kProgram,
           "--train_fraction and --validation_fraction must be positive with a sum below 1" +
               got(config, &C::train_fraction, &C::validation_fraction));
+  require(config.folds == 0 || (config.folds >= 2 && config.fold >= 0 && config.fold < config.folds), kProgram,
+          "--folds must be 0 or at least 2, with --fold in [0, --folds)" + got(config, &C::folds, &C::fold));
   require(config.lr > 0 && config.wide_lr > 0, kProgram,
           "--lr and --wide_lr must be positive" + got(config, &C::lr, &C::wide_lr));
   require(config.dropout >= 0 && config.dropout < 1, kProgram,
@@ -117,6 +120,14 @@ Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& con
                                    static_cast<std::uint64_t>(config.split_seed));
   require(!c.split.train.empty() && !c.split.validation.empty() && !c.split.test.empty(), kProgram,
           "the split of " + std::to_string(emails.size()) + " emails left a part empty");
+  if (config.folds > 0) {
+    const std::size_t pool = c.split.train.size() + c.split.validation.size();
+    require(static_cast<std::size_t>(config.folds) <= pool, kProgram,
+            "--folds must be at most the " + std::to_string(pool) + " training and validation emails" +
+                got(config, &C::folds));
+    c.split = data::cross_validation_round(c.split, c.labels, config.folds, config.fold,
+                                           static_cast<std::uint64_t>(config.split_seed));
+  }
   for (const std::size_t r : c.split.train) {
     c.train_docs.push_back(c.docs[r]);
     c.train_labels.push_back(c.labels[r]);
@@ -308,10 +319,14 @@ int run_train(const Config& parsed) {
   if (parallel.is_main()) prepare_run_dir(parsed, resume, run);
 
   const Baseline nb = naive_bayes_baseline(corpus, config.nb_alpha);
-  if (parallel.is_main())
-    std::fprintf(stderr,
-                 "spam_classifier: %zu emails (%zu train, %zu validation, %zu test); Naive Bayes validation F1 %.4f\n",
-                 emails.size(), split.train.size(), split.validation.size(), split.test.size(), nb.validation.f1());
+  if (parallel.is_main()) {
+    const std::string validation = config.folds > 0 ? "validation (fold " + std::to_string(config.fold) + " of " +
+                                                          std::to_string(config.folds) + ")"
+                                                    : "validation";
+    std::fprintf(stderr, "spam_classifier: %zu emails (%zu train, %zu %s, %zu test); Naive Bayes validation F1 %.4f\n",
+                 emails.size(), split.train.size(), split.validation.size(), validation.c_str(), split.test.size(),
+                 nb.validation.f1());
+  }
 
   // The transformer reads the first max_length words, ids from the training split's vocabulary.
   data::VocabOptions vocab_options;

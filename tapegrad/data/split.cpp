@@ -43,4 +43,48 @@ Split stratified_split(const std::vector<std::int64_t>& labels, double train_fra
   return split;
 }
 
+std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
+                                                       const std::vector<std::size_t>& rows, std::int64_t folds,
+                                                       std::uint64_t seed) {
+  if (folds < 2 || static_cast<std::uint64_t>(folds) > rows.size())
+    throw ValueError("stratified_folds: folds must be at least 2 and at most the " + std::to_string(rows.size()) +
+                     " rows, got " + std::to_string(folds));
+  std::map<std::int64_t, std::vector<std::size_t>> classes;  // ascending label order
+  for (const std::size_t r : rows) {
+    if (r >= labels.size())
+      throw IndexError("stratified_folds: row " + std::to_string(r) + " is outside the " +
+                       std::to_string(labels.size()) + " labels");
+    classes[labels[r]].push_back(r);
+  }
+  std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(folds));
+  Generator gen(seed);
+  std::size_t dealt = 0;
+  for (auto& [label, members] : classes) {
+    std::sort(members.begin(), members.end());  // the folds do not depend on the order of `rows`
+    for (std::size_t i = members.size(); i > 1; --i) std::swap(members[i - 1], members[gen.randint(i)]);
+    for (const std::size_t r : members) out[dealt++ % out.size()].push_back(r);
+  }
+  for (std::vector<std::size_t>& fold : out) std::sort(fold.begin(), fold.end());
+  return out;
+}
+
+Split cross_validation_round(const Split& split, const std::vector<std::int64_t>& labels, std::int64_t folds,
+                             std::int64_t round, std::uint64_t seed) {
+  if (round < 0 || round >= folds)
+    throw ValueError("cross_validation_round: round must be in [0, folds), got round " + std::to_string(round) +
+                     " of " + std::to_string(folds) + " folds");
+  std::vector<std::size_t> pool = split.train;
+  pool.insert(pool.end(), split.validation.begin(), split.validation.end());
+  std::vector<std::vector<std::size_t>> parts = stratified_folds(labels, pool, folds, seed);
+  Split out;
+  for (std::int64_t k = 0; k < folds; ++k) {
+    std::vector<std::size_t>& part = parts[static_cast<std::size_t>(k)];
+    std::vector<std::size_t>& into = k == round ? out.validation : out.train;
+    into.insert(into.end(), part.begin(), part.end());
+  }
+  std::sort(out.train.begin(), out.train.end());
+  out.test = split.test;
+  return out;
+}
+
 }  // namespace tapegrad::data

@@ -1,5 +1,5 @@
 #pragma once
-// Stratified train/validation/test split of a labelled dataset.
+// Stratified train/validation/test split of a labelled dataset, and stratified k-fold cross-validation.
 
 #include <cstdint>
 #include <vector>
@@ -18,5 +18,22 @@ struct Split {
 // Fractions must lie in [0, 1] with train_fraction + validation_fraction <= 1: ValueError.
 Split stratified_split(const std::vector<std::int64_t>& labels, double train_fraction, double validation_fraction,
                        std::uint64_t seed);
+
+// Stratified k-fold cross-validation: `rows` (indices into labels) dealt into `folds` folds that
+// each keep the class ratio of the rows. Each class, in ascending label order, is shuffled by one
+// Generator(seed) and dealt in turn to the folds, the count carried from class to class, so fold sizes
+// differ by at most one, within every class too. Fold k is the validation rows of round k and the
+// other folds its training rows (cross_validation_round). Each fold ascending; a function of (labels,
+// rows, folds, seed). ValueError for folds < 2 or more folds than rows; IndexError for a row outside labels.
+std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
+                                                       const std::vector<std::size_t>& rows, std::int64_t folds,
+                                                       std::uint64_t seed);
+
+// Round `round` of k-fold cross-validation over a split's training and validation rows: they are dealt
+// into `folds` stratified folds (stratified_folds), fold `round` becomes the validation rows and the
+// rest the training rows; the test rows are kept as they are, so a choice made by cross-validation
+// never sees them. ValueError for a round outside [0, folds).
+Split cross_validation_round(const Split& split, const std::vector<std::int64_t>& labels, std::int64_t folds,
+                             std::int64_t round, std::uint64_t seed);
 
 }  // namespace tapegrad::data
