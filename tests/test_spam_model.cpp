@@ -180,6 +180,27 @@ TEST_CASE("spam model: the classifier's logits are the transformer's plus the li
     CHECK(both_logits[i] == doctest::Approx(deep_logits[i] + linear_logits[i]).epsilon(1e-6));
 }
 
+TEST_CASE("spam model: wide and deep passes float64 gradcheck in every parameter") {
+  SpamTrainConfig config = small_config();
+  config.model = "wide_and_deep";
+  Generator gen(9);
+  SpamClassifier model(model_options(config, 12, 10), gen);
+  model.to(kFloat64);
+  model.eval();  // no dropout: the function must be the same at every evaluation
+  {
+    // Nonzero rows for the linear model (it starts at zero), so its gradient meets a real softmax.
+    NoGradGuard no_grad;
+    parameter(model, "wide.weight").copy_(randn({10, 2}, gen, kFloat64) * 0.5);
+  }
+  const Tensor tokens = from_vector(std::vector<std::int64_t>{4, 5, 6, 0, 7, 4, 9, 10}, {2, 4});
+  const Tensor padding = from_vector(std::vector<bool>{false, false, false, true, false, false, false, false}, {2, 4});
+  const FeatureBags bags = feature_bags({{2, 7}, {3, 4, 7, 9}}, {0, 1});
+  auto f = [&](const TensorList&) { return model.forward(tokens, padding, bags); };
+  const GradcheckResult r = gradcheck(f, {}, model.named_parameters());
+  CHECK_MESSAGE(r.passed, r.message());
+  CHECK(r.inputs.size() == model.named_parameters().size());
+}
+
 TEST_CASE("spam model: the linear model's gradient reaches the rows of the email's features only") {
   SpamTrainConfig config;
   config.model = "linear";

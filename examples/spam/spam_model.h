@@ -208,7 +208,8 @@ class SpamClassifier : public nn::Module {
       logits = head_((h * keep).sum({1}) / count);                                                 // (B, 2)
     }
     if (wide()) {
-      const Tensor linear = wide_(bags.ids, bags.offsets, bags.weights) + wide_bias_;  // (B, 2)
+      // feature_bags' weights are float32; they follow the table's dtype (float64 in gradcheck).
+      const Tensor linear = wide_(bags.ids, bags.offsets, bags.weights.to(wide_bias_.dtype())) + wide_bias_;  // (B, 2)
       logits = logits.defined() ? logits + linear : linear;
     }
     return logits;
