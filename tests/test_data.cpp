@@ -494,28 +494,48 @@ TEST_CASE("data: stratified_folds deals every row once, keeps class ratios and d
   CHECK(stratified_folds(labels, reversed, 5, 7) == folds);
   CHECK(stratified_folds(labels, rows, 5, 8) != folds);
 
-  CHECK_THROWS_WITH_AS(stratified_folds(labels, rows, 1, 0), doctest::Contains("got 1"), ValueError);
-  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 1}, 3, 0), doctest::Contains("at most the 2 rows"), ValueError);
-  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 103}, 2, 0), doctest::Contains("row 103"), IndexError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, rows, 1, 0),
+                       "stratified_folds: folds must be at least 2 and at most the 102 rows, got 1", ValueError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 1}, 3, 0),
+                       "stratified_folds: folds must be at least 2 and at most the 2 rows, got 3", ValueError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, {0, 103}, 2, 0), "stratified_folds: row 103 is outside the 103 labels",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(stratified_folds(labels, {5, 6, 5}, 2, 0), "stratified_folds: row 5 is given twice", ValueError);
 }
 
 TEST_CASE("data: cross_validation_round re-deals train and validation and keeps the test rows") {
   std::vector<std::int64_t> labels;
-  for (int i = 0; i < 200; ++i) labels.push_back(i % 5 == 0 ? 1 : 0);
-  const Split split = stratified_split(labels, 0.8, 0.1, 3);
-  std::set<std::size_t> validations;
+  for (int i = 0; i < 200; ++i) labels.push_back(i % 5 == 0 ? 1 : 0);  // 40 of class 1, 160 of class 0
+  const Split split = stratified_split(labels, 0.7, 0.2, 3);           // 140 / 40 / 20 rows
+  std::set<std::size_t> pool(split.train.begin(), split.train.end());
+  pool.insert(split.validation.begin(), split.validation.end());
+  REQUIRE(pool.size() == 180);
+  std::set<std::size_t> validated;
   for (std::int64_t round = 0; round < 4; ++round) {
     const Split r = cross_validation_round(split, labels, 4, round, 11);
     CHECK(r.test == split.test);
-    CHECK(r.train.size() + r.validation.size() == split.train.size() + split.validation.size());
     CHECK(std::is_sorted(r.train.begin(), r.train.end()));
-    std::set<std::size_t> parts(r.train.begin(), r.train.end());
+    CHECK(std::is_sorted(r.validation.begin(), r.validation.end()));
+    // 180 rows, 36 of class 1: 45 validation rows a round, 9 of them class 1.
+    CHECK(r.validation.size() == 45);
+    CHECK(std::count_if(r.validation.begin(), r.validation.end(), [&](std::size_t v) { return labels[v] == 1; }) == 9);
+    // Training and validation rows are the split's, each in one of the two; no test row enters.
+    std::set<std::size_t> seen(r.train.begin(), r.train.end());
     for (const std::size_t v : r.validation) {
-      CHECK(parts.count(v) == 0);
-      CHECK(validations.insert(v).second);  // each row is validated in exactly one round
+      CHECK(seen.insert(v).second);
+      CHECK(validated.insert(v).second);  // each row is validated in exactly one round
     }
+    CHECK(seen == pool);
   }
-  CHECK(validations.size() == split.train.size() + split.validation.size());
-  CHECK_THROWS_WITH_AS(cross_validation_round(split, labels, 4, 4, 0), doctest::Contains("round 4 of 4 folds"),
-                       ValueError);
+  CHECK(validated == pool);
+
+  CHECK_THROWS_WITH_AS(cross_validation_round(split, labels, 4, 4, 0),
+                       "cross_validation_round: round must be in [0, 4), got 4", ValueError);
+  CHECK_THROWS_WITH_AS(
+      cross_validation_round(split, labels, 0, 0, 0),
+      "cross_validation_round: folds must be at least 2 and at most the 180 training and validation rows, got 0",
+      ValueError);
+  Split overlapping = split;
+  overlapping.validation.push_back(split.train.front());
+  CHECK_THROWS_AS(cross_validation_round(overlapping, labels, 4, 0, 0), ValueError);
 }

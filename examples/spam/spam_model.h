@@ -67,9 +67,11 @@ struct SpamTrainConfig {
     f("split_seed", &C::split_seed, "seed of the train/validation/test split");
     f("folds", &C::folds,
       "k-fold cross-validation: 0 validates on the split's validation emails; k >= 2 deals its training and "
-      "validation emails into k stratified folds (test emails untouched) and validates on fold --fold");
-    f("fold", &C::fold, "the validation fold of cross-validation, in [0, --folds)");
-    f("train_fraction", &C::train_fraction, "fraction of each class used for training");
+      "validation emails into k stratified folds, drawn with --split_seed (the test emails stay), and validates "
+      "on fold --fold");
+    f("fold", &C::fold, "the validation fold of cross-validation, in [0, --folds); 0 without --folds");
+    f("train_fraction", &C::train_fraction,
+      "fraction of each class used for training (with --folds: with validation, the emails dealt into folds)");
     f("validation_fraction", &C::validation_fraction, "fraction of each class used for validation (the rest is test)");
     f("vocab_size", &C::vocab_size, "vocabulary size including the 4 special tokens");
     f("min_freq", &C::min_freq,
@@ -209,7 +211,8 @@ class SpamClassifier : public nn::Module {
     }
     if (wide()) {
       // feature_bags' weights are float32; they follow the table's dtype (float64 in gradcheck).
-      const Tensor linear = wide_(bags.ids, bags.offsets, bags.weights.to(wide_bias_.dtype())) + wide_bias_;  // (B, 2)
+      const Tensor weights = bags.weights.defined() ? bags.weights.to(wide_->weight().dtype()) : Tensor();
+      const Tensor linear = wide_(bags.ids, bags.offsets, weights) + wide_bias_;  // (B, 2)
       logits = logits.defined() ? logits + linear : linear;
     }
     return logits;

@@ -57,8 +57,8 @@ void validate_train(const SpamTrainConfig& config) {
           kProgram,
           "--train_fraction and --validation_fraction must be positive with a sum below 1" +
               got(config, &C::train_fraction, &C::validation_fraction));
-  require(config.folds == 0 || (config.folds >= 2 && config.fold >= 0 && config.fold < config.folds), kProgram,
-          "--folds must be 0 or at least 2, with --fold in [0, --folds)" + got(config, &C::folds, &C::fold));
+  require(config.folds == 0 ? config.fold == 0 : config.folds >= 2 && config.fold >= 0 && config.fold < config.folds,
+          kProgram, "--folds must be 0 or at least 2, with --fold in [0, --folds)" + got(config, &C::folds, &C::fold));
   require(config.lr > 0 && config.wide_lr > 0, kProgram,
           "--lr and --wide_lr must be positive" + got(config, &C::lr, &C::wide_lr));
   require(config.dropout >= 0 && config.dropout < 1, kProgram,
@@ -112,10 +112,7 @@ struct Corpus {
 
 Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& config) {
   Corpus c;
-  for (const Email& email : emails) {
-    c.docs.push_back(email_tokens(email, config.headers));
-    c.labels.push_back(email.spam ? 1 : 0);
-  }
+  for (const Email& email : emails) c.labels.push_back(email.spam ? 1 : 0);
   c.split = data::stratified_split(c.labels, config.train_fraction, config.validation_fraction,
                                    static_cast<std::uint64_t>(config.split_seed));
   require(!c.split.train.empty() && !c.split.validation.empty() && !c.split.test.empty(), kProgram,
@@ -128,6 +125,7 @@ Corpus split_corpus(const std::vector<Email>& emails, const SpamTrainConfig& con
     c.split = data::cross_validation_round(c.split, c.labels, config.folds, config.fold,
                                            static_cast<std::uint64_t>(config.split_seed));
   }
+  for (const Email& email : emails) c.docs.push_back(email_tokens(email, config.headers));
   for (const std::size_t r : c.split.train) {
     c.train_docs.push_back(c.docs[r]);
     c.train_labels.push_back(c.labels[r]);

@@ -113,8 +113,7 @@ Word2VecResult train_glove(const Cooccurrences& x, std::int64_t vocab_size, cons
   const auto start = std::chrono::steady_clock::now();
   const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   for (std::int64_t epoch = 0; epoch < options.epochs; ++epoch) {
-    for (std::size_t k = order.size() - 1; k > 0; --k)
-      std::swap(order[k], order[static_cast<std::size_t>(gen.randint(k + 1))]);
+    gen.shuffle(order);
     double epoch_loss = 0.0;
     for (std::size_t first = 0; first < order.size(); first += static_cast<std::size_t>(options.batch_size)) {
       const std::size_t last = std::min(order.size(), first + static_cast<std::size_t>(options.batch_size));

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tapegrad {
 
@@ -72,6 +74,12 @@ class Generator {
   double normal();
   // Uniform integer in [0, n).
   std::uint64_t randint(std::uint64_t n);
+  // v in a uniformly random order: Fisher-Yates from the back, written out (std::shuffle's
+  // algorithm differs between standard libraries).
+  template <class T>
+  void shuffle(std::vector<T>& v) {
+    for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<std::size_t>(randint(i))]);
+  }
 
   // The complete state as text, and back (for checkpoints).
   std::string state() const;

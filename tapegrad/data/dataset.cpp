@@ -96,9 +96,8 @@ std::vector<std::size_t> DataLoader::order(std::int64_t epoch) const {
   std::vector<std::size_t> rows(dataset_->size());
   std::iota(rows.begin(), rows.end(), std::size_t{0});
   if (options_.shuffle) {
-    // Fisher-Yates written out (std::shuffle's algorithm differs between standard libraries).
     Generator gen(epoch_seed(options_.seed, epoch));
-    for (std::size_t i = rows.size(); i > 1; --i) std::swap(rows[i - 1], rows[gen.randint(i)]);
+    gen.shuffle(rows);
   }
   return rows;
 }

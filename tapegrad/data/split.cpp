@@ -28,7 +28,7 @@ Split stratified_split(const std::vector<std::int64_t>& labels, double train_fra
   Split split;
   Generator gen(seed);
   for (auto& [label, rows] : classes) {
-    for (std::size_t i = rows.size(); i > 1; --i) std::swap(rows[i - 1], rows[gen.randint(i)]);
+    gen.shuffle(rows);
     const auto n = static_cast<std::int64_t>(rows.size());
     const std::int64_t n_train = std::min<std::int64_t>(n, std::llround(static_cast<double>(n) * train_fraction));
     const std::int64_t n_val =
@@ -43,12 +43,21 @@ Split stratified_split(const std::vector<std::int64_t>& labels, double train_fra
   return split;
 }
 
+namespace {
+
+// ValueError unless 2 <= folds <= rows; `where` names the caller.
+void check_folds(const char* where, std::int64_t folds, std::size_t rows, const char* what) {
+  if (folds < 2 || static_cast<std::uint64_t>(folds) > rows)
+    throw ValueError(std::string(where) + ": folds must be at least 2 and at most the " + std::to_string(rows) + " " +
+                     what + ", got " + std::to_string(folds));
+}
+
+}  // namespace
+
 std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
                                                        const std::vector<std::size_t>& rows, std::int64_t folds,
                                                        std::uint64_t seed) {
-  if (folds < 2 || static_cast<std::uint64_t>(folds) > rows.size())
-    throw ValueError("stratified_folds: folds must be at least 2 and at most the " + std::to_string(rows.size()) +
-                     " rows, got " + std::to_string(folds));
+  check_folds("stratified_folds", folds, rows.size(), "rows");
   std::map<std::int64_t, std::vector<std::size_t>> classes;  // ascending label order
   for (const std::size_t r : rows) {
     if (r >= labels.size())
@@ -60,8 +69,11 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
   Generator gen(seed);
   std::size_t dealt = 0;
   for (auto& [label, members] : classes) {
-    std::sort(members.begin(), members.end());  // the folds do not depend on the order of `rows`
-    for (std::size_t i = members.size(); i > 1; --i) std::swap(members[i - 1], members[gen.randint(i)]);
+    std::sort(members.begin(), members.end());  // the same folds for any order of `rows`
+    const auto repeated = std::adjacent_find(members.begin(), members.end());
+    if (repeated != members.end())
+      throw ValueError("stratified_folds: row " + std::to_string(*repeated) + " is given twice");
+    gen.shuffle(members);
     for (const std::size_t r : members) out[dealt++ % out.size()].push_back(r);
   }
   for (std::vector<std::size_t>& fold : out) std::sort(fold.begin(), fold.end());
@@ -70,11 +82,12 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
 
 Split cross_validation_round(const Split& split, const std::vector<std::int64_t>& labels, std::int64_t folds,
                              std::int64_t round, std::uint64_t seed) {
-  if (round < 0 || round >= folds)
-    throw ValueError("cross_validation_round: round must be in [0, folds), got round " + std::to_string(round) +
-                     " of " + std::to_string(folds) + " folds");
   std::vector<std::size_t> pool = split.train;
   pool.insert(pool.end(), split.validation.begin(), split.validation.end());
+  check_folds("cross_validation_round", folds, pool.size(), "training and validation rows");
+  if (round < 0 || round >= folds)
+    throw ValueError("cross_validation_round: round must be in [0, " + std::to_string(folds) + "), got " +
+                     std::to_string(round));
   std::vector<std::vector<std::size_t>> parts = stratified_folds(labels, pool, folds, seed);
   Split out;
   for (std::int64_t k = 0; k < folds; ++k) {

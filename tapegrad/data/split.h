@@ -19,12 +19,12 @@ struct Split {
 Split stratified_split(const std::vector<std::int64_t>& labels, double train_fraction, double validation_fraction,
                        std::uint64_t seed);
 
-// Stratified k-fold cross-validation: `rows` (indices into labels) dealt into `folds` folds that
-// each keep the class ratio of the rows. Each class, in ascending label order, is shuffled by one
-// Generator(seed) and dealt in turn to the folds, the count carried from class to class, so fold sizes
-// differ by at most one, within every class too. Fold k is the validation rows of round k and the
-// other folds its training rows (cross_validation_round). Each fold ascending; a function of (labels,
-// rows, folds, seed). ValueError for folds < 2 or more folds than rows; IndexError for a row outside labels.
+// Stratified k-fold cross-validation: `rows` (distinct indices into labels) dealt into `folds` folds.
+// Each class, in ascending label order, is shuffled by one Generator(seed) and dealt to the folds in
+// turn, the count carried from class to class, so the folds' sizes differ by at most one, and so do
+// their counts of every class. Each fold ascending; the same folds for any order of `rows`.
+// ValueError for folds < 2, more folds than rows or a row given twice; IndexError for a row outside
+// labels.
 std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
                                                        const std::vector<std::size_t>& rows, std::int64_t folds,
                                                        std::uint64_t seed);
@@ -32,7 +32,8 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
 // Round `round` of k-fold cross-validation over a split's training and validation rows: they are dealt
 // into `folds` stratified folds (stratified_folds), fold `round` becomes the validation rows and the
 // rest the training rows; the test rows are kept as they are, so a choice made by cross-validation
-// never sees them. ValueError for a round outside [0, folds).
+// never sees them. ValueError for folds < 2, more folds than training and validation rows, a round
+// outside [0, folds), or a row in both training and validation; IndexError for a row outside labels.
 Split cross_validation_round(const Split& split, const std::vector<std::int64_t>& labels, std::int64_t folds,
                              std::int64_t round, std::uint64_t seed);
 
