@@ -14,6 +14,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -292,10 +293,16 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 
 namespace {
 
+// size floats, not zeroed (every caller writes each one before it is read): zeroing was a
+// memset of every widened operand and product.
+std::unique_ptr<float[]> float_buffer(std::int64_t size) {
+  return std::unique_ptr<float[]>(new float[static_cast<std::size_t>(size)]);
+}
+
 // The stored (rows, cols) matrix with row stride ld, widened into a dense float32 (rows, cols).
-std::vector<float> widen(const BFloat16* src, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
-  std::vector<float> out(static_cast<std::size_t>(rows * cols));
-  float* dst = out.data();
+std::unique_ptr<float[]> widen(const BFloat16* src, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  std::unique_ptr<float[]> out = float_buffer(rows * cols);
+  float* dst = out.get();
   parallel_for(0, rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)),
                [&](std::int64_t lo, std::int64_t hi) {
                  for (std::int64_t r = lo; r < hi; ++r) widen_bfloat16_serial(src + r * ld, dst + r * cols, cols);
@@ -312,9 +319,9 @@ void gemm_bf16_widening(bool trans_a, bool trans_b, std::int64_t m, std::int64_t
   // A is stored (m, k), or (k, m) when transposed; B (k, n), or (n, k).
   const std::int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k;
   const std::int64_t b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  const std::vector<float> wide_a = widen(a, a_rows, a_cols, lda);
-  const std::vector<float> wide_b = widen(b, b_rows, b_cols, ldb);
-  gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), std::max<std::int64_t>(a_cols, 1), wide_b.data(),
+  const std::unique_ptr<float[]> wide_a = widen(a, a_rows, a_cols, lda);
+  const std::unique_ptr<float[]> wide_b = widen(b, b_rows, b_cols, ldb);
+  gemm(trans_a, trans_b, m, n, k, alpha, wide_a.get(), std::max<std::int64_t>(a_cols, 1), wide_b.get(),
        std::max<std::int64_t>(b_cols, 1), beta, c, ldc);
 }
 
@@ -322,12 +329,13 @@ void gemm_bf16_widening_rounded(bool trans_a, bool trans_b, std::int64_t m, std:
                                 const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
                                 const float* bias, BFloat16* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  std::vector<float> wide(static_cast<std::size_t>(m * n), 0.0f);
+  // gemm with beta 0 writes every element of the product without reading it.
+  const std::unique_ptr<float[]> wide = float_buffer(m * n);
   if (bias != nullptr)
-    for (std::int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, wide.begin() + i * n);
-  gemm_bf16_widening(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, bias != nullptr ? 1.0f : 0.0f, wide.data(), n);
+    for (std::int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, wide.get() + i * n);
+  gemm_bf16_widening(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, bias != nullptr ? 1.0f : 0.0f, wide.get(), n);
   parallel_for(0, m, std::max<std::int64_t>(1, 16384 / n), [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) round_to_bfloat16_serial(wide.data() + i * n, c + i * ldc, n);
+    for (std::int64_t i = lo; i < hi; ++i) round_to_bfloat16_serial(wide.get() + i * n, c + i * ldc, n);
   });
 }
 
