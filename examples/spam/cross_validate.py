@@ -8,15 +8,15 @@ Runs `spam_classifier train --folds K --fold k` for k = 0 .. K-1, each in its ow
 (OUT/fold_k), with the train options after "--" (a model, a seed, a data folder, ...). Each run
 deals the training and validation emails of its --split_seed into the same K stratified folds and
 validates on fold k; the test emails stay out of every fold. Then it reads only the runs'
-validation figures, never their test ones, and prints a Markdown row for the model and one for the
-Naive Bayes baseline:
+validation figures, never their test ones, and prints a Markdown table (header, separator, a row
+for the model named by its train options and one for the Naive Bayes baseline):
 
   mistakes: the validation emails read wrong over the K folds (ham read as spam, spam read as ham),
-  pooled F1: the F1 of those K folds' predictions taken together,
+  pooled F1: the F1 of the K folds' predictions taken together,
   F1 by fold: the mean, lowest and highest of the runs' best validation F1.
 
-Each fold also picks its model's best step by its own validation F1, so the neural models' figures
-are slightly optimistic. Writes OUT/cross_validation.json with the same figures and the emails
+Every run is given --progress off. Each fold also picks its model's best step by its own validation
+F1, so the model's figures (not Naive Bayes') are slightly optimistic. Writes OUT/cross_validation.json with the same figures and the emails
 read wrong. Needs only the standard library.
 """
 
@@ -33,7 +33,7 @@ def pooled_f1(fp, fn, spam):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--program", required=True, help="the spam_classifier program")
     parser.add_argument("--folds", type=int, default=9)
     parser.add_argument("--out", default="runs/spam_cv", help="the folds' run directories go in here")
@@ -41,10 +41,11 @@ def main():
     args = parser.parse_args()
     if args.folds < 2:
         parser.error("--folds must be at least 2, got %d" % args.folds)
-    reserved = {"--folds", "--fold", "--run_dir", "--run-dir"}
+    reserved = {"--folds", "--fold", "--run_dir", "--run-dir", "--stop_after", "--stop-after", "--help", "-h",
+                "--print-config", "--print_config"}
     clash = reserved.intersection(option.split("=")[0] for option in args.train_options)
     if clash:
-        parser.error("the train options may not set %s: cross_validate.py sets them" % ", ".join(sorted(clash)))
+        parser.error("the train options may not set %s: cross_validate.py sets them or needs whole runs" % ", ".join(sorted(clash)))
 
     os.makedirs(args.out, exist_ok=True)
     model = {"fp": 0, "fn": 0, "f1": [], "wrong": []}
@@ -52,12 +53,17 @@ def main():
     emails = spam = 0
     for fold in range(args.folds):
         run_dir = os.path.join(args.out, "fold_%d" % fold)
+        summary_path = os.path.join(run_dir, "summary.json")
+        if os.path.exists(summary_path):
+            os.remove(summary_path)  # an earlier run's must not be read for this one's
         command = [args.program, "train", *args.train_options, "--folds", str(args.folds), "--fold", str(fold),
                    "--progress", "off", "--run_dir", run_dir]
         print("cross_validate: --fold %d of --folds %d" % (fold, args.folds), file=sys.stderr, flush=True)
         if subprocess.run(command, stdout=subprocess.DEVNULL).returncode != 0:
             sys.exit("cross_validate: fold %d failed: %s" % (fold, " ".join(command)))
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        if not os.path.exists(summary_path):
+            sys.exit("cross_validate: fold %d wrote no %s: %s" % (fold, summary_path, " ".join(command)))
+        with open(summary_path) as f:
             summary = json.load(f)
         nb = summary["baseline_nb_validation"]["confusion"]  # [[tn, fp], [fn, tp]]
         emails += summary["emails"]["validation"]
@@ -95,7 +101,8 @@ def main():
 
     f1 = model["f1"]
     name = " ".join(args.train_options) or "the defaults"
-    print("| model | validation mistakes of %d (ham read as spam, spam read as ham) | pooled F1 | "
+    print("| model | validation mistakes of %d (ham read as spam, spam read as ham) | pooled F1 (the folds' "
+          "predictions together) | "
           "best validation F1 by fold, mean (lowest, highest) |" % emails)
     print("| --- | --- | --- | --- |")
     print("| %s | %d (%d, %d) | %.4f | %.4f (%.4f, %.4f) |" %

@@ -16,7 +16,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/parallel.h"
@@ -302,6 +301,7 @@ std::unique_ptr<float[]> float_buffer(std::int64_t size) {
 // The stored (rows, cols) matrix with row stride ld, widened into a dense float32 (rows, cols).
 std::unique_ptr<float[]> widen(const BFloat16* src, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   std::unique_ptr<float[]> out = float_buffer(rows * cols);
+  if (rows * cols == 0) return out;
   float* dst = out.get();
   parallel_for(0, rows, std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(cols, 1)),
                [&](std::int64_t lo, std::int64_t hi) {
@@ -329,7 +329,7 @@ void gemm_bf16_widening_rounded(bool trans_a, bool trans_b, std::int64_t m, std:
                                 const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb,
                                 const float* bias, BFloat16* c, std::int64_t ldc) {
   if (m == 0 || n == 0) return;
-  // gemm with beta 0 writes every element of the product without reading it.
+  // Filled below with the bias (then gemm adds, beta 1), or written by gemm with beta 0 without being read.
   const std::unique_ptr<float[]> wide = float_buffer(m * n);
   if (bias != nullptr)
     for (std::int64_t i = 0; i < m; ++i) std::copy(bias, bias + n, wide.get() + i * n);
