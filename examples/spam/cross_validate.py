@@ -95,9 +95,11 @@ def main():
             "pooled_f1": pooled_f1(naive_bayes["fp"], naive_bayes["fn"], spam),
         },
     }
-    with open(os.path.join(args.out, "cross_validation.json"), "w") as f:
+    path = os.path.join(args.out, "cross_validation.json")
+    with open(path + ".tmp", "w") as f:  # written whole, then renamed: never a half-written file
         json.dump(result, f, indent=2)
         f.write("\n")
+    os.replace(path + ".tmp", path)
 
     f1 = model["f1"]
     name = " ".join(args.train_options) or "the defaults"

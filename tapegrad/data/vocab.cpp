@@ -28,29 +28,24 @@ void Vocab::add(const std::string& token, const char* where) {
   tokens_.push_back(token);
 }
 
-void Vocab::check(const VocabOptions& options, const char* where) {
+Vocab Vocab::build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options) {
+  std::unordered_map<std::string, std::int64_t> counts;
+  for (const auto& doc : docs)
+    for (const auto& token : doc) ++counts[token];
+  return from_counts_named(counts, options, "Vocab::build");
+}
+
+Vocab Vocab::from_counts(const std::unordered_map<std::string, std::int64_t>& counts, const VocabOptions& options) {
+  return from_counts_named(counts, options, "Vocab::from_counts");
+}
+
+Vocab Vocab::from_counts_named(const std::unordered_map<std::string, std::int64_t>& counts, const VocabOptions& options,
+                               const char* where) {
   if (options.min_freq < 1)
     throw ValueError(std::string(where) + ": min_freq must be >= 1, got " + std::to_string(options.min_freq));
   if (options.max_size != 0 && options.max_size < kNumSpecials)
     throw ValueError(std::string(where) + ": max_size must be 0 (no limit) or >= 4 (the specials), got " +
                      std::to_string(options.max_size));
-}
-
-Vocab Vocab::build(const std::vector<std::vector<std::string>>& docs, const VocabOptions& options) {
-  check(options, "Vocab::build");
-  std::unordered_map<std::string, std::int64_t> counts;
-  for (const auto& doc : docs)
-    for (const auto& token : doc) ++counts[token];
-  return from_checked_counts(counts, options, "Vocab::build");
-}
-
-Vocab Vocab::from_counts(const std::unordered_map<std::string, std::int64_t>& counts, const VocabOptions& options) {
-  check(options, "Vocab::from_counts");
-  return from_checked_counts(counts, options, "Vocab::from_counts");
-}
-
-Vocab Vocab::from_checked_counts(const std::unordered_map<std::string, std::int64_t>& counts,
-                                 const VocabOptions& options, const char* where) {
   Vocab vocab;
   std::vector<std::pair<std::string, std::int64_t>> kept;
   for (const auto& [token, count] : counts)

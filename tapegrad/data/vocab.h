@@ -66,11 +66,10 @@ class Vocab {
 
  private:
   void add(const std::string& token, const char* where);
-  // ValueError naming `where` for a min_freq below 1 or a max_size below the specials.
-  static void check(const VocabOptions& options, const char* where);
-  // build's and from_counts' common part, options checked.
-  static Vocab from_checked_counts(const std::unordered_map<std::string, std::int64_t>& counts,
-                                   const VocabOptions& options, const char* where);
+  // build's and from_counts' common part: ValueError naming `where` for a min_freq below 1 or a
+  // max_size below the specials.
+  static Vocab from_counts_named(const std::unordered_map<std::string, std::int64_t>& counts,
+                                 const VocabOptions& options, const char* where);
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int64_t> ids_;
 };
