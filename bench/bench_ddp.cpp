@@ -62,8 +62,8 @@ int run(const Args& args) {
   if (args.threads > 0) set_num_threads(args.threads);
   using C = bench::LmConfig;
   if (C::kBatch % world.size() != 0)
-    throw ValueError("tapegrad_ddp_bench: the global batch of 16 does not divide among " +
-                     std::to_string(world.size()) + " processes");
+    throw ValueError(
+        message("tapegrad_ddp_bench: the global batch of 16 does not divide among ", world.size(), " processes"));
 
   nn::LanguageModel model = bench::w3_model();
   dist::DistributedDataParallelOptions options;

@@ -231,8 +231,7 @@ TEST_CASE("elementwise: errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(zeros({2}) - zeros({2}, kFloat64), "sub: dtype mismatch, float32 and float64", TypeError);
   CHECK_THROWS_WITH_AS(exp(arange(3)), "exp: expected a floating-point tensor (float32 or float64), got int64",
                        TypeError);
-  CHECK_THROWS_WITH_AS(clamp(zeros({2}), 1.0, 0.0), "clamp: min must not exceed max, got min 1.000000, max 0.000000",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(clamp(zeros({2}), 1.0, 0.0), "clamp: min must not exceed max, got min 1, max 0", ValueError);
   CHECK_THROWS_WITH_AS(where(ones({2}), zeros({2}), zeros({2})),
                        "where: the condition must be a bool tensor, got float32", TypeError);
   CHECK_THROWS_WITH_AS(masked_fill(zeros({2}), from_vector(std::vector<bool>{true, false, true}, {3}), 0.0),

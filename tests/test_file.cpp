@@ -1,4 +1,5 @@
-// io file: durable atomic writes (io::write_file_atomic and its pieces) and the number formatter.
+// io file: durable atomic writes (io::write_file_atomic and its pieces), the number formatter and the
+// error-message builder.
 
 #include <doctest/doctest.h>
 
@@ -10,6 +11,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
@@ -124,6 +126,21 @@ TEST_CASE("format: shortest round-trip text, fixed, significant and scientific d
   CHECK(format_scientific(0.001, 2) == "1.00e-03");
   CHECK(format_scientific(std::numeric_limits<double>::infinity(), 2) == "inf");
   CHECK_THROWS_WITH_AS(format_fixed(1.0, -1), "format_fixed: digits must be >= 0, got -1", ValueError);
+}
+
+TEST_CASE("message: strings, characters and numbers concatenated, numbers as the formatter writes them") {
+  const std::string name = "topk";
+  const std::string_view what = "axis";
+  const std::int64_t k = -3;
+  const std::size_t n = 18446744073709551615ull;
+  const unsigned char byte = 7;
+  CHECK(message(name, ": k = ", k, " is outside the ", what, "'s ", n, " elements") ==
+        "topk: k = -3 is outside the axis's 18446744073709551615 elements");
+  CHECK(message("eps ", 1e-05, ", lr ", 0.1F, ", scale ", 2.0, ", ", std::numeric_limits<double>::quiet_NaN(), " ",
+                -std::numeric_limits<float>::infinity()) == "eps 1e-05, lr 0.1, scale 2, nan -inf");
+  CHECK(message('(', byte, ')', ' ', true, '/', false) == "(7) true/false");
+  CHECK(message() == "");
+  CHECK(message(format_fixed(0.98765, 2)) == "0.99");
 }
 
 TEST_CASE("fnv1a: the published 64-bit test vectors, and numbers as single steps") {

@@ -82,8 +82,7 @@ TEST_CASE("losses: distribution helpers reduce one axis and treat 0 log 0 as 0")
   const Tensor h_pq = nn::cross_entropy_between(p, q);
   CHECK(h_pq.at({0}) == doctest::Approx(-(0.5 * std::log(0.25) + 0.5 * std::log(0.75))));
   CHECK(std::isinf(h_pq.at({1})));
-  CHECK_THROWS_WITH_AS(nn::entropy(p, -1, 1.0), "entropy: log_base must be positive and not 1, got 1.000000",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::entropy(p, -1, 1.0), "entropy: log_base must be positive and not 1, got 1", ValueError);
 }
 
 // ---------------------------------------------------------------- cross_entropy / nll_loss
@@ -266,7 +265,7 @@ TEST_CASE("losses: cross_entropy and nll_loss errors name the shapes and the bad
                        "cross_entropy: reduction BatchMean is only defined for kl_div; use None, Mean or Sum",
                        ValueError);
   CHECK_THROWS_WITH_AS(nn::cross_entropy(x, targets_with_ignored(), {nn::Reduction::Mean, -100, 1.5}),
-                       "cross_entropy: label_smoothing must be in [0, 1], got 1.500000", ValueError);
+                       "cross_entropy: label_smoothing must be in [0, 1], got 1.5", ValueError);
 }
 
 // ---------------------------------------------------------------- kl_div

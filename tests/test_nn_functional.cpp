@@ -158,8 +158,8 @@ TEST_CASE("nn_functional: layer_norm errors") {
                        "layer_norm: bias of shape (1,3) does not match normalized_shape (3)", ShapeError);
   CHECK_THROWS_WITH_AS(layer_norm(zeros({2, 3}), {3}, ones({3}, kFloat64)),
                        "layer_norm: weight is float64 but the input is float32", TypeError);
-  CHECK_THROWS_WITH_AS(layer_norm(zeros({2, 3}), {3}, Tensor(), Tensor(), -1.0),
-                       "layer_norm: eps must be >= 0, got -1.000000", ValueError);
+  CHECK_THROWS_WITH_AS(layer_norm(zeros({2, 3}), {3}, Tensor(), Tensor(), -1.0), "layer_norm: eps must be >= 0, got -1",
+                       ValueError);
   CHECK_THROWS_WITH_AS(layer_norm(arange(6).reshape({2, 3}), {3}),
                        "layer_norm: expected a floating-point tensor (float32 or float64), got int64", TypeError);
 }

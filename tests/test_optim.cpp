@@ -612,9 +612,7 @@ TEST_CASE("optim: invalid hyper-parameters are ValueErrors naming the value") {
   CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(-0.1)), "SGD: invalid learning rate -0.1", ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).momentum(-1.0)), "SGD: invalid momentum -1", ValueError);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)),
-                       "SGD: nesterov requires momentum > 0 and dampening 0 (got momentum 0.000000, dampening "
-                       "0.000000)",
-                       ValueError);
+                       "SGD: nesterov requires momentum > 0 and dampening 0 (got momentum 0, dampening 0)", ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({1.0, 0.999})),
                        "Adam: invalid beta1 (must be in [0, 1)) 1", ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({0.9, -0.5})),

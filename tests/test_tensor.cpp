@@ -156,8 +156,7 @@ TEST_CASE("tensor: errors name the op and the values") {
   CHECK_THROWS_WITH_AS(Tensor().shape(), "tensor: the tensor is undefined (default-constructed)", Error);
   CHECK_THROWS_WITH_AS(tensor({{1, 2}, {3}}), "tensor: rows have different lengths (2 and 1)", ShapeError);
   Generator g(0);
-  CHECK_THROWS_WITH_AS(uniform({2}, 1.0, 0.0, g), "uniform: low must not exceed high, got low 1.000000, high 0.000000",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(uniform({2}, 1.0, 0.0, g), "uniform: low must not exceed high, got low 1, high 0", ValueError);
   CHECK_THROWS_WITH_AS(randint(3, 3, {2}, g), "randint: high must exceed low, got low 3, high 3", ValueError);
   CHECK_THROWS_WITH_AS(arange(0.0, 1.0, 0.0), doctest::Contains("arange: start, end and step must be finite"),
                        ValueError);

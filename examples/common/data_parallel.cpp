@@ -56,8 +56,8 @@ Tensor DataParallel::share(const Tensor& global) const {
   if (size_ == 1) return global;
   const std::int64_t rows = global.size(0);
   if (rows % size_ != 0)
-    throw ValueError("data parallelism: a global batch of " + std::to_string(rows) + " rows does not divide among " +
-                     std::to_string(size_) + " processes");
+    throw ValueError(
+        message("data parallelism: a global batch of ", rows, " rows does not divide among ", size_, " processes"));
   const std::int64_t share = rows / size_;
   return global.narrow(0, rank_ * share, share);
 }
@@ -78,12 +78,12 @@ void DataParallel::all_reduce_sum(const Tensor& t) const {
 void DataParallel::gather_sparse_grads(const TensorList& leaves) const {
   for (std::size_t k = 0; k < leaves.size(); ++k) {
     if (!leaves[k].has_sparse_grad() && leaves[k].grad().defined())
-      throw ValueError("gather_sparse_grads: leaf " + std::to_string(k) + " of " + std::to_string(leaves.size()) +
-                       " has a dense gradient; only row-sparse ones are gathered");
+      throw ValueError(message("gather_sparse_grads: leaf ", k, " of ", leaves.size(),
+                               " has a dense gradient; only row-sparse ones are gathered"));
     if (leaves[k].dim() != 2 || leaves[k].dtype() != leaves[0].dtype())
-      throw ValueError("gather_sparse_grads: leaf " + std::to_string(k) + " is " + leaves[k].shape().str() + " " +
-                       dtype_name(leaves[k].dtype()) + "; the leaves must be tables of one dtype, like leaf 0's " +
-                       dtype_name(leaves[0].dtype()));
+      throw ValueError(
+          message("gather_sparse_grads: leaf ", k, " is ", leaves[k].shape().str(), " ", dtype_name(leaves[k].dtype()),
+                  "; the leaves must be tables of one dtype, like leaf 0's ", dtype_name(leaves[0].dtype())));
   }
   if (size_ == 1 || leaves.empty()) return;
 #if TAPEGRAD_EXAMPLES_DIST

@@ -63,7 +63,7 @@ class CodeReader {
 std::string lzw_decompress(std::string_view stream, int max_bits, bool block_mode, std::size_t max_output,
                            const std::string& what) {
   if (max_bits < 9 || max_bits > 16)
-    throw IoError(what + ": LZW code width must be 9..16 bits, got " + std::to_string(max_bits));
+    throw IoError(message(what, ": LZW code width must be 9..16 bits, got ", max_bits));
   const std::uint32_t table_size = std::uint32_t{1} << max_bits;
   std::vector<std::uint16_t> prefix(table_size);
   std::vector<unsigned char> suffix(table_size);
@@ -94,8 +94,7 @@ std::string lzw_decompress(std::string_view stream, int max_bits, bool block_mod
       continue;
     }
     if (!have_previous) {
-      if (code >= 256)
-        throw IoError(what + ": corrupt LZW stream: first code " + std::to_string(code) + " is not a byte");
+      if (code >= 256) throw IoError(message(what, ": corrupt LZW stream: first code ", code, " is not a byte"));
       out.push_back(static_cast<char>(code));
       previous = code;
       first_of_previous = static_cast<unsigned char>(code);
@@ -103,8 +102,8 @@ std::string lzw_decompress(std::string_view stream, int max_bits, bool block_mod
       continue;
     }
     if (code > free_code || (code == free_code && free_code >= table_size))
-      throw IoError(what + ": corrupt LZW stream: code " + std::to_string(code) + " is not defined yet (next free " +
-                    std::to_string(free_code) + ")");
+      throw IoError(
+          message(what, ": corrupt LZW stream: code ", code, " is not defined yet (next free ", free_code, ")"));
     // Unwind the string of `code` (backwards) onto the stack; code == free_code is the string of
     // the previous code followed by its own first byte.
     stack.clear();
@@ -119,7 +118,7 @@ std::string lzw_decompress(std::string_view stream, int max_bits, bool block_mod
     }
     stack.push_back(static_cast<char>(c));
     if (out.size() + stack.size() > max_output)
-      throw IoError(what + ": LZW stream decodes to more than " + std::to_string(max_output) + " bytes");
+      throw IoError(message(what, ": LZW stream decodes to more than ", max_output, " bytes"));
     out.append(stack.rbegin(), stack.rend());
     first_of_previous = static_cast<unsigned char>(c);
     if (free_code < table_size) {
@@ -170,8 +169,7 @@ std::string read_bible_data(const std::string& path) {
     const std::string block = lzw_decompress(stream, max_bits, block_mode, window, what);
     const bool last = i + 1 == count;
     if (block.empty() || (!last && block.size() != window))
-      throw IoError(what + ": decodes to " + std::to_string(block.size()) + " bytes, expected " + (last ? "1.." : "") +
-                    std::to_string(window));
+      throw IoError(message(what, ": decodes to ", block.size(), " bytes, expected ", (last ? "1.." : ""), window));
     text += block;
   }
   return text;
@@ -197,9 +195,8 @@ Bible parse_bible(const std::string& text, const std::string& origin) {
     const std::size_t space = line.find(' ');
     const std::size_t colon = line.substr(0, space).find(':');
     const auto bad_line = [&]() {
-      throw IoError(origin + ": line " + std::to_string(line_number) +
-                    " is not \"<book><chapter>:<verse> <text>\": \"" + std::string(line.substr(0, 60)) +
-                    (line.size() > 60 ? "...\"" : "\""));
+      throw IoError(message(origin, ": line ", line_number, " is not \"<book><chapter>:<verse> <text>\": \"",
+                            line.substr(0, 60), (line.size() > 60 ? "...\"" : "\"")));
     };
     if (space == std::string_view::npos || colon == std::string_view::npos || colon == 0) bad_line();
     std::size_t chapter_start = colon;

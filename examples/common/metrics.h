@@ -45,14 +45,13 @@ struct BinaryMetrics {
 inline BinaryMetrics binary_metrics(const std::vector<std::int64_t>& predicted,
                                     const std::vector<std::int64_t>& actual) {
   if (predicted.size() != actual.size())
-    throw ValueError("binary_metrics: " + std::to_string(predicted.size()) + " predictions for " +
-                     std::to_string(actual.size()) + " labels");
+    throw ValueError(message("binary_metrics: ", predicted.size(), " predictions for ", actual.size(), " labels"));
   BinaryMetrics m;
   for (std::size_t i = 0; i < actual.size(); ++i) {
     const std::int64_t p = predicted[i], a = actual[i];
     if ((p != 0 && p != 1) || (a != 0 && a != 1))
-      throw ValueError("binary_metrics: labels must be 0 or 1, got predicted " + std::to_string(p) + " and actual " +
-                       std::to_string(a) + " at index " + std::to_string(i));
+      throw ValueError(
+          message("binary_metrics: labels must be 0 or 1, got predicted ", p, " and actual ", a, " at index ", i));
     if (a == 1) (p == 1 ? m.tp : m.fn) += 1;
     else (p == 1 ? m.fp : m.tn) += 1;
   }

@@ -10,20 +10,18 @@ namespace tapegrad::examples {
 
 MultinomialNaiveBayes::MultinomialNaiveBayes(double alpha) : alpha_(alpha) {
   if (!(alpha > 0) || !std::isfinite(alpha))
-    throw ValueError("MultinomialNaiveBayes: alpha must be positive and finite, got " + std::to_string(alpha));
+    throw ValueError(message("MultinomialNaiveBayes: alpha must be positive and finite, got ", alpha));
 }
 
 void MultinomialNaiveBayes::fit(const std::vector<std::vector<std::string>>& docs,
                                 const std::vector<std::int64_t>& labels) {
   if (docs.size() != labels.size())
-    throw ValueError("MultinomialNaiveBayes::fit: " + std::to_string(docs.size()) + " documents but " +
-                     std::to_string(labels.size()) + " labels");
+    throw ValueError(message("MultinomialNaiveBayes::fit: ", docs.size(), " documents but ", labels.size(), " labels"));
   if (docs.empty()) throw ValueError("MultinomialNaiveBayes::fit: no documents");
   std::int64_t classes = 0;
   for (std::size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0)
-      throw ValueError("MultinomialNaiveBayes::fit: label " + std::to_string(labels[i]) + " of document " +
-                       std::to_string(i) + " is negative");
+      throw ValueError(message("MultinomialNaiveBayes::fit: label ", labels[i], " of document ", i, " is negative"));
     classes = std::max(classes, labels[i] + 1);
   }
   index_.clear();
@@ -87,8 +85,7 @@ double MultinomialNaiveBayes::log_likelihood(const std::string& token, std::int6
   if (it == index_.end())
     throw ValueError("MultinomialNaiveBayes: token \"" + token + "\" was not in the training documents");
   if (label < 0 || label >= num_classes())
-    throw ValueError("MultinomialNaiveBayes: label " + std::to_string(label) + " outside [0, " +
-                     std::to_string(num_classes()) + ")");
+    throw ValueError(message("MultinomialNaiveBayes: label ", label, " outside [0, ", num_classes(), ")"));
   return log_likelihood_[static_cast<std::size_t>(label)][it->second];
 }
 

@@ -27,7 +27,7 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   for (std::size_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     lines.push_back(io::parse_json(line, path + ":" + std::to_string(number)));
-    if (!lines.back().is_object()) throw IoError(path + ":" + std::to_string(number) + ": expected a JSON object");
+    if (!lines.back().is_object()) throw IoError(message(path, ":", number, ": expected a JSON object"));
   }
   return lines;
 }

@@ -36,8 +36,7 @@ std::vector<std::int64_t> byte_tokens(const std::string& text) {
 std::string bytes_text(const std::vector<std::int64_t>& ids) {
   std::string text(ids.size(), '\0');
   for (std::size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] > 255)
-      throw ValueError("bytes_text: id " + std::to_string(ids[i]) + " at " + std::to_string(i) + " is not a byte");
+    if (ids[i] < 0 || ids[i] > 255) throw ValueError(message("bytes_text: id ", ids[i], " at ", i, " is not a byte"));
     text[i] = static_cast<char>(static_cast<unsigned char>(ids[i]));
   }
   return text;

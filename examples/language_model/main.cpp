@@ -141,7 +141,7 @@ class LmTokenizer {
 
 void validate(const LmConfig& c) {
   const auto positive = [](std::int64_t v, auto member) {
-    if (v < 1) throw ConfigError(examples::flag(member) + " must be positive, got " + std::to_string(v));
+    if (v < 1) throw ConfigError(message(examples::flag(member), " must be positive, got ", v));
   };
   positive(c.context, &C::context);
   positive(c.batch_size, &C::batch_size);
@@ -154,34 +154,32 @@ void validate(const LmConfig& c) {
   positive(c.eval_windows, &C::eval_windows);
   positive(c.log_every, &C::log_every);
   if (c.d_model % c.heads != 0)
-    throw ConfigError("--d_model must be a multiple of --heads, got " + std::to_string(c.d_model) + " and " +
-                      std::to_string(c.heads));
+    throw ConfigError(message("--d_model must be a multiple of --heads, got ", c.d_model, " and ", c.heads));
   if (c.attention == "gqa" && (c.kv_heads < 1 || c.heads % c.kv_heads != 0))
-    throw ConfigError("--kv_heads must divide --heads for gqa, got " + std::to_string(c.kv_heads) + " and " +
-                      std::to_string(c.heads));
+    throw ConfigError(message("--kv_heads must divide --heads for gqa, got ", c.kv_heads, " and ", c.heads));
   if (c.attention == "mla" && (c.kv_lora_rank < 1 || c.rope_head_dim < 2 || c.rope_head_dim % 2 != 0))
-    throw ConfigError("mla needs --kv_lora_rank >= 1 and an even --rope_head_dim >= 2, got " +
-                      std::to_string(c.kv_lora_rank) + " and " + std::to_string(c.rope_head_dim));
+    throw ConfigError(message("mla needs --kv_lora_rank >= 1 and an even --rope_head_dim >= 2, got ", c.kv_lora_rank,
+                              " and ", c.rope_head_dim));
   if (!(c.dropout >= 0.0 && c.dropout < 1.0))
-    throw ConfigError("--dropout must be in [0, 1), got " + format_number(c.dropout));
+    throw ConfigError(message("--dropout must be in [0, 1), got ", c.dropout));
   if (!(c.lr > 0.0) || !(c.weight_decay >= 0.0) || !(c.clip_grad_norm >= 0.0) || !(c.time_budget_s >= 0.0))
-    throw ConfigError("--lr must be positive and --weight_decay, --clip_grad_norm, --time_budget_s non-negative, got " +
-                      format_number(c.lr) + ", " + format_number(c.weight_decay) + ", " +
-                      format_number(c.clip_grad_norm) + ", " + format_number(c.time_budget_s));
+    throw ConfigError(
+        message("--lr must be positive and --weight_decay, --clip_grad_norm, --time_budget_s non-negative, got ", c.lr,
+                ", ", c.weight_decay, ", ", c.clip_grad_norm, ", ", c.time_budget_s));
   if (!(c.warmup_fraction >= 0.0 && c.warmup_fraction < 1.0) || !(c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0))
-    throw ConfigError("--warmup_fraction must be in [0, 1) and --min_lr_ratio in [0, 1], got " +
-                      format_number(c.warmup_fraction) + " and " + format_number(c.min_lr_ratio));
+    throw ConfigError(message("--warmup_fraction must be in [0, 1) and --min_lr_ratio in [0, 1], got ",
+                              c.warmup_fraction, " and ", c.min_lr_ratio));
   if (c.patience < 0 || c.checkpoint_every < 0 || c.sample_tokens < 0 || c.top_k < 0 || c.stop_after < 0)
     throw ConfigError("--patience, --checkpoint_every, --sample_tokens, --top_k and --stop_after must be >= 0");
   if (!(c.temperature > 0.0) || !(c.top_p > 0.0 && c.top_p <= 1.0))
-    throw ConfigError("--temperature must be positive and --top_p in (0, 1], got " + format_number(c.temperature) +
-                      " and " + format_number(c.top_p));
+    throw ConfigError(
+        message("--temperature must be positive and --top_p in (0, 1], got ", c.temperature, " and ", c.top_p));
   if (c.prompt.empty()) throw ConfigError("--prompt must not be empty");
   if (c.tokenizer == "bpe" && c.bpe_vocab < 257)
-    throw ConfigError("--bpe_vocab must be above the 256 bytes, got " + std::to_string(c.bpe_vocab));
+    throw ConfigError(message("--bpe_vocab must be above the 256 bytes, got ", c.bpe_vocab));
   if (c.word_min_count < 1 || c.pointer_window < 0)
-    throw ConfigError("--word_min_count must be positive and --pointer_window >= 0, got " +
-                      std::to_string(c.word_min_count) + " and " + std::to_string(c.pointer_window));
+    throw ConfigError(message("--word_min_count must be positive and --pointer_window >= 0, got ", c.word_min_count,
+                              " and ", c.pointer_window));
   if (c.pointer_window > 0 && c.tokenizer != "words")
     throw ConfigError("--pointer_window copies words: it needs --tokenizer words, got --tokenizer " + c.tokenizer);
 }

@@ -69,9 +69,8 @@ Strings random_strings(std::int64_t count, std::int64_t min_length, std::int64_t
   for (const auto& row : seen)
     taken += static_cast<std::int64_t>(row.size()) >= min_length && static_cast<std::int64_t>(row.size()) <= max_length;
   if (static_cast<double>(count) + taken > possible / 2)
-    throw ConfigError("sequence_reversal: cannot draw " + std::to_string(count) + " distinct strings of lengths " +
-                      std::to_string(min_length) + " to " + std::to_string(max_length) + " over " +
-                      std::to_string(alphabet) + " letters");
+    throw ConfigError(message("sequence_reversal: cannot draw ", count, " distinct strings of lengths ", min_length,
+                              " to ", max_length, " over ", alphabet, " letters"));
   while (static_cast<std::int64_t>(out.rows.size()) < count) {
     const std::int64_t length =
         min_length + static_cast<std::int64_t>(gen.randint(static_cast<std::uint64_t>(max_length - min_length + 1)));

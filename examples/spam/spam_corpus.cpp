@@ -235,7 +235,7 @@ std::string read_file(const std::string& path, const char* op, std::uint64_t max
   try {
     return io::read_file(path, max_bytes, io::Oversize::ReadHead);
   } catch (const IoError& e) {
-    throw IoError(std::string(op) + ": " + e.what());
+    throw IoError(message(op, ": ", e.what()));
   }
 }
 
@@ -244,7 +244,7 @@ Email email_from_json(const std::string& path, const std::string& fallback_group
   try {
     j = io::read_json_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string(op) + ": " + e.what());
+    throw IoError(message(op, ": ", e.what()));
   }
   const std::string where = std::string(op) + ": '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
@@ -351,8 +351,7 @@ Email read_email_file(const std::string& path, std::uint64_t max_bytes) {
   std::error_code ec;
   email.truncated = text.size() == max_bytes && fs::file_size(path, ec) > max_bytes;
   if (text.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw ValueError("read_email_file: '" + path + "' is empty (" + std::to_string(text.size()) +
-                     " bytes of white space)");
+    throw ValueError(message("read_email_file: '", path, "' is empty (", text.size(), " bytes of white space)"));
   parse_email(text, email.subject, email.body, &email.headers);
   return email;
 }

@@ -13,8 +13,8 @@ namespace tapegrad::examples::spam {
 
 SpamModelOptions model_options(const SpamTrainConfig& config, std::int64_t vocab_size, std::int64_t features) {
   if (config.model != "transformer" && features < 1)
-    throw ValueError("model_options: --model " + config.model + " needs the linear model's features, got " +
-                     std::to_string(features));
+    throw ValueError(
+        message("model_options: --model ", config.model, " needs the linear model's features, got ", features));
   SpamModelOptions o;
   o.deep = config.model != "linear";
   o.wide_features = config.model == "transformer" ? 0 : features;
@@ -35,8 +35,7 @@ FeatureBags feature_bags(const std::vector<std::vector<std::int64_t>>& features,
   std::vector<float> weights;
   for (const std::size_t r : rows) {
     if (r >= features.size())
-      throw IndexError("feature_bags: row " + std::to_string(r) + " is outside the features of " +
-                       std::to_string(features.size()) + " emails");
+      throw IndexError(message("feature_bags: row ", r, " is outside the features of ", features.size(), " emails"));
     const std::vector<std::int64_t>& bag = features[r];
     offsets.push_back(static_cast<std::int64_t>(ids.size()));
     ids.insert(ids.end(), bag.begin(), bag.end());

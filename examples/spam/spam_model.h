@@ -160,8 +160,8 @@ class SpamClassifier : public nn::Module {
   // its config's seed. The linear model starts at zero. ValueError for options that ask for neither part.
   SpamClassifier(const SpamModelOptions& o, Generator& gen) : d_model_(o.layer.d_model()) {
     if (!o.deep && o.wide_features <= 0)
-      throw ValueError("SpamClassifier: neither the transformer nor the linear model (wide_features " +
-                       std::to_string(o.wide_features) + ")");
+      throw ValueError(message("SpamClassifier: neither the transformer nor the linear model (wide_features ",
+                               o.wide_features, ")"));
     if (o.deep) {
       tok_emb_ = register_module(
           "tok_emb",
@@ -198,8 +198,8 @@ class SpamClassifier : public nn::Module {
     if (wide() && !bags.offsets.defined())
       throw ValueError("SpamClassifier::forward: the linear model needs the emails' feature bags");
     if (wide() && tokens.defined() && bags.offsets.numel() != tokens.size(0))
-      throw ValueError("SpamClassifier::forward: " + std::to_string(bags.offsets.numel()) + " feature bags for " +
-                       std::to_string(tokens.size(0)) + " emails");
+      throw ValueError(
+          message("SpamClassifier::forward: ", bags.offsets.numel(), " feature bags for ", tokens.size(0), " emails"));
     Tensor logits;
     if (deep()) {
       const Tensor e = tok_emb_(tokens);                                                           // (B, T, d)

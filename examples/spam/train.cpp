@@ -253,8 +253,7 @@ struct BestModel {
     loss = number_field(best, json_path, "val_loss");
     step = static_cast<std::int64_t>(number_field(best, json_path, "step"));
     if (!std::filesystem::exists(model_path))
-      throw IoError("spam_classifier: " + json_path + " names step " + std::to_string(step) + " but " + model_path +
-                    " is missing");
+      throw IoError(message("spam_classifier: ", json_path, " names step ", step, " but ", model_path, " is missing"));
   }
 
   void consider(std::int64_t at, double val_f1, double val_loss, nn::Module& model) {

@@ -26,8 +26,7 @@ std::vector<std::vector<std::int64_t>> Vocabulary::encode(
 }
 
 Vocabulary build_vocabulary(const std::vector<std::vector<std::string>>& sentences, std::int64_t min_count) {
-  if (min_count < 1)
-    throw ValueError("build_vocabulary: min_count must be at least 1, got " + std::to_string(min_count));
+  if (min_count < 1) throw ValueError(message("build_vocabulary: min_count must be at least 1, got ", min_count));
   std::unordered_map<std::string, std::int64_t> counts;
   for (const auto& sentence : sentences)
     for (const auto& word : sentence) ++counts[word];
@@ -35,8 +34,8 @@ Vocabulary build_vocabulary(const std::vector<std::vector<std::string>>& sentenc
   for (auto& [word, count] : counts)
     if (count >= min_count) kept.emplace_back(word, count);
   if (kept.empty())
-    throw ValueError("build_vocabulary: no word occurs " + std::to_string(min_count) + " times in " +
-                     std::to_string(counts.size()) + " distinct words");
+    throw ValueError(
+        message("build_vocabulary: no word occurs ", min_count, " times in ", counts.size(), " distinct words"));
   std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : a.first < b.first;
   });
@@ -66,8 +65,7 @@ std::vector<std::int64_t> Subsampler::operator()(const std::vector<std::int64_t>
   kept.reserve(sentence.size());
   for (const std::int64_t w : sentence) {
     if (w < 0 || w >= static_cast<std::int64_t>(keep_.size()))
-      throw IndexError("Subsampler: word id " + std::to_string(w) + " is outside the vocabulary's [0, " +
-                       std::to_string(keep_.size()) + ")");
+      throw IndexError(message("Subsampler: word id ", w, " is outside the vocabulary's [0, ", keep_.size(), ")"));
     if (gen.uniform() < keep_[static_cast<std::size_t>(w)]) kept.push_back(w);
   }
   return kept;
@@ -75,7 +73,7 @@ std::vector<std::int64_t> Subsampler::operator()(const std::vector<std::int64_t>
 
 std::vector<std::pair<std::int64_t, std::int64_t>> context_pairs(const std::vector<std::int64_t>& sentence,
                                                                  std::int64_t window, Generator& gen) {
-  if (window < 1) throw ValueError("context_pairs: window must be at least 1, got " + std::to_string(window));
+  if (window < 1) throw ValueError(message("context_pairs: window must be at least 1, got ", window));
   std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
   const std::int64_t n = static_cast<std::int64_t>(sentence.size());
   for (std::int64_t i = 0; i < n; ++i) {

@@ -15,14 +15,13 @@ namespace tapegrad::examples::word2vec {
 
 Cooccurrences count_cooccurrences(const std::vector<std::vector<std::int64_t>>& sentences, std::int64_t vocab_size,
                                   std::int64_t window) {
-  if (window < 1) throw ValueError("count_cooccurrences: window must be at least 1, got " + std::to_string(window));
+  if (window < 1) throw ValueError(message("count_cooccurrences: window must be at least 1, got ", window));
   // Keyed by row * vocab_size + col, which also orders the entries by (row, col).
   std::unordered_map<std::int64_t, double> counts;
   for (const std::vector<std::int64_t>& sentence : sentences) {
     for (std::int64_t id : sentence)
       if (id < 0 || id >= vocab_size)
-        throw ValueError("count_cooccurrences: word id " + std::to_string(id) + " outside the vocabulary of " +
-                         std::to_string(vocab_size));
+        throw ValueError(message("count_cooccurrences: word id ", id, " outside the vocabulary of ", vocab_size));
     const auto n = static_cast<std::int64_t>(sentence.size());
     for (std::int64_t i = 0; i < n; ++i) {
       for (std::int64_t j = i + 1; j < std::min(n, i + window + 1); ++j) {

@@ -497,9 +497,9 @@ Word2VecResult train_word2vec(const std::vector<std::vector<std::int64_t>>& sent
 
 Tensor ngram_vectors(const Tensor& ngram_rows, const data::Subwords& subwords, const std::vector<std::string>& words) {
   if (!ngram_rows.defined() || ngram_rows.dim() != 2 || ngram_rows.shape()[0] != subwords.options().buckets())
-    throw ValueError("ngram_vectors: expected the n-grams' rows of a model trained with subwords, (" +
-                     std::to_string(subwords.options().buckets()) + ", dim), got " +
-                     (ngram_rows.defined() ? ngram_rows.shape().str() : std::string("an undefined tensor")));
+    throw ValueError(message("ngram_vectors: expected the n-grams' rows of a model trained with subwords, (",
+                             subwords.options().buckets(), ", dim), got ",
+                             (ngram_rows.defined() ? ngram_rows.shape().str() : std::string("an undefined tensor"))));
   std::vector<std::vector<std::int64_t>> bags;
   for (const std::string& word : words) bags.push_back(subwords.buckets(word));
   return mean_of_bags(ngram_rows, bags);

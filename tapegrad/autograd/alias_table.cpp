@@ -14,8 +14,8 @@ AliasTable::AliasTable(const std::vector<double>& weights) {
   double total = 0.0;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(weights[i]) || weights[i] < 0)
-      throw ValueError("AliasTable: weight " + std::to_string(i) + " is " + format_number(weights[i]) +
-                       "; weights must be finite and non-negative");
+      throw ValueError(
+          message("AliasTable: weight ", i, " is ", weights[i], "; weights must be finite and non-negative"));
     total += weights[i];
   }
   if (total <= 0) throw ValueError("AliasTable: the weights sum to 0");
@@ -52,8 +52,8 @@ namespace {
 
 std::vector<double> weights_of(const Tensor& weights) {
   if (weights.dim() != 1 || (weights.dtype() != kFloat32 && weights.dtype() != kFloat64))
-    throw ShapeError(std::string("AliasTable: expected 1-D float32 or float64 weights, got ") +
-                     dtype_name(weights.dtype()) + " " + weights.shape().str());
+    throw ShapeError(message("AliasTable: expected 1-D float32 or float64 weights, got ", dtype_name(weights.dtype()),
+                             " ", weights.shape().str()));
   return weights.to(kFloat64).contiguous().to_vector<double>();
 }
 
@@ -63,8 +63,7 @@ AliasTable::AliasTable(const Tensor& weights) : AliasTable(weights_of(weights)) 
 
 double AliasTable::probability(std::int64_t i) const {
   if (i < 0 || i >= size())
-    throw IndexError("AliasTable::probability: category " + std::to_string(i) + " is outside [0, " +
-                     std::to_string(size()) + ")");
+    throw IndexError(message("AliasTable::probability: category ", i, " is outside [0, ", size(), ")"));
   return probability_[static_cast<std::size_t>(i)];
 }
 

@@ -20,7 +20,7 @@ DType autocast_dtype() { return kBFloat16; }
 
 AutocastGuard::AutocastGuard(DType dtype, bool enabled) : previous_enabled_(autocast_on) {
   if (dtype != kBFloat16)
-    throw ValueError(std::string("AutocastGuard: only bfloat16 autocast exists, got ") + dtype_name(dtype));
+    throw ValueError(message("AutocastGuard: only bfloat16 autocast exists, got ", dtype_name(dtype)));
   autocast_on = enabled;
 }
 

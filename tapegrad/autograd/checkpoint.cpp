@@ -75,9 +75,9 @@ struct Segment {
       fn(detached);  // the rerun's own graph is dropped with its output
     }
     if (captured.size() != saved_count)
-      throw GraphError("checkpoint: the rerun of the function saved " + std::to_string(captured.size()) +
-                       " tensors for backward, the forward " + std::to_string(saved_count) +
-                       "; the function must run the same ops on the same values both times");
+      throw GraphError(message("checkpoint: the rerun of the function saved ", captured.size(),
+                               " tensors for backward, the forward ", saved_count,
+                               "; the function must run the same ops on the same values both times"));
     rebuilt_tensors = std::move(captured);
     rebuilt = true;
   }
@@ -88,7 +88,7 @@ struct Segment {
 Tensor checkpoint(const CheckpointFunction& fn, const TensorList& inputs, const std::vector<Generator*>& generators) {
   if (!fn) throw ValueError("checkpoint: the function is empty");
   for (std::size_t i = 0; i < generators.size(); ++i)
-    if (generators[i] == nullptr) throw ValueError("checkpoint: generator " + std::to_string(i) + " is null");
+    if (generators[i] == nullptr) throw ValueError(message("checkpoint: generator ", i, " is null"));
   if (!is_grad_enabled()) return fn(inputs);  // nothing is saved
   auto segment = std::make_shared<Segment>();
   segment->fn = fn;

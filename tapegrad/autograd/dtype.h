@@ -79,10 +79,9 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
     case DType::Float64:
       return f(double{});
     case DType::BFloat16:
-      throw TypeError(std::string(op) + ": no bfloat16 kernel; convert the input with to(kFloat32)");
+      throw TypeError(message(op, ": no bfloat16 kernel; convert the input with to(kFloat32)"));
     default:
-      throw TypeError(std::string(op) + ": expected a floating-point tensor (float32 or float64), got " +
-                      dtype_name(dtype));
+      throw TypeError(message(op, ": expected a floating-point tensor (float32 or float64), got ", dtype_name(dtype)));
   }
 }
 
@@ -97,7 +96,7 @@ decltype(auto) dispatch_numeric(DType dtype, const char* op, F&& f) {
     case DType::Int64:
       return f(std::int64_t{});
     default:
-      throw TypeError(std::string(op) + ": expected a float32, float64 or int64 tensor, got " + dtype_name(dtype));
+      throw TypeError(message(op, ": expected a float32, float64 or int64 tensor, got ", dtype_name(dtype)));
   }
 }
 

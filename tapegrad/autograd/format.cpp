@@ -16,8 +16,7 @@ namespace {
 // to_chars in the given format (none: shortest round trip) and precision (-1: none).
 std::string to_text(double v, std::optional<std::chars_format> format, int digits, const char* caller) {
   if (std::isnan(v)) return std::signbit(v) ? "-nan" : "nan";  // the sign of a NaN is kept, as printf keeps it
-  if (format && digits < 0)
-    throw ValueError(std::string(caller) + ": digits must be >= 0, got " + std::to_string(digits));
+  if (format && digits < 0) throw ValueError(message(caller, ": digits must be >= 0, got ", digits));
   // A fixed-format double has up to 309 digits before the point.
   std::string buffer(330 + static_cast<std::size_t>(std::max(digits, 0)), '\0');
   char* const first = buffer.data();

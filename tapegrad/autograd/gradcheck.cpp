@@ -16,8 +16,8 @@ Tensor evaluate(const GradcheckFunction& f, const TensorList& inputs) {
   Tensor y = f(inputs);
   if (!y.defined()) throw ValueError("gradcheck: the function returned an undefined tensor");
   if (y.dtype() != kFloat64)
-    throw TypeError(std::string("gradcheck: the function returned a ") + dtype_name(y.dtype()) +
-                    " tensor; build the output from the float64 inputs it is given");
+    throw TypeError(message("gradcheck: the function returned a ", dtype_name(y.dtype()),
+                            " tensor; build the output from the float64 inputs it is given"));
   return y;
 }
 
@@ -95,7 +95,7 @@ namespace {
 // Both overloads; `names` is empty or holds one name per parameter.
 GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, const GradcheckOptions& options,
                       const TensorList& parameters, const std::vector<std::string>& names) {
-  if (!(options.eps > 0)) throw ValueError("gradcheck: eps must be positive, got " + std::to_string(options.eps));
+  if (!(options.eps > 0)) throw ValueError(message("gradcheck: eps must be positive, got ", options.eps));
   GradcheckResult result;
   TensorList x;
   std::vector<bool> differentiated;
@@ -126,8 +126,9 @@ GradcheckResult check(const GradcheckFunction& f, const TensorList& inputs, cons
   for (std::size_t j = 0; j < parameters.size(); ++j) {
     const Tensor& p = parameters[j];
     if (!p.defined() || p.dtype() != kFloat64 || !p.is_leaf() || !p.requires_grad() || !p.is_contiguous())
-      throw ValueError("gradcheck: parameter " + (names.empty() ? std::to_string(j) : "'" + names[j] + "'") +
-                       " must be a contiguous float64 leaf that requires grad (convert the module with to(kFloat64))");
+      throw ValueError(
+          message("gradcheck: parameter ", (names.empty() ? std::to_string(j) : "'" + names[j] + "'"),
+                  " must be a contiguous float64 leaf that requires grad (convert the module with to(kFloat64))"));
     GradcheckInputReport report;
     if (!names.empty()) report.name = names[j];
     report.shape = p.shape();

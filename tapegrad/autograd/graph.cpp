@@ -143,10 +143,10 @@ std::shared_ptr<Node> make_node(const char* name, const std::vector<Tensor>& inp
 }
 
 void check_unrecorded(const char* name, const Tensor& output) {
-  if (!output.defined()) throw ValueError(std::string(name) + ": cannot record the op on an undefined output");
+  if (!output.defined()) throw ValueError(message(name, ": cannot record the op on an undefined output"));
   if (output.grad_fn())
-    throw ValueError(std::string(name) + ": cannot record the op on a tensor that already has a grad_fn (" +
-                     output.grad_fn()->name + ")");
+    throw ValueError(
+        message(name, ": cannot record the op on a tensor that already has a grad_fn (", output.grad_fn()->name, ")"));
 }
 
 }  // namespace
@@ -164,13 +164,12 @@ void record(const char* name, const Tensor& output, const std::vector<Tensor>& i
 void record_multi(const char* name, const TensorList& outputs, const std::vector<Tensor>& inputs,
                   MultiBackwardFn backward) {
   if (!any_requires_grad(inputs)) return;
-  if (outputs.empty()) throw ValueError(std::string(name) + ": cannot record an op with no outputs");
+  if (outputs.empty()) throw ValueError(message(name, ": cannot record an op with no outputs"));
   for (const Tensor& out : outputs) check_unrecorded(name, out);
   for (std::size_t i = 0; i < outputs.size(); ++i)
     for (std::size_t j = 0; j < i; ++j)
       if (outputs[i].impl() == outputs[j].impl())
-        throw ValueError(std::string(name) + ": outputs " + std::to_string(j) + " and " + std::to_string(i) +
-                         " are the same tensor");
+        throw ValueError(message(name, ": outputs ", j, " and ", i, " are the same tensor"));
   std::shared_ptr<Node> node = make_node(name, inputs);
   node->backward_multi = std::move(backward);
   node->num_outputs = static_cast<int>(outputs.size());
@@ -234,13 +233,12 @@ const Tensor& SavedTensor::unpack() const {
 
 const Tensor& SavedTensor::checked(const Tensor& t, const Storage* storage) const {
   if (storage && storage->version() != version_)
-    throw GraphError(running_op() +
-                     ": one of the variables needed for gradient computation has been modified by an inplace "
-                     "operation: a tensor of shape " +
-                     t.shape().str() + " saved at version " + std::to_string(version_) + " is now at version " +
-                     std::to_string(storage->version()) +
-                     " (an in-place write between the forward and the backward, such as an optimiser step, "
-                     "fill_, copy_, add_ or mul_; write into a clone instead)");
+    throw GraphError(message(running_op(),
+                             ": one of the variables needed for gradient computation has been modified by an inplace "
+                             "operation: a tensor of shape ",
+                             t.shape().str(), " saved at version ", version_, " is now at version ", storage->version(),
+                             " (an in-place write between the forward and the backward, such as an optimiser step, "
+                             "fill_, copy_, add_ or mul_; write into a clone instead)"));
   if (is_output_ && grad_enabled && running_node != nullptr) {
     // create_graph: the output is connected to the node again, for the duration of this backward.
     Tensor& connected =
@@ -295,9 +293,9 @@ Tensor run_tensor_hooks(const HookList<TensorHook>& hooks, Tensor grad, const ch
     Tensor replaced = hook(grad);
     if (!replaced.defined()) continue;
     if (replaced.shape() != grad.shape() || replaced.dtype() != grad.dtype())
-      throw GraphError(std::string("backward: a hook on ") + where + " returned a gradient of shape " +
-                       replaced.shape().str() + " (" + dtype_name(replaced.dtype()) + ") for one of shape " +
-                       grad.shape().str() + " (" + dtype_name(grad.dtype()) + ")");
+      throw GraphError(message("backward: a hook on ", where, " returned a gradient of shape ", replaced.shape().str(),
+                               " (", dtype_name(replaced.dtype()), ") for one of shape ", grad.shape().str(), " (",
+                               dtype_name(grad.dtype()), ")"));
     grad = std::move(replaced);
   }
   return grad;
@@ -507,9 +505,9 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
     heap.pop_back();
     node->queued = false;
     if (node->released)
-      throw GraphError(std::string("backward: the graph through ") + node->name +
-                       " has already been released by an earlier backward; pass retain_graph=true to that "
-                       "backward to go through the graph again");
+      throw GraphError(message("backward: the graph through ", node->name,
+                               " has already been released by an earlier backward; pass retain_graph=true to that "
+                               "backward to go through the graph again"));
     // The gradient of each output, through its hooks; kept for retain_grad and autograd::grad.
     auto arrived = [&](int k, Tensor g) {
       if (!g.defined()) return g;
@@ -559,16 +557,16 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
       node->released = true;
     }
     if (grads.size() != node->edges.size())
-      throw GraphError(std::string("backward: ") + node->name + " returned " + std::to_string(grads.size()) +
-                       " gradients for " + std::to_string(node->edges.size()) + " inputs");
+      throw GraphError(message("backward: ", node->name, " returned ", grads.size(), " gradients for ",
+                               node->edges.size(), " inputs"));
     if (anomaly_enabled) check_anomaly(*node, grads);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       Edge& edge = node->edges[i];
       if (!edge.needed()) continue;
       if (grads[i].defined() && (grads[i].shape() != edge.shape || grads[i].dtype() != edge.dtype))
-        throw GraphError(std::string("backward: ") + node->name + " returned a gradient of shape " +
-                         grads[i].shape().str() + " (" + dtype_name(grads[i].dtype()) + ") for input " +
-                         std::to_string(i) + " of shape " + edge.shape.str() + " (" + dtype_name(edge.dtype) + ")");
+        throw GraphError(message("backward: ", node->name, " returned a gradient of shape ", grads[i].shape().str(),
+                                 " (", dtype_name(grads[i].dtype()), ") for input ", i, " of shape ", edge.shape.str(),
+                                 " (", dtype_name(edge.dtype), ")"));
       if (edge.leaf) {
         to_leaf(edge.leaf, std::move(grads[i]));
       } else if (grads[i].defined()) {
@@ -596,23 +594,21 @@ void GraphTask::run(const TensorList& roots, const TensorList& seeds) {
 // The gradient each root starts from: 1 for a one-element root with none given.
 TensorList make_seeds(const TensorList& roots, const TensorList& grads, const char* op) {
   if (!grads.empty() && grads.size() != roots.size())
-    throw ValueError(std::string(op) + ": " + std::to_string(grads.size()) + " gradients for " +
-                     std::to_string(roots.size()) + " outputs");
+    throw ValueError(message(op, ": ", grads.size(), " gradients for ", roots.size(), " outputs"));
   TensorList seeds(roots.size());
   for (std::size_t r = 0; r < roots.size(); ++r) {
     const Tensor& root = roots[r];
-    if (!root.defined()) throw ValueError(std::string(op) + ": output " + std::to_string(r) + " is undefined");
-    if (!root.requires_grad())
-      throw GraphError(std::string(op) + ": the tensor does not require grad and has no grad_fn");
+    if (!root.defined()) throw ValueError(message(op, ": output ", r, " is undefined"));
+    if (!root.requires_grad()) throw GraphError(message(op, ": the tensor does not require grad and has no grad_fn"));
     Tensor seed = grads.empty() ? Tensor() : grads[r];
     if (!seed.defined()) {
       if (root.numel() != 1)
-        throw GraphError(std::string(op) + ": a gradient is implied only for a one-element output; got shape " +
-                         root.shape().str() + ", so pass a gradient of that shape");
+        throw GraphError(message(op, ": a gradient is implied only for a one-element output; got shape ",
+                                 root.shape().str(), ", so pass a gradient of that shape"));
       seed = ones(root.shape(), root.dtype());
     } else if (seed.shape() != root.shape() || seed.dtype() != root.dtype()) {
-      throw ShapeError(std::string(op) + ": gradient of shape " + seed.shape().str() + " (" + dtype_name(seed.dtype()) +
-                       ") for a tensor of shape " + root.shape().str() + " (" + dtype_name(root.dtype()) + ")");
+      throw ShapeError(message(op, ": gradient of shape ", seed.shape().str(), " (", dtype_name(seed.dtype()),
+                               ") for a tensor of shape ", root.shape().str(), " (", dtype_name(root.dtype()), ")"));
     }
     seeds[r] = seed;
   }
@@ -646,10 +642,9 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
                 const GradOptions& options) {
   if (outputs.empty()) throw ValueError("grad: no outputs given");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) throw ValueError("grad: input " + std::to_string(i) + " is undefined");
+    if (!inputs[i].defined()) throw ValueError(message("grad: input ", i, " is undefined"));
     if (!inputs[i].requires_grad())
-      throw GraphError("grad: input " + std::to_string(i) + " (shape " + inputs[i].shape().str() +
-                       ") does not require grad");
+      throw GraphError(message("grad: input ", i, " (shape ", inputs[i].shape().str(), ") does not require grad"));
   }
   TensorList seeds = make_seeds(outputs, grad_outputs, "grad");
   TensorList results;
@@ -661,8 +656,9 @@ TensorList grad(const TensorList& outputs, const TensorList& inputs, const Tenso
   }
   for (std::size_t i = 0; i < results.size(); ++i)
     if (!results[i].defined() && !options.allow_unused)
-      throw GraphError("grad: input " + std::to_string(i) + " (shape " + inputs[i].shape().str() +
-                       ") was not used to compute the outputs; pass allow_unused to get an undefined gradient");
+      throw GraphError(
+          message("grad: input ", i, " (shape ", inputs[i].shape().str(),
+                  ") was not used to compute the outputs; pass allow_unused to get an undefined gradient"));
   return results;
 }
 
@@ -715,9 +711,10 @@ RemovableHandle Tensor::register_hook(std::function<Tensor(const Tensor&)> fn) c
 RemovableHandle Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const {
   TensorImpl& t = checked();
   if (t.grad_fn)
-    throw GraphError(std::string("register_post_accumulate_grad_hook: only a leaf accumulates a gradient; this "
-                                 "tensor was made by ") +
-                     t.grad_fn->name);
+    throw GraphError(
+        message("register_post_accumulate_grad_hook: only a leaf accumulates a gradient; this "
+                "tensor was made by ",
+                t.grad_fn->name));
   if (!t.requires_grad) throw GraphError("register_post_accumulate_grad_hook: the leaf does not require grad");
   if (!fn) throw ValueError("register_post_accumulate_grad_hook: the hook is empty");
   if (!t.hooks) t.hooks = std::make_shared<LeafHooks>();

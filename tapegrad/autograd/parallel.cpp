@@ -66,7 +66,7 @@ class Pool {
   int threads() const { return threads_; }
 
   void resize(int threads) {
-    if (threads < 1) throw ValueError("set_num_threads: threads must be at least 1, got " + std::to_string(threads));
+    if (threads < 1) throw ValueError(message("set_num_threads: threads must be at least 1, got ", threads));
     if (tls_in_region) throw ValueError("set_num_threads: called from inside a parallel_for chunk");
     threads = std::min(threads, kMaxThreads);
     std::lock_guard<std::mutex> dispatch(dispatch_);
@@ -243,7 +243,7 @@ int threads_from_setting(const char* value) {
   char* end = nullptr;
   const long v = std::strtol(value, &end, 10);
   if (end == value || *end != '\0' || v < 1)
-    throw ValueError(std::string("TAPEGRAD_NUM_THREADS must be a whole number >= 1, got '") + value + "'");
+    throw ValueError(message("TAPEGRAD_NUM_THREADS must be a whole number >= 1, got '", value, "'"));
   return static_cast<int>(std::min<long>(v, kMaxThreads));
 }
 

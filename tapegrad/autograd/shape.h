@@ -43,7 +43,7 @@ class Dims {
   const std::int64_t* data() const { return data_; }
 
   void push_back(std::int64_t v) {
-    if (size_ == kMaxRank) throw ShapeError("tapegrad supports at most " + std::to_string(kMaxRank) + " dimensions");
+    if (size_ == kMaxRank) throw ShapeError(message("tapegrad supports at most ", kMaxRank, " dimensions"));
     data_[size_++] = v;
   }
   void insert(int pos, std::int64_t v) {
@@ -112,8 +112,7 @@ inline Dims contiguous_strides(const Shape& shape) {
 inline int normalize_axis(std::int64_t axis, int rank, const char* op) {
   const int r = std::max(rank, 1);
   if (axis < -r || axis >= r)
-    throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for a tensor of rank " +
-                     std::to_string(rank));
+    throw IndexError(message(op, ": axis ", axis, " is out of range for a tensor of rank ", rank));
   return static_cast<int>(axis < 0 ? axis + r : axis);
 }
 
@@ -125,7 +124,7 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw ShapeError(std::string(op) + ": shapes " + a.str() + " and " + b.str() + " cannot be broadcast together");
+      throw ShapeError(message(op, ": shapes ", a.str(), " and ", b.str(), " cannot be broadcast together"));
     out[i] = da == 1 ? db : da;
   }
   return out;

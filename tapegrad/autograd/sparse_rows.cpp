@@ -23,9 +23,9 @@ SparseRows::SparseRows(Tensor indices, Tensor values, std::int64_t num_rows, boo
     : num_rows_(num_rows), coalesced_(coalesced) {
   if (!indices.defined() || !values.defined()) throw ValueError("SparseRows: indices and values must be defined");
   if (indices.dtype() != kInt64)
-    throw TypeError(std::string("SparseRows: indices must be int64, got ") + dtype_name(indices.dtype()));
+    throw TypeError(message("SparseRows: indices must be int64, got ", dtype_name(indices.dtype())));
   if (values.dtype() != kFloat32 && values.dtype() != kFloat64)
-    throw TypeError(std::string("SparseRows: values must be float32 or float64, got ") + dtype_name(values.dtype()));
+    throw TypeError(message("SparseRows: values must be float32 or float64, got ", dtype_name(values.dtype())));
   if (indices.dim() != 1 || values.dim() != 2 || values.shape()[0] != indices.shape()[0])
     throw ShapeError("SparseRows: expected indices (N) and values (N, D), got " + indices.shape().str() + " and " +
                      values.shape().str());

@@ -145,7 +145,7 @@ void* allocate(std::size_t nbytes) {
   void* p = std::aligned_alloc(kAlignment, size);
   if (!p) {
     if (cache) Counters::bump(cache->counters.in_use, -static_cast<std::int64_t>(size));
-    throw Error("out of memory: cannot allocate a tensor buffer of " + std::to_string(nbytes) + " bytes");
+    throw Error(message("out of memory: cannot allocate a tensor buffer of ", nbytes, " bytes"));
   }
   return p;
 }

@@ -49,8 +49,7 @@ template <class T>
 T* Tensor::data_ptr() const {
   const TensorImpl& t = checked();
   if (t.dtype != dtype_of<T>())
-    throw TypeError(std::string("data_ptr: the tensor is ") + dtype_name(t.dtype) + ", not " +
-                    dtype_name(dtype_of<T>()));
+    throw TypeError(message("data_ptr: the tensor is ", dtype_name(t.dtype), ", not ", dtype_name(dtype_of<T>())));
   return static_cast<T*>(t.storage->data()) + t.offset;
 }
 template float* Tensor::data_ptr<float>() const;
@@ -63,13 +62,13 @@ namespace {
 // Element offset of a multi-index, checked against the shape.
 std::int64_t element_offset(const Tensor& t, const Dims& index, const char* op) {
   if (index.size() != t.dim())
-    throw IndexError(std::string(op) + ": index " + index.str() + " has " + std::to_string(index.size()) +
-                     " entries for a tensor of shape " + t.shape().str());
+    throw IndexError(message(op, ": index ", index.str(), " has ", index.size(), " entries for a tensor of shape ",
+                             t.shape().str()));
   std::int64_t offset = t.offset();
   for (int d = 0; d < index.size(); ++d) {
     std::int64_t i = index[d];
     if (i < -t.shape()[d] || i >= t.shape()[d])
-      throw IndexError(std::string(op) + ": index " + index.str() + " is out of range for shape " + t.shape().str());
+      throw IndexError(message(op, ": index ", index.str(), " is out of range for shape ", t.shape().str()));
     if (i < 0) i += t.shape()[d];
     offset += i * t.strides()[d];
   }
@@ -131,11 +130,11 @@ bool Tensor::requires_grad() const {
 const Tensor& Tensor::requires_grad_(bool requires) const {
   TensorImpl& t = checked();
   if (t.grad_fn && !requires)
-    throw GraphError("requires_grad_: cannot turn off requires_grad of a non-leaf tensor (made by " +
-                     std::string(t.grad_fn->name) + "); use detach()");
+    throw GraphError(message("requires_grad_: cannot turn off requires_grad of a non-leaf tensor (made by ",
+                             t.grad_fn->name, "); use detach()"));
   if (requires && !is_floating(t.dtype))
-    throw TypeError(std::string("requires_grad_: only floating-point tensors can require gradients, got ") +
-                    dtype_name(t.dtype));
+    throw TypeError(
+        message("requires_grad_: only floating-point tensors can require gradients, got ", dtype_name(t.dtype)));
   t.requires_grad = requires;
   return *this;
 }
@@ -143,10 +142,10 @@ const Tensor& Tensor::requires_grad_(bool requires) const {
 Tensor Tensor::grad() const {
   const TensorImpl& t = checked();
   if (t.sparse_grad)
-    throw GraphError("grad: the gradient of this " + t.shape.str() + " tensor is row-sparse (" +
-                     std::to_string(t.sparse_grad->nnz()) +
-                     " rows from embeddings with sparse gradients); read it with sparse_grad(), or "
-                     "sparse_grad().to_dense()");
+    throw GraphError(message("grad: the gradient of this ", t.shape.str(), " tensor is row-sparse (",
+                             t.sparse_grad->nnz(),
+                             " rows from embeddings with sparse gradients); read it with sparse_grad(), or "
+                             "sparse_grad().to_dense()"));
   return Tensor(t.grad);
 }
 
@@ -249,7 +248,7 @@ void store_bf16(const Tensor& target, const Tensor& values) {
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   detail::check_inplace(*this, "add_");
   if (other.dtype() != dtype())
-    throw TypeError(std::string("add_: dtype mismatch, ") + dtype_name(dtype()) + " += " + dtype_name(other.dtype()));
+    throw TypeError(message("add_: dtype mismatch, ", dtype_name(dtype()), " += ", dtype_name(other.dtype())));
   if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
     throw ShapeError("add_: cannot add a tensor of shape " + other.shape().str() + " into one of shape " +
                      shape().str());
@@ -363,11 +362,11 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::
 void check_inplace(const Tensor& t, const char* op) {
   if (is_grad_enabled() && t.requires_grad()) {
     if (t.is_leaf())
-      throw GraphError(std::string(op) +
-                       ": a leaf tensor that requires grad cannot be modified in place while grad mode is on "
-                       "(use NoGradGuard, as optimisers do)");
-    throw GraphError(std::string(op) + ": a tensor made by " + t.grad_fn()->name +
-                     " cannot be modified in place while grad mode is on");
+      throw GraphError(message(op,
+                               ": a leaf tensor that requires grad cannot be modified in place while grad mode is on "
+                               "(use NoGradGuard, as optimisers do)"));
+    throw GraphError(
+        message(op, ": a tensor made by ", t.grad_fn()->name, " cannot be modified in place while grad mode is on"));
   }
 }
 

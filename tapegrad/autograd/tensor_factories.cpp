@@ -46,12 +46,12 @@ Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype);
 
 Tensor arange(double start, double end, double step, DType dtype) {
   if (step == 0.0 || !std::isfinite(step) || !std::isfinite(start) || !std::isfinite(end))
-    throw ValueError("arange: start, end and step must be finite and step non-zero, got start " +
-                     std::to_string(start) + ", end " + std::to_string(end) + ", step " + std::to_string(step));
+    throw ValueError(message("arange: start, end and step must be finite and step non-zero, got start ", start,
+                             ", end ", end, ", step ", step));
   const double count = std::ceil((end - start) / step);
   if (count > 0x1p53)
-    throw ValueError("arange: " + std::to_string(count) + " elements are too many (start " + std::to_string(start) +
-                     ", end " + std::to_string(end) + ", step " + std::to_string(step) + ")");
+    throw ValueError(
+        message("arange: ", count, " elements are too many (start ", start, ", end ", end, ", step ", step, ")"));
   const std::int64_t n = count > 0 ? static_cast<std::int64_t>(count) : 0;
   Tensor t = empty({n}, dtype);
   dispatch_all(dtype, [&](auto tag) {
@@ -68,8 +68,8 @@ namespace {
 template <class T, class V>
 Tensor from_values(const V& data, const Shape& shape) {
   if (static_cast<std::int64_t>(data.size()) != shape.numel())
-    throw ShapeError("from_vector: " + std::to_string(data.size()) + " values cannot fill shape " + shape.str() + " (" +
-                     std::to_string(shape.numel()) + " elements)");
+    throw ShapeError(message("from_vector: ", data.size(), " values cannot fill shape ", shape.str(), " (",
+                             shape.numel(), " elements)"));
   Tensor t = empty(shape, dtype_of<T>());
   T* p = t.data_ptr<T>();
   std::size_t i = 0;
@@ -97,8 +97,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, DType d
   const std::int64_t cols = rows.size() ? static_cast<std::int64_t>(rows.begin()->size()) : 0;
   for (const auto& row : rows) {
     if (static_cast<std::int64_t>(row.size()) != cols)
-      throw ShapeError("tensor: rows have different lengths (" + std::to_string(cols) + " and " +
-                       std::to_string(row.size()) + ")");
+      throw ShapeError(message("tensor: rows have different lengths (", cols, " and ", row.size(), ")"));
     flat.insert(flat.end(), row.begin(), row.end());
   }
   return from_values<double>(flat, {static_cast<std::int64_t>(rows.size()), cols}).to(dtype);
@@ -126,19 +125,15 @@ Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
   return random_tensor(shape, dtype, "randn", [&] { return gen.normal(); });
 }
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
-  if (!(low <= high))
-    throw ValueError("uniform: low must not exceed high, got low " + std::to_string(low) + ", high " +
-                     std::to_string(high));
+  if (!(low <= high)) throw ValueError(message("uniform: low must not exceed high, got low ", low, ", high ", high));
   return random_tensor(shape, dtype, "uniform", [&] { return gen.uniform(low, high); });
 }
 Tensor normal(const Shape& shape, double mean, double std, Generator& gen, DType dtype) {
-  if (!(std >= 0.0)) throw ValueError("normal: std must be non-negative, got " + std::to_string(std));
+  if (!(std >= 0.0)) throw ValueError(message("normal: std must be non-negative, got ", std));
   return random_tensor(shape, dtype, "normal", [&] { return mean + std * gen.normal(); });
 }
 Tensor randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen, DType dtype) {
-  if (high <= low)
-    throw ValueError("randint: high must exceed low, got low " + std::to_string(low) + ", high " +
-                     std::to_string(high));
+  if (high <= low) throw ValueError(message("randint: high must exceed low, got low ", low, ", high ", high));
   Tensor t = empty(shape, dtype);
   dispatch_all(dtype, [&](auto tag) {
     using T = decltype(tag);

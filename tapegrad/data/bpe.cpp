@@ -121,8 +121,8 @@ BpeTokenizer BpeTokenizer::train(std::string_view text, std::int64_t vocab_size,
   }
   const auto specials = static_cast<std::int64_t>(special_tokens.size());
   if (vocab_size < kByteTokens + specials)
-    throw ValueError("BpeTokenizer::train: vocab_size " + std::to_string(vocab_size) + " is below the 256 bytes and " +
-                     std::to_string(specials) + " special tokens");
+    throw ValueError(message("BpeTokenizer::train: vocab_size ", vocab_size, " is below the 256 bytes and ", specials,
+                             " special tokens"));
   bpe.special_ = special_tokens;
   bpe.finish();  // the specials' matching order, for the split below
 
@@ -255,8 +255,7 @@ std::string BpeTokenizer::decode(const std::vector<std::int64_t>& ids) const {
 
 const std::string& BpeTokenizer::token(std::int64_t id) const {
   if (id < 0 || id >= vocab_size())
-    throw ValueError("BpeTokenizer: token id " + std::to_string(id) + " is outside the vocabulary of " +
-                     std::to_string(vocab_size()));
+    throw ValueError(message("BpeTokenizer: token id ", id, " is outside the vocabulary of ", vocab_size()));
   return tokens_[static_cast<std::size_t>(id)];
 }
 
@@ -286,7 +285,7 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   try {
     j = io::read_json_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string("BpeTokenizer::load: ") + e.what());
+    throw IoError(message("BpeTokenizer::load: ", e.what()));
   }
   const std::string where = "BpeTokenizer::load: '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
@@ -304,8 +303,8 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
       return v.is_number_integer() && v.get<std::int64_t>() >= 0 && v.get<std::int64_t>() < known;
     };
     if (!m.is_array() || m.size() != 2 || !is_id(m[0]) || !is_id(m[1]))
-      throw ValueError(where + "field '" + field + "' must be two ids below " + std::to_string(known) + ", got " +
-                       io::json_excerpt(m));
+      throw ValueError(
+          message(where, "field '", field, "' must be two ids below ", known, ", got ", io::json_excerpt(m)));
     const std::pair<std::int64_t, std::int64_t> merge{m[0].get<std::int64_t>(), m[1].get<std::int64_t>()};
     if (std::find(bpe.merges_.begin(), bpe.merges_.end(), merge) != bpe.merges_.end())
       throw ValueError(where + "field '" + field + "' repeats an earlier merge " + io::json_excerpt(m));

@@ -58,16 +58,15 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
 void DataLoader::validate() const {
   if (!dataset_ || dataset_->empty()) throw ValueError("DataLoader: the dataset is empty");
   if (options_.batch_size <= 0)
-    throw ValueError("DataLoader: batch_size must be positive, got " + std::to_string(options_.batch_size));
+    throw ValueError(message("DataLoader: batch_size must be positive, got ", options_.batch_size));
   if (options_.max_length < 0)
-    throw ValueError("DataLoader: max_length must be >= 0 (0: no truncation), got " +
-                     std::to_string(options_.max_length));
+    throw ValueError(message("DataLoader: max_length must be >= 0 (0: no truncation), got ", options_.max_length));
   if (options_.num_replicas < 1 || options_.rank < 0 || options_.rank >= options_.num_replicas)
-    throw ValueError("DataLoader: rank " + std::to_string(options_.rank) + " of num_replicas " +
-                     std::to_string(options_.num_replicas) + " is not a rank (need num_replicas >= 1, 0 <= rank < it)");
+    throw ValueError(message("DataLoader: rank ", options_.rank, " of num_replicas ", options_.num_replicas,
+                             " is not a rank (need num_replicas >= 1, 0 <= rank < it)"));
   if (options_.batch_size % options_.num_replicas != 0)
-    throw ValueError("DataLoader: the global batch_size " + std::to_string(options_.batch_size) +
-                     " does not divide among " + std::to_string(options_.num_replicas) + " replicas");
+    throw ValueError(message("DataLoader: the global batch_size ", options_.batch_size, " does not divide among ",
+                             options_.num_replicas, " replicas"));
 }
 
 std::vector<std::size_t> DataLoader::batch_rows(const std::vector<std::size_t>& order, std::int64_t index) const {
@@ -92,7 +91,7 @@ std::int64_t DataLoader::batches_per_epoch() const {
 }
 
 std::vector<std::size_t> DataLoader::order(std::int64_t epoch) const {
-  if (epoch < 0) throw IndexError("DataLoader: epoch must be >= 0, got " + std::to_string(epoch));
+  if (epoch < 0) throw IndexError(message("DataLoader: epoch must be >= 0, got ", epoch));
   std::vector<std::size_t> rows(dataset_->size());
   std::iota(rows.begin(), rows.end(), std::size_t{0});
   if (options_.shuffle) {
@@ -105,17 +104,16 @@ std::vector<std::size_t> DataLoader::order(std::int64_t epoch) const {
 Batch DataLoader::batch(std::int64_t epoch, std::int64_t index) const {
   const std::int64_t count = batches_per_epoch();
   if (index < 0 || index >= count)
-    throw IndexError("DataLoader::batch: index " + std::to_string(index) + " is out of range for " +
-                     std::to_string(count) + " batches per epoch");
+    throw IndexError(message("DataLoader::batch: index ", index, " is out of range for ", count, " batches per epoch"));
   return collate(batch_rows(order(epoch), index));
 }
 
 Batch DataLoader::batch_at(std::int64_t step) const {
-  if (step < 0) throw IndexError("DataLoader::batch_at: step must be >= 0, got " + std::to_string(step));
+  if (step < 0) throw IndexError(message("DataLoader::batch_at: step must be >= 0, got ", step));
   const std::int64_t count = batches_per_epoch();
   if (count == 0)
-    throw ValueError("DataLoader::batch_at: no batch per epoch (" + std::to_string(dataset_size()) +
-                     " rows, batch_size " + std::to_string(options_.batch_size) + ", drop_last)");
+    throw ValueError(message("DataLoader::batch_at: no batch per epoch (", dataset_size(), " rows, batch_size ",
+                             options_.batch_size, ", drop_last)"));
   return batch(step / count, step % count);
 }
 
@@ -135,8 +133,8 @@ Batch DataLoader::collate(const std::vector<std::size_t>& rows) const {
   std::size_t labelled = 0;
   for (std::size_t row : rows) {
     if (row >= dataset_->size())
-      throw IndexError("DataLoader::collate: row " + std::to_string(row) + " is out of range for a dataset of " +
-                       std::to_string(dataset_->size()) + " rows");
+      throw IndexError(
+          message("DataLoader::collate: row ", row, " is out of range for a dataset of ", dataset_->size(), " rows"));
     const Example& example = (*dataset_)[row];
     inputs.push_back(&example.input);
     targets.push_back(&example.target);
@@ -146,8 +144,8 @@ Batch DataLoader::collate(const std::vector<std::size_t>& rows) const {
   }
   if (labelled != 0 && labelled != rows.size()) {
     const auto unlabelled = static_cast<std::size_t>(std::find(labels.begin(), labels.end(), -1) - labels.begin());
-    throw ValueError("DataLoader::collate: some rows have a label and some do not, e.g. row " +
-                     std::to_string(rows[unlabelled]) + " (label -1)");
+    throw ValueError(message("DataLoader::collate: some rows have a label and some do not, e.g. row ", rows[unlabelled],
+                             " (label -1)"));
   }
 
   Batch batch;

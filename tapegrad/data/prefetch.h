@@ -55,8 +55,8 @@ class Prefetcher {
       : produce_(std::move(produce)), options_(options) {
     if (!produce_) throw ValueError("Prefetcher: the producer is empty");
     if (options.workers < 1 || options.depth < 1)
-      throw ValueError("Prefetcher: workers and depth must be at least 1, got " + std::to_string(options.workers) +
-                       " and " + std::to_string(options.depth));
+      throw ValueError(
+          message("Prefetcher: workers and depth must be at least 1, got ", options.workers, " and ", options.depth));
     threads_.reserve(static_cast<std::size_t>(options.workers));
     for (int i = 0; i < options.workers; ++i) threads_.emplace_back([this] { work(); });
   }

@@ -14,13 +14,13 @@ Split stratified_split(const std::vector<std::int64_t>& labels, double train_fra
                        std::uint64_t seed) {
   auto check = [](double f, const char* name) {
     if (!(f >= 0.0 && f <= 1.0))  // also rejects NaN
-      throw ValueError(std::string("stratified_split: ") + name + " must lie in [0, 1], got " + std::to_string(f));
+      throw ValueError(message("stratified_split: ", name, " must lie in [0, 1], got ", f));
   };
   check(train_fraction, "train_fraction");
   check(validation_fraction, "validation_fraction");
   if (train_fraction + validation_fraction > 1.0 + 1e-12)
-    throw ValueError("stratified_split: train_fraction + validation_fraction must be <= 1, got " +
-                     std::to_string(train_fraction) + " + " + std::to_string(validation_fraction));
+    throw ValueError(message("stratified_split: train_fraction + validation_fraction must be <= 1, got ",
+                             train_fraction, " + ", validation_fraction));
 
   std::map<std::int64_t, std::vector<std::size_t>> classes;  // ascending label order
   for (std::size_t i = 0; i < labels.size(); ++i) classes[labels[i]].push_back(i);
@@ -48,8 +48,7 @@ namespace {
 // ValueError unless 2 <= folds <= rows; `where` names the caller.
 void check_folds(const char* where, std::int64_t folds, std::size_t rows, const char* what) {
   if (folds < 2 || static_cast<std::uint64_t>(folds) > rows)
-    throw ValueError(std::string(where) + ": folds must be at least 2 and at most the " + std::to_string(rows) + " " +
-                     what + ", got " + std::to_string(folds));
+    throw ValueError(message(where, ": folds must be at least 2 and at most the ", rows, " ", what, ", got ", folds));
 }
 
 }  // namespace
@@ -61,8 +60,7 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
   std::map<std::int64_t, std::vector<std::size_t>> classes;  // ascending label order
   for (const std::size_t r : rows) {
     if (r >= labels.size())
-      throw IndexError("stratified_folds: row " + std::to_string(r) + " is outside the " +
-                       std::to_string(labels.size()) + " labels");
+      throw IndexError(message("stratified_folds: row ", r, " is outside the ", labels.size(), " labels"));
     classes[labels[r]].push_back(r);
   }
   std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(folds));
@@ -71,8 +69,7 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
   for (auto& [label, members] : classes) {
     std::sort(members.begin(), members.end());  // the same folds for any order of `rows`
     const auto repeated = std::adjacent_find(members.begin(), members.end());
-    if (repeated != members.end())
-      throw ValueError("stratified_folds: row " + std::to_string(*repeated) + " is given twice");
+    if (repeated != members.end()) throw ValueError(message("stratified_folds: row ", *repeated, " is given twice"));
     gen.shuffle(members);
     for (const std::size_t r : members) out[dealt++ % out.size()].push_back(r);
   }
@@ -86,8 +83,7 @@ Split cross_validation_round(const Split& split, const std::vector<std::int64_t>
   pool.insert(pool.end(), split.validation.begin(), split.validation.end());
   check_folds("cross_validation_round", folds, pool.size(), "training and validation rows");
   if (round < 0 || round >= folds)
-    throw ValueError("cross_validation_round: round must be in [0, " + std::to_string(folds) + "), got " +
-                     std::to_string(round));
+    throw ValueError(message("cross_validation_round: round must be in [0, ", folds, "), got ", round));
   std::vector<std::vector<std::size_t>> parts = stratified_folds(labels, pool, folds, seed);
   Split out;
   for (std::int64_t k = 0; k < folds; ++k) {

@@ -13,9 +13,8 @@ bool continuation_byte(char c) { return (static_cast<unsigned char>(c) & 0xC0U) 
 Subwords::Subwords(const SubwordOptions& options) : options_(options) {
   if (options.minn() < 1 || options.maxn() < options.minn() || options.buckets() < 1 ||
       options.buckets() > (std::int64_t{1} << 32))
-    throw ValueError("Subwords: expected 1 <= minn <= maxn and 1 <= buckets <= 2^32, got minn " +
-                     std::to_string(options.minn()) + ", maxn " + std::to_string(options.maxn()) + " and buckets " +
-                     std::to_string(options.buckets()));
+    throw ValueError(message("Subwords: expected 1 <= minn <= maxn and 1 <= buckets <= 2^32, got minn ", options.minn(),
+                             ", maxn ", options.maxn(), " and buckets ", options.buckets()));
 }
 
 std::uint32_t Subwords::hash(std::string_view text) {

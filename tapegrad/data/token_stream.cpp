@@ -15,12 +15,11 @@ TokenStream::TokenStream(std::shared_ptr<const std::vector<std::int64_t>> tokens
     : tokens_(std::move(tokens)), options_(options) {
   if (!tokens_) throw ValueError("TokenStream: the token sequence is null");
   if (options_.batch_size() < 1 || options_.context() < 1)
-    throw ValueError("TokenStream: batch_size and context must be >= 1, got " + std::to_string(options_.batch_size()) +
-                     " and " + std::to_string(options_.context()));
+    throw ValueError(message("TokenStream: batch_size and context must be >= 1, got ", options_.batch_size(), " and ",
+                             options_.context()));
   if (size() < options_.context() + 1)
-    throw ValueError("TokenStream: a sequence of " + std::to_string(size()) +
-                     " tokens is too short for one window of " + std::to_string(options_.context()) +
-                     " tokens and its targets (needs " + std::to_string(options_.context() + 1) + ")");
+    throw ValueError(message("TokenStream: a sequence of ", size(), " tokens is too short for one window of ",
+                             options_.context(), " tokens and its targets (needs ", options_.context() + 1, ")"));
 }
 
 std::int64_t TokenStream::batches_per_epoch() const {
@@ -36,9 +35,8 @@ TokenBatch TokenStream::windows(const std::vector<std::int64_t>& starts) const {
   for (std::int64_t r = 0; r < rows; ++r) {
     const std::int64_t s = starts[static_cast<std::size_t>(r)];
     if (s < 0 || s > last_start)
-      throw ValueError("TokenStream: window start " + std::to_string(s) + " is outside [0, " +
-                       std::to_string(last_start) + "] for " + std::to_string(size()) + " tokens and context " +
-                       std::to_string(t));
+      throw ValueError(message("TokenStream: window start ", s, " is outside [0, ", last_start, "] for ", size(),
+                               " tokens and context ", t));
     std::copy(ids + s, ids + s + t, input.begin() + r * t);
     std::copy(ids + s + 1, ids + s + t + 1, target.begin() + r * t);
   }
@@ -50,7 +48,7 @@ TokenBatch TokenStream::windows(const std::vector<std::int64_t>& starts) const {
 }
 
 TokenBatch TokenStream::batch_at(std::int64_t step) const {
-  if (step < 0) throw ValueError("TokenStream::batch_at: step must be >= 0, got " + std::to_string(step));
+  if (step < 0) throw ValueError(message("TokenStream::batch_at: step must be >= 0, got ", step));
   Generator gen(derive_seed(options_.seed(), static_cast<std::uint64_t>(step)));
   const auto choices = static_cast<std::uint64_t>(size() - options_.context());  // starts 0 .. N - T - 1
   std::vector<std::int64_t> starts(static_cast<std::size_t>(options_.batch_size()));
@@ -59,7 +57,7 @@ TokenBatch TokenStream::batch_at(std::int64_t step) const {
 }
 
 std::int64_t TokenStream::eval_windows(std::int64_t max_windows) const {
-  if (max_windows < 0) throw ValueError("TokenStream: max_windows must be >= 0, got " + std::to_string(max_windows));
+  if (max_windows < 0) throw ValueError(message("TokenStream: max_windows must be >= 0, got ", max_windows));
   const std::int64_t all = (size() - 1) / options_.context();
   return max_windows > 0 ? std::min(all, max_windows) : all;
 }

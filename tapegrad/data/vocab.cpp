@@ -24,7 +24,7 @@ Vocab::Vocab() {
 
 void Vocab::add(const std::string& token, const char* where) {
   if (!ids_.emplace(token, size()).second)
-    throw ValueError(std::string(where) + ": token '" + token + "' appears more than once");
+    throw ValueError(message(where, ": token '", token, "' appears more than once"));
   tokens_.push_back(token);
 }
 
@@ -41,11 +41,9 @@ Vocab Vocab::from_counts(const std::unordered_map<std::string, std::int64_t>& co
 
 Vocab Vocab::from_counts_named(const std::unordered_map<std::string, std::int64_t>& counts, const VocabOptions& options,
                                const char* where) {
-  if (options.min_freq < 1)
-    throw ValueError(std::string(where) + ": min_freq must be >= 1, got " + std::to_string(options.min_freq));
+  if (options.min_freq < 1) throw ValueError(message(where, ": min_freq must be >= 1, got ", options.min_freq));
   if (options.max_size != 0 && options.max_size < kNumSpecials)
-    throw ValueError(std::string(where) + ": max_size must be 0 (no limit) or >= 4 (the specials), got " +
-                     std::to_string(options.max_size));
+    throw ValueError(message(where, ": max_size must be 0 (no limit) or >= 4 (the specials), got ", options.max_size));
   Vocab vocab;
   std::vector<std::pair<std::string, std::int64_t>> kept;
   for (const auto& [token, count] : counts)
@@ -73,8 +71,7 @@ std::int64_t Vocab::id(const std::string& token) const {
 
 const std::string& Vocab::token(std::int64_t id) const {
   if (id < 0 || id >= size())
-    throw IndexError("Vocab::token: id " + std::to_string(id) + " is out of range for a vocabulary of size " +
-                     std::to_string(size()));
+    throw IndexError(message("Vocab::token: id ", id, " is out of range for a vocabulary of size ", size()));
   return tokens_[static_cast<std::size_t>(id)];
 }
 
@@ -92,8 +89,7 @@ std::vector<std::string> Vocab::decode(const std::vector<std::int64_t>& ids, boo
   out.reserve(ids.size());
   for (std::int64_t i : ids) {
     if (i < 0 || i >= size())
-      throw IndexError("Vocab::decode: id " + std::to_string(i) + " is out of range for a vocabulary of size " +
-                       std::to_string(size()));
+      throw IndexError(message("Vocab::decode: id ", i, " is out of range for a vocabulary of size ", size()));
     if (skip_special && (i == kPad || i == kSos || i == kEos)) continue;
     out.push_back(tokens_[static_cast<std::size_t>(i)]);
   }
@@ -119,7 +115,7 @@ Vocab Vocab::load(const std::string& path) {
   try {
     j = io::read_json_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string("Vocab::load: ") + e.what());
+    throw IoError(message("Vocab::load: ", e.what()));
   }
   const std::string where = "Vocab::load: '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
@@ -131,8 +127,7 @@ Vocab Vocab::load(const std::string& path) {
   const auto& tokens = j["tokens"];
   if (!tokens.is_array()) throw ValueError(where + "field 'tokens' must be an array");
   if (tokens.size() < static_cast<std::size_t>(kNumSpecials))
-    throw ValueError(where + "field 'tokens' has " + std::to_string(tokens.size()) +
-                     " entries, fewer than the 4 specials");
+    throw ValueError(message(where, "field 'tokens' has ", tokens.size(), " entries, fewer than the 4 specials"));
   Vocab vocab;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const std::string field = "tokens[" + std::to_string(i) + "]";
@@ -145,8 +140,8 @@ Vocab Vocab::load(const std::string& path) {
       continue;
     }
     if (vocab.contains(token))
-      throw ValueError(where + "field '" + field + "' repeats the token " +
-                       io::json_excerpt(nlohmann::json(token), 60) + " (id " + std::to_string(vocab.id(token)) + ")");
+      throw ValueError(message(where, "field '", field, "' repeats the token ",
+                               io::json_excerpt(nlohmann::json(token), 60), " (id ", vocab.id(token), ")"));
     vocab.add(token, "Vocab::load");
   }
   return vocab;

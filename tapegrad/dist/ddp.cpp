@@ -7,14 +7,11 @@
 #include <functional>
 
 #include "tapegrad/autograd/graph.h"
-#include "tapegrad/dist/message.h"
 #include "tapegrad/io/hash.h"
 
 namespace tapegrad::dist {
 
 namespace {
-
-using detail::message;
 
 using Clock = std::chrono::steady_clock;
 

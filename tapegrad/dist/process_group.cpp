@@ -18,14 +18,11 @@
 
 #include "tapegrad/autograd/graph.h"
 #include "tapegrad/autograd/parallel.h"
-#include "tapegrad/dist/message.h"
 #include "tapegrad/io/hash.h"
 
 namespace tapegrad::dist {
 
 namespace {
-
-using detail::message;
 
 // The MPI datatype and operation for a dtype and a reduction (Mean reduces as Sum, then divides).
 MPI_Datatype mpi_type(DType dtype) {

@@ -77,8 +77,7 @@ std::string read_file(const std::string& path, std::uint64_t max_bytes, Oversize
   std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes && oversize == Oversize::ReadHead) size = max_bytes;
   if (size > max_bytes)
-    throw IoError("cannot read " + path + ": the file is " + std::to_string(size) + " bytes, more than the limit of " +
-                  std::to_string(max_bytes));
+    throw IoError(message("cannot read ", path, ": the file is ", size, " bytes, more than the limit of ", max_bytes));
   std::string out(static_cast<std::size_t>(size), '\0');
   std::size_t got = 0;
   while (got < out.size()) {

@@ -216,8 +216,8 @@ class HeaderParser {
  private:
   [[noreturn]] void fail(const std::string& expected, std::size_t at) const {
     const std::string found = at < text_.size() ? shown(text_.substr(at, 1)) : "the end of the header";
-    throw ValueError(where_ + ": header does not parse: expected " + expected + " at byte " + std::to_string(at) +
-                     ", found " + found + " (header " + shown(text_, 120) + ")");
+    throw ValueError(message(where_, ": header does not parse: expected ", expected, " at byte ", at, ", found ", found,
+                             " (header ", shown(text_, 120), ")"));
   }
   [[noreturn]] void value_error(const std::string& what) const {
     throw ValueError(where_ + ": header " + what + " (header " + shown(text_, 120) + ")");
@@ -412,8 +412,8 @@ Tensor decode_npy(std::string_view bytes, const std::string& where) {
   if (size < kMagic.size() + 2) throw truncated("which ends inside the magic string and version");
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
   if (major < 1 || major > 3 || minor != 0)
-    throw ValueError(where + ": format version " + std::to_string(major) + "." + std::to_string(minor) +
-                     " is not one tapegrad reads (1.0, 2.0 and 3.0)");
+    throw ValueError(
+        message(where, ": format version ", major, ".", minor, " is not one tapegrad reads (1.0, 2.0 and 3.0)"));
   const std::size_t length_size = major == 1 ? 2 : 4;
   const std::size_t preamble = kMagic.size() + 2 + length_size;
   if (size < preamble) throw truncated("which ends inside the header length");
@@ -427,8 +427,8 @@ Tensor decode_npy(std::string_view bytes, const std::string& where) {
   const FileType type = parse_descr(header.descr, where);
   const std::string shape = shape_text(header.shape);
   if (header.shape.size() > static_cast<std::size_t>(kMaxRank))
-    throw ValueError(where + ": shape " + shape + " has " + std::to_string(header.shape.size()) +
-                     " dimensions, more than tapegrad's " + std::to_string(kMaxRank));
+    throw ValueError(message(where, ": shape ", shape, " has ", header.shape.size(),
+                             " dimensions, more than tapegrad's ", kMaxRank));
   // The element count and the extent (the product with zeros counted as 1, which bounds the strides)
   // stay below 2^59, so the byte counts below cannot wrap; checked before multiplying.
   constexpr std::uint64_t kLimit = std::uint64_t{1} << 59;
@@ -445,8 +445,8 @@ Tensor decode_npy(std::string_view bytes, const std::string& where) {
     throw truncated("shape " + shape + " of " + shown(header.descr) + " needs " + std::to_string(needed) +
                     " data bytes, the file holds " + std::to_string(held));
   if (needed < held)
-    throw ValueError(where + ": the data size does not match the shape: shape " + shape + " of " + shown(header.descr) +
-                     " needs " + std::to_string(needed) + " data bytes, the file holds " + std::to_string(held));
+    throw ValueError(message(where, ": the data size does not match the shape: shape ", shape, " of ",
+                             shown(header.descr), " needs ", needed, " data bytes, the file holds ", held));
 
   // Fortran order is C order of the reversed shape; the axes are then reversed back.
   Shape file_shape;
@@ -570,9 +570,8 @@ std::string inflate_raw(std::string_view in, std::uint64_t size, const std::stri
   inflateEnd(&zs);
   if (!error.empty()) throw IoError(where + ": " + error);
   if (produced != size)
-    throw IoError(where + ": the deflate stream holds " + std::to_string(produced) + " bytes, the directory states " +
-                  std::to_string(size));
-  if (left != 0) throw IoError(where + ": " + std::to_string(left) + " bytes follow the end of the deflate stream");
+    throw IoError(message(where, ": the deflate stream holds ", produced, " bytes, the directory states ", size));
+  if (left != 0) throw IoError(message(where, ": ", left, " bytes follow the end of the deflate stream"));
   return out;
 }
 
@@ -613,8 +612,8 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
         break;
       }
   if (end == std::string_view::npos)
-    throw IoError(where + ": no ZIP end-of-central-directory record in the file's " + std::to_string(size) +
-                  " bytes: not a ZIP archive, or a truncated one");
+    throw IoError(message(where, ": no ZIP end-of-central-directory record in the file's ", size,
+                          " bytes: not a ZIP archive, or a truncated one"));
   const char* e = file.data() + end;
   std::uint32_t disk = get_le<std::uint16_t>(e + 4), directory_disk = get_le<std::uint16_t>(e + 6);
   std::uint64_t count = get_le<std::uint16_t>(e + 10);
@@ -625,8 +624,8 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
     const std::uint64_t at = get_le<std::uint64_t>(e - kLocator64Size + 8);
     if (at > end - kLocator64Size || end - kLocator64Size - at < kEnd64Size ||
         get_le<std::uint32_t>(file.data() + at) != kEnd64Signature)
-      throw IoError(where + ": the ZIP64 end-of-central-directory locator points at offset " + std::to_string(at) +
-                    ", where there is no ZIP64 end record");
+      throw IoError(message(where, ": the ZIP64 end-of-central-directory locator points at offset ", at,
+                            ", where there is no ZIP64 end record"));
     const char* z = file.data() + at;
     disk = get_le<std::uint32_t>(z + 16);
     directory_disk = get_le<std::uint32_t>(z + 20);
@@ -636,15 +635,14 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
     directory_limit = at;
   }
   if (disk != 0 || directory_disk != 0)
-    throw ValueError(where + ": a ZIP archive split over several disks (this is disk " + std::to_string(disk) +
-                     ") is not supported");
+    throw ValueError(
+        message(where, ": a ZIP archive split over several disks (this is disk ", disk, ") is not supported"));
   if (directory_offset > directory_limit || directory_size > directory_limit - directory_offset)
-    throw IoError(where + ": the central directory (offset " + std::to_string(directory_offset) + ", " +
-                  std::to_string(directory_size) + " bytes) does not lie within the " +
-                  std::to_string(directory_limit) + " bytes before the end record");
+    throw IoError(message(where, ": the central directory (offset ", directory_offset, ", ", directory_size,
+                          " bytes) does not lie within the ", directory_limit, " bytes before the end record"));
   if (count > directory_size / kCentralSize)
-    throw IoError(where + ": the end record counts " + std::to_string(count) + " members, more than a central " +
-                  "directory of " + std::to_string(directory_size) + " bytes can hold");
+    throw IoError(message(where, ": the end record counts ", count, " members, more than a central directory of ",
+                          directory_size, " bytes can hold"));
 
   ZipDirectory directory{{}, directory_offset};
   std::set<std::string> seen;
@@ -653,7 +651,7 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
   for (std::uint64_t i = 0; i < count; ++i) {
     const std::string at = where + ": central directory entry " + std::to_string(i);
     if (directory_end - pos < kCentralSize || get_le<std::uint32_t>(file.data() + pos) != kCentralSignature)
-      throw IoError(at + " (offset " + std::to_string(pos) + ") is missing or has no central directory signature");
+      throw IoError(message(at, " (offset ", pos, ") is missing or has no central directory signature"));
     const char* c = file.data() + pos;
     const std::uint64_t name_size = get_le<std::uint16_t>(c + 28), extra_size = get_le<std::uint16_t>(c + 30),
                         comment_size = get_le<std::uint16_t>(c + 32);
@@ -682,8 +680,7 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
         std::uint64_t used = 0;
         auto take = [&](std::uint64_t& value, std::size_t width, const char* what) {
           if (used + width > field_size)
-            throw IoError(member + ": the ZIP64 extra field (" + std::to_string(field_size) + " bytes) lacks the " +
-                          what);
+            throw IoError(message(member, ": the ZIP64 extra field (", field_size, " bytes) lacks the ", what));
           value = width == 8 ? get_le<std::uint64_t>(field + 4 + used) : get_le<std::uint32_t>(field + 4 + used);
           used += width;
         };
@@ -703,9 +700,9 @@ ZipDirectory read_directory(std::string_view file, const std::string& where) {
     if ((entry.flags & 1) != 0 || (entry.flags & (1 << 6)) != 0 || entry.method == 99)
       throw ValueError(member + " is encrypted, which is not supported");
     if (entry.method != kStored && entry.method != kDeflated)
-      throw ValueError(member + ": compression method " + std::to_string(entry.method) +
-                       " is not supported (0, stored, and 8, deflate, are)");
-    if (start_disk != 0) throw ValueError(member + " starts on disk " + std::to_string(start_disk) + ": not supported");
+      throw ValueError(
+          message(member, ": compression method ", entry.method, " is not supported (0, stored, and 8, deflate, are)"));
+    if (start_disk != 0) throw ValueError(message(member, " starts on disk ", start_disk, ": not supported"));
     if (entry.name.size() <= 4 || entry.name.compare(entry.name.size() - 4, 4, ".npy") != 0)
       throw ValueError(member + " is not named '<name>.npy', so it is not an array of np.savez");
     if (!seen.insert(entry.name).second) throw ValueError(member + " appears twice in the archive");
@@ -720,27 +717,27 @@ std::string read_member(std::string_view file, const ZipEntry& entry, std::uint6
                         const std::string& where) {
   const std::uint64_t at = entry.offset;
   if (at > data_limit || data_limit - at < kLocalSize || get_le<std::uint32_t>(file.data() + at) != kLocalSignature)
-    throw IoError(where + ": no local header at offset " + std::to_string(at));
+    throw IoError(message(where, ": no local header at offset ", at));
   const char* l = file.data() + at;
   const std::uint64_t name_size = get_le<std::uint16_t>(l + 26), extra_size = get_le<std::uint16_t>(l + 28);
   const std::uint64_t begin = at + kLocalSize + name_size + extra_size;
   if (begin > data_limit || data_limit - begin < entry.compressed_size)
-    throw IoError(where + ": its data (offset " + std::to_string(begin) + ", " + std::to_string(entry.compressed_size) +
-                  " bytes) runs past the " + std::to_string(data_limit) + " bytes before the central directory");
+    throw IoError(message(where, ": its data (offset ", begin, ", ", entry.compressed_size, " bytes) runs past the ",
+                          data_limit, " bytes before the central directory"));
   if (std::string_view(l + kLocalSize, name_size) != entry.name)
     throw IoError(where + ": the local header names it " + shown(std::string_view(l + kLocalSize, name_size)));
   const std::string_view stored = file.substr(begin, entry.compressed_size);
   std::string data;
   if (entry.method == kStored) {
     if (entry.compressed_size != entry.size)
-      throw IoError(where + ": stored, but its compressed size " + std::to_string(entry.compressed_size) +
-                    " differs from its size " + std::to_string(entry.size));
+      throw IoError(message(where, ": stored, but its compressed size ", entry.compressed_size,
+                            " differs from its size ", entry.size));
     data = std::string(stored);
   } else {
     // Checked before allocating: a size no deflate stream of this length can produce.
     if (entry.size > entry.compressed_size * kMaxDeflateRatio + 64)
-      throw IoError(where + ": the directory states " + std::to_string(entry.size) + " bytes from " +
-                    std::to_string(entry.compressed_size) + " compressed ones, more than deflate can produce");
+      throw IoError(message(where, ": the directory states ", entry.size, " bytes from ", entry.compressed_size,
+                            " compressed ones, more than deflate can produce"));
     data = inflate_raw(stored, entry.size, where);
   }
   const std::uint32_t crc = crc32_of({data});
@@ -758,7 +755,7 @@ void save_npy(const std::string& path, const Tensor& tensor) {
   try {
     write_file_atomic(path, {npy.header, npy.data});
   } catch (const IoError& e) {
-    throw IoError(std::string("save_npy: ") + e.what());
+    throw IoError(message("save_npy: ", e.what()));
   }
 }
 
@@ -767,7 +764,7 @@ Tensor load_npy(const std::string& path) {
   try {
     file = read_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string("load_npy: ") + e.what());
+    throw IoError(message("load_npy: ", e.what()));
   }
   return decode_npy(file, "load_npy: " + path);
 }
@@ -780,8 +777,8 @@ void save_npz(const std::string& path, const NamedTensors& arrays, bool compress
     if (!seen.insert(name).second)
       throw ValueError("save_npz: duplicate array name " + shown(name) + " (file " + path + ")");
     if (name.size() + 4 > kFull16)
-      throw ValueError("save_npz: the array name " + shown(name) + " has " + std::to_string(name.size()) +
-                       " bytes, more than a ZIP member name can hold (file " + path + ")");
+      throw ValueError(message("save_npz: the array name ", shown(name), " has ", name.size(),
+                               " bytes, more than a ZIP member name can hold (file ", path, ")"));
     if (!t.defined()) throw ValueError("save_npz: array " + shown(name) + " is undefined (file " + path + ")");
   }
   // Each member is a .npy file, stored as its header and the tensor's own bytes (no copy) or deflated.
@@ -893,7 +890,7 @@ void save_npz(const std::string& path, const NamedTensors& arrays, bool compress
   try {
     write_file_atomic(path, chunks);
   } catch (const IoError& e) {
-    throw IoError(std::string("save_npz: ") + e.what());
+    throw IoError(message("save_npz: ", e.what()));
   }
 }
 
@@ -902,7 +899,7 @@ NamedTensors load_npz(const std::string& path) {
   try {
     file = read_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string("load_npz: ") + e.what());
+    throw IoError(message("load_npz: ", e.what()));
   }
   const std::string where = "load_npz: " + path;
   const ZipDirectory directory = read_directory(file, where);

@@ -91,8 +91,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   if (meta.find("format") == meta.end()) meta["format"] = "pt";
   for (const auto& entry : metadata)
     if (is_checksum_key(entry.first))
-      throw ValueError("save_safetensors: metadata key '" + entry.first + "' uses the reserved prefix '" +
-                       std::string(kChecksumPrefix) + "' (file " + path + ")");
+      throw ValueError(message("save_safetensors: metadata key '", entry.first, "' uses the reserved prefix '",
+                               kChecksumPrefix, "' (file ", path, ")"));
   header["__metadata__"] = nullptr;  // first in the header; filled in once the checksums are known
   std::set<std::string> seen;
   for (const auto& [name, t] : tensors) {
@@ -140,7 +140,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   try {
     write_file_atomic(path, chunks);
   } catch (const IoError& e) {
-    throw IoError(std::string("save_safetensors: ") + e.what());
+    throw IoError(message("save_safetensors: ", e.what()));
   }
 }
 
@@ -151,19 +151,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
   try {
     file = read_file(path);
   } catch (const IoError& e) {
-    throw IoError(std::string("load_safetensors: ") + e.what());
+    throw IoError(message("load_safetensors: ", e.what()));
   }
   const std::uint64_t size = file.size();
-  if (size < 8)
-    throw IoError(where + "file is " + std::to_string(size) + " bytes, shorter than the 8-byte header length");
+  if (size < 8) throw IoError(message(where, "file is ", size, " bytes, shorter than the 8-byte header length"));
   std::uint64_t n = 0;
   std::memcpy(&n, file.data(), 8);
-  if (n > kMaxHeaderBytes)
-    throw IoError(where + "header length " + std::to_string(n) + " exceeds the limit " +
-                  std::to_string(kMaxHeaderBytes));
+  if (n > kMaxHeaderBytes) throw IoError(message(where, "header length ", n, " exceeds the limit ", kMaxHeaderBytes));
   if (n > size - 8)
-    throw IoError(where + "header length " + std::to_string(n) + " exceeds the " + std::to_string(size - 8) +
-                  " bytes after the length field");
+    throw IoError(message(where, "header length ", n, " exceeds the ", size - 8, " bytes after the length field"));
 
   // parse_json refuses duplicate keys (nlohmann alone would keep the last one) and deep nesting.
   const json header = parse_json(std::string_view(file).substr(8, n), "load_safetensors: " + path + ": header");
@@ -200,7 +196,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
     const json& shape = value["shape"];
     if (shape.size() > static_cast<std::size_t>(kMaxRank))
-      throw IoError(at + "shape " + json_excerpt(shape) + " has more than " + std::to_string(kMaxRank) + " dimensions");
+      throw IoError(message(at, "shape ", json_excerpt(shape), " has more than ", kMaxRank, " dimensions"));
     // The element count and the extent (the product with zeros counted as 1, which bounds the
     // strides of a tensor of this shape) must stay far below 2^63; checked before multiplying.
     std::uint64_t numel = 1, extent = 1;
@@ -224,8 +220,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (e.end < e.begin) throw IoError(at + "data_offsets " + json_excerpt(offs) + " end < begin");
     const std::uint64_t expected = numel * element_size(e.dtype);  // numel <= 2^59: no wrap
     if (e.end - e.begin != expected)
-      throw IoError(at + "data_offsets " + json_excerpt(offs) + " span " + std::to_string(e.end - e.begin) +
-                    " bytes, but shape " + json_excerpt(shape) + " of " + dt + " needs " + std::to_string(expected));
+      throw IoError(message(at, "data_offsets ", json_excerpt(offs), " span ", e.end - e.begin, " bytes, but shape ",
+                            json_excerpt(shape), " of ", dt, " needs ", expected));
     entries.push_back(std::move(e));
   }
   // Sorted by offset, the entries must tile [0, buffer size) exactly.
@@ -235,24 +231,23 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::uint64_t expected_begin = 0;
   for (const Entry& e : entries) {
     if (e.begin != expected_begin)
-      throw IoError(where + "tensor " + shown(e.name) + ": data_offsets begin " + std::to_string(e.begin) +
-                    " but the previous tensor ends at " + std::to_string(expected_begin) +
-                    (e.begin < expected_begin ? " (overlap)" : " (gap)"));
+      throw IoError(message(where, "tensor ", shown(e.name), ": data_offsets begin ", e.begin,
+                            " but the previous tensor ends at ", expected_begin,
+                            (e.begin < expected_begin ? " (overlap)" : " (gap)")));
     expected_begin = e.end;
   }
   const std::uint64_t buffer = size - 8 - n;
   if (expected_begin != buffer)
-    throw IoError(where + "tensors cover " + std::to_string(expected_begin) + " bytes of data but the file holds " +
-                  std::to_string(buffer) + " (8 + " + std::to_string(n) + " + " + std::to_string(expected_begin) +
-                  " != file size " + std::to_string(size) + ")");
+    throw IoError(message(where, "tensors cover ", expected_begin, " bytes of data but the file holds ", buffer,
+                          " (8 + ", n, " + ", expected_begin, " != file size ", size, ")"));
 
   const char* data = file.data() + 8 + n;
   if (!checksums.empty()) {
     for (const Entry& e : entries) {
       const auto it = checksums.find(e.name);
       if (it == checksums.end())
-        throw IoError(where + "tensor " + shown(e.name) + " has no checksum, while the file has checksums for " +
-                      std::to_string(checksums.size()) + " tensors");
+        throw IoError(message(where, "tensor ", shown(e.name), " has no checksum, while the file has checksums for ",
+                              checksums.size(), " tensors"));
       const std::string actual = crc32_hex(std::string_view(data + e.begin, static_cast<std::size_t>(e.end - e.begin)));
       if (it->second != actual)
         throw IoError(where + "tensor " + shown(e.name) + ": checksum mismatch: the metadata says CRC-32 " +
@@ -270,9 +265,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       // A bool byte other than 0 or 1 is not a valid bool (reading it would be undefined behaviour).
       for (std::size_t i = 0; i < nbytes; ++i) {
         const unsigned char b = static_cast<unsigned char>(data[e.begin + i]);
-        if (b > 1)
-          throw IoError(where + "tensor " + shown(e.name) + ": BOOL element " + std::to_string(i) + " has byte value " +
-                        std::to_string(b));
+        if (b > 1) throw IoError(message(where, "tensor ", shown(e.name), ": BOOL element ", i, " has byte value ", b));
       }
     }
     if (nbytes > 0) {

@@ -151,12 +151,11 @@ std::vector<double> axis_ticks(double& lo, double& hi, bool log) {
 
 std::string line_plot_svg(const LinePlot& plot) {
   if (plot.width <= 0 || plot.height <= 0)
-    throw ValueError("line_plot_svg: size must be positive, got " + std::to_string(plot.width) + "x" +
-                     std::to_string(plot.height));
+    throw ValueError(message("line_plot_svg: size must be positive, got ", plot.width, "x", plot.height));
   for (const Series& s : plot.series)
     if (s.x.size() != s.y.size())
-      throw ValueError("line_plot_svg: series \"" + s.name + "\" has " + std::to_string(s.x.size()) + " x values and " +
-                       std::to_string(s.y.size()) + " y values");
+      throw ValueError(message("line_plot_svg: series \"", s.name, "\" has ", s.x.size(), " x values and ", s.y.size(),
+                               " y values"));
   auto drawable = [&](double x, double y) {
     return std::isfinite(x) && std::isfinite(y) && (!plot.log_x || x > 0) && (!plot.log_y || y > 0);
   };
@@ -265,14 +264,14 @@ std::string heat_map_svg(const std::vector<HeatMap>& panels, const std::string& 
     const std::size_t rows = m.values.size(), cols = rows ? m.values[0].size() : 0;
     for (std::size_t r = 0; r < rows; ++r)
       if (m.values[r].size() != cols)
-        throw ValueError("heat_map_svg: panel " + std::to_string(p) + " row " + std::to_string(r) + " has " +
-                         std::to_string(m.values[r].size()) + " values, row 0 has " + std::to_string(cols));
+        throw ValueError(
+            message("heat_map_svg: panel ", p, " row ", r, " has ", m.values[r].size(), " values, row 0 has ", cols));
     if (!m.row_labels.empty() && m.row_labels.size() != rows)
-      throw ValueError("heat_map_svg: panel " + std::to_string(p) + " has " + std::to_string(m.row_labels.size()) +
-                       " row labels for " + std::to_string(rows) + " rows");
+      throw ValueError(
+          message("heat_map_svg: panel ", p, " has ", m.row_labels.size(), " row labels for ", rows, " rows"));
     if (!m.col_labels.empty() && m.col_labels.size() != cols)
-      throw ValueError("heat_map_svg: panel " + std::to_string(p) + " has " + std::to_string(m.col_labels.size()) +
-                       " column labels for " + std::to_string(cols) + " columns");
+      throw ValueError(
+          message("heat_map_svg: panel ", p, " has ", m.col_labels.size(), " column labels for ", cols, " columns"));
     width += label_w + cols * cell + bar_gap + bar_w + bar_label_w + gap;
     height = std::max(height, top + 24 + rows * cell + label_h);
   }

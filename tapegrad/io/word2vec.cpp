@@ -121,19 +121,17 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
                      dtype_name(vectors.dtype()) + " " + vectors.shape().str());
   const std::int64_t count = vectors.shape()[0], dim = vectors.shape()[1];
   if (static_cast<std::int64_t>(words.size()) != count)
-    throw ValueError("save_word2vec: " + path + ": " + std::to_string(words.size()) + " words for " +
-                     std::to_string(count) + " vectors");
+    throw ValueError(message("save_word2vec: ", path, ": ", words.size(), " words for ", count, " vectors"));
   std::unordered_set<std::string_view> seen;
   for (std::size_t i = 0; i < words.size(); ++i) {
     const std::string& w = words[i];
     bool blank = false;
     for (char c : w) blank = blank || is_space(c);
     if (w.empty() || blank)
-      throw ValueError("save_word2vec: " + path + ": word " + std::to_string(i) + " (\"" + w +
-                       "\") is empty or holds whitespace, which the format cannot store");
+      throw ValueError(message("save_word2vec: ", path, ": word ", i, " (\"", w,
+                               "\") is empty or holds whitespace, which the format cannot store"));
     if (!seen.insert(w).second)
-      throw ValueError("save_word2vec: " + path + ": word \"" + w + "\" appears twice (index " + std::to_string(i) +
-                       ")");
+      throw ValueError(message("save_word2vec: ", path, ": word \"", w, "\" appears twice (index ", i, ")"));
   }
   std::string out = std::to_string(count) + " " + std::to_string(dim) + "\n";
   const bool binary = format == Word2VecFormat::Binary;

@@ -31,18 +31,17 @@ const char* score_name(AlignmentScore score) {
 AlignmentAttentionImpl::AlignmentAttentionImpl(const AlignmentOptions& options) : options_(options) {
   const std::int64_t dq = options.query_dim(), dk = options.key_dim();
   if (dq <= 0 || dk <= 0 || options.attention_dim() < 0)
-    throw ValueError("AlignmentAttention: query_dim and key_dim must be positive and attention_dim >= 0, got " +
-                     std::to_string(dq) + ", " + std::to_string(dk) + " and " +
-                     std::to_string(options.attention_dim()));
+    throw ValueError(message("AlignmentAttention: query_dim and key_dim must be positive and attention_dim >= 0, got ",
+                             dq, ", ", dk, " and ", options.attention_dim()));
   if (options.score() == AlignmentScore::Dot && dq != dk)
-    throw ValueError("AlignmentAttention: the dot score needs query_dim == key_dim, got " + std::to_string(dq) +
-                     " and " + std::to_string(dk) + " (use the general score to compare different sizes)");
+    throw ValueError(message("AlignmentAttention: the dot score needs query_dim == key_dim, got ", dq, " and ", dk,
+                             " (use the general score to compare different sizes)"));
   const std::int64_t kernel = options.location_kernel();
   if (kernel < 0 || (kernel > 0 && kernel % 2 == 0))
-    throw ValueError("AlignmentAttention: location_kernel must be 0 (none) or odd, got " + std::to_string(kernel));
+    throw ValueError(message("AlignmentAttention: location_kernel must be 0 (none) or odd, got ", kernel));
   if (kernel > 0 && options.score() != AlignmentScore::Additive)
-    throw ValueError(std::string("AlignmentAttention: location_kernel is for the additive score, this one is ") +
-                     score_name(options.score()));
+    throw ValueError(message("AlignmentAttention: location_kernel is for the additive score, this one is ",
+                             score_name(options.score())));
   const std::int64_t a = options.attention_dim() > 0 ? options.attention_dim() : dq;
   options_.attention_dim(a);
   Generator& gen = generator_or_default(options.generator());
@@ -75,8 +74,8 @@ AlignmentAttentionImpl::AlignmentAttentionImpl(const AlignmentOptions& options) 
 
 Tensor AlignmentAttentionImpl::project_keys(const Tensor& keys) {
   if (options_.score() != AlignmentScore::Additive)
-    throw ValueError(std::string("AlignmentAttention: project_keys is for the additive score, this one is ") +
-                     score_name(options_.score()));
+    throw ValueError(message("AlignmentAttention: project_keys is for the additive score, this one is ",
+                             score_name(options_.score())));
   return key_proj_(keys);
 }
 
@@ -90,8 +89,8 @@ AlignmentResult AlignmentAttentionImpl::forward_projected(const Tensor& query, c
                                                           const Tensor& previous) {
   if (!projected_keys.defined()) throw ValueError("AlignmentAttention: forward_projected needs the projected keys");
   if (options_.score() != AlignmentScore::Additive)
-    throw ValueError(std::string("AlignmentAttention: forward_projected is for the additive score, this one is ") +
-                     score_name(options_.score()));
+    throw ValueError(message("AlignmentAttention: forward_projected is for the additive score, this one is ",
+                             score_name(options_.score())));
   return attend(query, keys, projected_keys, padding, previous);
 }
 
@@ -114,13 +113,11 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
                                                const Tensor& padding, const Tensor& previous) {
   const std::int64_t dq = options_.query_dim(), dk = options_.key_dim();
   if (keys.dim() != 3 || keys.shape()[2] != dk)
-    throw ShapeError("AlignmentAttention: expected keys (B, S, " + std::to_string(dk) + "), got shape " +
-                     keys.shape().str());
+    throw ShapeError(message("AlignmentAttention: expected keys (B, S, ", dk, "), got shape ", keys.shape().str()));
   const std::int64_t batch = keys.shape()[0], source = keys.shape()[1];
   if ((query.dim() != 2 && query.dim() != 3) || query.shape()[0] != batch || query.shape().back() != dq)
-    throw ShapeError("AlignmentAttention: expected a query (" + std::to_string(batch) + ", " + std::to_string(dq) +
-                     ") or (" + std::to_string(batch) + ", T, " + std::to_string(dq) + ") for keys of shape " +
-                     keys.shape().str() + ", got shape " + query.shape().str());
+    throw ShapeError(message("AlignmentAttention: expected a query (", batch, ", ", dq, ") or (", batch, ", T, ", dq,
+                             ") for keys of shape ", keys.shape().str(), ", got shape ", query.shape().str()));
   if (padding.defined()) {
     if (padding.dtype() != kBool || padding.shape() != Shape{batch, source})
       throw ShapeError("AlignmentAttention: padding must be Bool " + Shape{batch, source}.str() + ", got " +
@@ -130,8 +127,8 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
       bool any = false;
       for (std::int64_t s = 0; s < source && !any; ++s) any = pad[static_cast<std::size_t>(b * source + s)] == 0;
       if (!any)
-        throw ValueError("AlignmentAttention: every source position of row " + std::to_string(b) +
-                         " is padding; nothing to attend to");
+        throw ValueError(
+            message("AlignmentAttention: every source position of row ", b, " is padding; nothing to attend to"));
     }
   }
   if (previous.defined() && !location_weight_.defined())

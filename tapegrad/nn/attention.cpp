@@ -51,13 +51,13 @@ std::int64_t head_group(const Tensor& q, const Tensor& k, const Tensor& v) {
 // (L..., Tq, Tk), L the broadcast of the three leading shapes.
 Shape check_sdpa_shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
-    throw ShapeError(std::string(kSdpa) + ": expected q, k, v of rank >= 2 (..., T, D), got " + q.shape().str() + ", " +
-                     k.shape().str() + ", " + v.shape().str());
+    throw ShapeError(message(kSdpa, ": expected q, k, v of rank >= 2 (..., T, D), got ", q.shape().str(), ", ",
+                             k.shape().str(), ", ", v.shape().str()));
   if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
-    throw TypeError(std::string(kSdpa) + ": q, k, v must share one floating-point dtype");
+    throw TypeError(message(kSdpa, ": q, k, v must share one floating-point dtype"));
   if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2))
-    throw ShapeError(std::string(kSdpa) + ": q " + q.shape().str() + ", k " + k.shape().str() + " and v " +
-                     v.shape().str() + " do not fit (..., Tq, D), (..., Tk, D), (..., Tk, Dv)");
+    throw ShapeError(message(kSdpa, ": q ", q.shape().str(), ", k ", k.shape().str(), " and v ", v.shape().str(),
+                             " do not fit (..., Tq, D), (..., Tk, D), (..., Tk, Dv)"));
   const std::int64_t group = head_group(q, k, v);
   Shape scores =
       group > 1 ? leading(q) : broadcast_shapes(broadcast_shapes(leading(q), leading(k), kSdpa), leading(v), kSdpa);
@@ -71,7 +71,7 @@ AttentionForwardOptions resolve_attn_mask(const AttentionForwardOptions& options
   const Tensor& mask = options.attn_mask();
   if (!mask.defined()) return options;
   if (options.keep_mask().defined() || options.additive_mask().defined())
-    throw ValueError(std::string(kSdpa) + ": give attn_mask or keep_mask / additive_mask, not both");
+    throw ValueError(message(kSdpa, ": give attn_mask or keep_mask / additive_mask, not both"));
   AttentionForwardOptions resolved = options;
   resolved.attn_mask(Tensor());
   if (mask.dtype() == kBool) resolved.keep_mask(mask);
@@ -100,15 +100,15 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
   if (masks.key_padding_mask().defined()) {
     const Tensor& pad = masks.key_padding_mask();
     if (pad.dtype() != kBool)
-      throw TypeError(std::string(kSdpa) + ": key_padding_mask must be Bool (true = padding), got " +
-                      dtype_name(pad.dtype()));
+      throw TypeError(
+          message(kSdpa, ": key_padding_mask must be Bool (true = padding), got ", dtype_name(pad.dtype())));
     if (rank < 3)
-      throw ShapeError(std::string(kSdpa) +
-                       ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape " + scores.str());
+      throw ShapeError(
+          message(kSdpa, ": key_padding_mask (B, Tk) needs a batch axis, but the scores have shape ", scores.str()));
     const std::int64_t b = scores[0];
     if (pad.shape() != Shape{b, tk})
-      throw ShapeError(std::string(kSdpa) + ": key_padding_mask must have shape (B, Tk) = " + Shape{b, tk}.str() +
-                       ", got " + pad.shape().str());
+      throw ShapeError(message(kSdpa, ": key_padding_mask must have shape (B, Tk) = ", Shape{b, tk}.str(), ", got ",
+                               pad.shape().str()));
     Shape padded = Dims::filled(rank, 1);  // (B, 1, ..., 1, Tk)
     padded[0] = b;
     padded[rank - 1] = tk;
@@ -117,20 +117,20 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
   if (masks.keep_mask().defined()) {
     const Tensor& keep = masks.keep_mask();
     if (keep.dtype() != kBool)
-      throw TypeError(std::string(kSdpa) + ": keep_mask must be Bool (true = keep), got " + dtype_name(keep.dtype()));
+      throw TypeError(message(kSdpa, ": keep_mask must be Bool (true = keep), got ", dtype_name(keep.dtype())));
     if (!broadcasts_to(keep.shape(), scores))
-      throw ShapeError(std::string(kSdpa) + ": keep_mask of shape " + keep.shape().str() +
-                       " does not broadcast to the scores' shape " + scores.str());
+      throw ShapeError(message(kSdpa, ": keep_mask of shape ", keep.shape().str(),
+                               " does not broadcast to the scores' shape ", scores.str()));
     excluded = or_masks(excluded, logical_not(keep));
   }
   if (masks.additive_mask().defined()) {
     const Tensor& add = masks.additive_mask();
     if (add.dtype() != dtype)
-      throw TypeError(std::string(kSdpa) + ": additive_mask must have q's dtype " + dtype_name(dtype) + ", got " +
-                      dtype_name(add.dtype()));
+      throw TypeError(
+          message(kSdpa, ": additive_mask must have q's dtype ", dtype_name(dtype), ", got ", dtype_name(add.dtype())));
     if (!broadcasts_to(add.shape(), scores))
-      throw ShapeError(std::string(kSdpa) + ": additive_mask of shape " + add.shape().str() +
-                       " does not broadcast to the scores' shape " + scores.str());
+      throw ShapeError(message(kSdpa, ": additive_mask of shape ", add.shape().str(),
+                               " does not broadcast to the scores' shape ", scores.str()));
     Tensor minus_inf = eq(add.detach(), kMinusInf);
     if (minus_inf.to(kFloat32).sum().item() > 0) excluded = or_masks(excluded, minus_inf);
   }
@@ -140,8 +140,8 @@ Tensor excluded_keys(const AttentionForwardOptions& masks, const Shape& scores, 
 // Checks a cross-attention key or value sequence t: (B, Tk, dim) for the query (B, Tq, d).
 void check_memory(const Tensor& t, std::int64_t dim, std::int64_t b, const Tensor& query, const char* name) {
   if (t.dim() != 3 || t.shape()[0] != b || t.shape()[2] != dim)
-    throw ShapeError(std::string("MultiHeadAttention: expected ") + name + " of shape (" + std::to_string(b) + ",Tk," +
-                     std::to_string(dim) + ") for query " + query.shape().str() + ", got " + t.shape().str());
+    throw ShapeError(message("MultiHeadAttention: expected ", name, " of shape (", b, ",Tk,", dim, ") for query ",
+                             query.shape().str(), ", got ", t.shape().str()));
 }
 
 // scaled_dot_product_attention once q, k and v share their dtype.
@@ -149,7 +149,7 @@ AttentionResult attention_of_one_dtype(const Tensor& q, const Tensor& k, const T
                                        const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
   const Shape scores_shape = check_sdpa_shapes(q, k, v);  // (L..., Tq, Tk)
   if (!(dropout_p >= 0.0 && dropout_p < 1.0))
-    throw ValueError(std::string(kSdpa) + ": dropout probability must be in [0, 1), got " + std::to_string(dropout_p));
+    throw ValueError(message(kSdpa, ": dropout probability must be in [0, 1), got ", dropout_p));
   const AttentionForwardOptions masks = resolve_attn_mask(options);
   const std::int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1);
   const std::int64_t offset = causal_offset(masks, tq, tk);
@@ -249,24 +249,23 @@ MultiHeadAttentionImpl::MultiHeadAttentionImpl(const MultiHeadAttentionOptions& 
   const std::int64_t d_model = d_model_, num_heads = num_heads_;
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   if (d_model <= 0 || num_heads <= 0)
-    throw ValueError("MultiHeadAttention: d_model and num_heads must be positive, got " + std::to_string(d_model) +
-                     " and " + std::to_string(num_heads));
+    throw ValueError(
+        message("MultiHeadAttention: d_model and num_heads must be positive, got ", d_model, " and ", num_heads));
   if (d_model % num_heads != 0)
-    throw ValueError("MultiHeadAttention: d_model " + std::to_string(d_model) + " is not divisible by num_heads " +
-                     std::to_string(num_heads));
+    throw ValueError(message("MultiHeadAttention: d_model ", d_model, " is not divisible by num_heads ", num_heads));
   if (options.num_kv_heads() < 0 || num_heads % num_kv_heads_ != 0)
-    throw ValueError("MultiHeadAttention: num_kv_heads " + std::to_string(options.num_kv_heads()) +
-                     " does not divide num_heads " + std::to_string(num_heads));
+    throw ValueError(
+        message("MultiHeadAttention: num_kv_heads ", options.num_kv_heads(), " does not divide num_heads ", num_heads));
   if (!(options.dropout() >= 0.0 && options.dropout() < 1.0))
-    throw ValueError("MultiHeadAttention: dropout must be in [0, 1), got " + std::to_string(options.dropout()));
+    throw ValueError(message("MultiHeadAttention: dropout must be in [0, 1), got ", options.dropout()));
   for (std::int64_t dim : {options.kdim(), options.vdim()})
     if (dim < 0 || (dim != 0 && !options.cross_attention()))
-      throw ValueError("MultiHeadAttention: kdim " + std::to_string(options.kdim()) + " and vdim " +
-                       std::to_string(options.vdim()) + " are only for cross-attention and must be positive");
+      throw ValueError(message("MultiHeadAttention: kdim ", options.kdim(), " and vdim ", options.vdim(),
+                               " are only for cross-attention and must be positive"));
   head_dim_ = d_model / num_heads;
   if (options.rotary_max_len() < 0 || (options.rotary_max_len() > 0 && options.cross_attention()))
-    throw ValueError("MultiHeadAttention: rotary_max_len " + std::to_string(options.rotary_max_len()) +
-                     " is only for self-attention and must not be negative");
+    throw ValueError(message("MultiHeadAttention: rotary_max_len ", options.rotary_max_len(),
+                             " is only for self-attention and must not be negative"));
   const std::int64_t kdim = options.kdim() > 0 ? options.kdim() : d_model;
   const std::int64_t vdim = options.vdim() > 0 ? options.vdim() : (options.kdim() > 0 ? kdim : d_model);
   options_.kdim(kdim).vdim(vdim);
@@ -304,8 +303,8 @@ AttentionResult MultiHeadAttentionImpl::forward(const Tensor& query, const Tenso
                                                 const AttentionForwardOptions& options) {
   const bool cross = options_.cross_attention();
   if (query.dim() != 3 || query.shape()[2] != d_model_)
-    throw ShapeError("MultiHeadAttention: expected query of shape (B,Tq," + std::to_string(d_model_) + "), got " +
-                     query.shape().str());
+    throw ShapeError(
+        message("MultiHeadAttention: expected query of shape (B,Tq,", d_model_, "), got ", query.shape().str()));
   const std::int64_t b = query.shape()[0];
   KVCache* cache = options.cache();
   functional::MultiHeadAttentionForwardFuncOptions weights(num_heads_, out_proj_->weight(), out_proj_->bias());

@@ -53,7 +53,7 @@ std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOp
                                         const char* op) {
   detail::check_generation_options(options, op);
   if (logits.dim() != 2 || logits.shape()[1] == 0)
-    throw ShapeError(std::string(op) + ": expected logits (R, V) with V >= 1, got shape " + logits.shape().str());
+    throw ShapeError(message(op, ": expected logits (R, V) with V >= 1, got shape ", logits.shape().str()));
   NoGradGuard no_grad;
   const Tensor last = logits.to(kFloat64);
   if (options.temperature == 0.0) return argmax(last, -1).to_vector<std::int64_t>();
@@ -68,8 +68,8 @@ std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOp
   for (std::size_t row = 0; row * vocab < probs.size(); ++row)
     for (std::size_t v = 0; v < vocab; ++v)
       if (!std::isfinite(probs[row * vocab + v]))
-        throw ValueError(std::string(op) + ": row " + std::to_string(row) +
-                         " of the logits gives no distribution to sample (a NaN, or every logit -inf)");
+        throw ValueError(
+            message(op, ": row ", row, " of the logits gives no distribution to sample (a NaN, or every logit -inf)"));
   if (options.top_p < 1.0) keep_nucleus(probs, vocab, options.top_p);
   std::vector<std::int64_t> next(static_cast<std::size_t>(last.shape()[0]));
   for (std::size_t b = 0; b < next.size(); ++b) {
@@ -91,10 +91,10 @@ std::vector<std::int64_t> choose_tokens(const Tensor& logits, const GenerationOp
 
 Tensor generate(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen) {
   if (prompt.dim() != 2 || prompt.dtype() != kInt64 || prompt.shape()[1] == 0)
-    throw ShapeError(std::string("generate: expected an Int64 prompt (R, T) with T >= 1, got ") +
-                     dtype_name(prompt.dtype()) + " " + prompt.shape().str());
+    throw ShapeError(message("generate: expected an Int64 prompt (R, T) with T >= 1, got ", dtype_name(prompt.dtype()),
+                             " ", prompt.shape().str()));
   if (options.max_new_tokens < 0)
-    throw ValueError("generate: max_new_tokens must be non-negative, got " + std::to_string(options.max_new_tokens));
+    throw ValueError(message("generate: max_new_tokens must be non-negative, got ", options.max_new_tokens));
   if (options.sliding_window)
     throw ValueError(
         "generate: sliding_window is LanguageModel::generate's (it recomputes the model over a window); a Decoder "
@@ -145,9 +145,8 @@ namespace detail {
 
 Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources) {
   if (sources < 1 || rows % sources != 0)
-    throw ShapeError(std::string(decoder) + ": " + std::to_string(rows) + " prompt rows for " +
-                     std::to_string(sources) +
-                     " sources; the rows must be the sources repeated an equal number of times");
+    throw ShapeError(message(decoder, ": ", rows, " prompt rows for ", sources,
+                             " sources; the rows must be the sources repeated an equal number of times"));
   const std::int64_t per = rows / sources;
   std::vector<std::int64_t> index(static_cast<std::size_t>(rows));
   for (std::int64_t r = 0; r < rows; ++r) index[static_cast<std::size_t>(r)] = r / per;
@@ -156,10 +155,10 @@ Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources)
 
 void check_generation_options(const GenerationOptions& options, const char* op) {
   if (!(options.temperature >= 0) || !std::isfinite(options.temperature) || options.top_k < 0)
-    throw ValueError(std::string(op) + ": temperature must be finite and non-negative and top_k non-negative, got " +
-                     format_number(options.temperature) + " and " + std::to_string(options.top_k));
+    throw ValueError(message(op, ": temperature must be finite and non-negative and top_k non-negative, got ",
+                             options.temperature, " and ", options.top_k));
   if (!(options.top_p > 0.0 && options.top_p <= 1.0))
-    throw ValueError(std::string(op) + ": top_p must be in (0, 1], got " + format_number(options.top_p));
+    throw ValueError(message(op, ": top_p must be in (0, 1], got ", options.top_p));
 }
 
 }  // namespace detail
@@ -203,9 +202,9 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
                                                  const BeamSearchOptions& options) {
   const std::int64_t k = options.beam_size;
   if (k < 1 || options.max_new_tokens < 1 || options.num_return < 1 || options.num_return > k)
-    throw ValueError("beam_search: beam_size and max_new_tokens must be >= 1 and num_return in [1, beam_size], got " +
-                     std::to_string(k) + ", " + std::to_string(options.max_new_tokens) + " and " +
-                     std::to_string(options.num_return));
+    throw ValueError(
+        message("beam_search: beam_size and max_new_tokens must be >= 1 and num_return in [1, beam_size], got ", k,
+                ", ", options.max_new_tokens, " and ", options.num_return));
   if (prompt.dim() != 2 || prompt.shape()[1] == 0 || prompt.dtype() != kInt64)
     throw ShapeError("beam_search: expected an Int64 prompt (B, T) with T >= 1, got " + prompt.shape().str());
   NoGradGuard no_grad;
@@ -222,8 +221,8 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
   auto read_attention = [&] {
     const Tensor a = decoder.attention();
     if (!a.defined() || a.dim() != 2 || a.shape()[0] != rows)
-      throw ValueError("beam_search: the coverage penalty needs the decoder's attention (" + std::to_string(rows) +
-                       ", S); this decoder gives " + (a.defined() ? a.shape().str() : std::string("none")));
+      throw ValueError(message("beam_search: the coverage penalty needs the decoder's attention (", rows,
+                               ", S); this decoder gives ", (a.defined() ? a.shape().str() : std::string("none"))));
     source = a.shape()[1];
     attention = a.to(kFloat64).to_vector<double>();
   };

@@ -10,26 +10,26 @@ namespace tapegrad::nn {
 Tensor embedding_bag(const Tensor& weight, const Tensor& indices, const Tensor& offsets, BagMode mode,
                      const Tensor& per_sample_weights, bool sparse) {
   if (indices.dim() != 1 || indices.dtype() != kInt64 || offsets.dim() != 1 || offsets.dtype() != kInt64)
-    throw ValueError("embedding_bag: expected Int64 indices (N) and offsets (B), got " +
-                     std::string(dtype_name(indices.dtype())) + " " + indices.shape().str() + " and " +
-                     dtype_name(offsets.dtype()) + " " + offsets.shape().str());
+    throw ValueError(message("embedding_bag: expected Int64 indices (N) and offsets (B), got ",
+                             dtype_name(indices.dtype()), " ", indices.shape().str(), " and ",
+                             dtype_name(offsets.dtype()), " ", offsets.shape().str()));
   const std::int64_t n = indices.shape()[0], bags = offsets.shape()[0];
   const std::vector<std::int64_t> starts = offsets.contiguous().to_vector<std::int64_t>();
   for (std::int64_t b = 0; b < bags; ++b) {
     const std::int64_t start = starts[static_cast<std::size_t>(b)];
     const std::int64_t previous = b == 0 ? 0 : starts[static_cast<std::size_t>(b - 1)];
     if ((b == 0 && start != 0) || start < previous || start > n)
-      throw ValueError("embedding_bag: offsets must start at 0, never decrease and stay within the " +
-                       std::to_string(n) + " indices, got offsets[" + std::to_string(b) +
-                       "] = " + std::to_string(start) + (b > 0 ? " after " + std::to_string(previous) : std::string()));
+      throw ValueError(message("embedding_bag: offsets must start at 0, never decrease and stay within the ", n,
+                               " indices, got offsets[", b, "] = ", start,
+                               (b > 0 ? " after " + std::to_string(previous) : std::string())));
   }
   if (per_sample_weights.defined()) {
     if (mode != BagMode::Sum)
       throw ValueError("embedding_bag: per_sample_weights are only supported with mode Sum, as in torch");
     if (per_sample_weights.shape() != Shape{n} || per_sample_weights.dtype() != weight.dtype())
-      throw ValueError(std::string("embedding_bag: per_sample_weights must be (") + std::to_string(n) + ") " +
-                       dtype_name(weight.dtype()) + " like the indices and the table, got " +
-                       dtype_name(per_sample_weights.dtype()) + " " + per_sample_weights.shape().str());
+      throw ValueError(message("embedding_bag: per_sample_weights must be (", n, ") ", dtype_name(weight.dtype()),
+                               " like the indices and the table, got ", dtype_name(per_sample_weights.dtype()), " ",
+                               per_sample_weights.shape().str()));
   }
   if (weight.dim() != 2) throw ValueError("embedding_bag: expected a table (V, D), got " + weight.shape().str());
 

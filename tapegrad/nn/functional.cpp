@@ -26,10 +26,9 @@ Tensor bias_rows(const Tensor& in_proj_bias, std::int64_t start, std::int64_t le
 }
 
 void check_weight(const Tensor& w, const Shape& expected, const char* name) {
-  if (!w.defined()) throw ValueError(std::string(kMha) + ": " + name + " is required");
+  if (!w.defined()) throw ValueError(message(kMha, ": ", name, " is required"));
   if (w.shape() != expected)
-    throw ShapeError(std::string(kMha) + ": " + name + " must have shape " + expected.str() + ", got " +
-                     w.shape().str());
+    throw ShapeError(message(kMha, ": ", name, " must have shape ", expected.str(), ", got ", w.shape().str()));
 }
 
 }  // namespace
@@ -52,7 +51,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   const double e = eps ? *eps
                        : (x.dtype() == kFloat64 ? std::numeric_limits<double>::epsilon()
                                                 : static_cast<double>(std::numeric_limits<float>::epsilon()));
-  if (!(e >= 0.0)) throw ValueError("rms_norm: eps must be >= 0, got " + format_number(e));
+  if (!(e >= 0.0)) throw ValueError(message("rms_norm: eps must be >= 0, got ", e));
   Dims axes;
   for (int i = -n; i < 0; ++i) axes.push_back(i);
   // x: (..., *normalized_shape); rms: (..., 1, ..., 1). The gradient comes from the tape.
@@ -73,33 +72,28 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                              const MultiHeadAttentionForwardFuncOptions& options,
                                              const AttentionForwardOptions& attention) {
-  if (query.dim() != 3)
-    throw ShapeError(std::string(kMha) + ": expected query (B, Tq, E), got shape " + query.shape().str());
+  if (query.dim() != 3) throw ShapeError(message(kMha, ": expected query (B, Tq, E), got shape ", query.shape().str()));
   const std::int64_t b = query.size(0), tq = query.size(1), e = query.size(2), h = options.num_heads();
-  if (h <= 0 || e % h != 0)
-    throw ValueError(std::string(kMha) + ": embed_dim " + std::to_string(e) + " is not divisible by num_heads " +
-                     std::to_string(h));
+  if (h <= 0 || e % h != 0) throw ValueError(message(kMha, ": embed_dim ", e, " is not divisible by num_heads ", h));
   KVCache* cache = attention.cache();
   const bool reuse_cache = !key.defined() && !value.defined();
   if (reuse_cache && (cache == nullptr || !cache->k.defined()))
-    throw ValueError(std::string(kMha) +
-                     ": key and value are undefined and there is no filled cache to take them from");
+    throw ValueError(message(kMha, ": key and value are undefined and there is no filled cache to take them from"));
   if (!reuse_cache) {
     if (!key.defined() || !value.defined() || key.dim() != 3 || value.dim() != 3 || key.size(0) != b ||
         value.size(0) != b || key.size(1) != value.size(1))
-      throw ShapeError(std::string(kMha) + ": expected key (B, Tk, kdim) and value (B, Tk, vdim) for query " +
-                       query.shape().str() + ", got " + (key.defined() ? key.shape().str() : "undefined") + " and " +
-                       (value.defined() ? value.shape().str() : "undefined"));
+      throw ShapeError(message(kMha, ": expected key (B, Tk, kdim) and value (B, Tk, vdim) for query ",
+                               query.shape().str(), ", got ", (key.defined() ? key.shape().str() : "undefined"),
+                               " and ", (value.defined() ? value.shape().str() : "undefined")));
   }
   const std::int64_t hkv = options.num_kv_heads() > 0 ? options.num_kv_heads() : h;
   if (options.num_kv_heads() < 0 || h % hkv != 0)
-    throw ValueError(std::string(kMha) + ": num_kv_heads " + std::to_string(options.num_kv_heads()) +
-                     " does not divide num_heads " + std::to_string(h));
+    throw ValueError(message(kMha, ": num_kv_heads ", options.num_kv_heads(), " does not divide num_heads ", h));
   const std::int64_t ekv = hkv * (e / h);  // the key and value features
   check_weight(options.out_proj_weight(), Shape{e, e}, "out_proj_weight");
   if (options.in_proj_bias().defined() && options.in_proj_bias().shape() != Shape{e + 2 * ekv})
-    throw ShapeError(std::string(kMha) + ": in_proj_bias must have shape " + Shape{e + 2 * ekv}.str() + ", got " +
-                     options.in_proj_bias().shape().str());
+    throw ShapeError(message(kMha, ": in_proj_bias must have shape ", Shape{e + 2 * ekv}.str(), ", got ",
+                             options.in_proj_bias().shape().str()));
 
   // The three projection weights (out, in): row blocks of in_proj_weight (views) or the separate ones.
   const Tensor& fused = options.in_proj_weight();
@@ -120,8 +114,8 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
     }
   }
   if (!reuse_cache && (key.size(2) != wk.size(1) || value.size(2) != wv.size(1)))
-    throw ShapeError(std::string(kMha) + ": key " + key.shape().str() + " and value " + value.shape().str() +
-                     " do not fit the projections " + wk.shape().str() + " and " + wv.shape().str());
+    throw ShapeError(message(kMha, ": key ", key.shape().str(), " and value ", value.shape().str(),
+                             " do not fit the projections ", wk.shape().str(), " and ", wv.shape().str()));
   const Tensor& in_bias = options.in_proj_bias();
 
   // Each projection is its own gemm over a view of the weight's rows, so each output is
@@ -131,8 +125,8 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
   const std::int64_t cached = cache != nullptr ? cache->length() : 0;
   if (reuse_cache) {
     if (cache->k.size(0) != b)
-      throw ShapeError(std::string(kMha) + ": KV cache holds k " + cache->k.shape().str() + " for batch size " +
-                       std::to_string(cache->k.size(0)) + ", but the query has shape " + query.shape().str());
+      throw ShapeError(message(kMha, ": KV cache holds k ", cache->k.shape().str(), " for batch size ",
+                               cache->k.size(0), ", but the query has shape ", query.shape().str()));
     k = cache->k;
     v = cache->v;
   } else {
@@ -148,9 +142,9 @@ AttentionResult multi_head_attention_forward(const Tensor& query, const Tensor& 
     if (cache->k.defined()) {
       const Shape expected{b, hkv, cached, e / h};
       if (cache->k.shape() != expected || !cache->v.defined() || cache->v.shape() != expected)
-        throw ShapeError(std::string(kMha) + ": KV cache holds k " + cache->k.shape().str() + " and v " +
-                         (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")) +
-                         ", expected (B, Hkv, T_cached, head_dim) = " + expected.str());
+        throw ShapeError(message(kMha, ": KV cache holds k ", cache->k.shape().str(), " and v ",
+                                 (cache->v.defined() ? cache->v.shape().str() : std::string("(undefined)")),
+                                 ", expected (B, Hkv, T_cached, head_dim) = ", expected.str()));
       k = concat({cache->k, k}, 2);  // (B, Hkv, T_cached + Tk, Dh)
       v = concat({cache->v, v}, 2);
     }

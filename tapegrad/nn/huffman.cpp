@@ -15,10 +15,10 @@ HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
   std::int64_t total = 0;
   for (std::size_t i = 0; i < v; ++i) {
     if (counts[i] < 1)
-      throw ValueError("huffman_tree: count " + std::to_string(i) + " is " + std::to_string(counts[i]) +
-                       "; every word needs a count of at least 1");
+      throw ValueError(
+          message("huffman_tree: count ", i, " is ", counts[i], "; every word needs a count of at least 1"));
     if (counts[i] > std::numeric_limits<std::int64_t>::max() - total)
-      throw ValueError("huffman_tree: the counts sum to more than an int64 holds (at count " + std::to_string(i) + ")");
+      throw ValueError(message("huffman_tree: the counts sum to more than an int64 holds (at count ", i, ")"));
     total += counts[i];
   }
   // order[r]: the word of rank r, most frequent first (the identity for sorted counts).
@@ -63,15 +63,14 @@ HuffmanTree huffman_tree(const std::vector<std::int64_t>& counts) {
 
 HuffmanPaths HuffmanTree::paths(const Tensor& words, std::int64_t pad) const {
   if (words.dtype() != kInt64)
-    throw TypeError(std::string("HuffmanTree::paths: expected Int64 words, got ") + dtype_name(words.dtype()));
+    throw TypeError(message("HuffmanTree::paths: expected Int64 words, got ", dtype_name(words.dtype())));
   const Tensor contiguous = words.contiguous();
   const std::int64_t* w = contiguous.data_ptr<std::int64_t>();
   const std::int64_t b = words.numel();
   std::size_t longest = 0;
   for (std::int64_t i = 0; i < b; ++i) {
     if (w[i] < 0 || w[i] >= num_words())
-      throw IndexError("HuffmanTree::paths: word " + std::to_string(w[i]) + " at " + std::to_string(i) +
-                       " is outside [0, " + std::to_string(num_words()) + ")");
+      throw IndexError(message("HuffmanTree::paths: word ", w[i], " at ", i, " is outside [0, ", num_words(), ")"));
     longest = std::max(longest, nodes[static_cast<std::size_t>(w[i])].size());
   }
   const auto l = static_cast<std::int64_t>(longest);

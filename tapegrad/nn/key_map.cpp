@@ -15,7 +15,7 @@ std::vector<std::string> split_components(const std::string& name, const char* w
     const std::size_t dot = name.find('.', start);
     parts.push_back(name.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
     if (parts.back().empty())
-      throw ValueError(std::string("KeyMap::") + what + ": \"" + name + "\" has an empty path component");
+      throw ValueError(message("KeyMap::", what, ": \"", name, "\" has an empty path component"));
     if (dot == std::string::npos) return parts;
     start = dot + 1;
   }

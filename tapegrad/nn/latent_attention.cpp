@@ -17,10 +17,10 @@ MultiHeadLatentAttentionImpl::MultiHeadLatentAttentionImpl(const MultiHeadLatent
   for (const std::int64_t size : {o.d_model(), o.num_heads(), o.kv_lora_rank(), o.qk_nope_head_dim(),
                                   o.qk_rope_head_dim(), o.v_head_dim(), o.max_len()})
     if (size <= 0 || o.q_lora_rank() < 0)
-      throw ValueError("MultiHeadLatentAttention: d_model " + std::to_string(o.d_model()) + ", num_heads " +
-                       std::to_string(o.num_heads()) + ", the ranks, head dims and max_len must be positive (" +
-                       "q_lora_rank may be 0), got a size " + std::to_string(size) + " or q_lora_rank " +
-                       std::to_string(o.q_lora_rank()));
+      throw ValueError(
+          message("MultiHeadLatentAttention: d_model ", o.d_model(), ", num_heads ", o.num_heads(),
+                  ", the ranks, head dims and max_len must be positive (q_lora_rank may be 0), got a size ", size,
+                  " or q_lora_rank ", o.q_lora_rank()));
   Generator& gen = generator_or_default(o.generator());
   auto linear = [&](std::int64_t in, std::int64_t out) {
     return Linear(LinearOptions(in, out).bias(false).generator(&gen));
@@ -43,8 +43,8 @@ MultiHeadLatentAttentionImpl::MultiHeadLatentAttentionImpl(const MultiHeadLatent
 Tensor MultiHeadLatentAttentionImpl::forward(const Tensor& x, MLACache* cache, bool absorb) {
   const auto& o = options_;
   if (x.dim() != 3 || x.size(2) != o.d_model())
-    throw ShapeError("MultiHeadLatentAttention: expected x of shape (B,T," + std::to_string(o.d_model()) + "), got " +
-                     x.shape().str());
+    throw ShapeError(
+        message("MultiHeadLatentAttention: expected x of shape (B,T,", o.d_model(), "), got ", x.shape().str()));
   const std::int64_t b = x.size(0), t = x.size(1), h = o.num_heads();
   const std::int64_t dh = o.qk_nope_head_dim(), dr = o.qk_rope_head_dim(), dv = o.v_head_dim(), r = o.kv_lora_rank();
   const std::int64_t cached = cache != nullptr ? cache->length() : 0;

@@ -14,8 +14,7 @@ namespace {
 
 void check_probability(double p, const char* module) {
   // Written as a negated range test so that NaN is rejected too.
-  if (!(p >= 0.0 && p <= 1.0))
-    throw ValueError(std::string(module) + ": dropout probability p must be in [0, 1], got " + format_number(p));
+  if (!(p >= 0.0 && p <= 1.0)) throw ValueError(message(module, ": dropout probability p must be in [0, 1], got ", p));
 }
 
 }  // namespace
@@ -27,18 +26,16 @@ EmbeddingImpl::EmbeddingImpl(const EmbeddingOptions& options)
   const std::int64_t num_embeddings = num_embeddings_, dim = dim_;
   const std::optional<std::int64_t> padding_idx = options.padding_idx();
   if (num_embeddings <= 0 || dim <= 0)
-    throw ValueError("Embedding: num_embeddings and dim must be positive, got " + std::to_string(num_embeddings) +
-                     " and " + std::to_string(dim));
+    throw ValueError(message("Embedding: num_embeddings and dim must be positive, got ", num_embeddings, " and ", dim));
   if (padding_idx) {
     const std::int64_t p = *padding_idx;
     if (p < -num_embeddings || p >= num_embeddings)
-      throw ValueError("Embedding: padding_idx " + std::to_string(p) + " must be within [" +
-                       std::to_string(-num_embeddings) + ", " + std::to_string(num_embeddings) + ")");
+      throw ValueError(
+          message("Embedding: padding_idx ", p, " must be within [", -num_embeddings, ", ", num_embeddings, ")"));
     padding_idx_ = p < 0 ? p + num_embeddings : p;
   }
   if (options.init_scale() < 0 || !std::isfinite(options.init_scale()))
-    throw ValueError("Embedding: init_scale must be finite and non-negative, got " +
-                     format_number(options.init_scale()));
+    throw ValueError(message("Embedding: init_scale must be finite and non-negative, got ", options.init_scale()));
   Generator& gen = generator_or_default(options.generator());
   Tensor w;  // (V, D)
   switch (options.init()) {
@@ -66,8 +63,8 @@ Tensor EmbeddingImpl::forward(const Tensor& indices) { return embedding(weight_,
 Embedding embedding_from_pretrained(const Tensor& weights, bool freeze, std::optional<std::int64_t> padding_idx,
                                     bool sparse) {
   if (weights.dim() != 2 || (weights.dtype() != kFloat32 && weights.dtype() != kFloat64))
-    throw ShapeError(std::string("embedding_from_pretrained: expected float32 or float64 weights (V, D), got ") +
-                     dtype_name(weights.dtype()) + " " + weights.shape().str());
+    throw ShapeError(message("embedding_from_pretrained: expected float32 or float64 weights (V, D), got ",
+                             dtype_name(weights.dtype()), " ", weights.shape().str()));
   Embedding e{EmbeddingOptions(weights.shape()[0], weights.shape()[1])
                   .init(EmbeddingInit::Zeros)
                   .padding_idx(padding_idx)
@@ -91,7 +88,7 @@ LayerNormImpl::LayerNormImpl(const LayerNormOptions& options) : options_(options
   if (!positive)
     throw ValueError("LayerNorm: normalized_shape must be non-empty with positive sizes, got " +
                      normalized_shape.str());
-  if (!(eps >= 0.0)) throw ValueError("LayerNorm: eps must be >= 0, got " + format_number(eps));
+  if (!(eps >= 0.0)) throw ValueError(message("LayerNorm: eps must be >= 0, got ", eps));
   if (options.elementwise_affine()) {
     weight_ = register_parameter("weight", ones(normalized_shape));
     bias_ = register_parameter("bias", zeros(normalized_shape));
@@ -107,16 +104,15 @@ Tensor LayerNormImpl::forward(const Tensor& x) {
 RMSNormImpl::RMSNormImpl(const RMSNormOptions& options) : options_(options) {
   const std::int64_t dim = options.dim();
   const double eps = options.eps();
-  if (dim <= 0) throw ValueError("RMSNorm: dim must be positive, got " + std::to_string(dim));
-  if (!(eps >= 0.0)) throw ValueError("RMSNorm: eps must be >= 0, got " + format_number(eps));
+  if (dim <= 0) throw ValueError(message("RMSNorm: dim must be positive, got ", dim));
+  if (!(eps >= 0.0)) throw ValueError(message("RMSNorm: eps must be >= 0, got ", eps));
   if (options.elementwise_affine()) weight_ = register_parameter("weight", ones({dim}));
 }
 
 Tensor RMSNormImpl::forward(const Tensor& x) {
   const std::int64_t dim = options_.dim();
   if (x.dim() == 0 || x.shape().back() != dim)
-    throw ShapeError("RMSNorm: expected input with last dimension " + std::to_string(dim) + ", got shape " +
-                     x.shape().str());
+    throw ShapeError(message("RMSNorm: expected input with last dimension ", dim, ", got shape ", x.shape().str()));
   return functional::rms_norm(x, Shape{dim}, weight_, options_.eps());
 }
 
@@ -145,20 +141,19 @@ Tensor activate(const Tensor& x, Activation activation) {
     case Activation::SiLU:
       return silu(x);
   }
-  throw ValueError("activate: unknown activation " + std::to_string(static_cast<int>(activation)));
+  throw ValueError(message("activate: unknown activation ", static_cast<int>(activation)));
 }
 
 // ---------------------------------------------------------------- Sequential
 
 void SequentialImpl::push_back(std::shared_ptr<UnaryModule> module) {
-  if (!module) throw ValueError("Sequential: cannot add a null module at index " + std::to_string(modules_.size()));
+  if (!module) throw ValueError(message("Sequential: cannot add a null module at index ", modules_.size()));
   modules_.push_back(register_module(std::to_string(modules_.size()), std::move(module)));
 }
 
 const std::shared_ptr<UnaryModule>& SequentialImpl::at(std::size_t index) const {
   if (index >= modules_.size())
-    throw IndexError("Sequential: index " + std::to_string(index) + " is out of range for " +
-                     std::to_string(modules_.size()) + " modules");
+    throw IndexError(message("Sequential: index ", index, " is out of range for ", modules_.size(), " modules"));
   return modules_[index];
 }
 
@@ -175,8 +170,7 @@ FeedForwardImpl::FeedForwardImpl(const FeedForwardOptions& options) : activation
   const double dropout = options.dropout();
   Generator& gen = generator_or_default(options.generator());
   if (d_model <= 0 || hidden <= 0)
-    throw ValueError("FeedForward: d_model and hidden must be positive, got " + std::to_string(d_model) + " and " +
-                     std::to_string(hidden));
+    throw ValueError(message("FeedForward: d_model and hidden must be positive, got ", d_model, " and ", hidden));
   check_probability(dropout, "FeedForward");
   fc1_ = register_module("fc1", Linear(LinearOptions(d_model, hidden).generator(&gen)));
   // The dropout mask stream is seeded from gen, so one seed reproduces the whole model.

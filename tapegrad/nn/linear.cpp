@@ -11,8 +11,8 @@ namespace tapegrad::nn {
 LinearImpl::LinearImpl(const LinearOptions& options) : options_(options) {
   const std::int64_t in_features = options.in_features(), out_features = options.out_features();
   if (in_features <= 0 || out_features <= 0)
-    throw ValueError("Linear: in_features and out_features must be positive, got " + std::to_string(in_features) +
-                     " and " + std::to_string(out_features));
+    throw ValueError(
+        message("Linear: in_features and out_features must be positive, got ", in_features, " and ", out_features));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
@@ -23,8 +23,8 @@ LinearImpl::LinearImpl(const LinearOptions& options) : options_(options) {
 Tensor LinearImpl::forward(const Tensor& x) {
   const std::int64_t in_features = options_.in_features();
   if (x.dim() == 0 || x.shape().back() != in_features)
-    throw ShapeError("Linear: expected input with last dimension " + std::to_string(in_features) + ", got shape " +
-                     x.shape().str());
+    throw ShapeError(
+        message("Linear: expected input with last dimension ", in_features, ", got shape ", x.shape().str()));
   // x: (..., in) @ W^T: (in, out) + b in one gemm; the transpose is a gemm flag, not a copy.
   return functional::linear(x, weight_, bias_);
 }

@@ -28,8 +28,8 @@ const char* reduction_name(Reduction reduction) {
 // BatchMean belongs to kl_div alone; the other losses check before doing any work.
 void reject_batch_mean(Reduction reduction, const char* op) {
   if (reduction == Reduction::BatchMean)
-    throw ValueError(std::string(op) + ": reduction " + reduction_name(reduction) +
-                     " is only defined for kl_div; use None, Mean or Sum");
+    throw ValueError(
+        message(op, ": reduction ", reduction_name(reduction), " is only defined for kl_div; use None, Mean or Sum"));
 }
 
 // None / Sum / Mean over every element.
@@ -44,7 +44,7 @@ Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
 
 void check_floating(const Tensor& t, const char* op, const char* what) {
   if (!t.is_floating_point())
-    throw TypeError(std::string(op) + ": " + what + " must be a floating-point tensor, got " + dtype_name(t.dtype()));
+    throw TypeError(message(op, ": ", what, " must be a floating-point tensor, got ", dtype_name(t.dtype())));
 }
 
 // p log q with the convention 0 log q = 0: where p == 0 the product and its gradient are 0,
@@ -58,7 +58,7 @@ Tensor xlogy(const Tensor& p, const Tensor& q) {
 Tensor in_log_base(const Tensor& nats, std::optional<double> log_base, const char* op) {
   if (!log_base) return nats;
   if (!(*log_base > 0.0) || *log_base == 1.0)
-    throw ValueError(std::string(op) + ": log_base must be positive and not 1, got " + std::to_string(*log_base));
+    throw ValueError(message(op, ": log_base must be positive and not 1, got ", *log_base));
   return nats / std::log(*log_base);
 }
 
@@ -74,11 +74,11 @@ struct PickedLoss {
 Tensor checked_class_weight(const Tensor& weight, const Tensor& input, std::int64_t classes, const char* op) {
   if (!weight.defined()) return weight;
   if (weight.dim() != 1 || weight.size(0) != classes)
-    throw ShapeError(std::string(op) + ": weight must have shape (" + std::to_string(classes) + ") for " +
-                     std::to_string(classes) + " classes, got " + weight.shape().str());
+    throw ShapeError(
+        message(op, ": weight must have shape (", classes, ") for ", classes, " classes, got ", weight.shape().str()));
   if (weight.dtype() != input.dtype())
-    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but the input is " +
-                    dtype_name(input.dtype()));
+    throw TypeError(
+        message(op, ": weight is ", dtype_name(weight.dtype()), " but the input is ", dtype_name(input.dtype())));
   return weight.detach();
 }
 
@@ -88,16 +88,16 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
                                    const Tensor& weight, const char* op) {
   check_floating(log_probs, op, "input");
   if (targets.dtype() != kInt64)
-    throw TypeError(std::string(op) + ": targets must be an int64 tensor of class indices, got " +
-                    dtype_name(targets.dtype()));
-  if (log_probs.dim() == 0) throw ShapeError(std::string(op) + ": input must have a class axis, got a scalar");
+    throw TypeError(
+        message(op, ": targets must be an int64 tensor of class indices, got ", dtype_name(targets.dtype())));
+  if (log_probs.dim() == 0) throw ShapeError(message(op, ": input must have a class axis, got a scalar"));
   // PyTorch's layout: (C) pairs with a () target, (N, C, d...) with (N, d...).
   Shape expected;
   for (int axis = 0; axis < log_probs.dim(); ++axis)
     if (axis != (log_probs.dim() == 1 ? 0 : 1)) expected.push_back(log_probs.size(axis));
   if (targets.shape() != expected)
-    throw ShapeError(std::string(op) + ": input of shape " + log_probs.shape().str() + " needs targets of shape " +
-                     expected.str() + ", got targets of shape " + targets.shape().str());
+    throw ShapeError(message(op, ": input of shape ", log_probs.shape().str(), " needs targets of shape ",
+                             expected.str(), ", got targets of shape ", targets.shape().str()));
 
   const bool unbatched = log_probs.dim() == 1;
   // x: (N, C, d...)
@@ -120,8 +120,8 @@ PickedLoss pick_negative_log_probs(const Tensor& log_probs, const Tensor& target
       continue;
     }
     if (t < 0 || t >= classes)
-      throw IndexError(std::string(op) + ": target " + std::to_string(t) + " is out of range for " +
-                       std::to_string(classes) + " classes (ignore_index is " + std::to_string(ignore_index) + ")");
+      throw IndexError(message(op, ": target ", t, " is out of range for ", classes, " classes (ignore_index is ",
+                               ignore_index, ")"));
     target_weight[i] = class_weight.empty() ? 1.0 : class_weight[static_cast<std::size_t>(t)];
     denominator += target_weight[i];
   }
@@ -184,10 +184,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
   const char* op = "cross_entropy";
   reject_batch_mean(options.reduction, op);
   if (!(options.label_smoothing >= 0.0 && options.label_smoothing <= 1.0))
-    throw ValueError(std::string(op) + ": label_smoothing must be in [0, 1], got " +
-                     std::to_string(options.label_smoothing));
+    throw ValueError(message(op, ": label_smoothing must be in [0, 1], got ", options.label_smoothing));
   check_floating(logits, op, "input");
-  if (logits.dim() == 0) throw ShapeError(std::string(op) + ": input must have a class axis, got a scalar");
+  if (logits.dim() == 0) throw ShapeError(message(op, ": input must have a class axis, got a scalar"));
   const bool unbatched = logits.dim() == 1;
   const std::int64_t class_axis = unbatched ? 0 : 1;
   // log_probs: logits' shape, normalised over the class axis (fused, stable).
@@ -196,8 +195,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, const CrossEnt
     // Class probabilities (soft labels, distillation): no index to ignore, so Mean averages over
     // every position, as in PyTorch.
     if (targets.shape() != logits.shape())
-      throw ShapeError(std::string(op) + ": probability targets of shape " + targets.shape().str() +
-                       " must match input of shape " + logits.shape().str());
+      throw ShapeError(message(op, ": probability targets of shape ", targets.shape().str(),
+                               " must match input of shape ", logits.shape().str()));
     const double classes = static_cast<double>(logits.size(class_axis));
     const Tensor smoothed = eps_smooth(targets, options.label_smoothing, classes);
     const Tensor w = checked_class_weight(options.weight, logits, logits.size(class_axis), op);
@@ -269,8 +268,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
   if (pos_weight.defined()) check_floating(pos_weight, op, "pos_weight");
   if (weight.defined()) check_floating(weight, op, "weight");
   if (logits.shape() != targets.shape())
-    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
-                     logits.shape().str());
+    throw ShapeError(message(op, ": targets of shape ", targets.shape().str(), " must match logits of shape ",
+                             logits.shape().str()));
   reject_batch_mean(reduction, op);
   return reduce_loss(logistic_loss(logits, targets, pos_weight, weight), reduction, op);
 }
@@ -281,8 +280,8 @@ Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, cons
   check_floating(hidden, op, "hidden");
   if (hidden.dim() != 2 || positive.shape() != hidden.shape() || negatives.dim() != 3 ||
       negatives.shape()[0] != hidden.shape()[0] || negatives.shape()[2] != hidden.shape()[1])
-    throw ShapeError(std::string(op) + ": expected hidden (B, D), positive (B, D) and negatives (B, K, D), got " +
-                     hidden.shape().str() + ", " + positive.shape().str() + " and " + negatives.shape().str());
+    throw ShapeError(message(op, ": expected hidden (B, D), positive (B, D) and negatives (B, K, D), got ",
+                             hidden.shape().str(), ", ", positive.shape().str(), " and ", negatives.shape().str()));
   // One score per output vector: (B, 1 + K, D) (B, D, 1) -> (B, 1 + K); the first is the target.
   const Tensor outputs = concat({unsqueeze(positive, 1), negatives}, 1);
   const Tensor scores = squeeze(matmul(outputs, unsqueeze(hidden, 2)), 2);
@@ -300,10 +299,9 @@ Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, cons
   if (hidden.dim() != 2 || nodes.dim() != 3 || nodes.shape()[0] != hidden.shape()[0] ||
       nodes.shape()[2] != hidden.shape()[1] || codes.shape() != Shape{nodes.shape()[0], nodes.shape()[1]} ||
       mask.shape() != codes.shape() || mask.dtype() != kBool)
-    throw ShapeError(std::string(op) +
-                     ": expected hidden (B, D), nodes (B, L, D), codes (B, L) and a Bool mask (B, L), got " +
-                     hidden.shape().str() + ", " + nodes.shape().str() + ", " + codes.shape().str() + " and " +
-                     dtype_name(mask.dtype()) + " " + mask.shape().str());
+    throw ShapeError(message(op, ": expected hidden (B, D), nodes (B, L, D), codes (B, L) and a Bool mask (B, L), got ",
+                             hidden.shape().str(), ", ", nodes.shape().str(), ", ", codes.shape().str(), " and ",
+                             dtype_name(mask.dtype()), " ", mask.shape().str()));
   // Code 0 is the branch of probability sigmoid(h . v): a binary target of 1 - code on that logit.
   const Tensor scores = squeeze(matmul(nodes, unsqueeze(hidden, 2)), 2);  // (B, L)
   const Tensor per_node = binary_cross_entropy_with_logits(scores, 1.0 - codes.to(scores.dtype()), Reduction::None);
@@ -320,8 +318,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   // PyTorch only warns here; a (N, 1) prediction against (N) targets broadcasting to (N, N) is
   // nearly always a bug, so it is an error.
   if (input.shape() != target.shape())
-    throw ShapeError(std::string(op) + ": target of shape " + target.shape().str() + " must match input of shape " +
-                     input.shape().str());
+    throw ShapeError(
+        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
   reject_batch_mean(reduction, op);
   const Tensor diff = input - target;
   return reduce_loss(diff * diff, reduction, op);

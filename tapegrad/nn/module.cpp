@@ -17,12 +17,12 @@ namespace tapegrad::nn {
 
 void Module::check_new_name(const std::string& name, const char* what) const {
   if (name.empty() || name.find('.') != std::string::npos)
-    throw ValueError(std::string("Module::") + what + ": name \"" + name + "\" must be non-empty and contain no '.'");
+    throw ValueError(message("Module::", what, ": name \"", name, "\" must be non-empty and contain no '.'"));
   auto taken = [&](const auto& list) {
     return std::any_of(list.begin(), list.end(), [&](const auto& entry) { return entry.first == name; });
   };
   if (taken(parameters_) || taken(buffers_) || taken(generators_) || taken(children_))
-    throw ValueError(std::string("Module::") + what + ": the name \"" + name + "\" is already registered");
+    throw ValueError(message("Module::", what, ": the name \"", name, "\" is already registered"));
 }
 
 RegisteredParameter Module::register_parameter(const std::string& name, const Tensor& value, bool requires_grad) {
@@ -352,9 +352,8 @@ std::shared_ptr<Module> Module::clone() const {
     copy_params[i].second.requires_grad_(params[i].second.requires_grad());
   const auto modules = named_modules(), copy_modules = copy->named_modules();
   if (modules.size() != copy_modules.size())
-    throw ValueError(name() + ": clone() built a module with " + std::to_string(copy_modules.size()) +
-                     " submodules, not " + std::to_string(modules.size()) +
-                     ": its constructor depends on more than its arguments");
+    throw ValueError(message(name(), ": clone() built a module with ", copy_modules.size(), " submodules, not ",
+                             modules.size(), ": its constructor depends on more than its arguments"));
   for (std::size_t i = 0; i < modules.size(); ++i)
     const_cast<Module*>(copy_modules[i].second)->training_ = modules[i].second->training_;
   const NamedGenerators gens = named_generators(), copy_gens = copy->named_generators();
@@ -470,8 +469,8 @@ void Module::run_forward_pre_hooks(TensorList& tensor_args) {
     if (!replacement) continue;
     if (replacement->size() != tensor_args.size()) {
       const std::size_t n = tensor_args.size();
-      throw ValueError(name() + ": a forward pre-hook returned " + std::to_string(replacement->size()) +
-                       " tensors for a call with " + std::to_string(n) + " Tensor argument" + (n == 1 ? "" : "s"));
+      throw ValueError(message(name(), ": a forward pre-hook returned ", replacement->size(),
+                               " tensors for a call with ", n, " Tensor argument", (n == 1 ? "" : "s")));
     }
     tensor_args = std::move(*replacement);
   }

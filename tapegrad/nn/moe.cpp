@@ -21,17 +21,17 @@ Tensor ExpertImpl::forward(const Tensor& x) {
 MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_(options) {
   const std::int64_t dim = options.dim();
   if (options.num_experts() <= 0 || options.top_k() <= 0 || options.top_k() > options.num_experts())
-    throw ValueError("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k " + std::to_string(options.top_k()) +
-                     " and num_experts " + std::to_string(options.num_experts()));
+    throw ValueError(message("MixtureOfExperts: need 0 < top_k <= num_experts, got top_k ", options.top_k(),
+                             " and num_experts ", options.num_experts()));
   if (!(options.capacity_factor() >= 0.0) || !(options.noise_epsilon() >= 0.0))
-    throw ValueError("MixtureOfExperts: capacity_factor and noise_epsilon must be >= 0, got " +
-                     format_number(options.capacity_factor()) + " and " + format_number(options.noise_epsilon()));
+    throw ValueError(message("MixtureOfExperts: capacity_factor and noise_epsilon must be >= 0, got ",
+                             options.capacity_factor(), " and ", options.noise_epsilon()));
   if (options.noisy_gating() && options.top_k() == options.num_experts())
-    throw ValueError("MixtureOfExperts: noisy gating needs top_k below num_experts, got " +
-                     std::to_string(options.top_k()) + " of " + std::to_string(options.num_experts()));
+    throw ValueError(message("MixtureOfExperts: noisy gating needs top_k below num_experts, got ", options.top_k(),
+                             " of ", options.num_experts()));
   if (dim <= 0 || options.hidden() <= 0)
-    throw ValueError("MixtureOfExperts: dim and hidden must be positive, got " + std::to_string(dim) + " and " +
-                     std::to_string(options.hidden()));
+    throw ValueError(
+        message("MixtureOfExperts: dim and hidden must be positive, got ", dim, " and ", options.hidden()));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   router_ = register_module(
@@ -53,8 +53,8 @@ MixtureOfExpertsImpl::MixtureOfExpertsImpl(const MoEOptions& options) : options_
 MoEOutput MixtureOfExpertsImpl::forward(const Tensor& x) {
   const std::int64_t dim = options_.dim();
   if (x.dim() == 0 || x.shape().back() != dim)
-    throw ShapeError("MixtureOfExperts: expected input with last dimension " + std::to_string(dim) + ", got shape " +
-                     x.shape().str());
+    throw ShapeError(
+        message("MixtureOfExperts: expected input with last dimension ", dim, ", got shape ", x.shape().str()));
   const std::int64_t num_experts = options_.num_experts();
   const std::int64_t k = options_.top_k();
   const Tensor tokens = x.reshape({-1, dim});  // tokens: (N, D)

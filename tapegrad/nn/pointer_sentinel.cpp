@@ -26,8 +26,8 @@ Tensor visible(std::int64_t t_len, std::int64_t window) {
 
 PointerSentinelImpl::PointerSentinelImpl(const PointerSentinelOptions& options) : options_(options) {
   if (options.d_model() <= 0 || options.window() <= 0)
-    throw ValueError("PointerSentinel: d_model and window must be positive, got " + std::to_string(options.d_model()) +
-                     " and " + std::to_string(options.window()));
+    throw ValueError(message("PointerSentinel: d_model and window must be positive, got ", options.d_model(), " and ",
+                             options.window()));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   query_ = register_module("query", Linear(LinearOptions(options.d_model(), options.d_model()).generator(&gen)));
@@ -41,9 +41,9 @@ void PointerSentinelImpl::check(const Tensor& hidden, const Tensor& tokens, cons
                   tokens.shape()[1] == hidden.shape()[1] && logits.dim() == 3 &&
                   logits.shape()[0] == hidden.shape()[0] && logits.shape()[1] == hidden.shape()[1];
   if (!ok)
-    throw ShapeError("PointerSentinel: expected hidden (B, T, " + std::to_string(options_.d_model()) +
-                     "), Int64 tokens (B, T) and logits (B, T, V), got " + hidden.shape().str() + ", " +
-                     dtype_name(tokens.dtype()) + " " + tokens.shape().str() + " and " + logits.shape().str());
+    throw ShapeError(message("PointerSentinel: expected hidden (B, T, ", options_.d_model(),
+                             "), Int64 tokens (B, T) and logits (B, T, V), got ", hidden.shape().str(), ", ",
+                             dtype_name(tokens.dtype()), " ", tokens.shape().str(), " and ", logits.shape().str()));
 }
 
 Tensor PointerSentinelImpl::log_attention(const Tensor& hidden, const Tensor& shown) {

@@ -14,23 +14,20 @@ namespace {
 std::int64_t check_positions(const char* module, const Tensor& x, std::int64_t dim, std::int64_t max_len,
                              std::int64_t offset) {
   if (x.dim() < 2 || x.shape().back() != dim)
-    throw ShapeError(std::string(module) + ": expected input (..., T, " + std::to_string(dim) + "), got shape " +
-                     x.shape().str());
+    throw ShapeError(message(module, ": expected input (..., T, ", dim, "), got shape ", x.shape().str()));
   if (!x.is_floating_point())
-    throw TypeError(std::string(module) + ": expected a floating-point input, got " + dtype_name(x.dtype()));
+    throw TypeError(message(module, ": expected a floating-point input, got ", dtype_name(x.dtype())));
   const std::int64_t length = x.size(-2);
-  if (offset < 0) throw ValueError(std::string(module) + ": offset must be >= 0, got " + std::to_string(offset));
+  if (offset < 0) throw ValueError(message(module, ": offset must be >= 0, got ", offset));
   if (offset + length > max_len)
-    throw ValueError(std::string(module) + ": positions " + std::to_string(offset) + ".." +
-                     std::to_string(offset + length - 1) + " (offset " + std::to_string(offset) + ", length " +
-                     std::to_string(length) + ") exceed max_len " + std::to_string(max_len));
+    throw ValueError(message(module, ": positions ", offset, "..", offset + length - 1, " (offset ", offset,
+                             ", length ", length, ") exceed max_len ", max_len));
   return length;
 }
 
 void check_sizes(const char* module, std::int64_t max_len, std::int64_t dim) {
   if (max_len <= 0 || dim <= 0)
-    throw ValueError(std::string(module) + ": max_len and dim must be positive, got " + std::to_string(max_len) +
-                     " and " + std::to_string(dim));
+    throw ValueError(message(module, ": max_len and dim must be positive, got ", max_len, " and ", dim));
 }
 
 // pos / base^(2i / dim) for column 2i and 2i + 1; computed in double whatever the table's dtype.
@@ -81,13 +78,11 @@ Tensor rows_at(const char* op, const Tensor& table, const Tensor& x, const Tenso
   const std::int64_t range = table.shape()[0], dim = table.shape()[1];
   if (x.dim() != 3 || x.shape()[2] != dim || positions.dtype() != kInt64 || positions.dim() != 2 ||
       positions.shape()[0] != x.shape()[0] || positions.shape()[1] != x.shape()[1])
-    throw ShapeError(std::string(op) + ": expected x (B, T, " + std::to_string(dim) +
-                     ") and Int64 positions (B, T), got shapes " + x.shape().str() + " and " + positions.shape().str());
+    throw ShapeError(message(op, ": expected x (B, T, ", dim, ") and Int64 positions (B, T), got shapes ",
+                             x.shape().str(), " and ", positions.shape().str()));
   const std::vector<std::int64_t> p = positions.to_vector<std::int64_t>();
   for (std::int64_t v : p)
-    if (v < 0 || v >= range)
-      throw IndexError(std::string(op) + ": position " + std::to_string(v) + " is outside [0, " +
-                       std::to_string(range) + ")");
+    if (v < 0 || v >= range) throw IndexError(message(op, ": position ", v, " is outside [0, ", range, ")"));
   return index_select(table, 0, positions.reshape({-1})).reshape(x.shape());
 }
 
@@ -101,8 +96,8 @@ Tensor SinusoidalPositionalEncodingImpl::forward_at(const Tensor& x, const Tenso
 
 Tensor random_ordered_positions(std::int64_t rows, std::int64_t count, std::int64_t range, Generator& gen) {
   if (rows < 0 || count < 0 || count > range)
-    throw ValueError("random_ordered_positions: need 0 <= count <= range and rows >= 0, got rows " +
-                     std::to_string(rows) + ", count " + std::to_string(count) + ", range " + std::to_string(range));
+    throw ValueError(message("random_ordered_positions: need 0 <= count <= range and rows >= 0, got rows ", rows,
+                             ", count ", count, ", range ", range));
   std::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(rows * count));
   std::vector<std::int64_t> pool(static_cast<std::size_t>(range));
@@ -145,7 +140,7 @@ RotaryEmbeddingImpl::RotaryEmbeddingImpl(const RotaryEmbeddingOptions& options)
   const double base = base_;
   check_sizes("RotaryEmbedding", max_len, head_dim);
   if (head_dim % 2 != 0)
-    throw ValueError("RotaryEmbedding: head_dim must be even (pairs are rotated), got " + std::to_string(head_dim));
+    throw ValueError(message("RotaryEmbedding: head_dim must be even (pairs are rotated), got ", head_dim));
   if (!(base > 0.0)) {
     std::ostringstream message;
     message << "RotaryEmbedding: base must be positive, got " << base;

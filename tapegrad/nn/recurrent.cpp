@@ -23,8 +23,8 @@ const char* module_name(RecurrentMode mode, bool cell) {
 
 void check_sizes(const char* op, std::int64_t input_size, std::int64_t hidden_size) {
   if (input_size <= 0 || hidden_size <= 0)
-    throw ValueError(std::string(op) + ": input_size and hidden_size must be positive, got " +
-                     std::to_string(input_size) + " and " + std::to_string(hidden_size));
+    throw ValueError(
+        message(op, ": input_size and hidden_size must be positive, got ", input_size, " and ", hidden_size));
 }
 
 // A state given by the caller, checked against the shape it must have (batched: (n, B, H);
@@ -34,8 +34,8 @@ Tensor initial_state(const char* op, const char* what, const Tensor& given, bool
   if (!given.defined()) return zeros({n, batch, hidden}, dtype);
   const Shape expected = batched ? Shape{n, batch, hidden} : Shape{n, hidden};
   if (given.shape() != expected)
-    throw ShapeError(std::string(op) + ": initial state " + what + " must have shape " + expected.str() + ", got " +
-                     given.shape().str());
+    throw ShapeError(
+        message(op, ": initial state ", what, " must have shape ", expected.str(), ", got ", given.shape().str()));
   return batched ? given : unsqueeze(given, 1);
 }
 
@@ -45,9 +45,9 @@ RecurrentImpl::RecurrentImpl(RecurrentMode mode, const RecurrentOptions& options
   const char* op = module_name(mode, false);
   check_sizes(op, options.input_size(), options.hidden_size());
   if (options.num_layers() < 1)
-    throw ValueError(std::string(op) + ": num_layers must be at least 1, got " + std::to_string(options.num_layers()));
+    throw ValueError(message(op, ": num_layers must be at least 1, got ", options.num_layers()));
   if (!(options.dropout() >= 0.0 && options.dropout() <= 1.0))
-    throw ValueError(std::string(op) + ": dropout must be in [0, 1], got " + std::to_string(options.dropout()));
+    throw ValueError(message(op, ": dropout must be in [0, 1], got ", options.dropout()));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);
   const std::int64_t H = options.hidden_size(), G = recurrent_gates(mode) * H;
@@ -74,9 +74,8 @@ const char* RecurrentImpl::name_for_errors() const { return module_name(mode_, f
 
 std::vector<Tensor> RecurrentImpl::layer_parameters(std::int64_t layer, bool reverse) const {
   if (layer < 0 || layer >= options_.num_layers() || (reverse && !options_.bidirectional()))
-    throw IndexError(std::string(name_for_errors()) + ": no layer " + std::to_string(layer) +
-                     (reverse ? " in reverse" : "") + " (num_layers " + std::to_string(options_.num_layers()) +
-                     (options_.bidirectional() ? ", bidirectional)" : ")"));
+    throw IndexError(message(name_for_errors(), ": no layer ", layer, (reverse ? " in reverse" : ""), " (num_layers ",
+                             options_.num_layers(), (options_.bidirectional() ? ", bidirectional)" : ")")));
   return weights_[static_cast<std::size_t>(layer * directions() + (reverse ? 1 : 0))];
 }
 
@@ -84,16 +83,16 @@ RecurrentOutput RecurrentImpl::forward(const Tensor& input, const RecurrentState
   const char* op = name_for_errors();
   const bool lstm = mode_ == RecurrentMode::Lstm;
   if (input.dim() != 2 && input.dim() != 3)
-    throw ShapeError(std::string(op) +
-                     ": expected input (T, B, input_size), (B, T, input_size) with batch_first, "
-                     "or unbatched (T, input_size), got shape " +
-                     input.shape().str());
+    throw ShapeError(message(op,
+                             ": expected input (T, B, input_size), (B, T, input_size) with batch_first, "
+                             "or unbatched (T, input_size), got shape ",
+                             input.shape().str()));
   const bool batched = input.dim() == 3;
   const Tensor x = batched ? (options_.batch_first() ? input.transpose(0, 1) : input) : unsqueeze(input, 1);
   if (x.shape()[2] != options_.input_size())
-    throw ShapeError(std::string(op) + ": expected input with last dimension " + std::to_string(options_.input_size()) +
-                     ", got shape " + input.shape().str());
-  if (!lstm && state.c.defined()) throw ValueError(std::string(op) + ": a cell state c is for the LSTM only");
+    throw ShapeError(message(op, ": expected input with last dimension ", options_.input_size(), ", got shape ",
+                             input.shape().str()));
+  if (!lstm && state.c.defined()) throw ValueError(message(op, ": a cell state c is for the LSTM only"));
   const std::int64_t B = x.shape()[1], H = options_.hidden_size(), D = directions();
   const std::int64_t n = options_.num_layers() * D;
   const Tensor h0 = initial_state(op, "h", state.h, batched, n, B, H, x.dtype());
@@ -149,8 +148,7 @@ RecurrentCellImpl::RecurrentCellImpl(RecurrentMode mode, const RecurrentCellOpti
 RecurrentState RecurrentCellImpl::step(const Tensor& input, const RecurrentState& state) const {
   const char* op = module_name(mode_, true);
   if (input.dim() != 1 && input.dim() != 2)
-    throw ShapeError(std::string(op) + ": expected input (B, input_size) or (input_size), got shape " +
-                     input.shape().str());
+    throw ShapeError(message(op, ": expected input (B, input_size) or (input_size), got shape ", input.shape().str()));
   const bool batched = input.dim() == 2;
   const Tensor x = batched ? input : unsqueeze(input, 0);
   const std::int64_t B = x.shape()[0], H = options_.hidden_size();
@@ -158,8 +156,8 @@ RecurrentState RecurrentCellImpl::step(const Tensor& input, const RecurrentState
     if (!given.defined()) return zeros({B, H}, x.dtype());
     const Shape expected = batched ? Shape{B, H} : Shape{H};
     if (given.shape() != expected)
-      throw ShapeError(std::string(op) + ": state " + what + " must have shape " + expected.str() + ", got " +
-                       given.shape().str());
+      throw ShapeError(
+          message(op, ": state ", what, " must have shape ", expected.str(), ", got ", given.shape().str()));
     return batched ? given : unsqueeze(given, 0);
   };
   const Tensor h = initial(state.h, "h");

@@ -12,7 +12,7 @@ namespace {
 
 void check_logits(const Tensor& logits, const char* op) {
   if (logits.dim() != 2)
-    throw ShapeError(std::string(op) + ": router logits must be (tokens, experts), got shape " + logits.shape().str());
+    throw ShapeError(message(op, ": router logits must be (tokens, experts), got shape ", logits.shape().str()));
 }
 
 }  // namespace
@@ -21,8 +21,7 @@ std::pair<Tensor, Tensor> top_k_routing(const Tensor& router_logits, std::int64_
   check_logits(router_logits, "top_k_routing");
   const std::int64_t num_experts = router_logits.size(1);
   if (k <= 0 || k > num_experts)
-    throw ValueError("top_k_routing: need 0 < k <= experts, got k " + std::to_string(k) + " and " +
-                     std::to_string(num_experts) + " experts");
+    throw ValueError(message("top_k_routing: need 0 < k <= experts, got k ", k, " and ", num_experts, " experts"));
   auto [top_scores, top_ids] = topk(router_logits, k, -1);  // (N, k) each
   Tensor weights;                                           // weights: (N, k)
   if (weighting == RouterWeighting::SoftmaxTopK) {
@@ -45,8 +44,8 @@ Tensor load_balancing_loss(const Tensor& router_logits, const Tensor& expert_ind
   std::vector<double> top1_fraction(static_cast<std::size_t>(num_experts), 0.0);
   for (const std::int64_t e : top1.contiguous().to_vector<std::int64_t>()) {
     if (e < 0 || e >= num_experts)
-      throw IndexError("load_balancing_loss: expert index " + std::to_string(e) + " is out of range for " +
-                       std::to_string(num_experts) + " experts");
+      throw IndexError(
+          message("load_balancing_loss: expert index ", e, " is out of range for ", num_experts, " experts"));
     top1_fraction[static_cast<std::size_t>(e)] += 1.0 / static_cast<double>(n);
   }
   const Tensor f = from_vector(top1_fraction, {num_experts}).to(router_logits.dtype());  // f: (E), no gradient
@@ -81,8 +80,7 @@ Tensor noisy_top_k_load_loss(const Tensor& clean_logits, const Tensor& noisy_log
                      " must have one shape");
   const std::int64_t num_experts = clean_logits.size(1);
   if (k <= 0 || k >= num_experts)
-    throw ValueError("noisy_top_k_load_loss: need 0 < k < E, got k " + std::to_string(k) + " and E " +
-                     std::to_string(num_experts));
+    throw ValueError(message("noisy_top_k_load_loss: need 0 < k < E, got k ", k, " and E ", num_experts));
   const Tensor top = topk(noisy_logits, k + 1, 1).first;  // (N, k + 1), largest first
   const Tensor threshold_in = top.narrow(1, k, 1);        // (N, 1): the (k+1)-th, for experts in the top k
   const Tensor threshold_out = top.narrow(1, k - 1, 1);   // (N, 1): the k-th, for the others

@@ -22,20 +22,18 @@ std::shared_ptr<RecurrentImpl> make_recurrent(RecurrentMode mode, const Recurren
 // mask (true past a length), undefined without lengths.
 Tensor source_padding_mask(const char* op, const Tensor& source, const Tensor& lengths) {
   if (source.dim() != 2 || source.dtype() != kInt64 || source.shape()[1] == 0)
-    throw ShapeError(std::string(op) + ": expected an Int64 source (B, S) with S >= 1, got " +
-                     dtype_name(source.dtype()) + " " + source.shape().str());
+    throw ShapeError(message(op, ": expected an Int64 source (B, S) with S >= 1, got ", dtype_name(source.dtype()), " ",
+                             source.shape().str()));
   if (!lengths.defined()) return Tensor();
   const std::int64_t batch = source.shape()[0], steps = source.shape()[1];
   if (lengths.dtype() != kInt64 || lengths.shape() != Shape{batch})
-    throw ShapeError(std::string(op) + ": lengths must be Int64 " + Shape{batch}.str() + ", got " +
-                     dtype_name(lengths.dtype()) + " " + lengths.shape().str());
+    throw ShapeError(message(op, ": lengths must be Int64 ", Shape{batch}.str(), ", got ", dtype_name(lengths.dtype()),
+                             " ", lengths.shape().str()));
   const std::vector<std::int64_t> len = lengths.to_vector<std::int64_t>();
   std::vector<bool> pad(static_cast<std::size_t>(batch * steps));
   for (std::int64_t b = 0; b < batch; ++b) {
     const std::int64_t l = len[static_cast<std::size_t>(b)];
-    if (l < 1 || l > steps)
-      throw ValueError(std::string(op) + ": lengths[" + std::to_string(b) + "] = " + std::to_string(l) +
-                       " is outside [1, " + std::to_string(steps) + "]");
+    if (l < 1 || l > steps) throw ValueError(message(op, ": lengths[", b, "] = ", l, " is outside [1, ", steps, "]"));
     for (std::int64_t s = 0; s < steps; ++s) pad[static_cast<std::size_t>(b * steps + s)] = s >= l;
   }
   return from_vector(pad, {batch, steps});
@@ -77,12 +75,11 @@ RecurrentOptions recurrent_options(std::int64_t embed, std::int64_t hidden, std:
 RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& options) : options_(options) {
   const std::int64_t hidden = options.hidden(), embed = options.embed_dim() > 0 ? options.embed_dim() : hidden;
   if (options.source_vocab() <= 0 || options.target_vocab() <= 0 || hidden <= 0)
-    throw ValueError("RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got " +
-                     std::to_string(options.source_vocab()) + ", " + std::to_string(options.target_vocab()) + " and " +
-                     std::to_string(hidden));
+    throw ValueError(message("RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got ",
+                             options.source_vocab(), ", ", options.target_vocab(), " and ", hidden));
   if (options.location_kernel() != 0 && options.score() != AlignmentScore::Additive)
-    throw ValueError("RecurrentSeq2Seq: location_kernel " + std::to_string(options.location_kernel()) +
-                     " needs score(AlignmentScore::Additive)");
+    throw ValueError(message("RecurrentSeq2Seq: location_kernel ", options.location_kernel(),
+                             " needs score(AlignmentScore::Additive)"));
   options_.embed_dim(embed);
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);
@@ -128,8 +125,8 @@ EncodedSource RecurrentSeq2SeqImpl::encode(const Tensor& source, const Tensor& l
 DecoderSteps RecurrentSeq2SeqImpl::decode(const Tensor& target_in, const EncodedSource& source,
                                           const RecurrentState& state, const Tensor& previous_attention) {
   if (target_in.dim() != 2 || target_in.dtype() != kInt64 || target_in.shape()[0] != source.memory.shape()[0])
-    throw ShapeError("RecurrentSeq2Seq: expected Int64 target tokens (" + std::to_string(source.memory.shape()[0]) +
-                     ", T), got " + dtype_name(target_in.dtype()) + " " + target_in.shape().str());
+    throw ShapeError(message("RecurrentSeq2Seq: expected Int64 target tokens (", source.memory.shape()[0], ", T), got ",
+                             dtype_name(target_in.dtype()), " ", target_in.shape().str()));
   const double p = is_training() ? options_.dropout() : 0.0;
   const Tensor embedded = dropout(target_embedding_(target_in), p, p > 0.0, dropout_gen_);
   const RecurrentOutput r = decoder_->forward(embedded, state);  // (B, T, H)
@@ -149,8 +146,8 @@ Tensor RecurrentSeq2SeqImpl::forward(const Tensor& source, const Tensor& target_
 PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : options_(options) {
   const std::int64_t hidden = options.hidden(), embed = options.embed_dim() > 0 ? options.embed_dim() : hidden;
   if (options.input_vocab() <= 0 || hidden <= 0)
-    throw ValueError("PointerNetwork: input_vocab and hidden must be positive, got " +
-                     std::to_string(options.input_vocab()) + " and " + std::to_string(hidden));
+    throw ValueError(message("PointerNetwork: input_vocab and hidden must be positive, got ", options.input_vocab(),
+                             " and ", hidden));
   options_.embed_dim(embed);
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);
@@ -190,8 +187,8 @@ DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSou
                                         const RecurrentState& state, const Tensor& previous_attention) {
   const std::int64_t batch = source.memory.shape()[0], steps = source.memory.shape()[1];
   if (previous.dim() != 2 || previous.dtype() != kInt64 || previous.shape()[0] != batch)
-    throw ShapeError("PointerNetwork: expected Int64 previous positions (" + std::to_string(batch) + ", T), got " +
-                     dtype_name(previous.dtype()) + " " + previous.shape().str());
+    throw ShapeError(message("PointerNetwork: expected Int64 previous positions (", batch, ", T), got ",
+                             dtype_name(previous.dtype()), " ", previous.shape().str()));
   // Row b * S + s of the table is source element s of item b; row B * S is the start vector.
   const std::int64_t t = previous.shape()[1];
   const std::vector<std::int64_t> prev = previous.to_vector<std::int64_t>();
@@ -200,8 +197,8 @@ DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSou
     for (std::int64_t i = 0; i < t; ++i) {
       const std::size_t k = static_cast<std::size_t>(b * t + i);
       if (prev[k] < -1 || prev[k] >= steps)
-        throw ValueError("PointerNetwork: previous position " + std::to_string(prev[k]) + " at (" + std::to_string(b) +
-                         ", " + std::to_string(i) + ") is outside [-1, " + std::to_string(steps) + ")");
+        throw ValueError(message("PointerNetwork: previous position ", prev[k], " at (", b, ", ", i,
+                                 ") is outside [-1, ", steps, ")"));
       rows[k] = prev[k] < 0 ? batch * steps : b * steps + prev[k];
     }
   const Tensor elements =
@@ -225,8 +222,8 @@ DecoderSteps PointerNetworkImpl::decode(const Tensor& previous, const EncodedSou
 Tensor PointerNetworkImpl::forward(const Tensor& source, const Tensor& target_positions, const Tensor& lengths) {
   const EncodedSource enc = encode(source, lengths);
   if (target_positions.dim() != 2 || target_positions.dtype() != kInt64 || target_positions.shape()[1] == 0)
-    throw ShapeError(std::string("PointerNetwork: expected Int64 target positions (B, T) with T >= 1, got ") +
-                     dtype_name(target_positions.dtype()) + " " + target_positions.shape().str());
+    throw ShapeError(message("PointerNetwork: expected Int64 target positions (B, T) with T >= 1, got ",
+                             dtype_name(target_positions.dtype()), " ", target_positions.shape().str()));
   const Tensor start = full({target_positions.shape()[0], 1}, -1.0, kInt64);
   const Tensor previous = concat({start, narrow(target_positions, 1, 0, target_positions.shape()[1] - 1)}, 1);
   return decode(previous, enc, enc.state).logits;

@@ -32,9 +32,8 @@ Neighbors nearest_neighbors(const Tensor& table, const Tensor& queries, std::int
   const std::int64_t count = q.shape()[0];
   const std::int64_t most = exclude.defined() ? rows - 1 : rows;
   if (k < 1 || k > most)
-    throw ValueError("nearest_neighbors: k must be in [1, " + std::to_string(most) + "] for a table of " +
-                     std::to_string(rows) + " rows" + (exclude.defined() ? " less the excluded one" : "") + ", got " +
-                     std::to_string(k));
+    throw ValueError(message("nearest_neighbors: k must be in [1, ", most, "] for a table of ", rows, " rows",
+                             (exclude.defined() ? " less the excluded one" : ""), ", got ", k));
   Tensor sims = matmul(normalize(q, 2.0, 1), normalize(table, 2.0, 1).mT());  // (Q, V)
   if (exclude.defined()) {
     if (exclude.dtype() != kInt64 || exclude.numel() != count || exclude.dim() != (single ? 0 : 1))
@@ -45,8 +44,7 @@ Neighbors nearest_neighbors(const Tensor& table, const Tensor& queries, std::int
     for (std::int64_t i = 0; i < count; ++i) {
       const std::int64_t r = rows_out[static_cast<std::size_t>(i)];
       if (r < -1 || r >= rows)
-        throw ValueError("nearest_neighbors: excluded row " + std::to_string(r) + " is outside [-1, " +
-                         std::to_string(rows) + ")");
+        throw ValueError(message("nearest_neighbors: excluded row ", r, " is outside [-1, ", rows, ")"));
       if (r >= 0) mask[static_cast<std::size_t>(i * rows + r)] = true;
     }
     sims = masked_fill(sims, from_vector(mask, {count, rows}), -std::numeric_limits<double>::infinity());

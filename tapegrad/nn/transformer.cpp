@@ -12,8 +12,7 @@ namespace {
 
 void check_model_input(const Tensor& x, std::int64_t d_model, const char* op) {
   if (x.dim() != 3 || x.shape()[2] != d_model)
-    throw ShapeError(std::string(op) + ": expected input (B, T, " + std::to_string(d_model) + "), got shape " +
-                     x.shape().str());
+    throw ShapeError(message(op, ": expected input (B, T, ", d_model, "), got shape ", x.shape().str()));
 }
 
 }  // namespace
@@ -49,8 +48,8 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerLayerO
   if (options.latent_attention()) {
     MultiHeadLatentAttentionOptions latent = *options.latent_attention();
     if (latent.d_model() != options.d_model())
-      throw ValueError("TransformerEncoderLayer: latent_attention has d_model " + std::to_string(latent.d_model()) +
-                       " but the layer " + std::to_string(options.d_model()));
+      throw ValueError(message("TransformerEncoderLayer: latent_attention has d_model ", latent.d_model(),
+                               " but the layer ", options.d_model()));
     options_.latent_attention()->generator(nullptr);
     latent_attn_ = register_module("self_attn", MultiHeadLatentAttention(latent.generator(&gen)));
   } else {
@@ -59,8 +58,8 @@ TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const TransformerLayerO
   }
   if (options.moe()) {
     if (options.moe()->dim() != options.d_model())
-      throw ValueError("TransformerEncoderLayer: moe has dim " + std::to_string(options.moe()->dim()) +
-                       " but the layer d_model " + std::to_string(options.d_model()));
+      throw ValueError(message("TransformerEncoderLayer: moe has dim ", options.moe()->dim(), " but the layer d_model ",
+                               options.d_model()));
     options_.moe()->generator(nullptr);
     moe_ = register_module("moe", MixtureOfExperts(MoEOptions(*options.moe()).generator(&gen)));
   } else {
@@ -157,14 +156,13 @@ DecoderLayerResult TransformerDecoderLayerImpl::forward(const Tensor& x, const T
 namespace {
 
 void check_stack(std::int64_t num_layers, const char* stack) {
-  if (num_layers <= 0)
-    throw ValueError(std::string(stack) + ": num_layers must be positive, got " + std::to_string(num_layers));
+  if (num_layers <= 0) throw ValueError(message(stack, ": num_layers must be positive, got ", num_layers));
 }
 
 void check_no_cache(const AttentionForwardOptions& options, const char* stack, const char* which) {
   if (options.cache() != nullptr || options.latent_cache() != nullptr)
-    throw ValueError(std::string(stack) + ": " + which +
-                     ".cache must be null; a stack keeps one cache per layer (DecoderCache)");
+    throw ValueError(
+        message(stack, ": ", which, ".cache must be null; a stack keeps one cache per layer (DecoderCache)"));
 }
 
 }  // namespace
@@ -250,9 +248,8 @@ EmbeddingOptions tied_table_options(std::int64_t vocab, std::int64_t d, bool tie
 
 LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : options_(options) {
   if (options.num_layers() <= 0 || options.vocab_size() <= 0 || options.max_len() <= 0)
-    throw ValueError("LanguageModel: num_layers, vocab_size and max_len must be positive, got " +
-                     std::to_string(options.num_layers()) + ", " + std::to_string(options.vocab_size()) + ", " +
-                     std::to_string(options.max_len()));
+    throw ValueError(message("LanguageModel: num_layers, vocab_size and max_len must be positive, got ",
+                             options.num_layers(), ", ", options.vocab_size(), ", ", options.max_len()));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   TransformerLayerOptions layer = options.layer();
@@ -263,9 +260,8 @@ LanguageModelImpl::LanguageModelImpl(const LanguageModelOptions& options) : opti
     options_.layer().rotary_max_len(options.max_len());
   }
   if (layer.latent_attention() && layer.latent_attention()->max_len() < options.max_len())
-    throw ValueError("LanguageModel: latent_attention's max_len " +
-                     std::to_string(layer.latent_attention()->max_len()) + " is below the model's " +
-                     std::to_string(options.max_len()));
+    throw ValueError(message("LanguageModel: latent_attention's max_len ", layer.latent_attention()->max_len(),
+                             " is below the model's ", options.max_len()));
   const std::int64_t d = layer.d_model();
   tok_emb_ = register_module(
       "tok_emb", Embedding(tied_table_options(options.vocab_size(), d, options.tie_embeddings()).generator(&gen)));
@@ -345,9 +341,8 @@ Tensor LanguageModelImpl::hidden(const Tensor& tokens, LanguageModelCache* cache
   if (cache) (latent ? cache->latent.resize(blocks_.size()) : cache->kv.resize(blocks_.size()));
   const std::int64_t offset = cache ? cache->length() : 0;
   if (offset + tokens.shape()[1] > options_.max_len())
-    throw ValueError("LanguageModel: positions " + std::to_string(offset) + " .. " +
-                     std::to_string(offset + tokens.shape()[1] - 1) + " exceed max_len " +
-                     std::to_string(options_.max_len()));
+    throw ValueError(message("LanguageModel: positions ", offset, " .. ", offset + tokens.shape()[1] - 1,
+                             " exceed max_len ", options_.max_len()));
   Tensor h = tok_emb_(tokens);  // h: (B, T, d)
   if (pos_emb_) h = pos_emb_(h, offset);
   if (sin_pos_) h = sin_pos_(h, offset);
@@ -413,9 +408,9 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
   detail::check_generation_options(options, "LanguageModel::generate");
   const std::int64_t max_len = options_.max_len();
   if (!options.sliding_window && prompt.shape()[1] + options.max_new_tokens > max_len)
-    throw ValueError("LanguageModel::generate: prompt length " + std::to_string(prompt.shape()[1]) + " plus " +
-                     std::to_string(options.max_new_tokens) + " new tokens exceeds max_len " + std::to_string(max_len) +
-                     " (sliding_window continues past it)");
+    throw ValueError(message("LanguageModel::generate: prompt length ", prompt.shape()[1], " plus ",
+                             options.max_new_tokens, " new tokens exceeds max_len ", max_len,
+                             " (sliding_window continues past it)"));
   NoGradGuard no_grad;
   const bool was_training = is_training();
   eval();
@@ -429,9 +424,8 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
 EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : options_(options) {
   if (options.positions() == PositionEncoding::Rotary) options_.layer().rotary_max_len(options.max_len());
   if (options.src_vocab() <= 0 || options.tgt_vocab() <= 0 || options.max_len() <= 0)
-    throw ValueError("EncoderDecoder: src_vocab, tgt_vocab and max_len must be positive, got " +
-                     std::to_string(options.src_vocab()) + ", " + std::to_string(options.tgt_vocab()) + ", " +
-                     std::to_string(options.max_len()));
+    throw ValueError(message("EncoderDecoder: src_vocab, tgt_vocab and max_len must be positive, got ",
+                             options.src_vocab(), ", ", options.tgt_vocab(), ", ", options.max_len()));
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);  // not kept: it need not outlive the construction
   TransformerLayerOptions layer = options_.layer();
@@ -440,9 +434,9 @@ EncoderDecoderImpl::EncoderDecoderImpl(const EncoderDecoderOptions& options) : o
   const std::int64_t d = layer.d_model(), randomized = options.randomized_positions();
   if (randomized != 0 && (randomized < options.max_len() || options.positions() == PositionEncoding::Rotary))
     throw ValueError(
-        "EncoderDecoder: randomized_positions needs learned or sinusoidal positions and a range of at "
-        "least max_len = " +
-        std::to_string(options.max_len()) + ", got " + std::to_string(randomized));
+        message("EncoderDecoder: randomized_positions needs learned or sinusoidal positions and a range of at "
+                "least max_len = ",
+                options.max_len(), ", got ", randomized));
   const std::int64_t max_len = randomized > 0 ? randomized : options.max_len();  // the position table's rows
   src_.tokens = register_module("src_emb", Embedding(EmbeddingOptions(options.src_vocab(), d).generator(&gen)));
   tgt_.tokens = register_module(
@@ -469,8 +463,7 @@ Tensor EncoderDecoderImpl::sample_positions(std::int64_t rows, std::int64_t coun
   if (options_.randomized_positions() == 0)
     throw ValueError("EncoderDecoder: sample_positions needs randomized_positions");
   if (count > options_.max_len())
-    throw ValueError("EncoderDecoder: " + std::to_string(count) + " positions exceed max_len " +
-                     std::to_string(options_.max_len()));
+    throw ValueError(message("EncoderDecoder: ", count, " positions exceed max_len ", options_.max_len()));
   return random_ordered_positions(rows, count, options_.randomized_positions(), position_gen_);
 }
 
@@ -484,8 +477,8 @@ Tensor EncoderDecoderImpl::embed(Side& side, const Tensor& tokens, std::int64_t 
   if (side.sinusoidal) return side.sinusoidal(x, offset);
   // rotary: positions enter in self-attention
   if (offset + tokens.shape()[1] > options_.max_len())
-    throw ValueError("EncoderDecoder: positions up to " + std::to_string(offset + tokens.shape()[1]) +
-                     " exceed max_len " + std::to_string(options_.max_len()));
+    throw ValueError(message("EncoderDecoder: positions up to ", offset + tokens.shape()[1], " exceed max_len ",
+                             options_.max_len()));
   return x;
 }
 
@@ -508,9 +501,9 @@ DecoderResult EncoderDecoderImpl::decode(const Tensor& tgt_in, const Tensor& mem
     } else {
       if (!cache->positions.defined()) cache->positions = sample_positions(rows, options_.max_len());
       if (cache->positions.shape()[0] != rows || offset + length > cache->positions.shape()[1])
-        throw ValueError("EncoderDecoder: the cache's positions " + cache->positions.shape().str() +
-                         " do not cover target positions " + std::to_string(offset) + " to " +
-                         std::to_string(offset + length - 1) + " of " + std::to_string(rows) + " rows");
+        throw ValueError(message("EncoderDecoder: the cache's positions ", cache->positions.shape().str(),
+                                 " do not cover target positions ", offset, " to ", offset + length - 1, " of ", rows,
+                                 " rows"));
       positions = cache->positions.narrow(1, offset, length).contiguous();
     }
   }
@@ -530,8 +523,8 @@ Tensor EncoderDecoderImpl::forward(const Tensor& src, const Tensor& tgt_in, cons
 Tensor EncoderDecoderImpl::greedy_decode(const Tensor& src, std::int64_t sos, std::int64_t eos,
                                          std::int64_t max_new_tokens, const Tensor& src_key_padding_mask) {
   if (max_new_tokens < 0 || max_new_tokens + 1 > options_.max_len())
-    throw ValueError("EncoderDecoder::greedy_decode: max_new_tokens " + std::to_string(max_new_tokens) +
-                     " must be in [0, max_len - 1 = " + std::to_string(options_.max_len() - 1) + "]");
+    throw ValueError(message("EncoderDecoder::greedy_decode: max_new_tokens ", max_new_tokens,
+                             " must be in [0, max_len - 1 = ", options_.max_len() - 1, "]"));
   NoGradGuard no_grad;
   const bool was_training = is_training();
   eval();

@@ -13,8 +13,7 @@ namespace {
 
 void check_options(const AdagradOptions& o) {
   auto check = [](const char* what, double v) {
-    if (!(v >= 0.0))
-      throw ValueError(std::string("Adagrad: invalid ") + what + " " + format_number(v) + " (must be >= 0)");
+    if (!(v >= 0.0)) throw ValueError(message("Adagrad: invalid ", what, " ", v, " (must be >= 0)"));
   };
   check("lr_decay", o.lr_decay());
   check("initial_accumulator_value", o.initial_accumulator_value());

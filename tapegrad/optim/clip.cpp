@@ -32,8 +32,8 @@ Tensor contiguous_grad(const Tensor& p) {
 }  // namespace
 
 double clip_grad_norm(const TensorList& params, double max_norm, double norm_type) {
-  if (!(max_norm >= 0.0)) throw ValueError("clip_grad_norm: invalid max_norm " + format_number(max_norm));
-  if (!(norm_type > 0.0)) throw ValueError("clip_grad_norm: invalid norm_type " + format_number(norm_type));
+  if (!(max_norm >= 0.0)) throw ValueError(message("clip_grad_norm: invalid max_norm ", max_norm));
+  if (!(norm_type > 0.0)) throw ValueError(message("clip_grad_norm: invalid norm_type ", norm_type));
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
   TensorList grads;
@@ -72,7 +72,7 @@ double clip_grad_norm(const TensorList& params, double max_norm, double norm_typ
 }
 
 void clip_grad_value(const TensorList& params, double clip) {
-  if (!(clip >= 0.0)) throw ValueError("clip_grad_value: invalid clip value " + format_number(clip));
+  if (!(clip >= 0.0)) throw ValueError(message("clip_grad_value: invalid clip value ", clip));
   NoGradGuard no_grad;
   for (const Tensor& p : params) {
     Tensor g = contiguous_grad(p);

@@ -24,11 +24,10 @@ std::vector<ParamGroup> single_group(const TensorList& params) {
 
 Optimizer::Optimizer(std::vector<ParamGroup> groups, const GroupDefaults& defaults, const char* name)
     : name_(name), defaults_(defaults) {
-  if (!(defaults.lr >= 0.0))
-    throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(defaults.lr));
+  if (!(defaults.lr >= 0.0)) throw ValueError(message(name_, ": invalid learning rate ", defaults.lr));
   if (!(defaults.weight_decay >= 0.0))
-    throw ValueError(std::string(name_) + ": invalid weight_decay " + format_number(defaults.weight_decay));
-  if (groups.empty()) throw ValueError(std::string(name_) + ": no parameter groups given");
+    throw ValueError(message(name_, ": invalid weight_decay ", defaults.weight_decay));
+  if (groups.empty()) throw ValueError(message(name_, ": no parameter groups given"));
   for (ParamGroup& group : groups) append_group(std::move(group));
 }
 
@@ -38,12 +37,9 @@ void Optimizer::append_group(ParamGroup group) {
   const std::size_t g = groups_.size();
   if (!group.lr) group.lr = defaults_.lr;
   if (!group.weight_decay) group.weight_decay = defaults_.weight_decay;
-  if (!(*group.lr >= 0.0))
-    throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid learning rate " +
-                     format_number(*group.lr));
+  if (!(*group.lr >= 0.0)) throw ValueError(message(name_, ": group ", g, " invalid learning rate ", *group.lr));
   if (!(*group.weight_decay >= 0.0))
-    throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " invalid weight_decay " +
-                     format_number(*group.weight_decay));
+    throw ValueError(message(name_, ": group ", g, " invalid weight_decay ", *group.weight_decay));
   // Where each parameter already held sits, to name the first place of a repeated one.
   std::map<const TensorImpl*, std::pair<std::size_t, std::size_t>> held;
   for (std::size_t h = 0; h < groups_.size(); ++h)
@@ -51,18 +47,14 @@ void Optimizer::append_group(ParamGroup group) {
       held.emplace(groups_[h].params[i].impl(), std::pair{h, i});
   for (std::size_t i = 0; i < group.params.size(); ++i) {
     const Tensor& p = group.params[i];
-    if (!p.defined())
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                       " is undefined");
+    if (!p.defined()) throw ValueError(message(name_, ": group ", g, " parameter ", i, " is undefined"));
     if (!p.is_floating_point() || !p.is_contiguous())
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                       " must be a contiguous floating-point tensor");
+      throw ValueError(message(name_, ": group ", g, " parameter ", i, " must be a contiguous floating-point tensor"));
     const auto [it, added] = held.emplace(p.impl(), std::pair{g, i});
     if (!added)
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                       " (shape " + p.shape().str() + ") is the same tensor as group " +
-                       std::to_string(it->second.first) + " parameter " + std::to_string(it->second.second) +
-                       "; a parameter may appear only once across all parameter groups");
+      throw ValueError(message(name_, ": group ", g, " parameter ", i, " (shape ", p.shape().str(),
+                               ") is the same tensor as group ", it->second.first, " parameter ", it->second.second,
+                               "; a parameter may appear only once across all parameter groups"));
   }
   state_.emplace_back(group.params.size());
   groups_.push_back(std::move(group));
@@ -70,9 +62,8 @@ void Optimizer::append_group(ParamGroup group) {
 
 void Optimizer::set_lr(std::size_t group, double lr) {
   if (group >= groups_.size())
-    throw ValueError(std::string(name_) + ": set_lr group " + std::to_string(group) + " out of range (" +
-                     std::to_string(groups_.size()) + " groups)");
-  if (!(lr >= 0.0)) throw ValueError(std::string(name_) + ": invalid learning rate " + format_number(lr));
+    throw ValueError(message(name_, ": set_lr group ", group, " out of range (", groups_.size(), " groups)"));
+  if (!(lr >= 0.0)) throw ValueError(message(name_, ": invalid learning rate ", lr));
   groups_[group].lr = lr;
 }
 
@@ -81,15 +72,14 @@ void Optimizer::step() {
   // parameter as it was. An lr or weight_decay reset to nullopt there has no default left, and parameters added
   // there (not through add_param_group) have no state and were never checked for repeats.
   if (groups_.size() != state_.size())
-    throw ValueError(std::string(name_) + ": " + std::to_string(groups_.size()) + " parameter groups but " +
-                     std::to_string(state_.size()) + " were added (add groups with add_param_group)");
+    throw ValueError(message(name_, ": ", groups_.size(), " parameter groups but ", state_.size(),
+                             " were added (add groups with add_param_group)"));
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     if (!groups_[g].lr || !groups_[g].weight_decay)
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " has no lr or weight_decay set");
+      throw ValueError(message(name_, ": group ", g, " has no lr or weight_decay set"));
     if (groups_[g].params.size() != state_[g].size())
-      throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " holds " +
-                       std::to_string(groups_[g].params.size()) + " parameters but " +
-                       std::to_string(state_[g].size()) + " were added (add parameters with add_param_group)");
+      throw ValueError(message(name_, ": group ", g, " holds ", groups_[g].params.size(), " parameters but ",
+                               state_[g].size(), " were added (add parameters with add_param_group)"));
   }
   NoGradGuard no_grad;
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -99,9 +89,8 @@ void Optimizer::step() {
       if (!sparse && !p.impl()->grad) continue;
       const std::string refusal = sparse ? sparse_refusal(groups_[g]) : dense_refusal(groups_[g]);
       if (!refusal.empty())
-        throw ValueError(std::string(name_) + ": group " + std::to_string(g) + " parameter " + std::to_string(i) +
-                         " (shape " + p.shape().str() + ") has a " + (sparse ? "row-sparse" : "dense") +
-                         " gradient, but " + refusal);
+        throw ValueError(message(name_, ": group ", g, " parameter ", i, " (shape ", p.shape().str(), ") has a ",
+                                 (sparse ? "row-sparse" : "dense"), " gradient, but ", refusal));
     }
   }
   for (std::size_t g = 0; g < groups_.size(); ++g) {
@@ -110,8 +99,8 @@ void Optimizer::step() {
       if (p.has_sparse_grad()) {
         const SparseRows rows = p.sparse_grad();
         if (rows.shape() != p.shape() || rows.dtype() != p.dtype())
-          throw ValueError(std::string(name_) + ": row-sparse gradient of group " + std::to_string(g) + " parameter " +
-                           std::to_string(i) + " does not match the parameter's shape or dtype");
+          throw ValueError(message(name_, ": row-sparse gradient of group ", g, " parameter ", i,
+                                   " does not match the parameter's shape or dtype"));
         ParamState& state = state_[g][i];
         ++state.step;
         update_sparse(groups_[g], p, rows, state);
@@ -121,8 +110,8 @@ void Optimizer::step() {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       if (grad.shape() != p.shape() || grad.dtype() != p.dtype())
-        throw ValueError(std::string(name_) + ": gradient of group " + std::to_string(g) + " parameter " +
-                         std::to_string(i) + " does not match the parameter's shape or dtype");
+        throw ValueError(message(name_, ": gradient of group ", g, " parameter ", i,
+                                 " does not match the parameter's shape or dtype"));
       if (!grad.is_contiguous()) grad = grad.contiguous();
       ParamState& state = state_[g][i];
       ++state.step;
@@ -136,8 +125,7 @@ void Optimizer::step() {
 
 void Optimizer::update_sparse(const ParamGroup& /*group*/, const Tensor& p, const SparseRows& /*g*/,
                               ParamState& /*state*/) {
-  throw ValueError(std::string(name_) + ": cannot update the " + p.shape().str() +
-                   " parameter from a row-sparse gradient");
+  throw ValueError(message(name_, ": cannot update the ", p.shape().str(), " parameter from a row-sparse gradient"));
 }
 
 std::string Optimizer::sparse_refusal(const ParamGroup& /*group*/) const {
@@ -180,7 +168,7 @@ void Optimizer::load_state(const NamedTensors& state) {
   std::int64_t steps_taken = -1;
   std::set<std::string> seen;
   auto fail = [&](const std::string& entry, const std::string& why) {
-    throw ValueError(std::string(name_) + ": load_state entry '" + entry + "': " + why);
+    throw ValueError(message(name_, ": load_state entry '", entry, "': ", why));
   };
   auto read_count = [&](const std::string& entry, const Tensor& t) {
     if (!t.defined() || t.numel() != 1 || !t.is_floating_point()) fail(entry, "expected a scalar step count");

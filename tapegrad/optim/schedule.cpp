@@ -12,7 +12,7 @@ namespace tapegrad::optim {
 namespace {
 
 [[noreturn]] void fail(const char* schedule, const char* what, double v) {
-  throw ValueError(std::string(schedule) + ": invalid " + what + " " + format_number(v));
+  throw ValueError(message(schedule, ": invalid ", what, " ", v));
 }
 
 constexpr double kPi = 3.14159265358979323846;

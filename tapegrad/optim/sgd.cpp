@@ -22,8 +22,8 @@ void check_options(const SGDOptions& o) {
   if (!(o.momentum() >= 0.0)) fail("momentum", o.momentum());
   if (!(o.dampening() >= 0.0 && o.dampening() <= 1.0)) fail("dampening", o.dampening());
   if (o.nesterov() && (o.momentum() <= 0.0 || o.dampening() != 0.0))
-    throw ValueError("SGD: nesterov requires momentum > 0 and dampening 0 (got momentum " +
-                     std::to_string(o.momentum()) + ", dampening " + std::to_string(o.dampening()) + ")");
+    throw ValueError(message("SGD: nesterov requires momentum > 0 and dampening 0 (got momentum ", o.momentum(),
+                             ", dampening ", o.dampening(), ")"));
 }
 
 }  // namespace

@@ -15,10 +15,10 @@ namespace {
 void check_options(const SparseAdamOptions& o) {
   const auto [beta1, beta2] = o.betas();
   if (!(beta1 >= 0.0 && beta1 < 1.0))
-    throw ValueError("SparseAdam: invalid beta1 " + format_number(beta1) + " (must be in [0, 1))");
+    throw ValueError(message("SparseAdam: invalid beta1 ", beta1, " (must be in [0, 1))"));
   if (!(beta2 >= 0.0 && beta2 < 1.0))
-    throw ValueError("SparseAdam: invalid beta2 " + format_number(beta2) + " (must be in [0, 1))");
-  if (!(o.eps() >= 0.0)) throw ValueError("SparseAdam: invalid eps " + format_number(o.eps()) + " (must be >= 0)");
+    throw ValueError(message("SparseAdam: invalid beta2 ", beta2, " (must be in [0, 1))"));
+  if (!(o.eps() >= 0.0)) throw ValueError(message("SparseAdam: invalid eps ", o.eps(), " (must be >= 0)"));
 }
 
 }  // namespace
@@ -31,8 +31,8 @@ SparseAdam::SparseAdam(std::vector<ParamGroup> groups, const SparseAdamOptions& 
   check_options(options_);
   for (std::size_t g = 0; g < param_groups().size(); ++g)
     if (*param_groups()[g].weight_decay != 0.0)
-      throw ValueError("SparseAdam: group " + std::to_string(g) + " has weight_decay " +
-                       format_number(*param_groups()[g].weight_decay) + "; SparseAdam has no weight decay");
+      throw ValueError(message("SparseAdam: group ", g, " has weight_decay ", *param_groups()[g].weight_decay,
+                               "; SparseAdam has no weight decay"));
 }
 
 std::string SparseAdam::sparse_refusal(const ParamGroup& group) const {

@@ -39,7 +39,7 @@ void as_trainer(F f) {
   try {
     f();
   } catch (const IoError& e) {
-    throw IoError(std::string("Trainer: ") + e.what());
+    throw IoError(message("Trainer: ", e.what()));
   }
 }
 
@@ -142,14 +142,14 @@ void check_step_counts(const CheckpointState& state, const std::string& json_fil
                                   [](const auto& entry) { return entry.first == "stepcount"; });
   if (count != optimizer.tensors.end() && count->second.numel() == 1 &&
       count->second.item() != static_cast<double>(state.optimizer_steps))
-    throw IoError(where + optimizer_file + " has stepcount " + format_number(count->second.item()) + " but " +
-                  json_file + " has optimizer_steps " + std::to_string(state.optimizer_steps));
+    throw IoError(message(where, optimizer_file, " has stepcount ", count->second.item(), " but ", json_file,
+                          " has optimizer_steps ", state.optimizer_steps));
   if (state.optimizer_steps < state.step)
-    throw IoError(where + json_file + ": optimizer_steps " + std::to_string(state.optimizer_steps) + " is below step " +
-                  step + " (every step steps the optimiser)");
+    throw IoError(message(where, json_file, ": optimizer_steps ", state.optimizer_steps, " is below step ", step,
+                          " (every step steps the optimiser)"));
   if (state.scheduler_step >= 0 && state.scheduler_step < state.step)
-    throw IoError(where + json_file + ": scheduler_step " + std::to_string(state.scheduler_step) + " is below step " +
-                  step + " (every step steps the scheduler)");
+    throw IoError(message(where, json_file, ": scheduler_step ", state.scheduler_step, " is below step ", step,
+                          " (every step steps the scheduler)"));
 }
 
 }  // namespace
@@ -163,10 +163,10 @@ CheckpointState read_trainer_json(const std::string& file) {
   try {
     j = io::read_json_file(file);
   } catch (const IoError& e) {
-    throw IoError(std::string("Trainer: checkpoint file ") + e.what());
+    throw IoError(message("Trainer: checkpoint file ", e.what()));
   }
   if (!j.is_object())
-    throw IoError("Trainer: checkpoint file " + file + ": expected a JSON object, got " + std::string(j.type_name()));
+    throw IoError(message("Trainer: checkpoint file ", file, ": expected a JSON object, got ", j.type_name()));
   const json& format = field(j, file, "format");
   if (!format.is_string() || format.get<std::string>() != kFormat)
     bad_field(file, "format", "must be \"" + std::string(kFormat) + "\", got " + io::json_excerpt(format));
@@ -395,8 +395,8 @@ bool Trainer::load_checkpoint() {
     ema_state = io::load_safetensors(ema_file);
     const auto it = ema_state.metadata.find("step");
     if (it == ema_state.metadata.end() || it->second != std::to_string(state.step))
-      throw IoError("Trainer: checkpoint files disagree: " + ema_file + " is not from step " +
-                    std::to_string(state.step) + " as " + json_file + " is");
+      throw IoError(message("Trainer: checkpoint files disagree: ", ema_file, " is not from step ", state.step, " as ",
+                            json_file, " is"));
   }
   std::vector<Generator> restored(generators_.size());
   for (std::size_t i = 0; i < generators_.size(); ++i) {

@@ -26,7 +26,7 @@ NamedTensors copies(const NamedTensors& state) {
 
 ModelEma::ModelEma(nn::Module& model, EmaOptions options) : model_(model), options_(options) {
   if (!(options_.decay() >= 0.0 && options_.decay() <= 1.0))
-    throw ValueError("ModelEma: decay must be in [0, 1], got " + format_number(options_.decay()));
+    throw ValueError(message("ModelEma: decay must be in [0, 1], got ", options_.decay()));
   average_ = copies(model_.state_dict());
 }
 
@@ -40,8 +40,8 @@ void ModelEma::update() {
   NoGradGuard no_grad;
   const NamedTensors current = model_.state_dict();
   if (current.size() != average_.size())
-    throw ValueError("ModelEma::update: the model has " + std::to_string(current.size()) +
-                     " state_dict entries but the average was made with " + std::to_string(average_.size()));
+    throw ValueError(message("ModelEma::update: the model has ", current.size(),
+                             " state_dict entries but the average was made with ", average_.size()));
   // Everything is checked before anything changes.
   for (std::size_t i = 0; i < current.size(); ++i) {
     const Tensor& value = current[i].second;

@@ -13,13 +13,13 @@ namespace {
 
 void check(const LrRangeTestOptions& o) {
   if (!(o.start_lr() > 0.0) || !(o.end_lr() > o.start_lr()))
-    throw ValueError("lr_range_test: need 0 < start_lr < end_lr, got start_lr " + format_number(o.start_lr()) +
-                     " and end_lr " + format_number(o.end_lr()));
-  if (o.steps() < 2) throw ValueError("lr_range_test: steps must be at least 2, got " + std::to_string(o.steps()));
+    throw ValueError(
+        message("lr_range_test: need 0 < start_lr < end_lr, got start_lr ", o.start_lr(), " and end_lr ", o.end_lr()));
+  if (o.steps() < 2) throw ValueError(message("lr_range_test: steps must be at least 2, got ", o.steps()));
   if (!(o.smoothing() >= 0.0 && o.smoothing() < 1.0))
-    throw ValueError("lr_range_test: smoothing must be in [0, 1), got " + format_number(o.smoothing()));
+    throw ValueError(message("lr_range_test: smoothing must be in [0, 1), got ", o.smoothing()));
   if (!(o.divergence() > 1.0))
-    throw ValueError("lr_range_test: divergence must be above 1, got " + format_number(o.divergence()));
+    throw ValueError(message("lr_range_test: divergence must be above 1, got ", o.divergence()));
 }
 
 // What the test changes, to put back: the module's state, the optimiser's state and its groups' rates.
@@ -75,7 +75,7 @@ LrRangeTest lr_range_test(nn::Module& model, optim::Optimizer& optimizer,
       optimizer.zero_grad();
       const Tensor loss = loss_fn(i);
       if (!loss.defined() || loss.numel() != 1)
-        throw ValueError("lr_range_test: the loss of step " + std::to_string(i) + " is not a scalar");
+        throw ValueError(message("lr_range_test: the loss of step ", i, " is not a scalar"));
       const double value = loss.item();
       result.lrs.push_back(lr);
       result.losses.push_back(value);
@@ -107,7 +107,7 @@ LrRangeTest lr_range_test(nn::Module& model, optim::Optimizer& optimizer,
     finite.lrs.pop_back();
   }
   if (finite.smoothed.empty())
-    throw ValueError("lr_range_test: the first loss is not finite (" + format_number(result.losses.front()) + ")");
+    throw ValueError(message("lr_range_test: the first loss is not finite (", result.losses.front(), ")"));
   suggest(finite);
   result.suggested_lr = finite.suggested_lr;
   result.min_loss_lr = finite.min_loss_lr;

@@ -72,7 +72,7 @@ void MetricsFile::truncate_after(std::int64_t step) const {
   try {
     io::write_file_atomic(path_, kept);
   } catch (const IoError& e) {
-    throw IoError(std::string("Trainer: ") + e.what());
+    throw IoError(message("Trainer: ", e.what()));
   }
 }
 

@@ -206,7 +206,7 @@ void SummaryWriter::append(const std::string& event) {
 }
 
 void SummaryWriter::add_scalar(const std::string& tag, double value, std::int64_t step) {
-  if (tag.empty()) throw ValueError("SummaryWriter::add_scalar: empty tag at step " + std::to_string(step));
+  if (tag.empty()) throw ValueError(message("SummaryWriter::add_scalar: empty tag at step ", step));
   append(scalar_event(wall_time_now(), step, tag, static_cast<float>(value)));
   if (pending_.size() >= kFlushBytes || std::chrono::steady_clock::now() - last_write_ >= kFlushInterval) flush();
 }

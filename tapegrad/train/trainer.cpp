@@ -64,39 +64,38 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
   const TrainerOptions& o = options_;
   const Replicas& r = o.replicas;
   if (r.world_size < 1 || r.rank < 0 || r.rank >= r.world_size)
-    throw ValueError("Trainer: replicas: rank " + std::to_string(r.rank) + " of world_size " +
-                     std::to_string(r.world_size) + " is not a rank");
+    throw ValueError(message("Trainer: replicas: rank ", r.rank, " of world_size ", r.world_size, " is not a rank"));
   if (r.world_size > 1 && (!r.mean || !r.max || !r.barrier))
-    throw ValueError("Trainer: replicas: world_size " + std::to_string(r.world_size) +
-                     " needs the mean, max and barrier functions (dist::replicas(world) makes them)");
+    throw ValueError(message("Trainer: replicas: world_size ", r.world_size,
+                             " needs the mean, max and barrier functions (dist::replicas(world) makes them)"));
   if (!writes_files()) {
     // Only rank 0 shows progress and writes TensorBoard files.
     options_.out = nullptr;
     options_.tensorboard_dir.clear();
   }
-  if (o.max_steps < 0) throw ValueError("Trainer: max_steps must be >= 0, got " + std::to_string(o.max_steps));
-  if (o.log_every < 1) throw ValueError("Trainer: log_every must be >= 1, got " + std::to_string(o.log_every));
-  if (o.eval_every < 0) throw ValueError("Trainer: eval_every must be >= 0, got " + std::to_string(o.eval_every));
+  if (o.max_steps < 0) throw ValueError(message("Trainer: max_steps must be >= 0, got ", o.max_steps));
+  if (o.log_every < 1) throw ValueError(message("Trainer: log_every must be >= 1, got ", o.log_every));
+  if (o.eval_every < 0) throw ValueError(message("Trainer: eval_every must be >= 0, got ", o.eval_every));
   if (o.checkpoint_every < 0)
-    throw ValueError("Trainer: checkpoint_every must be >= 0, got " + std::to_string(o.checkpoint_every));
+    throw ValueError(message("Trainer: checkpoint_every must be >= 0, got ", o.checkpoint_every));
   if (o.keep_checkpoints < 0)
-    throw ValueError("Trainer: keep_checkpoints must be >= 0, got " + std::to_string(o.keep_checkpoints));
+    throw ValueError(message("Trainer: keep_checkpoints must be >= 0, got ", o.keep_checkpoints));
   if (o.accumulation_steps < 1)
-    throw ValueError("Trainer: accumulation_steps must be >= 1, got " + std::to_string(o.accumulation_steps));
+    throw ValueError(message("Trainer: accumulation_steps must be >= 1, got ", o.accumulation_steps));
   if (!(o.clip_grad_norm >= 0.0))
-    throw ValueError("Trainer: clip_grad_norm must be >= 0, got " + format_number(o.clip_grad_norm));
+    throw ValueError(message("Trainer: clip_grad_norm must be >= 0, got ", o.clip_grad_norm));
   if (o.steps_per_epoch < 0 || o.max_epochs < 0)
-    throw ValueError("Trainer: steps_per_epoch and max_epochs must be >= 0, got " + std::to_string(o.steps_per_epoch) +
-                     " and " + std::to_string(o.max_epochs));
+    throw ValueError(message("Trainer: steps_per_epoch and max_epochs must be >= 0, got ", o.steps_per_epoch, " and ",
+                             o.max_epochs));
   if (!(o.time_budget_s >= 0.0) || !std::isfinite(o.time_budget_s))
-    throw ValueError("Trainer: time_budget_s must be a finite number >= 0, got " + format_number(o.time_budget_s));
+    throw ValueError(message("Trainer: time_budget_s must be a finite number >= 0, got ", o.time_budget_s));
   if (!o.early_stopping.metric.empty() && (o.early_stopping.patience < 1 || !(o.early_stopping.min_delta >= 0.0)))
-    throw ValueError("Trainer: early stopping on '" + o.early_stopping.metric +
-                     "' needs patience >= 1 and min_delta >= 0, got " + std::to_string(o.early_stopping.patience) +
-                     " and " + format_number(o.early_stopping.min_delta));
+    throw ValueError(message("Trainer: early stopping on '", o.early_stopping.metric,
+                             "' needs patience >= 1 and min_delta >= 0, got ", o.early_stopping.patience, " and ",
+                             o.early_stopping.min_delta));
   if (o.max_epochs > 0) {
     if (o.steps_per_epoch == 0)
-      throw ValueError("Trainer: max_epochs " + std::to_string(o.max_epochs) + " needs steps_per_epoch");
+      throw ValueError(message("Trainer: max_epochs ", o.max_epochs, " needs steps_per_epoch"));
     options_.max_steps = o.max_epochs * o.steps_per_epoch;
   }
   // The model's own random state (dropout masks) is part of the run: without it a resumed run would draw
@@ -106,8 +105,8 @@ Trainer::Trainer(nn::Module& model, optim::Optimizer& optimizer, TrainerOptions 
 
 void Trainer::set_ema(ModelEma* ema, bool evaluate_on_ema) {
   if (ema && step_ > 0)
-    throw ValueError("Trainer::set_ema: the trainer has taken " + std::to_string(step_) +
-                     " steps; set the average before training");
+    throw ValueError(
+        message("Trainer::set_ema: the trainer has taken ", step_, " steps; set the average before training"));
   ema_ = ema;
   evaluate_on_ema_ = ema && evaluate_on_ema;
 }
@@ -183,9 +182,9 @@ void Trainer::begin_fit(TrainResult& result) {
   if (replicated()) {
     // Every rank has read the checkpoint before rank 0 may write the next one, and read the same one.
     if (!same_on_every_rank(static_cast<double>(step_)))
-      throw ValueError("Trainer: rank " + std::to_string(options_.replicas.rank) + " resumed at step " +
-                       std::to_string(step_) + " but another rank at another step; every rank must read the same " +
-                       "run_dir (a filesystem they share)");
+      throw ValueError(message(
+          "Trainer: rank ", options_.replicas.rank, " resumed at step ", step_,
+          " but another rank at another step; every rank must read the same run_dir (a filesystem they share)"));
   }
   if (!writes_files()) return;
   if (options_.keep_checkpoints > 0) {
@@ -250,9 +249,9 @@ Trainer::StepRecord Trainer::run_step(const StepFn& step_fn, const TensorList& p
       out = step_fn(micro);
     }
     if (!out.loss.defined() || out.loss.numel() != 1)
-      throw ValueError("Trainer::fit: step_fn must return a one-element loss, got " +
-                       (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")) +
-                       " at step " + std::to_string(s + 1) + " (step_fn(" + std::to_string(micro) + "))");
+      throw ValueError(message("Trainer::fit: step_fn must return a one-element loss, got ",
+                               (out.loss.defined() ? out.loss.shape().str() : std::string("an undefined tensor")),
+                               " at step ", s + 1, " (step_fn(", micro, "))"));
     // Averaged over the ranks first: a NaN on one rank stops every rank here.
     const double own = out.loss.item();
     const double loss = mean_over_ranks(own);
@@ -340,9 +339,8 @@ std::map<std::string, double> Trainer::evaluate(const EvalFn& eval_fn, bool end_
       keys.add(std::uint64_t{0});  // ends the name: {"ab", "c"} and {"a", "bc"} differ
     }
     if (!same_on_every_rank(static_cast<double>(keys.value() >> 12)))  // exact in a double
-      throw ValueError("Trainer: eval_fn returned other metric names on rank " +
-                       std::to_string(options_.replicas.rank) +
-                       " than on another rank; every rank must return the same keys");
+      throw ValueError(message("Trainer: eval_fn returned other metric names on rank ", options_.replicas.rank,
+                               " than on another rank; every rank must return the same keys"));
     for (auto& entry : metrics) entry.second = mean_over_ranks(entry.second);
   }
   ordered_json line;

@@ -47,8 +47,7 @@ constexpr std::int64_t kSplitGemmMinWork = std::int64_t{1} << 20;
 constexpr std::int64_t kSplitAlign = 16;
 
 blasint to_blas_int(std::int64_t v, const char* what) {
-  if (v < 0 || v > INT_MAX)
-    throw ValueError(std::string("gemm: ") + what + " = " + std::to_string(v) + " does not fit BLAS's 32-bit int");
+  if (v < 0 || v > INT_MAX) throw ValueError(message("gemm: ", what, " = ", v, " does not fit BLAS's 32-bit int"));
   return static_cast<blasint>(v);
 }
 
@@ -57,9 +56,7 @@ blasint to_blas_int(std::int64_t v, const char* what) {
 blasint leading_dim(std::int64_t ld, std::int64_t rows, std::int64_t row_len, const char* what) {
   const std::int64_t least = row_len < 1 ? 1 : row_len;
   if (rows <= 1) return to_blas_int(least, what);
-  if (ld < least)
-    throw ValueError(std::string("gemm: ") + what + " = " + std::to_string(ld) + " is smaller than the row length " +
-                     std::to_string(row_len));
+  if (ld < least) throw ValueError(message("gemm: ", what, " = ", ld, " is smaller than the row length ", row_len));
   return to_blas_int(ld, what);
 }
 
@@ -389,7 +386,7 @@ bool cpu_has_bf16_instructions() {
 int blas_num_threads() { return openblas_get_num_threads(); }
 
 void set_blas_num_threads(int threads) {
-  if (threads < 1) throw ValueError("set_blas_num_threads: threads must be at least 1, got " + std::to_string(threads));
+  if (threads < 1) throw ValueError(message("set_blas_num_threads: threads must be at least 1, got ", threads));
   openblas_set_num_threads(threads);
 }
 

@@ -28,8 +28,7 @@ namespace tapegrad::kernels {
 // Kept out of line so the bounds check in the kernels' inner loops stays a compare and a branch.
 [[noreturn]] __attribute__((noinline)) static inline void throw_out_of_range(const char* op, std::int64_t value,
                                                                              int axis, std::int64_t size) {
-  throw IndexError(std::string(op) + ": index " + std::to_string(value) + " is out of range for axis " +
-                   std::to_string(axis) + " of size " + std::to_string(size));
+  throw IndexError(message(op, ": index ", value, " is out of range for axis ", axis, " of size ", size));
 }
 
 // strides with the one of axis set to 0.
@@ -110,8 +109,7 @@ static void embedding_forward(const T* w, const std::int64_t* ids, std::int64_t 
   for (std::int64_t t = 0; t < n; ++t) {
     const std::int64_t id = ids[t];
     if (id < 0 || id >= num_embeddings)
-      throw IndexError("embedding: index " + std::to_string(id) + " is out of range for " +
-                       std::to_string(num_embeddings) + " embeddings");
+      throw IndexError(message("embedding: index ", id, " is out of range for ", num_embeddings, " embeddings"));
     std::memcpy(out + t * dim, w + id * dim, static_cast<std::size_t>(dim) * sizeof(T));
   }
 }
@@ -133,8 +131,7 @@ static void embedding_backward(const T* g, const std::int64_t* ids, std::int64_t
 inline void check_embedding_ids(const std::int64_t* ids, std::int64_t n, std::int64_t num_embeddings, const char* op) {
   for (std::int64_t t = 0; t < n; ++t)
     if (ids[t] < 0 || ids[t] >= num_embeddings)
-      throw IndexError(std::string(op) + ": index " + std::to_string(ids[t]) + " is out of range for " +
-                       std::to_string(num_embeddings) + " embeddings");
+      throw IndexError(message(op, ": index ", ids[t], " is out of range for ", num_embeddings, " embeddings"));
 }
 
 // embedding_dot's loops; w (V, dim), ids (batch, per_row), q (batch, dim), out and g (batch,
@@ -527,8 +524,7 @@ template <class T>
 static void one_hot(const std::int64_t* ids, std::int64_t n, std::int64_t num_classes, T* out) {
   for (std::int64_t t = 0; t < n; ++t) {
     if (ids[t] < 0 || ids[t] >= num_classes)
-      throw IndexError("one_hot: index " + std::to_string(ids[t]) + " is out of range for " +
-                       std::to_string(num_classes) + " classes");
+      throw IndexError(message("one_hot: index ", ids[t], " is out of range for ", num_classes, " classes"));
     out[t * num_classes + ids[t]] = T(1);
   }
 }

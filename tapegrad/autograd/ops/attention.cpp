@@ -25,10 +25,10 @@ std::string shapes(const Tensor& q, const Tensor& k, const Tensor& v) {
 // The kernel's view of the problem, after checking q (L..., Tq, D), k (Lkv..., Tk, D), v (Lkv..., Tk, Dv).
 kernels::AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
-    throw ShapeError(std::string(kOp) + ": expected q, k, v of one rank >= 2, got " + shapes(q, k, v));
+    throw ShapeError(message(kOp, ": expected q, k, v of one rank >= 2, got ", shapes(q, k, v)));
   if (!q.is_floating_point() || k.dtype() != q.dtype() || v.dtype() != q.dtype())
-    throw TypeError(std::string(kOp) + ": q, k, v must share one floating-point dtype, got " + dtype_name(q.dtype()) +
-                    ", " + dtype_name(k.dtype()) + ", " + dtype_name(v.dtype()));
+    throw TypeError(message(kOp, ": q, k, v must share one floating-point dtype, got ", dtype_name(q.dtype()), ", ",
+                            dtype_name(k.dtype()), ", ", dtype_name(v.dtype())));
   const int r = q.dim();
   kernels::AttentionShape s;
   s.tq = q.shape()[r - 2];
@@ -49,9 +49,10 @@ kernels::AttentionShape attention_shape(const Tensor& q, const Tensor& k, const 
     s.n *= lq;
   }
   if (!fits)
-    throw ShapeError(std::string(kOp) + ": " + shapes(q, k, v) +
-                     " do not fit (L..., Tq, D), (Lkv..., Tk, D), (Lkv..., Tk, Dv) with Lkv = L but for the heads, "
-                     "which must divide q's");
+    throw ShapeError(
+        message(kOp, ": ", shapes(q, k, v),
+                " do not fit (L..., Tq, D), (Lkv..., Tk, D), (Lkv..., Tk, Dv) with Lkv = L but for the heads, "
+                "which must divide q's"));
   return s;
 }
 
@@ -179,8 +180,8 @@ Tensor repeat_heads(const Tensor& x, std::int64_t group) {
   if (group == 1) return x;
   const int r = x.dim();
   if (r < 3 || group < 1)
-    throw ValueError("repeat_heads: expected (..., H, T, C) and a group >= 1, got " + x.shape().str() + " and " +
-                     std::to_string(group));
+    throw ValueError(
+        message("repeat_heads: expected (..., H, T, C) and a group >= 1, got ", x.shape().str(), " and ", group));
   Shape expanded = x.shape();
   expanded.insert(r - 2, group);  // (..., Hkv, group, Tk, C)
   Shape merged = x.shape();
@@ -193,21 +194,20 @@ Tensor fused_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   kernels::AttentionShape sh = attention_shape(q_in, k_in, v_in);
   sh.causal = mask.causal;
   sh.offset = mask.causal_offset;
-  if (!std::isfinite(scale))
-    throw ValueError(std::string(kOp) + ": scale must be finite, got " + std::to_string(scale));
+  if (!std::isfinite(scale)) throw ValueError(message(kOp, ": scale must be finite, got ", scale));
   Shape scores_shape = q_in.shape();
   scores_shape[scores_shape.size() - 1] = sh.tk;  // (L..., Tq, Tk)
   Tensor bias;                                    // detached, expanded to the scores
   if (mask.bias.defined()) {
     if (mask.bias.dtype() != q_in.dtype())
-      throw TypeError(std::string(kOp) + ": bias must have q's dtype " + dtype_name(q_in.dtype()) + ", got " +
-                      dtype_name(mask.bias.dtype()));
+      throw TypeError(message(kOp, ": bias must have q's dtype ", dtype_name(q_in.dtype()), ", got ",
+                              dtype_name(mask.bias.dtype())));
     if (mask.bias.requires_grad() && is_grad_enabled())
-      throw ValueError(std::string(kOp) + ": the bias receives no gradient; pass it detached (shape " +
-                       mask.bias.shape().str() + ")");
+      throw ValueError(
+          message(kOp, ": the bias receives no gradient; pass it detached (shape ", mask.bias.shape().str(), ")"));
     if (mask.bias.dim() > scores_shape.size())
-      throw ShapeError(std::string(kOp) + ": bias of shape " + mask.bias.shape().str() +
-                       " does not broadcast to the scores' shape " + scores_shape.str());
+      throw ShapeError(message(kOp, ": bias of shape ", mask.bias.shape().str(),
+                               " does not broadcast to the scores' shape ", scores_shape.str()));
     bias = expand(detail::widen_bf16(mask.bias.detach()), scores_shape);  // ShapeError when it does not broadcast
   }
   // bfloat16 keeps q, k, v and the output in bfloat16 and runs the products on the bfloat16 kernel

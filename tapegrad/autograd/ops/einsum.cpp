@@ -149,8 +149,8 @@ Tensor einsum(const std::string& equation, const TensorList& operands) {
   for (std::size_t i = 0; i < operands.size(); ++i) {
     if (!operands[i].defined()) parser.fail("operand " + std::to_string(i) + " is undefined");
     if (operands[i].dtype() != operands[0].dtype())
-      throw TypeError("einsum: equation \"" + equation + "\": operand 0 is " + dtype_name(operands[0].dtype()) +
-                      " but operand " + std::to_string(i) + " is " + dtype_name(operands[i].dtype()));
+      throw TypeError(message("einsum: equation \"", equation, "\": operand 0 is ", dtype_name(operands[0].dtype()),
+                              " but operand ", i, " is ", dtype_name(operands[i].dtype())));
   }
 
   // Each operand's labels, "..." expanded to the axes it covers there, right-aligned across
@@ -160,9 +160,9 @@ Tensor einsum(const std::string& equation, const TensorList& operands) {
     const Term& term = terms[i];
     const int letters = static_cast<int>(term.letters.size()), rank = operands[i].dim();
     if (term.ellipsis_at < 0 ? rank != letters : rank < letters)
-      throw ShapeError("einsum: equation \"" + equation + "\": operand " + std::to_string(i) + " has shape " +
-                       operands[i].shape().str() + " but its term has " + std::to_string(letters) + " labels" +
-                       (term.ellipsis_at < 0 ? "" : " and \"...\""));
+      throw ShapeError(message("einsum: equation \"", equation, "\": operand ", i, " has shape ",
+                               operands[i].shape().str(), " but its term has ", letters, " labels",
+                               (term.ellipsis_at < 0 ? "" : " and \"...\"")));
     if (term.ellipsis_at >= 0) ellipsis_rank = std::max(ellipsis_rank, rank - letters);
   }
   const auto expand_term = [&](const Term& term, int covered) {
@@ -188,9 +188,9 @@ Tensor einsum(const std::string& equation, const TensorList& operands) {
       if (known == -1 || known == 1) {
         known = std::max(known, n);
       } else if (n != known && n != 1) {
-        throw ShapeError("einsum: equation \"" + equation + "\": label '" + std::string(1, label_char(l)) +
-                         "' has size " + std::to_string(known) + " and size " + std::to_string(n) + " (operand " +
-                         std::to_string(i) + ", shape " + x.t.shape().str() + ")");
+        throw ShapeError(message("einsum: equation \"", equation, "\": label '", std::string(1, label_char(l)),
+                                 "' has size ", known, " and size ", n, " (operand ", i, ", shape ", x.t.shape().str(),
+                                 ")"));
       }
     }
     inputs.push_back(std::move(x));
@@ -225,10 +225,9 @@ Tensor einsum(const std::string& equation, const TensorList& operands) {
           if (x.labels[p] != x.labels[q]) continue;
           const int a = static_cast<int>(p), b = static_cast<int>(q);
           if (x.t.shape()[a] != x.t.shape()[b])
-            throw ShapeError("einsum: equation \"" + equation + "\": label '" +
-                             std::string(1, label_char(x.labels[p])) + "' is repeated in operand " + std::to_string(i) +
-                             " over axes of sizes " + std::to_string(x.t.shape()[a]) + " and " +
-                             std::to_string(x.t.shape()[b]));
+            throw ShapeError(message("einsum: equation \"", equation, "\": label '",
+                                     std::string(1, label_char(x.labels[p])), "' is repeated in operand ", i,
+                                     " over axes of sizes ", x.t.shape()[a], " and ", x.t.shape()[b]));
           const int l = x.labels[p];
           x.t = diagonal(x.t, 0, a, b);
           x.labels.erase(x.labels.begin() + b);

@@ -22,7 +22,7 @@ using kernels::map3;
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype())
-    throw TypeError(std::string(op) + ": dtype mismatch, " + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
+    throw TypeError(message(op, ": dtype mismatch, ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype())));
 }
 
 // Type promotion: a bfloat16 operand beside a float32 or float64 one is widened to the other's
@@ -227,7 +227,7 @@ namespace {
 
 void check_bool(const Tensor& t, const char* op, const char* what) {
   if (t.dtype() != kBool)
-    throw TypeError(std::string(op) + ": " + what + " must be a bool tensor, got " + dtype_name(t.dtype()));
+    throw TypeError(message(op, ": ", what, " must be a bool tensor, got ", dtype_name(t.dtype())));
 }
 
 }  // namespace

@@ -31,11 +31,11 @@ std::string str(std::int64_t v) { return std::to_string(v); }
 
 void check_index_dtype(const Tensor& index, const char* op, const char* what = "index") {
   if (index.dtype() != kInt64)
-    throw TypeError(std::string(op) + ": " + what + " must be an int64 tensor, got " + dtype_name(index.dtype()));
+    throw TypeError(message(op, ": ", what, " must be an int64 tensor, got ", dtype_name(index.dtype())));
 }
 
 void check_has_axes(const Tensor& x, const char* op) {
-  if (x.dim() == 0) throw ShapeError(std::string(op) + ": expected a tensor with at least one dimension, got a scalar");
+  if (x.dim() == 0) throw ShapeError(message(op, ": expected a tensor with at least one dimension, got a scalar"));
 }
 
 // Index tensors are saved for backward as SavedTensors (graph.h): an in-place write between
@@ -63,12 +63,12 @@ Tensor index_along_axis(const Tensor& index, const Shape& out_shape, int axis) {
 // The shape checks gather and scatter_add share: same rank, index no larger than x off the axis.
 void check_index_fits(const Tensor& x, int axis, const Tensor& index, const char* op) {
   if (index.dim() != x.dim())
-    throw ShapeError(std::string(op) + ": index has rank " + str(index.dim()) + " but x has rank " + str(x.dim()) +
-                     " (shapes " + index.shape().str() + " and " + x.shape().str() + ")");
+    throw ShapeError(message(op, ": index has rank ", str(index.dim()), " but x has rank ", str(x.dim()), " (shapes ",
+                             index.shape().str(), " and ", x.shape().str(), ")"));
   for (int d = 0; d < x.dim(); ++d)
     if (d != axis && index.shape()[d] > x.shape()[d])
-      throw ShapeError(std::string(op) + ": index of shape " + index.shape().str() + " is larger than x of shape " +
-                       x.shape().str() + " at axis " + str(d) + " (only axis " + str(axis) + " may differ)");
+      throw ShapeError(message(op, ": index of shape ", index.shape().str(), " is larger than x of shape ",
+                               x.shape().str(), " at axis ", str(d), " (only axis ", str(axis), " may differ)"));
 }
 
 }  // namespace
@@ -114,8 +114,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
   if (x.dtype() == kBFloat16 && src.dtype() == kBFloat16)  // accumulated in float32, rounded once
     return scatter_add(x.to(kFloat32), axis_arg, index, src.to(kFloat32)).to(kBFloat16);
   if (src.dtype() != x.dtype())
-    throw TypeError(std::string("scatter_add: x is ") + dtype_name(x.dtype()) + " but src is " +
-                    dtype_name(src.dtype()));
+    throw TypeError(message("scatter_add: x is ", dtype_name(x.dtype()), " but src is ", dtype_name(src.dtype())));
   const int axis = normalize_axis(axis_arg, x.dim(), "scatter_add");
   check_index_fits(x, axis, index, "scatter_add");
   // As in PyTorch, src may be larger than index: only its leading index-shaped corner is used.
@@ -261,11 +260,11 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   check_index_dtype(indices, op, "indices");
   if (weight.dim() != 2 || indices.dim() != 2 || queries.dim() != 2 || queries.shape()[0] != indices.shape()[0] ||
       queries.shape()[1] != weight.shape()[1])
-    throw ShapeError(std::string(op) + ": expected weight (V, D), indices (B, N) and queries (B, D), got " +
-                     weight.shape().str() + ", " + indices.shape().str() + " and " + queries.shape().str());
+    throw ShapeError(message(op, ": expected weight (V, D), indices (B, N) and queries (B, D), got ",
+                             weight.shape().str(), ", ", indices.shape().str(), " and ", queries.shape().str()));
   if (queries.dtype() != weight.dtype())
-    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but queries are " +
-                    dtype_name(queries.dtype()));
+    throw TypeError(
+        message(op, ": weight is ", dtype_name(weight.dtype()), " but queries are ", dtype_name(queries.dtype())));
   const std::int64_t num_embeddings = weight.shape()[0], dim = weight.shape()[1];
   const std::int64_t batch = indices.shape()[0], per_row = indices.shape()[1];
   const Tensor w = kernels::dense(weight);     // w: (V, D)
@@ -273,8 +272,8 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   const Tensor q = kernels::dense(queries);    // q: (B, D)
   kernels::check_embedding_ids(ids.data_ptr<std::int64_t>(), ids.numel(), num_embeddings, op);
   if (padding_idx && (*padding_idx < 0 || *padding_idx >= num_embeddings))
-    throw IndexError(std::string(op) + ": padding_idx " + std::to_string(*padding_idx) + " is out of range for " +
-                     std::to_string(num_embeddings) + " embeddings");
+    throw IndexError(
+        message(op, ": padding_idx ", *padding_idx, " is out of range for ", num_embeddings, " embeddings"));
   const std::int64_t pad = padding_idx.value_or(-1);
   Tensor out = empty({batch, per_row}, weight.dtype());  // out: (B, N)
   dispatch_floating(weight.dtype(), op, [&](auto tag) {
@@ -284,8 +283,8 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
   });
   if (!any_requires_grad({&weight, &queries})) return out;
   if (sparse && weight.requires_grad() && !weight.is_leaf())
-    throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
-                     " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
+    throw GraphError(message(op, ": sparse gradients go to a leaf weight, but this ", weight.shape().str(),
+                             " weight was computed by ", weight.grad_fn()->name, "; use dense gradients"));
   const bool weight_needs = weight.requires_grad(), queries_needs = queries.requires_grad();
   record(op, out, {weight, queries},
          [saved_w = SavedTensor(weight), saved_ids = SavedTensor(ids), saved_q = SavedTensor(queries),
@@ -370,28 +369,28 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
   const char* op = "embedding_bag_sum";
   check_index_dtype(indices, op, "indices");
   if (weight.dim() != 2 || indices.dim() != 1)
-    throw ShapeError(std::string(op) + ": expected weight (V, D) and indices (N), got " + weight.shape().str() +
-                     " and " + indices.shape().str());
+    throw ShapeError(message(op, ": expected weight (V, D) and indices (N), got ", weight.shape().str(), " and ",
+                             indices.shape().str()));
   const std::int64_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], n = indices.shape()[0];
   const auto bags = static_cast<std::int64_t>(bag_starts.size());
   if (scale.defined() && scale.shape() != Shape{n})
-    throw ShapeError(std::string(op) + ": expected scale (" + str(n) + "), got " + scale.shape().str());
+    throw ShapeError(message(op, ": expected scale (", str(n), "), got ", scale.shape().str()));
   if (scale.defined() && scale.dtype() != weight.dtype())
-    throw TypeError(std::string(op) + ": weight is " + dtype_name(weight.dtype()) + " but scale is " +
-                    dtype_name(scale.dtype()));
-  if (bags == 0 && n > 0) throw ValueError(std::string(op) + ": " + str(n) + " indices and no bag to hold them");
+    throw TypeError(
+        message(op, ": weight is ", dtype_name(weight.dtype()), " but scale is ", dtype_name(scale.dtype())));
+  if (bags == 0 && n > 0) throw ValueError(message(op, ": ", str(n), " indices and no bag to hold them"));
   std::vector<std::int64_t> ends(bag_starts.size()), bag_of(static_cast<std::size_t>(n));
   for (std::int64_t b = 0; b < bags; ++b) {
     const std::int64_t first = bag_starts[static_cast<std::size_t>(b)];
     const std::int64_t last = b + 1 < bags ? bag_starts[static_cast<std::size_t>(b + 1)] : n;
     if (first < 0 || last < first || last > n)
-      throw ValueError(std::string(op) + ": bag " + str(b) + " runs from " + str(first) + " to " + str(last) +
-                       ", outside the " + str(n) + " indices or backwards");
+      throw ValueError(message(op, ": bag ", str(b), " runs from ", str(first), " to ", str(last), ", outside the ",
+                               str(n), " indices or backwards"));
     ends[static_cast<std::size_t>(b)] = last;
     for (std::int64_t i = first; i < last; ++i) bag_of[static_cast<std::size_t>(i)] = b;
   }
   if (bags > 0 && bag_starts[0] != 0)
-    throw ValueError(std::string(op) + ": the first bag starts at " + str(bag_starts[0]) + ", not 0");
+    throw ValueError(message(op, ": the first bag starts at ", str(bag_starts[0]), ", not 0"));
   const Tensor w = kernels::dense(weight);     // w: (V, D)
   const Tensor ids = kernels::dense(indices);  // ids: (N)
   const Tensor s = scale.defined() ? kernels::dense(scale) : Tensor();
@@ -405,8 +404,8 @@ Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std:
   });
   if (!any_requires_grad({&weight, &scale})) return out;
   if (sparse && weight.requires_grad() && !weight.is_leaf())
-    throw GraphError(std::string(op) + ": sparse gradients go to a leaf weight, but this " + weight.shape().str() +
-                     " weight was computed by " + weight.grad_fn()->name + "; use dense gradients");
+    throw GraphError(message(op, ": sparse gradients go to a leaf weight, but this ", weight.shape().str(),
+                             " weight was computed by ", weight.grad_fn()->name, "; use dense gradients"));
   const bool weight_needs = weight.requires_grad(), scale_needs = scale.defined() && scale.requires_grad();
   // The table is read back only for the scales' gradient and the scales only for the table's, so
   // each is saved (and version-checked) only then.

@@ -206,7 +206,7 @@ Shape result_shape(const MatmulShapes& s, bool a_vector, bool b_vector) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   if (detail::autocast_lowers({&a, &b})) return matmul(detail::autocast_lower(a), detail::autocast_lower(b));
   if (a.dtype() != b.dtype())
-    throw TypeError(std::string("matmul: dtype mismatch, ") + dtype_name(a.dtype()) + " and " + dtype_name(b.dtype()));
+    throw TypeError(message("matmul: dtype mismatch, ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype())));
   if (a.dim() == 0 || b.dim() == 0)
     throw ShapeError("matmul: both operands need at least one dimension, got shapes " + a.shape().str() + " and " +
                      b.shape().str());
@@ -266,16 +266,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (detail::autocast_lowers({&x, &weight, &bias}))
     return linear(detail::autocast_lower(x), detail::autocast_lower(weight), detail::autocast_lower(bias));
   if (x.dtype() != weight.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
-    throw TypeError(std::string("linear: dtype mismatch, x ") + dtype_name(x.dtype()) + ", weight " +
-                    dtype_name(weight.dtype()) +
-                    (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : ""));
+    throw TypeError(message("linear: dtype mismatch, x ", dtype_name(x.dtype()), ", weight ",
+                            dtype_name(weight.dtype()),
+                            (bias.defined() ? std::string(", bias ") + dtype_name(bias.dtype()) : "")));
   if (weight.dim() != 2 || x.dim() == 0 || x.shape().back() != weight.shape()[1])
     throw ShapeError("linear: expected x (..., in) and weight (out, in), got " + x.shape().str() + " and " +
                      weight.shape().str());
   const std::int64_t in = weight.shape()[1], out_features = weight.shape()[0];
   if (bias.defined() && (bias.dim() != 1 || bias.shape()[0] != out_features))
-    throw ShapeError("linear: expected bias (" + std::to_string(out_features) + ") for weight " + weight.shape().str() +
-                     ", got " + bias.shape().str());
+    throw ShapeError(message("linear: expected bias (", out_features, ") for weight ", weight.shape().str(), ", got ",
+                             bias.shape().str()));
   Shape out_shape = x.shape();
   out_shape[out_shape.size() - 1] = out_features;
   // y = x W^T + b for element type T; bfloat16 accumulates in float32 and rounds once, with the

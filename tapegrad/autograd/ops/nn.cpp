@@ -22,11 +22,11 @@ namespace {
 void check_affine(const Tensor& param, const char* what, const Tensor& x, const Shape& normalized_shape) {
   if (!param.defined()) return;
   if (param.shape() != normalized_shape)
-    throw ShapeError(std::string("layer_norm: ") + what + " of shape " + param.shape().str() +
-                     " does not match normalized_shape " + normalized_shape.str());
+    throw ShapeError(message("layer_norm: ", what, " of shape ", param.shape().str(),
+                             " does not match normalized_shape ", normalized_shape.str()));
   if (param.dtype() != x.dtype())
-    throw TypeError(std::string("layer_norm: ") + what + " is " + dtype_name(param.dtype()) + " but the input is " +
-                    dtype_name(x.dtype()));
+    throw TypeError(
+        message("layer_norm: ", what, " is ", dtype_name(param.dtype()), " but the input is ", dtype_name(x.dtype())));
 }
 
 template <class T>
@@ -72,7 +72,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
                      " must be non-empty and equal the trailing axes of the input, which has shape " + x.shape().str());
   check_affine(weight, "weight", x, normalized_shape);
   check_affine(bias, "bias", x, normalized_shape);
-  if (!(eps >= 0.0)) throw ValueError("layer_norm: eps must be >= 0, got " + std::to_string(eps));
+  if (!(eps >= 0.0)) throw ValueError(message("layer_norm: eps must be >= 0, got ", eps));
 
   const std::int64_t d = normalized_shape.numel();
   std::int64_t rows = 1;
@@ -128,21 +128,21 @@ Tensor logistic_loss(const Tensor& logits, const Tensor& targets, const Tensor& 
   }
   const char* op = "logistic_loss";
   if (logits.shape() != targets.shape())
-    throw ShapeError(std::string(op) + ": targets of shape " + targets.shape().str() + " must match logits of shape " +
-                     logits.shape().str());
+    throw ShapeError(message(op, ": targets of shape ", targets.shape().str(), " must match logits of shape ",
+                             logits.shape().str()));
   const auto check = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
     if (t.dtype() != logits.dtype())
-      throw TypeError(std::string(op) + ": " + what + " is " + dtype_name(t.dtype()) + " but the logits are " +
-                      dtype_name(logits.dtype()));
+      throw TypeError(
+          message(op, ": ", what, " is ", dtype_name(t.dtype()), " but the logits are ", dtype_name(logits.dtype())));
     bool fits = t.dim() <= logits.dim();
     for (int i = 1; fits && i <= t.dim(); ++i) {
       const std::int64_t size = t.shape()[t.dim() - i];
       fits = size == 1 || size == logits.shape()[logits.dim() - i];
     }
     if (!fits)
-      throw ShapeError(std::string(op) + ": " + what + " of shape " + t.shape().str() +
-                       " does not broadcast to the logits' shape " + logits.shape().str());
+      throw ShapeError(message(op, ": ", what, " of shape ", t.shape().str(),
+                               " does not broadcast to the logits' shape ", logits.shape().str()));
   };
   check(targets, "targets");
   check(weight, "weight");

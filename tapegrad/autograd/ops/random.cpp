@@ -14,17 +14,15 @@ namespace tapegrad {
 Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replacement, Generator& gen) {
   const char* op = "multinomial";
   if (probs.dim() != 1 && probs.dim() != 2)
-    throw ShapeError(std::string(op) + ": probabilities must be 1-D (C) or 2-D (N, C), got shape " +
-                     probs.shape().str());
+    throw ShapeError(message(op, ": probabilities must be 1-D (C) or 2-D (N, C), got shape ", probs.shape().str()));
   dispatch_floating(probs.dtype(), op, [](auto) {});
   const std::int64_t rows = probs.dim() == 2 ? probs.shape()[0] : 1;
   const std::int64_t classes = probs.shape().back();
-  if (num_samples <= 0)
-    throw ValueError(std::string(op) + ": num_samples must be positive, got " + std::to_string(num_samples));
-  if (classes == 0) throw ValueError(std::string(op) + ": there are no categories to sample from");
+  if (num_samples <= 0) throw ValueError(message(op, ": num_samples must be positive, got ", num_samples));
+  if (classes == 0) throw ValueError(message(op, ": there are no categories to sample from"));
   if (!replacement && num_samples > classes)
-    throw ValueError(std::string(op) + ": cannot draw " + std::to_string(num_samples) +
-                     " samples without replacement from " + std::to_string(classes) + " categories");
+    throw ValueError(
+        message(op, ": cannot draw ", num_samples, " samples without replacement from ", classes, " categories"));
   const std::vector<double> p = probs.contiguous().to_vector<double>();  // p: (rows, classes)
   // Every row is checked before any draw, so a bad row leaves the generator untouched.
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -33,17 +31,17 @@ Tensor multinomial(const Tensor& probs, std::int64_t num_samples, bool replaceme
     for (std::int64_t c = 0; c < classes; ++c) {
       const double v = p[static_cast<std::size_t>(r * classes + c)];
       if (!(v >= 0.0) || std::isinf(v)) {
-        throw ValueError(std::string(op) + ": row " + std::to_string(r) + " holds the probability " + format_number(v) +
-                         " at " + std::to_string(c) + " (must be finite and non-negative)");
+        throw ValueError(
+            message(op, ": row ", r, " holds the probability ", v, " at ", c, " (must be finite and non-negative)"));
       }
       total += v;
       positive += v > 0.0;
     }
-    if (!(total > 0.0)) throw ValueError(std::string(op) + ": row " + std::to_string(r) + " sums to 0");
+    if (!(total > 0.0)) throw ValueError(message(op, ": row ", r, " sums to 0"));
     if (!replacement && positive < num_samples)
-      throw ValueError(std::string(op) + ": row " + std::to_string(r) + " has " + std::to_string(positive) +
-                       " categories of non-zero probability, fewer than the " + std::to_string(num_samples) +
-                       " samples to draw without replacement");
+      throw ValueError(message(op, ": row ", r, " has ", positive,
+                               " categories of non-zero probability, fewer than the ", num_samples,
+                               " samples to draw without replacement"));
   }
   std::vector<std::int64_t> out(static_cast<std::size_t>(rows * num_samples));
   std::vector<double> weights(static_cast<std::size_t>(classes));

@@ -280,11 +280,9 @@ void check_layer(RecurrentMode mode, const Tensor& xg, const Tensor& h0, const T
   const std::int64_t per_unit = recurrent_gates(mode);
   if (!xg.defined() || !h0.defined() || !w.defined()) throw ValueError(op + ": input_gates, h0 and w_hh are required");
   if (xg.dim() != 3)
-    throw ShapeError(op + ": input_gates must be (T, B, " + std::to_string(per_unit) + " H), got shape " +
-                     xg.shape().str());
+    throw ShapeError(message(op, ": input_gates must be (T, B, ", per_unit, " H), got shape ", xg.shape().str()));
   if (h0.dim() != 2 || h0.shape()[0] != xg.shape()[1])
-    throw ShapeError(op + ": h0 must be (B, H) with B = " + std::to_string(xg.shape()[1]) + ", got shape " +
-                     h0.shape().str());
+    throw ShapeError(message(op, ": h0 must be (B, H) with B = ", xg.shape()[1], ", got shape ", h0.shape().str()));
   if (mode == RecurrentMode::Lstm) {
     if (!c0.defined()) throw ValueError(op + ": the LSTM needs c0");
     if (c0.shape() != h0.shape())
@@ -297,9 +295,8 @@ void check_layer(RecurrentMode mode, const Tensor& xg, const Tensor& h0, const T
   d.hidden = h0.shape()[1];
   d.gates = per_unit * d.hidden;
   if (xg.shape()[2] != d.gates)
-    throw ShapeError(op + ": input_gates' last axis must be " + std::to_string(per_unit) +
-                     " H = " + std::to_string(d.gates) + " for hidden size " + std::to_string(d.hidden) +
-                     ", got shape " + xg.shape().str());
+    throw ShapeError(message(op, ": input_gates' last axis must be ", per_unit, " H = ", d.gates, " for hidden size ",
+                             d.hidden, ", got shape ", xg.shape().str()));
   if (w.shape() != Shape{d.gates, d.hidden})
     throw ShapeError(op + ": w_hh must be " + Shape{d.gates, d.hidden}.str() + ", got shape " + w.shape().str());
   if (bias.defined() && bias.shape() != Shape{d.gates})
@@ -369,8 +366,7 @@ TensorList recurrent_layer(RecurrentMode mode, const Tensor& input_gates, const 
     for (std::int64_t b = 0; b < d.batch; ++b) {
       len[static_cast<std::size_t>(b)] = ld.data_ptr<std::int64_t>()[b];
       if (len[static_cast<std::size_t>(b)] < 0 || len[static_cast<std::size_t>(b)] > d.steps)
-        throw ValueError(op + ": lengths[" + std::to_string(b) + "] = " + std::to_string(len[b]) + " is outside [0, " +
-                         std::to_string(d.steps) + "]");
+        throw ValueError(message(op, ": lengths[", b, "] = ", len[b], " is outside [0, ", d.steps, "]"));
     }
   }
   const bool lstm = mode == RecurrentMode::Lstm;
@@ -441,11 +437,11 @@ namespace {
 // x W_ih^T + b_ih as a one-step sequence (1, B, G), checked against the cell's weights.
 Tensor cell_input_gates(const char* op, const Tensor& x, const Tensor& h, const Tensor& w_ih, const Tensor& b_ih) {
   if (x.dim() != 2 || h.dim() != 2 || x.shape()[0] != h.shape()[0])
-    throw ShapeError(std::string(op) + ": expected input (B, I) and state (B, H) with the same B, got shapes " +
-                     x.shape().str() + " and " + h.shape().str());
+    throw ShapeError(message(op, ": expected input (B, I) and state (B, H) with the same B, got shapes ",
+                             x.shape().str(), " and ", h.shape().str()));
   if (w_ih.dim() != 2 || w_ih.shape()[1] != x.shape()[1])
-    throw ShapeError(std::string(op) + ": w_ih of shape " + w_ih.shape().str() + " does not take input of shape " +
-                     x.shape().str());
+    throw ShapeError(
+        message(op, ": w_ih of shape ", w_ih.shape().str(), " does not take input of shape ", x.shape().str()));
   const Tensor g = linear(x, w_ih, b_ih);
   return unsqueeze(g, 0);
 }

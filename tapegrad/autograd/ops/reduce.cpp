@@ -29,8 +29,7 @@ ReducedAxes resolve_axes(const Shape& shape, const Dims& axes, const char* op) {
     for (std::int64_t axis : axes) {
       const int a = normalize_axis(axis, rank, op);
       if (rank == 0) continue;
-      if (r.reduced[a])
-        throw IndexError(std::string(op) + ": axis " + std::to_string(axis) + " appears twice in " + axes.str());
+      if (r.reduced[a]) throw IndexError(message(op, ": axis ", axis, " appears twice in ", axes.str()));
       r.reduced[a] = true;
     }
   }
@@ -96,8 +95,8 @@ namespace {
 
 void check_not_empty(const Shape& shape, const ReducedAxes& r, const char* op) {
   if (r.count == 0 && r.kept_shape.numel() > 0)
-    throw ValueError(std::string(op) + ": cannot reduce over an empty axis of a tensor of shape " + shape.str() +
-                     " (the result has no identity)");
+    throw ValueError(message(op, ": cannot reduce over an empty axis of a tensor of shape ", shape.str(),
+                             " (the result has no identity)"));
 }
 
 Tensor extremum(const Tensor& x, const Dims& axes, bool keepdim, const char* op, bool take_max) {
@@ -175,7 +174,7 @@ Tensor norm_backward_taped(const Tensor& g, const Tensor& x, const Tensor& kept,
 
 Tensor norm(const Tensor& x, double p, const Dims& axes, bool keepdim) {
   dispatch_floating(x.dtype(), "norm", [](auto) {});
-  if (!(p > 0.0)) throw ValueError("norm: p must be positive (or infinity), got " + format_number(p));
+  if (!(p > 0.0)) throw ValueError(message("norm: p must be positive (or infinity), got ", p));
   const ReducedAxes r = resolve_axes(x.shape(), axes, "norm");
   const bool inf = std::isinf(p);
   Tensor kept;  // kept: the norm with keepdim
@@ -233,8 +232,8 @@ Tensor arg_extremum(const Tensor& x, std::int64_t axis, bool keepdim, const char
     using T = decltype(tag);
     const kernels::AxisSplit s = kernels::split_at(x.shape(), a);
     if (s.n == 0)
-      throw ValueError(std::string(op) + ": axis " + std::to_string(axis) + " of a tensor of shape " + x.shape().str() +
-                       " is empty, so there is no " + (take_max ? "largest" : "smallest") + " value");
+      throw ValueError(message(op, ": axis ", axis, " of a tensor of shape ", x.shape().str(),
+                               " is empty, so there is no ", (take_max ? "largest" : "smallest"), " value"));
     Tensor out = empty(keepdim ? kept_shape : out_shape, kInt64);
     if (out.numel() == 0) return out;
     const Tensor xd = kernels::dense(x);

@@ -22,23 +22,22 @@ Shape infer_shape(const Shape& requested, std::int64_t numel, const Shape& from,
   std::int64_t known = 1;
   for (int d = 0; d < shape.size(); ++d) {
     if (shape[d] == -1) {
-      if (infer >= 0) throw ShapeError(std::string(op) + ": only one dimension can be -1, got " + requested.str());
+      if (infer >= 0) throw ShapeError(message(op, ": only one dimension can be -1, got ", requested.str()));
       infer = d;
     } else if (shape[d] < 0) {
-      throw ShapeError(std::string(op) + ": invalid dimension " + str(shape[d]) + " in shape " + requested.str());
+      throw ShapeError(message(op, ": invalid dimension ", str(shape[d]), " in shape ", requested.str()));
     } else {
       known *= shape[d];
     }
   }
   if (infer >= 0) {
     if (known == 0 || numel % known != 0)
-      throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " into " +
-                       requested.str());
+      throw ShapeError(message(op, ": cannot reshape a tensor of shape ", from.str(), " into ", requested.str()));
     shape[infer] = numel / known;
   }
   if (shape.numel() != numel)
-    throw ShapeError(std::string(op) + ": cannot reshape a tensor of shape " + from.str() + " (" + str(numel) +
-                     " elements) into " + requested.str());
+    throw ShapeError(message(op, ": cannot reshape a tensor of shape ", from.str(), " (", str(numel),
+                             " elements) into ", requested.str()));
   return shape;
 }
 

@@ -65,8 +65,8 @@ Tensor causal_softmax(const Tensor& x, std::int64_t offset) {
   if (x.dim() < 2) throw ShapeError("causal_softmax: expected (..., Tq, Tk) scores, got shape " + x.shape().str());
   const std::int64_t tq = x.shape()[x.dim() - 2], tk = x.shape()[x.dim() - 1];
   if (offset < 0)
-    throw ValueError("causal_softmax: offset must be >= 0 (every query sees at least its own key), got " +
-                     std::to_string(offset));
+    throw ValueError(
+        message("causal_softmax: offset must be >= 0 (every query sees at least its own key), got ", offset));
   const AxisSplit split = kernels::split_at(x.shape(), x.dim() - 1);  // rows: (outer = ... * Tq, n = Tk)
   Tensor out = dispatch_floating(x.dtype(), "causal_softmax", [&](auto tag) {
     using T = decltype(tag);

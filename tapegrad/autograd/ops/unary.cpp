@@ -250,8 +250,7 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
   const double lo = min.value_or(-INFINITY);
   const double hi = max.value_or(INFINITY);
   if (std::isnan(lo) || std::isnan(hi)) throw ValueError("clamp: bounds must not be NaN");
-  if (lo > hi)
-    throw ValueError("clamp: min must not exceed max, got min " + std::to_string(lo) + ", max " + std::to_string(hi));
+  if (lo > hi) throw ValueError(message("clamp: min must not exceed max, got min ", lo, ", max ", hi));
   Tensor out = floating_map(x, "clamp", [lo, hi](auto v) {
     using T = decltype(v);
     return v < T(lo) ? T(lo) : (v > T(hi) ? T(hi) : v);
