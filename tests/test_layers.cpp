@@ -113,7 +113,8 @@ TEST_CASE("layers: RMSNorm forward values") {
   // mean(x^2) = 30 / 4 = 7.5; eps 0.5 makes it 8: y = x / sqrt(8).
   nn::RMSNorm half{nn::RMSNormOptions(4).eps(0.5)};
   check_values(half(tensor({1, 2, 3, 4})), {0.3535533906, 0.7071067812, 1.0606601718, 1.4142135624});
-  // Default eps 1e-6, weight (1, 0.5, 2, -1): x / sqrt(7.500001) * w (PyTorch 1.13 gives the same).
+  // Default eps 1e-6, weight (1, 0.5, 2, -1): x / sqrt(7.500001) * w (PyTorch 1.13 has no RMSNorm;
+  // x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w written with its ops gives the same).
   nn::RMSNorm norm(4);
   CHECK(norm->eps() == 1e-6);
   CHECK(names(norm->named_parameters()) == std::vector<std::string>{"weight"});
