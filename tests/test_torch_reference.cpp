@@ -1,6 +1,7 @@
 // Over 400 lines: one runner per fixture case, kept beside the fixture's loader.
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
-// causal, key padding, cross, cross with kv_dim), TransformerEncoderLayer and
+// causal, key padding, cross, cross with kv_dim, grouped-query and multi-query heads, the last
+// against the attention written with PyTorch's ops), TransformerEncoderLayer and
 // TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
 // MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, from the golden fixture
 // tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
@@ -177,6 +178,7 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                                               config.at("num_heads").get<std::int64_t>())
                                     .cross_attention(config.at("cross_attention").get<bool>())
                                     .kdim(config.at("kv_dim").get<std::int64_t>())
+                                    .num_kv_heads(config.value("num_kv_heads", std::int64_t{0}))
                                     .generator(&gen)};
     const bool is_causal = config.at("is_causal").get<bool>();
     const bool need_weights = config.at("need_weights").get<bool>();
@@ -369,6 +371,8 @@ void check_cases(const std::vector<std::string>& names) {
 
 const std::vector<std::string> kAttentionCases = {"mha_self", "mha_self_causal", "mha_self_key_padding"};
 const std::vector<std::string> kCrossAttentionCases = {"mha_cross", "mha_cross_kv_dim"};
+const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
+                                                     "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
                                                 "encoder_layer_pre_norm_relu", "encoder_layer_pre_norm_gelu_padding"};
 const std::vector<std::string> kDecoderCases = {"decoder_layer_post_norm_relu",
@@ -391,8 +395,8 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kEncoderCases, &kDecoderCases, &kLayerCases,
-                            &kMoECases, &kRecurrentCases, &kCellCases})
+  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kEncoderCases,
+                            &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -407,6 +411,12 @@ TEST_CASE(
 TEST_CASE(
     "torch reference: MultiHeadAttention cross-attention (Tq != Tk, kv_dim) matches torch.nn.MultiheadAttention") {
   check_cases(kCrossAttentionCases);
+}
+
+TEST_CASE(
+    "torch reference: MultiHeadAttention with grouped and multi-query key/value heads matches the same attention "
+    "written with PyTorch's ops") {
+  check_cases(kGroupedQueryCases);
 }
 
 TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {

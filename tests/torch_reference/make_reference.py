@@ -195,6 +195,52 @@ def mha_case(seed, *, cross=False, kv_dim=None, is_causal=False, padding=False, 
     return finish_case("MultiHeadAttention", config, inputs, mha_state(mha, "", cross), outputs, cotangents)
 
 
+def grouped_query_case(seed, *, num_kv_heads, is_causal=False, padding=False, need_weights=False,
+                       d_model=8, num_heads=4, batch=2, t=5):
+    """Self-attention with fewer key/value heads than query heads. PyTorch 1.13's MultiheadAttention
+    has none, so the forward is written with its ops: query head h attends with key/value head
+    h // (num_heads / num_kv_heads) (repeat_interleave over the head axis)."""
+    torch.manual_seed(seed)
+    head_dim = d_model // num_heads
+    d_kv = num_kv_heads * head_dim
+    group = num_heads // num_kv_heads
+    in_proj_weight = leaf(randn(d_model + 2 * d_kv, d_model, scale=1.0 / math.sqrt(d_model)))
+    in_proj_bias = leaf(randn(d_model + 2 * d_kv, scale=0.2))
+    out_weight = leaf(randn(d_model, d_model, scale=1.0 / math.sqrt(d_model)))
+    out_bias = leaf(randn(d_model, scale=0.2))
+    x = leaf(randn(batch, t, d_model))  # x: (B, T, d)
+    inputs = {"query": x}
+    qkv = x @ in_proj_weight.T + in_proj_bias  # (B, T, d + 2 d_kv), rows [q; k; v]
+    q, k, v = qkv.split([d_model, d_kv, d_kv], dim=-1)
+    q = q.reshape(batch, t, num_heads, head_dim).transpose(1, 2)  # (B, H, T, hd)
+    k = k.reshape(batch, t, num_kv_heads, head_dim).transpose(1, 2).repeat_interleave(group, dim=1)
+    v = v.reshape(batch, t, num_kv_heads, head_dim).transpose(1, 2).repeat_interleave(group, dim=1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(head_dim)  # (B, H, T, T)
+    if is_causal:
+        scores = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1), float("-inf"))
+    if padding:
+        # Batch 1 has its last two keys padded (no row is fully masked).
+        pad = torch.zeros(batch, t, dtype=torch.bool)
+        pad[1, t - 2:] = True
+        inputs["key_padding_mask"] = pad
+        scores = scores.masked_fill(pad[:, None, None, :], float("-inf"))
+    weights = scores.softmax(dim=-1)
+    heads = (weights @ v).transpose(1, 2).reshape(batch, t, d_model)
+    outputs = {"output": heads @ out_weight.T + out_bias}  # (B, T, d)
+    if need_weights:
+        outputs["weights"] = weights  # (B, H, T, T)
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    params = {"in_proj_weight": in_proj_weight, "in_proj_bias": in_proj_bias, "out_proj.weight": out_weight,
+              "out_proj.bias": out_bias}
+
+    def state(grad):
+        return {name: (p.grad if grad else p) for name, p in params.items()}
+
+    config = {"d_model": d_model, "num_heads": num_heads, "num_kv_heads": num_kv_heads, "cross_attention": False,
+              "kv_dim": 0, "is_causal": is_causal, "need_weights": need_weights}
+    return finish_case("MultiHeadAttention", config, inputs, state, outputs, cotangents)
+
+
 # ---------------------------------------------------------------- c. transformer layers
 
 def seeded_torch_layer(layer_class, seed, *, d_model, num_heads, ff_hidden, activation, norm_first):
@@ -452,6 +498,9 @@ def main():
         "mha_self_key_padding": mha_case(3, padding=True, need_weights=True),
         "mha_cross": mha_case(4, cross=True, d_model=6, tq=3, tk=5, padding=True),
         "mha_cross_kv_dim": mha_case(5, cross=True, d_model=6, kv_dim=4, tq=3, tk=4),
+        "mha_grouped_query": grouped_query_case(6, num_kv_heads=2, need_weights=True),
+        "mha_grouped_query_causal_padding": grouped_query_case(7, num_kv_heads=2, is_causal=True, padding=True),
+        "mha_multi_query_causal": grouped_query_case(8, num_kv_heads=1, is_causal=True, need_weights=True),
         "encoder_layer_post_norm_relu": encoder_layer_case(10, norm_first=False, activation="relu"),
         "encoder_layer_post_norm_gelu": encoder_layer_case(11, norm_first=False, activation="gelu"),
         "encoder_layer_pre_norm_relu": encoder_layer_case(12, norm_first=True, activation="relu"),
