@@ -1,9 +1,12 @@
 // Elementwise ops: forward values worked by hand, float64 gradchecks with broadcasting and
-// non-contiguous inputs, and error messages.
+// non-contiguous inputs, PyTorch's gradients at the kinks, and error messages.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
 
 #include "tests/testing.h"
 
@@ -140,6 +143,34 @@ TEST_CASE("elementwise: gradcheck through non-contiguous views and repeated use"
   check_gradients([](const TensorList& t) { return gelu(t[0].slice(1, 0, 4, 2)); }, {x});
   // One tensor in several places.
   check_gradients([](const TensorList& t) { return t[0] * t[0].exp() + t[0].transpose(0, 1).sum(); }, {x});
+}
+
+TEST_CASE("elementwise: gradients at the kinks are PyTorch's") {
+  // Gradcheck stays away from these points; the values are PyTorch 1.13's (float64, the gradient
+  // of out.sum()): relu'(0) = 0, abs'(0) = 0, clamp passes the gradient at its bounds, maximum and
+  // minimum split it on ties, sqrt'(0) = inf, (x^2)'(0) = 0.
+  const auto grad_of = [](const std::function<Tensor(const Tensor&)>& f, const std::vector<double>& at) {
+    Tensor x = from_vector(at, {static_cast<std::int64_t>(at.size())}).requires_grad_();  // float64
+    f(x).sum().backward();
+    return x.grad();
+  };
+  check_values(grad_of([](const Tensor& x) { return relu(x); }, {-1, 0, 1}), {0, 0, 1});
+  check_values(grad_of([](const Tensor& x) { return abs(x); }, {-1, 0, 1}), {-1, 0, 1});
+  check_values(grad_of([](const Tensor& x) { return clamp(x, -1.0, 1.0); }, {-2, -1, 0, 1, 2}), {0, 1, 1, 1, 0});
+  check_values(grad_of([](const Tensor& x) { return pow(x, 2.0); }, {0}), {0});
+  Tensor root = grad_of([](const Tensor& x) { return sqrt(x); }, {0, 4});
+  CHECK(root.to_vector<double>() == std::vector<double>{std::numeric_limits<double>::infinity(), 0.25});
+
+  Tensor a = tensor({1, 2, 3}, kFloat64).requires_grad_();
+  Tensor b = tensor({1, 1, 4}, kFloat64).requires_grad_();
+  maximum(a, b).sum().backward();
+  check_values(a.grad(), {0.5, 1, 0});
+  check_values(b.grad(), {0.5, 0, 1});
+  Tensor c = tensor({1, 2, 3}, kFloat64).requires_grad_();
+  Tensor d = tensor({1, 1, 4}, kFloat64).requires_grad_();
+  minimum(c, d).sum().backward();
+  check_values(c.grad(), {0.5, 0, 1});
+  check_values(d.grad(), {0.5, 1, 0});
 }
 
 TEST_CASE("elementwise: gelu's vectorised backward equals the strided (scalar) path") {
