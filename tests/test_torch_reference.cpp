@@ -1,7 +1,8 @@
 // Over 400 lines: one runner per fixture case, kept beside the fixture's loader.
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
 // causal, key padding, cross, cross with kv_dim, grouped-query and multi-query heads, the last
-// against the attention written with PyTorch's ops), TransformerEncoderLayer and
+// against the attention written with PyTorch's ops), scaled_dot_product_attention (scales, masks,
+// causal alignments; also against PyTorch's ops), TransformerEncoderLayer and
 // TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
 // MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, from the golden fixture
 // tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
@@ -195,6 +196,24 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       if (need_weights) out["weights"] = r.weights;
       return out;
     };
+  } else if (kind == "scaled_dot_product_attention") {
+    built.module = std::make_shared<nn::Module>();  // a function: no parameters
+    nn::AttentionForwardOptions options;
+    options.is_causal(config.at("is_causal").get<bool>())
+        .causal_alignment(config.at("bottom_right").get<bool>() ? nn::CausalAlignment::BottomRight
+                                                                : nn::CausalAlignment::TopLeft)
+        .need_weights(config.at("need_weights").get<bool>());
+    if (!config.at("scale").is_null()) options.scale(config.at("scale").get<double>());
+    built.forward = [options](const TensorMap& in) {
+      // q: (..., Tq, D), k: (..., Tk, D), v: (..., Tk, Dv), attn_mask: Bool (keep) or float (added), broadcast
+      // to the scores -> output (..., Tq, Dv), weights (..., Tq, Tk)
+      nn::AttentionForwardOptions o = options;
+      o.attn_mask(optional_input(in, "attn_mask"));
+      nn::AttentionResult r = nn::scaled_dot_product_attention(in.at("q"), in.at("k"), in.at("v"), o);
+      TensorMap out{{"output", r.output}};
+      if (o.need_weights()) out["weights"] = r.weights;
+      return out;
+    };
   } else if (kind == "TransformerEncoderLayer") {
     nn::TransformerEncoderLayer layer(layer_options(config, gen));
     built.module = layer.ptr();
@@ -371,6 +390,8 @@ void check_cases(const std::vector<std::string>& names) {
 
 const std::vector<std::string> kAttentionCases = {"mha_self", "mha_self_causal", "mha_self_key_padding"};
 const std::vector<std::string> kCrossAttentionCases = {"mha_cross", "mha_cross_kv_dim"};
+const std::vector<std::string> kAttentionFunctionCases = {"sdpa_scale_bool_mask", "sdpa_5d_float_mask_broadcast",
+                                                          "sdpa_causal_bottom_right", "sdpa_causal_top_left_scale"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
@@ -395,8 +416,8 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kEncoderCases,
-                            &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases})
+  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases,
+                            &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -417,6 +438,12 @@ TEST_CASE(
     "torch reference: MultiHeadAttention with grouped and multi-query key/value heads matches the same attention "
     "written with PyTorch's ops") {
   check_cases(kGroupedQueryCases);
+}
+
+TEST_CASE(
+    "torch reference: scaled_dot_product_attention (scale, Bool and float masks with the mask's gradient, 5-D "
+    "broadcast, causal top-left and bottom-right) matches the same attention written with PyTorch's ops") {
+  check_cases(kAttentionFunctionCases);
 }
 
 TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {

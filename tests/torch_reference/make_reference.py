@@ -241,6 +241,40 @@ def grouped_query_case(seed, *, num_kv_heads, is_causal=False, padding=False, ne
     return finish_case("MultiHeadAttention", config, inputs, state, outputs, cotangents)
 
 
+def attention_function_case(seed, *, q_shape, k_shape, dv, scale=None, mask=None, mask_shape=None, is_causal=False,
+                            bottom_right=False, need_weights=False):
+    """scaled_dot_product_attention on its own: torch 1.13 has no F.scaled_dot_product_attention, so
+    softmax(q k^T * scale + mask) v is written with its ops. mask: "bool" (true = may attend) or
+    "float" (added to the scores; an input whose gradient is compared too)."""
+    torch.manual_seed(seed)
+    q = leaf(randn(*q_shape))  # q: (..., Tq, D)
+    k = leaf(randn(*k_shape))  # k: (..., Tk, D)
+    v = leaf(randn(*k_shape[:-1], dv))  # v: (..., Tk, Dv)
+    tq, tk, d = q_shape[-2], k_shape[-2], q_shape[-1]
+    inputs = {"q": q, "k": k, "v": v}
+    scores = q @ k.transpose(-1, -2) * (scale if scale is not None else 1.0 / math.sqrt(d))  # (..., Tq, Tk)
+    if mask == "bool":
+        keep = torch.rand(*mask_shape) > 0.3
+        keep[..., 0] = True  # no row fully masked
+        inputs["attn_mask"] = keep
+        scores = scores.masked_fill(~keep, float("-inf"))
+    elif mask == "float":
+        additive = leaf(randn(*mask_shape))
+        inputs["attn_mask"] = additive
+        scores = scores + additive
+    if is_causal:
+        shift = tk - tq if bottom_right else 0
+        scores = scores.masked_fill(torch.triu(torch.ones(tq, tk, dtype=torch.bool), diagonal=1 + shift),
+                                    float("-inf"))
+    weights = scores.softmax(dim=-1)
+    outputs = {"output": weights @ v}  # (..., Tq, Dv)
+    if need_weights:
+        outputs["weights"] = weights  # (..., Tq, Tk)
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"scale": scale, "is_causal": is_causal, "bottom_right": bottom_right, "need_weights": need_weights}
+    return finish_case("scaled_dot_product_attention", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 # ---------------------------------------------------------------- c. transformer layers
 
 def seeded_torch_layer(layer_class, seed, *, d_model, num_heads, ff_hidden, activation, norm_first):
@@ -501,6 +535,14 @@ def main():
         "mha_grouped_query": grouped_query_case(6, num_kv_heads=2, need_weights=True),
         "mha_grouped_query_causal_padding": grouped_query_case(7, num_kv_heads=2, is_causal=True, padding=True),
         "mha_multi_query_causal": grouped_query_case(8, num_kv_heads=1, is_causal=True, need_weights=True),
+        "sdpa_scale_bool_mask": attention_function_case(70, q_shape=(2, 2, 3, 4), k_shape=(2, 2, 5, 4), dv=3,
+                                                        scale=0.3, mask="bool", mask_shape=(3, 5), need_weights=True),
+        "sdpa_5d_float_mask_broadcast": attention_function_case(71, q_shape=(2, 2, 2, 3, 4), k_shape=(2, 2, 2, 4, 4),
+                                                                dv=4, mask="float", mask_shape=(2, 1, 1, 3, 4)),
+        "sdpa_causal_bottom_right": attention_function_case(72, q_shape=(1, 2, 3, 4), k_shape=(1, 2, 5, 4), dv=4,
+                                                            is_causal=True, bottom_right=True, need_weights=True),
+        "sdpa_causal_top_left_scale": attention_function_case(73, q_shape=(2, 1, 4, 3), k_shape=(2, 1, 6, 3), dv=2,
+                                                              scale=0.5, is_causal=True),
         "encoder_layer_post_norm_relu": encoder_layer_case(10, norm_first=False, activation="relu"),
         "encoder_layer_post_norm_gelu": encoder_layer_case(11, norm_first=False, activation="gelu"),
         "encoder_layer_pre_norm_relu": encoder_layer_case(12, norm_first=True, activation="relu"),
