@@ -43,7 +43,7 @@ def short(t):
 
 
 def randn(*shape, scale=1.0):
-    return short(torch.randn(*shape, dtype=DTYPE) * scale)
+    return short(torch.randn(tuple(shape), dtype=DTYPE) * scale)  # shape () for a scalar
 
 
 def encode(t):
@@ -273,6 +273,39 @@ def attention_function_case(seed, *, q_shape, k_shape, dv, scale=None, mask=None
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
     config = {"scale": scale, "is_causal": is_causal, "bottom_right": bottom_right, "need_weights": need_weights}
     return finish_case("scaled_dot_product_attention", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def einsum_case(seed, equation, *shapes):
+    """torch.einsum itself: operands x0, x1, ... in order."""
+    torch.manual_seed(seed)
+    inputs = {f"x{i}": leaf(randn(*shape)) for i, shape in enumerate(shapes)}
+    outputs = {"output": torch.einsum(equation, *inputs.values())}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("einsum", {"equation": equation}, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def embedding_bag_case(seed, *, mode, weighted=False):
+    """F.embedding_bag over 1-D indices with offsets: a bag with a repeated index and an empty bag."""
+    torch.manual_seed(seed)
+    weight = leaf(randn(6, 3))  # weight: (V, D)
+    indices = torch.tensor([4, 1, 4, 0, 5, 2, 2], dtype=torch.int64)  # indices: (N)
+    offsets = torch.tensor([0, 3, 3, 5], dtype=torch.int64)  # four bags, the second empty
+    inputs = {"weight": weight, "indices": indices, "offsets": offsets}
+    per_sample = None
+    if weighted:
+        per_sample = leaf(randn(indices.numel()))
+        inputs["per_sample_weights"] = per_sample
+    outputs = {"output": F.embedding_bag(indices, weight, offsets, mode=mode, per_sample_weights=per_sample)}  # (B, D)
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("embedding_bag", {"mode": mode}, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def mse_loss_case(seed, reduction):
+    torch.manual_seed(seed)
+    inputs = {"input": leaf(randn(2, 3, 2)), "target": leaf(randn(2, 3, 2))}
+    outputs = {"output": F.mse_loss(inputs["input"], inputs["target"], reduction=reduction)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("mse_loss", {"reduction": reduction}, inputs, lambda grad: {}, outputs, cotangents)
 
 
 # ---------------------------------------------------------------- c. transformer layers
@@ -566,6 +599,23 @@ def main():
         "gru_2_layers": recurrent_case(55, "gru"),
         "gru_bidirectional_batch_first_lengths": recurrent_case(56, "gru", bidirectional=True, batch_first=True,
                                                                 lengths=[2, 5, 3]),
+        "einsum_matmul": einsum_case(80, "ij,jk->ik", (2, 3), (3, 4)),
+        "einsum_attention_scores": einsum_case(81, "bhqd,bhkd->bhqk", (2, 2, 3, 4), (2, 2, 5, 4)),
+        "einsum_diagonal": einsum_case(82, "ii->i", (3, 3)),
+        "einsum_trace": einsum_case(83, "ii", (3, 3)),
+        "einsum_repeated_label": einsum_case(84, "iij->j", (3, 3, 2)),
+        "einsum_outer": einsum_case(85, "i,j->ij", (3,), (4,)),
+        "einsum_size_1_broadcast": einsum_case(86, "ij,ij->ij", (3, 1), (3, 4)),
+        "einsum_ellipsis_batch": einsum_case(87, "...ij,...jk->...ik", (2, 1, 3, 4), (5, 4, 2)),
+        "einsum_ellipsis_trailing": einsum_case(88, "i...->i", (3, 2, 2)),
+        "einsum_implicit_order": einsum_case(89, "ba", (2, 3)),
+        "einsum_three_operands": einsum_case(90, "bn,anm,bm->ba", (2, 3), (4, 3, 2), (2, 2)),
+        "embedding_bag_sum": embedding_bag_case(91, mode="sum"),
+        "embedding_bag_sum_weighted": embedding_bag_case(92, mode="sum", weighted=True),
+        "embedding_bag_mean": embedding_bag_case(93, mode="mean"),
+        "mse_loss_none": mse_loss_case(94, "none"),
+        "mse_loss_mean": mse_loss_case(95, "mean"),
+        "mse_loss_sum": mse_loss_case(96, "sum"),
         "rnn_tanh_cell": cell_case(60, "rnn_tanh"),
         "rnn_relu_cell": cell_case(61, "rnn_relu"),
         "lstm_cell": cell_case(62, "lstm"),
