@@ -1,6 +1,7 @@
 // scaled_dot_product_attention as torch's F.scaled_dot_product_attention: any number of leading
 // axes (broadcast between q and k/v), scale, attn_mask (Bool keep or additive float), the two
-// causal alignments, dropout; hand-worked numbers, the math composition in float64 and gradchecks.
+// causal alignments, dropout; hand-worked numbers, the math composition in float64 and gradchecks
+// (one through dropout).
 
 #include <doctest/doctest.h>
 
@@ -224,6 +225,25 @@ TEST_CASE("sdpa: float64 gradcheck of the new paths (ranks, scale, both mask kin
         },
         {q, k, v});
   }
+}
+
+TEST_CASE("sdpa: float64 gradcheck with dropout on the weights (the same mask in every evaluation)") {
+  Generator gen(16);
+  Tensor q = randn({2, 2, 3, 4}, gen, kFloat64), k = randn({2, 2, 5, 4}, gen, kFloat64);
+  Tensor v = randn({2, 2, 5, 3}, gen, kFloat64);
+  Generator drops(17);
+  const auto attend = [&](const TensorList& in) {
+    drops.manual_seed(17);  // each evaluation draws the same mask, so the function is differentiable
+    return nn::scaled_dot_product_attention(in[0], in[1], in[2], causal(nn::CausalAlignment::BottomRight), 0.4, &drops)
+        .output;
+  };
+  // The mask drops some weights (the output differs from no dropout) but not all of them.
+  const Tensor dropped = attend({q, k, v});
+  CHECK(max_abs_diff(dropped,
+                     nn::scaled_dot_product_attention(q, k, v, causal(nn::CausalAlignment::BottomRight)).output) >
+        1e-3);
+  CHECK(max_abs_diff(dropped, zeros_like(dropped)) > 1e-3);
+  check_gradients(attend, {q, k, v});
 }
 
 TEST_CASE("sdpa: dropout draws from the default generator when given none") {
