@@ -2,8 +2,8 @@
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
 // causal, key padding, cross, cross with kv_dim, grouped-query and multi-query heads, the last
 // against the attention written with PyTorch's ops), scaled_dot_product_attention (scales, masks,
-// causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss, TransformerEncoderLayer and
-// TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
+// causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss,
+// TransformerEncoderLayer and TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
 // MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, from the golden fixture
 // tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
 //
@@ -159,6 +159,19 @@ nn::Activation activation_of(const std::string& name) {
   throw ValueError("torch_reference.json: unknown activation \"" + name + "\"");
 }
 
+nn::BagMode bag_mode_of(const std::string& name) {
+  if (name == "sum") return nn::BagMode::Sum;
+  if (name == "mean") return nn::BagMode::Mean;
+  throw ValueError("torch_reference.json: unknown embedding_bag mode \"" + name + "\"");
+}
+
+nn::Reduction reduction_of(const std::string& name) {
+  if (name == "none") return nn::Reduction::None;
+  if (name == "mean") return nn::Reduction::Mean;
+  if (name == "sum") return nn::Reduction::Sum;
+  throw ValueError("torch_reference.json: unknown reduction \"" + name + "\"");
+}
+
 nn::TransformerLayerOptions layer_options(const json& config, Generator& gen) {
   return nn::TransformerLayerOptions(config.at("d_model").get<std::int64_t>(),
                                      config.at("num_heads").get<std::int64_t>())
@@ -223,7 +236,7 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     };
   } else if (kind == "embedding_bag") {
     built.module = std::make_shared<nn::Module>();
-    const nn::BagMode mode = config.at("mode").get<std::string>() == "sum" ? nn::BagMode::Sum : nn::BagMode::Mean;
+    const nn::BagMode mode = bag_mode_of(config.at("mode").get<std::string>());
     built.forward = [mode](const TensorMap& in) {
       // weight: (V, D), indices: Int64 (N), offsets: Int64 (B), per_sample_weights: (N) or undefined -> (B, D)
       return TensorMap{{"output", nn::embedding_bag(in.at("weight"), in.at("indices"), in.at("offsets"), mode,
@@ -231,10 +244,7 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     };
   } else if (kind == "mse_loss") {
     built.module = std::make_shared<nn::Module>();
-    const std::string reduction = config.at("reduction").get<std::string>();
-    const nn::Reduction r = reduction == "none"  ? nn::Reduction::None
-                            : reduction == "sum" ? nn::Reduction::Sum
-                                                 : nn::Reduction::Mean;
+    const nn::Reduction r = reduction_of(config.at("reduction").get<std::string>());
     built.forward = [r](const TensorMap& in) {
       return TensorMap{{"output", nn::mse_loss(in.at("input"), in.at("target"), r)}};
     };

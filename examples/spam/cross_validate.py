@@ -16,8 +16,9 @@ for the model named by its train options and one for the Naive Bayes baseline):
   F1 by fold: the mean, lowest and highest of the runs' best validation F1.
 
 Every run is given --progress off. Each fold also picks its model's best step by its own validation
-F1, so the model's figures (not Naive Bayes') are slightly optimistic. Writes OUT/cross_validation.json with the same figures and the emails
-read wrong. Needs only the standard library.
+F1, so the model's figures (not Naive Bayes') are slightly optimistic. Writes
+OUT/cross_validation.json with the same figures and the emails read wrong. Needs only the
+standard library.
 """
 
 import argparse
