@@ -4,8 +4,10 @@
 // against the attention written with PyTorch's ops), scaled_dot_product_attention (scales, masks,
 // causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss,
 // TransformerEncoderLayer and TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
-// MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, from the golden fixture
-// tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
+// MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, and, against their
+// formulas written with PyTorch's ops, RMSNorm, rotary and sinusoidal positions, multi-head latent
+// attention, word2vec's losses, the information measures and the pointer sentinel, from the golden
+// fixture tests/data/torch_reference.json written by tests/torch_reference/make_reference.py.
 //
 // Each case holds the module's configuration, its inputs, every parameter under tapegrad's
 // state_dict name, PyTorch's outputs, a fixed cotangent per differentiable output, and the
@@ -24,6 +26,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -340,6 +343,93 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       if (cell == "lstm") out["c"] = next.c;
       return out;
     };
+  } else if (kind == "RMSNorm") {
+    nn::RMSNorm norm{nn::RMSNormOptions(config.at("dim").get<std::int64_t>()).eps(config.at("eps").get<double>())};
+    built.module = norm.ptr();
+    built.forward = [norm](const TensorMap& in) { return TensorMap{{"output", norm(in.at("x"))}}; };
+  } else if (kind == "RotaryEmbedding") {
+    nn::RotaryEmbedding rope(config.at("head_dim").get<std::int64_t>(), config.at("max_len").get<std::int64_t>());
+    built.module = rope.ptr();
+    built.forward = [rope, offset = config.at("offset").get<std::int64_t>()](const TensorMap& in) {
+      return TensorMap{{"output", rope(in.at("x"), offset)}};  // x: (..., T, Dh), positions offset ..
+    };
+  } else if (kind == "SinusoidalPositionalEncoding") {
+    // The table is a buffer, not a parameter: the case's module is a function holding the encoding.
+    nn::SinusoidalPositionalEncoding pe{
+        nn::SinusoidalPositionalEncodingOptions(config.at("max_len").get<std::int64_t>(),
+                                                config.at("dim").get<std::int64_t>())
+            .base(config.at("base").get<double>())};
+    pe->to(kFloat64);
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [pe, offset = config.at("offset").get<std::int64_t>()](const TensorMap& in) {
+      return TensorMap{{"output", pe(in.at("x"), offset)}};  // x: (B, T, dim)
+    };
+  } else if (kind == "MultiHeadLatentAttention") {
+    nn::MultiHeadLatentAttention mla{nn::MultiHeadLatentAttentionOptions(config.at("d_model").get<std::int64_t>(),
+                                                                         config.at("num_heads").get<std::int64_t>())
+                                         .q_lora_rank(config.at("q_lora_rank").get<std::int64_t>())
+                                         .kv_lora_rank(config.at("kv_lora_rank").get<std::int64_t>())
+                                         .qk_nope_head_dim(config.at("qk_nope_head_dim").get<std::int64_t>())
+                                         .qk_rope_head_dim(config.at("qk_rope_head_dim").get<std::int64_t>())
+                                         .v_head_dim(config.at("v_head_dim").get<std::int64_t>())
+                                         .max_len(config.at("max_len").get<std::int64_t>())
+                                         .norm_eps(config.at("norm_eps").get<double>())
+                                         .generator(&gen)};
+    built.module = mla.ptr();
+    built.forward = [mla, absorb = config.at("absorb").get<bool>(),
+                     prefix = config.at("prefix").get<std::int64_t>()](const TensorMap& in) {
+      const Tensor& x = in.at("x");  // (B, T, d_model) -> (B, T, d_model)
+      if (prefix == 0) return TensorMap{{"output", mla(x, nullptr, absorb)}};
+      // The first positions, then the rest after them through the latent cache (absorbed).
+      nn::MLACache cache;
+      const Tensor head = mla(x.narrow(1, 0, prefix), &cache);
+      const Tensor tail = mla(x.narrow(1, prefix, x.size(1) - prefix), &cache);
+      return TensorMap{{"output", concat({head, tail}, 1)}};
+    };
+  } else if (kind == "negative_sampling_loss") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [r = reduction_of(config.at("reduction").get<std::string>())](const TensorMap& in) {
+      // hidden: (B, D), positive: (B, D), negatives: (B, K, D)
+      return TensorMap{
+          {"output", nn::negative_sampling_loss(in.at("hidden"), in.at("positive"), in.at("negatives"), r)}};
+    };
+  } else if (kind == "hierarchical_softmax_loss") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [r = reduction_of(config.at("reduction").get<std::string>())](const TensorMap& in) {
+      // hidden: (B, D), nodes: (B, L, D), codes: (B, L) 0 or 1, mask: Bool (B, L)
+      return TensorMap{
+          {"output", nn::hierarchical_softmax_loss(in.at("hidden"), in.at("nodes"), in.at("codes"), in.at("mask"), r)}};
+    };
+  } else if (kind == "information") {
+    built.module = std::make_shared<nn::Module>();
+    const std::string measure = config.at("measure").get<std::string>();
+    const std::int64_t axis = config.at("axis").get<std::int64_t>();
+    const std::optional<double> base =
+        config.at("log_base").is_null() ? std::nullopt : std::optional<double>(config.at("log_base").get<double>());
+    if (measure != "entropy" && measure != "cross_entropy_between" && measure != "kl_divergence")
+      throw ValueError("torch_reference.json: unknown information measure \"" + measure + "\"");
+    built.forward = [measure, axis, base](const TensorMap& in) {
+      // p, q: probability vectors along axis, which is reduced away
+      if (measure == "entropy") return TensorMap{{"output", nn::entropy(in.at("p"), axis, base)}};
+      if (measure == "cross_entropy_between")
+        return TensorMap{{"output", nn::cross_entropy_between(in.at("p"), in.at("q"), axis, base)}};
+      return TensorMap{{"output", nn::kl_divergence(in.at("p"), in.at("q"), axis, base)}};
+    };
+  } else if (kind == "PointerSentinel") {
+    nn::PointerSentinel pointer{nn::PointerSentinelOptions(config.at("d_model").get<std::int64_t>())
+                                    .window(config.at("window").get<std::int64_t>())
+                                    .generator(&gen)};
+    built.module = pointer.ptr();
+    built.forward = [pointer](const TensorMap& in) {
+      // hidden: (B, T, d), tokens and targets: Int64 (B, T), logits: (B, T, V)
+      const nn::PointerSentinelOutput r = pointer(in.at("hidden"), in.at("tokens"), in.at("logits"), in.at("targets"));
+      return TensorMap{
+          {"log_probs", r.log_probs},
+          {"pointer_log_mass", r.pointer_log_mass},
+          {"gate", r.gate},
+          {"pointer_probs", r.pointer_probs},
+          {"log_distribution", pointer->log_distribution(in.at("hidden"), in.at("tokens"), in.at("logits"))}};
+    };
   } else {
     throw ValueError("torch_reference.json: unknown module kind \"" + kind + "\"");
   }
@@ -363,10 +453,16 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
   for (const auto& [param, entry] : c.at("params").items()) state.emplace_back(param, tensor_from(entry));
   module.load_state_dict(state);  // strict: the fixture names exactly the module's parameters
 
+  // Floating-point inputs are differentiated, but for those the case lists as constants.
+  std::set<std::string> constants;
+  for (const json& input : c.value("constant_inputs", json::array())) constants.insert(input.get<std::string>());
+  auto differentiated = [&constants](const std::string& input, const Tensor& t) {
+    return t.is_floating_point() && constants.count(input) == 0;
+  };
   TensorMap inputs;
   for (const auto& [input, entry] : c.at("inputs").items()) {
     Tensor t = tensor_from(entry);
-    if (t.is_floating_point()) t.requires_grad_();
+    if (differentiated(input, t)) t.requires_grad_();
     inputs[input] = t;
   }
 
@@ -393,13 +489,13 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
   for (const auto& named : inputs) {
     const std::string& input = named.first;
     const Tensor& t = named.second;
-    if (!t.is_floating_point()) continue;
+    if (!differentiated(input, t)) continue;
     REQUIRE_MESSAGE(input_grads.contains(input), "case " << name << ": no PyTorch gradient for input " << input);
     results.push_back(compare(name, "input_grads[" + input + "]", t.grad(), input_grads.at(input)));
   }
-  REQUIRE(input_grads.size() == static_cast<std::size_t>(std::count_if(inputs.begin(), inputs.end(), [](const auto& e) {
-            return e.second.is_floating_point();
-          })));
+  REQUIRE(input_grads.size() ==
+          static_cast<std::size_t>(std::count_if(inputs.begin(), inputs.end(),
+                                                 [&](const auto& e) { return differentiated(e.first, e.second); })));
 
   const json& param_grads = c.at("param_grads");
   const NamedTensors params = module.named_parameters();
@@ -456,6 +552,15 @@ const std::vector<std::string> kRecurrentCases = {"rnn_tanh_2_layers",
                                                   "gru_2_layers",
                                                   "gru_bidirectional_batch_first_lengths"};
 const std::vector<std::string> kCellCases = {"rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell"};
+const std::vector<std::string> kPositionAndNormCases = {"rms_norm", "rotary_4d", "rotary_offset",
+                                                        "sinusoidal_even_offset", "sinusoidal_odd_dim"};
+const std::vector<std::string> kLatentAttentionCases = {"latent_attention_q_lora", "latent_attention_q_proj_absorbed",
+                                                        "latent_attention_cached"};
+const std::vector<std::string> kWord2vecLossCases = {"negative_sampling_loss_mean", "negative_sampling_loss_none",
+                                                     "hierarchical_softmax_loss_mean", "hierarchical_softmax_loss_sum"};
+const std::vector<std::string> kInformationCases = {"entropy_bits", "cross_entropy_between_axis_1",
+                                                    "kl_divergence_axis_0"};
+const std::vector<std::string> kPointerSentinelCases = {"pointer_sentinel"};
 
 }  // namespace
 
@@ -464,9 +569,10 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group :
-       {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases, &kEinsumCases,
-        &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases})
+  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases,
+                            &kEinsumCases, &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases,
+                            &kRecurrentCases, &kCellCases, &kPositionAndNormCases, &kLatentAttentionCases,
+                            &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -529,6 +635,34 @@ TEST_CASE("torch reference: RNN, LSTM and GRU (stacked, bidirectional, batch_fir
 }
 
 TEST_CASE("torch reference: RNNCell, LSTMCell and GRUCell match PyTorch's") { check_cases(kCellCases); }
+
+TEST_CASE(
+    "torch reference: RMSNorm, RotaryEmbedding and SinusoidalPositionalEncoding (offsets, an odd dim) match their "
+    "formulas written with PyTorch's ops") {
+  check_cases(kPositionAndNormCases);
+}
+
+TEST_CASE(
+    "torch reference: MultiHeadLatentAttention naive, absorbed and through its latent cache matches the naive "
+    "attention written with PyTorch's ops") {
+  check_cases(kLatentAttentionCases);
+}
+
+TEST_CASE(
+    "torch reference: negative_sampling_loss and hierarchical_softmax_loss (masked paths) match F.logsigmoid "
+    "written out") {
+  check_cases(kWord2vecLossCases);
+}
+
+TEST_CASE("torch reference: entropy, cross_entropy_between and kl_divergence (axes, log base 2) match PyTorch's ops") {
+  check_cases(kInformationCases);
+}
+
+TEST_CASE(
+    "torch reference: PointerSentinel's log-space mixture, gate and log_distribution match the mixture in "
+    "probability space written with PyTorch's ops") {
+  check_cases(kPointerSentinelCases);
+}
 
 TEST_CASE("torch reference: a wrong parameter, value or gradient is reported with the case, tensor and worst element") {
   const json& original = fixture_case("mha_self");

@@ -129,7 +129,8 @@ def transformer_layer_state(layer, decoder):
 def finish_case(module_kind, config, inputs, state, outputs, cotangents, extra_outputs=None):
     """Runs backward of sum(o * cotangent) and packs the case.
 
-    inputs: name -> tensor (floating ones are leaves that require grad); state: a function
+    inputs: name -> tensor (floating ones are leaves that require grad, unless listed in the
+    case's "constant_inputs"); state: a function
     grad -> {tapegrad name: tensor}; outputs: name -> differentiable tensor."""
     loss = sum((outputs[name] * cotangents[name]).sum() for name in outputs)
     loss.backward()
@@ -143,9 +144,12 @@ def finish_case(module_kind, config, inputs, state, outputs, cotangents, extra_o
         "params": {name: encode(t) for name, t in params.items()},
         "outputs": {name: encode(t) for name, t in outputs.items()},
         "cotangents": {name: encode(t) for name, t in cotangents.items()},
-        "input_grads": {name: encode(t.grad) for name, t in inputs.items() if t.is_floating_point()},
+        "input_grads": {name: encode(t.grad) for name, t in inputs.items() if t.requires_grad},
         "param_grads": {name: encode(g) for name, g in grads.items()},
     }
+    constants = [name for name, t in inputs.items() if t.is_floating_point() and not t.requires_grad]
+    if constants:
+        case["constant_inputs"] = constants  # floating-point inputs without a gradient (Huffman codes)
     for name, t in (extra_outputs or {}).items():
         case["outputs"][name] = encode(t)
     return case
@@ -481,6 +485,193 @@ def moe_case(seed, *, weighting, activation, dim=4, num_experts=4, top_k=2, hidd
                        extra_outputs={"expert_indices": top_ids})
 
 
+# ---------------------------------------------------------------- g. positions, RMSNorm, latent attention
+# PyTorch 1.13 has none of these: each is written with its ops from the formulas in tapegrad's
+# headers (positions.h, layers.h, latent_attention.h).
+
+def rms_norm(x, weight, eps):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rotary(x, offset, base=10000.0):
+    """Interleaved-pair RoPE: pair i of position t rotated by t * base^(-2i / Dh)."""
+    t, dh = x.shape[-2], x.shape[-1]
+    angle = torch.arange(offset, offset + t, dtype=DTYPE)[:, None] * base ** (-2.0 * torch.arange(dh // 2) / dh)
+    cos, sin = angle.cos(), angle.sin()  # (T, Dh/2)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).reshape(x.shape)
+
+
+def rms_norm_case(seed, dim=5, shape=(2, 3), eps=1e-6):
+    torch.manual_seed(seed)
+    weight = leaf(short(1.0 + 0.3 * torch.randn(dim, dtype=DTYPE)))
+    x = leaf(randn(*shape, dim) * 2.0 + 0.5)  # x: (2, 3, dim)
+    outputs = {"output": rms_norm(x, weight, eps)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    state = lambda grad: {"weight": weight.grad if grad else weight}
+    return finish_case("RMSNorm", {"dim": dim, "eps": eps}, {"x": x}, state, outputs, cotangents)
+
+
+def rotary_case(seed, *, shape, offset, max_len=16):
+    torch.manual_seed(seed)
+    x = leaf(randn(*shape))  # x: (..., T, Dh)
+    outputs = {"output": rotary(x, offset)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"head_dim": shape[-1], "max_len": max_len, "offset": offset}
+    return finish_case("RotaryEmbedding", config, {"x": x}, lambda grad: {}, outputs, cotangents)
+
+
+def sinusoidal_case(seed, *, shape, offset, max_len=16, base=10000.0):
+    """x + PE[offset : offset + T]; an odd dim ends in a sine without its cosine."""
+    torch.manual_seed(seed)
+    x = leaf(randn(*shape))  # x: (B, T, dim)
+    t, dim = shape[-2], shape[-1]
+    pos = torch.arange(offset, offset + t, dtype=DTYPE)[:, None]
+    column = torch.arange(dim)
+    angle = pos / base ** ((column - column % 2) / dim)  # (T, dim): pair i's 2i / dim in both columns
+    table = torch.where(column % 2 == 0, angle.sin(), angle.cos())
+    outputs = {"output": x + table}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"dim": dim, "max_len": max_len, "offset": offset, "base": base}
+    return finish_case("SinusoidalPositionalEncoding", config, {"x": x}, lambda grad: {}, outputs, cotangents)
+
+
+def latent_attention_case(seed, *, q_lora_rank, absorb=False, prefix=0, d_model=6, num_heads=2, kv_lora_rank=4,
+                          nope=3, rope=2, v_dim=3, batch=2, t=5, eps=1e-6):
+    """Multi-head latent attention, naive form, causal over the whole sequence. tapegrad runs it
+    naive, absorbed (absorb) or in two calls through its latent cache (the first `prefix`
+    positions, then the rest): the same function each time."""
+    torch.manual_seed(seed)
+    h, qk = num_heads, nope + rope
+
+    def weight(out_features, in_features):
+        return leaf(randn(out_features, in_features, scale=1.0 / math.sqrt(in_features)))
+
+    params = {}
+    if q_lora_rank > 0:
+        params["q_a_proj.weight"] = weight(q_lora_rank, d_model)
+        params["q_a_layernorm.weight"] = leaf(short(1.0 + 0.3 * torch.randn(q_lora_rank, dtype=DTYPE)))
+        params["q_b_proj.weight"] = weight(h * qk, q_lora_rank)
+    else:
+        params["q_proj.weight"] = weight(h * qk, d_model)
+    params["kv_a_proj_with_mqa.weight"] = weight(kv_lora_rank + rope, d_model)
+    params["kv_a_layernorm.weight"] = leaf(short(1.0 + 0.3 * torch.randn(kv_lora_rank, dtype=DTYPE)))
+    params["kv_b_proj.weight"] = weight(h * (nope + v_dim), kv_lora_rank)
+    params["o_proj.weight"] = weight(d_model, h * v_dim)
+    x = leaf(randn(batch, t, d_model))  # x: (B, T, d_model)
+
+    if q_lora_rank > 0:
+        q = rms_norm(x @ params["q_a_proj.weight"].T, params["q_a_layernorm.weight"], eps) @ params["q_b_proj.weight"].T
+    else:
+        q = x @ params["q_proj.weight"].T
+    q = q.reshape(batch, t, h, qk).transpose(1, 2)  # (B, H, T, nope + rope)
+    q = torch.cat([q[..., :nope], rotary(q[..., nope:], 0)], dim=-1)
+    kv_a = x @ params["kv_a_proj_with_mqa.weight"].T  # (B, T, r + rope)
+    latent = rms_norm(kv_a[..., :kv_lora_rank], params["kv_a_layernorm.weight"], eps)
+    k_rope = rotary(kv_a[..., kv_lora_rank:].unsqueeze(1), 0)  # (B, 1, T, rope), shared by the heads
+    kv = (latent @ params["kv_b_proj.weight"].T).reshape(batch, t, h, nope + v_dim).transpose(1, 2)
+    k = torch.cat([kv[..., :nope], k_rope.expand(batch, h, t, rope)], dim=-1)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(qk)
+    scores = scores.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1), float("-inf"))
+    heads = (scores.softmax(-1) @ kv[..., nope:]).transpose(1, 2).reshape(batch, t, h * v_dim)
+    outputs = {"output": heads @ params["o_proj.weight"].T}  # (B, T, d_model)
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"d_model": d_model, "num_heads": num_heads, "q_lora_rank": q_lora_rank, "kv_lora_rank": kv_lora_rank,
+              "qk_nope_head_dim": nope, "qk_rope_head_dim": rope, "v_head_dim": v_dim, "max_len": 16,
+              "norm_eps": eps, "absorb": absorb, "prefix": prefix}
+    return finish_case("MultiHeadLatentAttention", config, {"x": x},
+                       lambda grad: {name: (p.grad if grad else p) for name, p in params.items()}, outputs,
+                       cotangents)
+
+
+# ---------------------------------------------------------------- h. word2vec's losses, information measures, pointer sentinel
+
+def reduce(per_example, reduction):
+    return {"none": per_example, "sum": per_example.sum(), "mean": per_example.mean()}[reduction]
+
+
+def negative_sampling_case(seed, reduction, batch=3, k=4, dim=5):
+    """-log sigmoid(h . u_o) - sum_k log sigmoid(-h . u_k) per example."""
+    torch.manual_seed(seed)
+    inputs = {"hidden": leaf(randn(batch, dim)), "positive": leaf(randn(batch, dim)),
+              "negatives": leaf(randn(batch, k, dim))}
+    h = inputs["hidden"]
+    per_example = -F.logsigmoid((h * inputs["positive"]).sum(-1)) - \
+        F.logsigmoid(-(inputs["negatives"] @ h.unsqueeze(-1)).squeeze(-1)).sum(-1)
+    outputs = {"output": reduce(per_example, reduction)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("negative_sampling_loss", {"reduction": reduction}, inputs, lambda grad: {}, outputs,
+                       cotangents)
+
+
+def hierarchical_softmax_case(seed, reduction, dim=4):
+    """-sum over the path's nodes of log sigmoid((1 - 2 code) h . v): three paths of lengths 3, 1, 2
+    padded to 3 (the mask), codes a constant input."""
+    torch.manual_seed(seed)
+    mask = torch.tensor([[True, True, True], [True, False, False], [True, True, False]])
+    codes = torch.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    inputs = {"hidden": leaf(randn(3, dim)), "nodes": leaf(randn(3, 3, dim)), "codes": codes, "mask": mask}
+    scores = (inputs["nodes"] @ inputs["hidden"].unsqueeze(-1)).squeeze(-1)  # (B, L)
+    per_example = -(F.logsigmoid((1.0 - 2.0 * codes) * scores) * mask).sum(-1)
+    outputs = {"output": reduce(per_example, reduction)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("hierarchical_softmax_loss", {"reduction": reduction}, inputs, lambda grad: {}, outputs,
+                       cotangents)
+
+
+def information_case(seed, measure, *, axis, log_base, shape=(2, 3, 4)):
+    """entropy, cross_entropy_between and kl_divergence of probability vectors along axis."""
+    torch.manual_seed(seed)
+    p = leaf(short(torch.randn(*shape, dtype=DTYPE).softmax(axis)))
+    q = leaf(short(torch.randn(*shape, dtype=DTYPE).softmax(axis)))
+    inputs = {"p": p} if measure == "entropy" else {"p": p, "q": q}
+    if measure == "entropy":
+        value = -(p * p.log()).sum(axis)
+    elif measure == "cross_entropy_between":
+        value = -(p * q.log()).sum(axis)
+    else:
+        value = (p * (p.log() - q.log())).sum(axis)
+    outputs = {"output": value / (math.log(log_base) if log_base else 1.0)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"measure": measure, "axis": axis, "log_base": log_base}
+    return finish_case("information", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def pointer_sentinel_case(seed, *, d=4, vocab=6, window=3):
+    """The pointer sentinel mixture in probability space (Merity et al.): a = softmax over the
+    visible positions' scores and the sentinel's, p(y) = g p_vocab(y) + the pointer's weight on the
+    positions holding y; tapegrad computes these in log space."""
+    torch.manual_seed(seed)
+    tokens = torch.tensor([[1, 3, 1, 4, 3], [2, 2, 5, 0, 2]])  # (B, T): repeats, so the pointer can copy
+    targets = torch.tensor([[3, 1, 4, 3, 5], [2, 5, 0, 2, 1]])  # next tokens, some outside the window
+    b, t = tokens.shape
+    query_weight = leaf(randn(d, d, scale=1.0 / math.sqrt(d)))
+    query_bias = leaf(randn(d, scale=0.2))
+    sentinel = leaf(randn(d, scale=0.5))
+    hidden = leaf(randn(b, t, d))
+    logits = leaf(randn(b, t, vocab))
+    q = torch.tanh(hidden @ query_weight.T + query_bias)
+    scores = torch.cat([q @ hidden.transpose(1, 2), (q @ sentinel).unsqueeze(-1)], dim=-1) / math.sqrt(d)
+    position = torch.arange(t)
+    shown = (position[None, :] <= position[:, None]) & (position[None, :] > position[:, None] - window)
+    shown = torch.cat([shown, torch.ones(t, 1, dtype=torch.bool)], dim=1)  # (T, T + 1), the sentinel always
+    a = scores.masked_fill(~shown, float("-inf")).softmax(-1)  # (B, T, T + 1)
+    gate = a[..., t]
+    on_target = (tokens[:, None, :] == targets[:, :, None]).to(DTYPE)  # (B, T, T): position i holds y_t
+    pointer = (a[..., :t] * on_target).sum(-1)
+    p_vocab = logits.softmax(-1)
+    outputs = {"log_probs": (gate * p_vocab.gather(2, targets.unsqueeze(-1)).squeeze(-1) + pointer).log(),
+               "pointer_log_mass": (gate + pointer).log(),
+               "log_distribution": (gate.unsqueeze(-1) * p_vocab + a[..., :t] @ F.one_hot(tokens, vocab).to(DTYPE))
+               .log()}  # (B, T, V): the copies' weights added to each token they hold
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    params = {"query.weight": query_weight, "query.bias": query_bias, "sentinel": sentinel}
+    return finish_case("PointerSentinel", {"d_model": d, "window": window},
+                       {"hidden": hidden, "tokens": tokens, "logits": logits, "targets": targets},
+                       lambda grad: {name: (p.grad if grad else p) for name, p in params.items()}, outputs,
+                       cotangents, extra_outputs={"gate": gate, "pointer_probs": pointer})
+
+
 # ---------------------------------------------------------------- main
 
 # ---------------------------------------------------------------- f. recurrent layers and cells
@@ -620,6 +811,22 @@ def main():
         "rnn_relu_cell": cell_case(61, "rnn_relu"),
         "lstm_cell": cell_case(62, "lstm"),
         "gru_cell": cell_case(63, "gru"),
+        "rms_norm": rms_norm_case(100),
+        "rotary_4d": rotary_case(101, shape=(2, 2, 5, 6), offset=0),
+        "rotary_offset": rotary_case(102, shape=(3, 4, 4), offset=7),
+        "sinusoidal_even_offset": sinusoidal_case(103, shape=(2, 4, 6), offset=3),
+        "sinusoidal_odd_dim": sinusoidal_case(104, shape=(2, 5, 5), offset=0),
+        "latent_attention_q_lora": latent_attention_case(105, q_lora_rank=4),
+        "latent_attention_q_proj_absorbed": latent_attention_case(106, q_lora_rank=0, absorb=True),
+        "latent_attention_cached": latent_attention_case(107, q_lora_rank=3, prefix=3),
+        "negative_sampling_loss_mean": negative_sampling_case(110, "mean"),
+        "negative_sampling_loss_none": negative_sampling_case(111, "none"),
+        "hierarchical_softmax_loss_mean": hierarchical_softmax_case(112, "mean"),
+        "hierarchical_softmax_loss_sum": hierarchical_softmax_case(113, "sum"),
+        "entropy_bits": information_case(114, "entropy", axis=-1, log_base=2.0),
+        "cross_entropy_between_axis_1": information_case(115, "cross_entropy_between", axis=1, log_base=None),
+        "kl_divergence_axis_0": information_case(116, "kl_divergence", axis=0, log_base=None),
+        "pointer_sentinel": pointer_sentinel_case(117),
     }
     fixture = {
         "generator": "tests/torch_reference/make_reference.py",
