@@ -313,7 +313,7 @@ TEST_CASE("moe: a capacity drops later choices first and equals the per-token lo
   }
 }
 
-TEST_CASE("moe: float64 gradcheck of noisy gating with a capacity, output and load loss") {
+TEST_CASE("moe: float64 gradcheck and gradgradcheck of noisy gating with a capacity, output and load loss") {
   nn::MixtureOfExperts moe = noisy_moe(0.75);
   moe->to(kFloat64);
   const Tensor x = randn({6, 6}, default_generator(), kFloat64);
@@ -322,8 +322,7 @@ TEST_CASE("moe: float64 gradcheck of noisy gating with a capacity, output and lo
     const nn::MoEOutput r = moe(x);
     return concat({r.output.reshape({-1}), r.load_loss.reshape({1})}, 0);
   };
-  const GradcheckResult result = gradcheck(f, {}, {}, moe->parameters());
-  CHECK_MESSAGE(result.passed, result.message());
+  check_gradients(f, {}, {}, moe->parameters());
   moe->noise_generator().manual_seed(3);
   CHECK(moe(x).dropped_assignments > 0);  // the capacity binds in what was checked
 }

@@ -12,6 +12,7 @@
 #include "testing.h"
 
 using namespace tapegrad;
+using tapegrad::testing::check_gradients;
 using tapegrad::testing::max_abs_diff;
 
 namespace {
@@ -60,7 +61,9 @@ nn::PointerNetwork small_pointer(std::uint64_t seed, std::int64_t hidden = 32, b
 
 }  // namespace
 
-TEST_CASE("RecurrentSeq2Seq (GRU and LSTM, with source lengths) and PointerNetwork pass float64 gradcheck") {
+TEST_CASE(
+    "RecurrentSeq2Seq (GRU and LSTM, with source lengths) and PointerNetwork pass float64 gradcheck and "
+    "gradgradcheck") {
   Generator gen(1);
   const Batch b = reversal_batch(2, 3, gen);
   const Tensor lengths = from_vector(std::vector<std::int64_t>{3, 2}, {2});
@@ -69,8 +72,7 @@ TEST_CASE("RecurrentSeq2Seq (GRU and LSTM, with source lengths) and PointerNetwo
     nn::RecurrentSeq2Seq model = small_seq2seq(2, cell, nn::AlignmentScore::Concat, 2);
     model->to(kFloat64);
     auto f = [&](const TensorList&) { return model(b.src, b.tgt_in, lengths); };
-    const GradcheckResult r = gradcheck(f, {}, model->named_parameters());
-    CHECK_MESSAGE(r.passed, r.message());
+    check_gradients(f, {}, model->named_parameters());
   }
   for (bool feed : {false, true}) {
     CAPTURE(feed);
@@ -78,8 +80,7 @@ TEST_CASE("RecurrentSeq2Seq (GRU and LSTM, with source lengths) and PointerNetwo
     ptr->to(kFloat64);
     const Tensor positions = from_vector(std::vector<std::int64_t>{2, 1, 0, 1, 0, 0}, {2, 3});
     auto g = [&](const TensorList&) { return log_softmax(ptr(b.src, positions), -1); };
-    const GradcheckResult r = gradcheck(g, {}, ptr->named_parameters());
-    CHECK_MESSAGE(r.passed, r.message());
+    check_gradients(g, {}, ptr->named_parameters());
   }
 }
 
@@ -313,7 +314,7 @@ nn::PointerNetwork location_pointer(std::uint64_t seed, std::int64_t hidden) {
 
 }  // namespace
 
-TEST_CASE("location-aware RecurrentSeq2Seq and PointerNetwork pass float64 gradcheck") {
+TEST_CASE("location-aware RecurrentSeq2Seq and PointerNetwork pass float64 gradcheck and gradgradcheck") {
   Generator gen(18);
   const Batch b = reversal_batch(2, 3, gen);
   const Tensor lengths = from_vector(std::vector<std::int64_t>{3, 2}, {2});
@@ -325,15 +326,13 @@ TEST_CASE("location-aware RecurrentSeq2Seq and PointerNetwork pass float64 gradc
                                  .generator(&init)};
   model->to(kFloat64);
   auto f = [&](const TensorList&) { return model(b.src, b.tgt_in, lengths); };
-  GradcheckResult r = gradcheck(f, {}, model->named_parameters());
-  CHECK_MESSAGE(r.passed, r.message());
+  check_gradients(f, {}, model->named_parameters());
   nn::PointerNetwork ptr = location_pointer(20, 2);
   ptr->to(kFloat64);
   const Tensor positions = from_vector(std::vector<std::int64_t>{2, 1, 0, 1, 0, 0}, {2, 3});
   // Probabilities rather than log-probabilities: padding has probability 0, log-probability -inf.
   auto g = [&](const TensorList&) { return softmax(ptr(b.src, positions, lengths), -1); };
-  r = gradcheck(g, {}, ptr->named_parameters());
-  CHECK_MESSAGE(r.passed, r.message());
+  check_gradients(g, {}, ptr->named_parameters());
 }
 
 TEST_CASE("location-aware decoding step by step, each step given the last attention, equals teacher forcing") {

@@ -126,6 +126,15 @@ inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs
   CHECK_MESSAGE(second.passed, "second order: " << second.message());
 }
 
+// The same with named parameters (module.named_parameters()), so a report names the parameter.
+inline void check_gradients(const GradcheckFunction& f, const TensorList& inputs, const NamedTensors& parameters,
+                            const GradcheckOptions& options = {}) {
+  const GradcheckResult first = gradcheck(f, inputs, parameters, options);
+  CHECK_MESSAGE(first.passed, first.message());
+  const GradcheckResult second = gradgradcheck(f, inputs, parameters, options);
+  CHECK_MESSAGE(second.passed, "second order: " << second.message());
+}
+
 // First derivatives only, for a function that is not twice differentiable; `reason` says why
 // (it is part of the test's source, for the reader).
 inline void check_first_order_gradients(const char* reason, const GradcheckFunction& f, const TensorList& inputs,
