@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <iomanip>
 #include <map>
@@ -35,26 +34,22 @@
 #include <nlohmann/json.hpp>
 
 #include "tapegrad/nn/nn.h"
+#include "tests/fixture_tensor.h"
 
 using namespace tapegrad;
 using json = nlohmann::json;
+using tapegrad::testing::dtype_of;
+using tapegrad::testing::shape_of;
+using tapegrad::testing::tensor_from;
 
 namespace {
 
 constexpr double kAbsTol = 1e-10;
 constexpr double kRelTol = 1e-10;
 
-const std::string kFixturePath = std::string(TAPEGRAD_TEST_DATA_DIR) + "/torch_reference.json";
-
 // The whole fixture, read once.
 const json& fixture() {
-  static const json data = [] {
-    std::ifstream in(kFixturePath);
-    if (!in)
-      throw IoError("cannot open " + kFixturePath +
-                    "; regenerate it with /usr/bin/python3 tests/torch_reference/make_reference.py");
-    return json::parse(in);
-  }();
+  static const json data = tapegrad::testing::read_fixture("torch_reference.json", "make_reference.py");
   return data;
 }
 
@@ -65,19 +60,6 @@ const json& fixture_case(const std::string& name) {
 }
 
 // ---------------------------------------------------------------- fixture tensors
-
-Shape shape_of(const json& entry) { return Shape(entry.at("shape").get<std::vector<std::int64_t>>()); }
-
-std::string dtype_of(const json& entry) { return entry.value("dtype", std::string("float64")); }
-
-// {"shape": [...], "data": [...], "dtype": "bool" | "int64" | absent (float64)} -> Tensor.
-Tensor tensor_from(const json& entry) {
-  const Shape shape = shape_of(entry);
-  const std::string dtype = dtype_of(entry);
-  if (dtype == "bool") return from_vector(entry.at("data").get<std::vector<bool>>(), shape);
-  if (dtype == "int64") return from_vector(entry.at("data").get<std::vector<std::int64_t>>(), shape);
-  return from_vector(entry.at("data").get<std::vector<double>>(), shape);
-}
 
 // (i, j, ...) of a row-major flat index.
 std::string multi_index(std::int64_t flat, const Shape& shape) {

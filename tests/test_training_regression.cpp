@@ -1,0 +1,147 @@
+// The training regression test: a small nn::LanguageModel trained as PyTorch 1.13 trained the same
+// model from the same start (tests/data/training_trajectory.json, written by
+// tests/torch_reference/make_training.py): AdamW, gradient-norm clipping, warm-up + cosine schedule,
+// a dozen steps on a copy task. In float64 every step's loss, gradient norm and learning rate, the
+// held-out loss and the final parameters must agree with PyTorch's; in float32 the losses must stay
+// within float32's rounding of them. A change anywhere in the forward, backward, clipping,
+// optimiser or schedule shows up here as a different trajectory.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tests/fixture_tensor.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using json = nlohmann::json;
+using tapegrad::testing::max_abs_diff;
+using tapegrad::testing::tensor_from;
+
+namespace {
+
+// The whole fixture, read once.
+const json& fixture() {
+  static const json data = tapegrad::testing::read_fixture("training_trajectory.json", "make_training.py");
+  return data;
+}
+
+NamedTensors parameters_of(const json& entries) {
+  NamedTensors state;
+  for (const auto& [name, entry] : entries.items()) state.emplace_back(name, tensor_from(entry));
+  return state;
+}
+
+struct Trajectory {
+  std::vector<double> losses, grad_norms, learning_rates;
+  double held_out_loss = 0.0;
+  NamedTensors final_parameters;
+};
+
+// The mean cross-entropy of predicting batch[:, 1:] from batch[:, :-1]; batch: Int64 (B, T + 1).
+Tensor loss_of(nn::LanguageModel& model, const Tensor& batch) {
+  const std::int64_t t = batch.size(1) - 1;
+  const Tensor logits = model(batch.narrow(1, 0, t));  // (B, T, V)
+  return nn::cross_entropy(logits.reshape({-1, logits.size(2)}), batch.narrow(1, 1, t).reshape({-1}));
+}
+
+// make_training.py's run, in tapegrad, with the parameters in `dtype`.
+Trajectory train(DType dtype) {
+  const json& c = fixture().at("config");
+  auto get = [&c](const char* key) { return c.at(key).get<std::int64_t>(); };
+  nn::LanguageModel model{nn::LanguageModelOptions()
+                              .vocab_size(get("vocab_size"))
+                              .max_len(get("max_len"))
+                              .num_layers(get("num_layers"))
+                              .layer(nn::TransformerLayerOptions(get("d_model"), get("num_heads"))
+                                         .dim_feedforward(get("ff_hidden"))
+                                         .activation(nn::Activation::GELU)
+                                         .norm_first(true)
+                                         .dropout(0.0)
+                                         .layer_norm_eps(c.at("layer_norm_eps").get<double>()))};
+  model->to(kFloat64);
+  model->load_state_dict(parameters_of(fixture().at("initial_parameters")));  // strict: every name
+  model->to(dtype);
+
+  const std::vector<double> betas = c.at("betas").get<std::vector<double>>();
+  optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.at("lr").get<double>())
+                                            .betas({betas.at(0), betas.at(1)})
+                                            .eps(c.at("eps").get<double>())
+                                            .weight_decay(c.at("weight_decay").get<double>()));
+  optim::Scheduler schedule(
+      opt, optim::cosine_with_warmup(get("warmup_steps"), get("steps"), c.at("min_lr_ratio").get<double>()));
+  Trajectory out;
+  for (const json& entry : fixture().at("batches")) {
+    opt.zero_grad();
+    const Tensor loss = loss_of(model, tensor_from(entry));
+    loss.backward();
+    out.grad_norms.push_back(optim::clip_grad_norm(model->parameters(), c.at("max_grad_norm").get<double>()));
+    out.losses.push_back(loss.item<double>());
+    out.learning_rates.push_back(opt.param_groups().at(0).lr.value());
+    opt.step();
+    schedule.step();
+  }
+  {
+    const NoGradGuard no_grad;
+    out.held_out_loss = loss_of(model, tensor_from(fixture().at("held_out_batch"))).item<double>();
+  }
+  out.final_parameters = model->named_parameters();
+  return out;
+}
+
+// Every element of got within tol of expected, relative to max(1, |expected|); says which step.
+void check_series(const char* what, const std::vector<double>& got, const json& expected, double tol) {
+  const std::vector<double> want = expected.get<std::vector<double>>();
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(what << " at step " << i << ": tapegrad " << got[i] << ", PyTorch " << want[i]);
+    CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("training regression: the fixture is PyTorch 1.13's float64 run, and it learned") {
+  const json& data = fixture();
+  CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
+  CHECK(data.at("dtype").get<std::string>() == "float64");
+  const std::vector<double> losses = data.at("losses").get<std::vector<double>>();
+  REQUIRE(losses.size() == static_cast<std::size_t>(data.at("config").at("steps").get<std::int64_t>()));
+  CHECK(data.at("held_out_loss").get<double>() < losses.front() - 0.3);  // the copy task's second half is learned
+  // Clipping binds: every step's norm is above max_grad_norm.
+  for (const double norm : data.at("grad_norms").get<std::vector<double>>())
+    CHECK(norm > data.at("config").at("max_grad_norm").get<double>());
+}
+
+TEST_CASE(
+    "training regression: float64 training of a small language model follows PyTorch's trajectory (loss, gradient "
+    "norm, learning rate, held-out loss, final parameters)") {
+  const Trajectory run = train(kFloat64);
+  const json& data = fixture();
+  check_series("loss", run.losses, data.at("losses"), 1e-10);
+  check_series("gradient norm", run.grad_norms, data.at("grad_norms"), 1e-10);
+  check_series("learning rate", run.learning_rates, data.at("learning_rates"), 1e-15);
+  CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-10));
+  const json& final = data.at("final_parameters");
+  REQUIRE(run.final_parameters.size() == final.size());
+  for (const auto& [name, p] : run.final_parameters) {
+    INFO("final parameter " << name);
+    REQUIRE(final.contains(name));
+    CHECK(max_abs_diff(p, tensor_from(final.at(name))) < 1e-9);  // 4e-12 seen (the key bias: zero gradient, rounding)
+  }
+}
+
+TEST_CASE("training regression: float32 training stays within float32 rounding of PyTorch's float64 losses") {
+  const Trajectory run = train(kFloat32);
+  const json& data = fixture();
+  check_series("float32 loss", run.losses, data.at("losses"), 1e-5);  // 1.2e-7 seen
+  CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-5));
+  CHECK(run.final_parameters.front().second.dtype() == kFloat32);
+}
