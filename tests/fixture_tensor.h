@@ -23,9 +23,7 @@ inline nlohmann::json read_fixture(const std::string& file, const std::string& g
   return nlohmann::json::parse(in);
 }
 
-inline Shape shape_of(const nlohmann::json& entry) {
-  return Shape(entry.at("shape").get<std::vector<std::int64_t>>());
-}
+inline Shape shape_of(const nlohmann::json& entry) { return Shape(entry.at("shape").get<std::vector<std::int64_t>>()); }
 
 inline std::string dtype_of(const nlohmann::json& entry) { return entry.value("dtype", std::string("float64")); }
 

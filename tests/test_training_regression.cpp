@@ -2,14 +2,16 @@
 // model from the same start (tests/data/training_trajectory.json, written by
 // tests/torch_reference/make_training.py): AdamW, gradient-norm clipping, warm-up + cosine schedule,
 // a dozen steps on a copy task. In float64 every step's loss, gradient norm and learning rate, the
-// held-out loss and the final parameters must agree with PyTorch's; in float32 the losses must stay
+// held-out loss and the final parameters must agree with PyTorch's, trained by hand and by the
+// Trainer (interrupted after 6 steps and resumed from its checkpoint); in float32 the losses must stay
 // within float32's rounding of them. A change anywhere in the forward, backward, clipping,
-// optimiser or schedule shows up here as a different trajectory.
+// optimiser, schedule or checkpoint shows up here as a different trajectory.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 
 #include "tapegrad/nn/nn.h"
 #include "tapegrad/optim/optim.h"
+#include "tapegrad/train/trainer.h"
 #include "tests/fixture_tensor.h"
 #include "tests/testing.h"
 
@@ -52,8 +55,8 @@ Tensor loss_of(nn::LanguageModel& model, const Tensor& batch) {
   return nn::cross_entropy(logits.reshape({-1, logits.size(2)}), batch.narrow(1, 1, t).reshape({-1}));
 }
 
-// make_training.py's run, in tapegrad, with the parameters in `dtype`.
-Trajectory train(DType dtype) {
+// make_training.py's model, loaded with its initial parameters, in `dtype`.
+nn::LanguageModel initial_model(DType dtype) {
   const json& c = fixture().at("config");
   auto get = [&c](const char* key) { return c.at(key).get<std::int64_t>(); };
   nn::LanguageModel model{nn::LanguageModelOptions()
@@ -69,30 +72,55 @@ Trajectory train(DType dtype) {
   model->to(kFloat64);
   model->load_state_dict(parameters_of(fixture().at("initial_parameters")));  // strict: every name
   model->to(dtype);
+  return model;
+}
 
-  const std::vector<double> betas = c.at("betas").get<std::vector<double>>();
-  optim::AdamW opt(model->parameters(), optim::AdamWOptions(c.at("lr").get<double>())
-                                            .betas({betas.at(0), betas.at(1)})
-                                            .eps(c.at("eps").get<double>())
-                                            .weight_decay(c.at("weight_decay").get<double>()));
-  optim::Scheduler schedule(
-      opt, optim::cosine_with_warmup(get("warmup_steps"), get("steps"), c.at("min_lr_ratio").get<double>()));
+// The model, its optimiser and its schedule as make_training.py sets them up.
+struct Setup {
+  explicit Setup(DType dtype)
+      : model(initial_model(dtype)),
+        optimizer(model->parameters(), adamw_options()),
+        schedule(optimizer, optim::cosine_with_warmup(config_int("warmup_steps"), config_int("steps"),
+                                                      config_double("min_lr_ratio"))) {}
+
+  static std::int64_t config_int(const char* key) { return fixture().at("config").at(key).get<std::int64_t>(); }
+  static double config_double(const char* key) { return fixture().at("config").at(key).get<double>(); }
+  static optim::AdamWOptions adamw_options() {
+    const std::vector<double> betas = fixture().at("config").at("betas").get<std::vector<double>>();
+    return optim::AdamWOptions(config_double("lr"))
+        .betas({betas.at(0), betas.at(1)})
+        .eps(config_double("eps"))
+        .weight_decay(config_double("weight_decay"));
+  }
+
+  nn::LanguageModel model;
+  optim::AdamW optimizer;
+  optim::Scheduler schedule;
+};
+
+Tensor batch_at(std::int64_t step) { return tensor_from(fixture().at("batches").at(static_cast<std::size_t>(step))); }
+
+double held_out_loss(nn::LanguageModel& model) {
+  const NoGradGuard no_grad;
+  return loss_of(model, tensor_from(fixture().at("held_out_batch"))).item<double>();
+}
+
+// make_training.py's loop, written out as a user would: zero_grad, forward, backward, clip, step.
+Trajectory train_by_hand(DType dtype) {
+  Setup run(dtype);
   Trajectory out;
-  for (const json& entry : fixture().at("batches")) {
-    opt.zero_grad();
-    const Tensor loss = loss_of(model, tensor_from(entry));
+  for (std::int64_t step = 0; step < Setup::config_int("steps"); ++step) {
+    run.optimizer.zero_grad();
+    const Tensor loss = loss_of(run.model, batch_at(step));
     loss.backward();
-    out.grad_norms.push_back(optim::clip_grad_norm(model->parameters(), c.at("max_grad_norm").get<double>()));
+    out.grad_norms.push_back(optim::clip_grad_norm(run.model->parameters(), Setup::config_double("max_grad_norm")));
     out.losses.push_back(loss.item<double>());
-    out.learning_rates.push_back(opt.param_groups().at(0).lr.value());
-    opt.step();
-    schedule.step();
+    out.learning_rates.push_back(run.optimizer.param_groups().at(0).lr.value());
+    run.optimizer.step();
+    run.schedule.step();
   }
-  {
-    const NoGradGuard no_grad;
-    out.held_out_loss = loss_of(model, tensor_from(fixture().at("held_out_batch"))).item<double>();
-  }
-  out.final_parameters = model->named_parameters();
+  out.held_out_loss = held_out_loss(run.model);
+  out.final_parameters = run.model->named_parameters();
   return out;
 }
 
@@ -103,6 +131,19 @@ void check_series(const char* what, const std::vector<double>& got, const json& 
   for (std::size_t i = 0; i < want.size(); ++i) {
     INFO(what << " at step " << i << ": tapegrad " << got[i] << ", PyTorch " << want[i]);
     CHECK(std::abs(got[i] - want[i]) <= tol * std::max(1.0, std::abs(want[i])));
+  }
+}
+
+// The held-out loss and the final parameters of a float64 run against PyTorch's.
+void check_float64_end(const Trajectory& run) {
+  const json& data = fixture();
+  CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-10));
+  const json& final = data.at("final_parameters");
+  REQUIRE(run.final_parameters.size() == final.size());
+  for (const auto& [name, p] : run.final_parameters) {
+    INFO("final parameter " << name);
+    REQUIRE(final.contains(name));
+    CHECK(max_abs_diff(p, tensor_from(final.at(name))) < 1e-9);  // 4e-12 seen (the key bias: zero gradient, rounding)
   }
 }
 
@@ -123,23 +164,57 @@ TEST_CASE("training regression: the fixture is PyTorch 1.13's float64 run, and i
 TEST_CASE(
     "training regression: float64 training of a small language model follows PyTorch's trajectory (loss, gradient "
     "norm, learning rate, held-out loss, final parameters)") {
-  const Trajectory run = train(kFloat64);
+  const Trajectory run = train_by_hand(kFloat64);
   const json& data = fixture();
   check_series("loss", run.losses, data.at("losses"), 1e-10);
   check_series("gradient norm", run.grad_norms, data.at("grad_norms"), 1e-10);
   check_series("learning rate", run.learning_rates, data.at("learning_rates"), 1e-15);
-  CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-10));
-  const json& final = data.at("final_parameters");
-  REQUIRE(run.final_parameters.size() == final.size());
-  for (const auto& [name, p] : run.final_parameters) {
-    INFO("final parameter " << name);
-    REQUIRE(final.contains(name));
-    CHECK(max_abs_diff(p, tensor_from(final.at(name))) < 1e-9);  // 4e-12 seen (the key bias: zero gradient, rounding)
+  check_float64_end(run);
+}
+
+TEST_CASE(
+    "training regression: the Trainer, stopped after 6 steps and resumed from its checkpoint, follows PyTorch's "
+    "float64 trajectory") {
+  tapegrad::testing::TempDir dir;
+  Trajectory seen;
+  for (const std::int64_t max_steps : {std::int64_t{6}, Setup::config_int("steps")}) {
+    CAPTURE(max_steps);
+    Setup run(kFloat64);  // a new process's start: the first parameters, until the checkpoint is read
+    train::TrainerOptions options;
+    options.max_steps = max_steps;
+    options.clip_grad_norm = Setup::config_double("max_grad_norm");
+    options.log_every = 1;
+    options.run_dir = (dir.path / "run").string();
+    options.progress = train::Progress::Off;
+    options.out = nullptr;
+    train::Trainer trainer(run.model, run.optimizer, options);
+    trainer.set_scheduler(&run.schedule);
+    const train::TrainResult result = trainer.fit([&run](std::int64_t step) {
+      const Tensor batch = batch_at(step);
+      return train::StepOutput{loss_of(run.model, batch), batch.size(0), batch.size(0) * (batch.size(1) - 1)};
+    });
+    CHECK(result.resumed_from == (max_steps == 6 ? -1 : 6));
+    seen.held_out_loss = held_out_loss(run.model);
+    seen.final_parameters = run.model->named_parameters();
   }
+  // metrics.jsonl: a line per step (log_every 1), the resumed call's after the first call's.
+  std::ifstream lines(dir.path / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(lines, line);) {
+    const json entry = json::parse(line);
+    CHECK(entry.at("step").get<std::int64_t>() == static_cast<std::int64_t>(seen.losses.size()) + 1);
+    seen.losses.push_back(entry.at("step_loss").get<double>());
+    seen.grad_norms.push_back(entry.at("grad_norm").get<double>());
+    seen.learning_rates.push_back(entry.at("lr").get<double>());
+  }
+  const json& data = fixture();
+  check_series("Trainer loss", seen.losses, data.at("losses"), 1e-10);
+  check_series("Trainer gradient norm", seen.grad_norms, data.at("grad_norms"), 1e-10);
+  check_series("Trainer learning rate", seen.learning_rates, data.at("learning_rates"), 1e-15);
+  check_float64_end(seen);
 }
 
 TEST_CASE("training regression: float32 training stays within float32 rounding of PyTorch's float64 losses") {
-  const Trajectory run = train(kFloat32);
+  const Trajectory run = train_by_hand(kFloat32);
   const json& data = fixture();
   check_series("float32 loss", run.losses, data.at("losses"), 1e-5);  // 1.2e-7 seen
   CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-5));

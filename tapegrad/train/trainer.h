@@ -221,7 +221,8 @@ class Trainer {
   // are put back after it). Set before training; a resumed run needs it if the checkpoint has one and
   // refuses a checkpoint without one. nullptr: none. It must outlive the trainer.
   void set_ema(ModelEma* ema, bool evaluate_on_ema = false);
-  // Called after every step; training stops when it returns true. Empty: none.
+  // Called after every step that does not already end the run (max_steps, the time budget, early
+  // stopping); training stops when it returns true. Empty: none.
   void set_stop_callback(StopFn stop);
   // The generator's state is checkpointed under name and restored on resume (ValueError on an empty or
   // repeated name, or one starting with "model."). The generator must outlive the trainer. The model's
