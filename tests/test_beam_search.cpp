@@ -290,3 +290,34 @@ TEST_CASE(
       nn::beam_search(silent, zeros({2, 1}, kInt64), o),
       "beam_search: the coverage penalty needs the decoder's attention (6, S); this decoder gives none", ValueError);
 }
+
+// A decoder that returns log-probabilities of a fixed shape whatever it is asked, as a decoder with a
+// forgotten select(1, -1) or a wrong reorder would.
+class FixedShapeDecoder : public nn::Decoder {
+ public:
+  explicit FixedShapeDecoder(Shape shape) : shape_(std::move(shape)) {}
+  Tensor start(const Tensor&) override { return zeros(shape_); }
+  Tensor step(const Tensor&) override { return zeros(shape_); }
+  void reorder(const Tensor&) override {}
+
+ private:
+  Shape shape_;
+};
+
+TEST_CASE("beam_search refuses a decoder's log-probabilities of the wrong shape instead of reading past them") {
+  nn::BeamSearchOptions o;
+  o.beam_size = 4;
+  o.max_new_tokens = 3;
+  const Tensor prompt = zeros({2, 1}, kInt64);  // 2 prompts x 4 beams = 8 rows
+  FixedShapeDecoder too_few(Shape{1, 5});
+  CHECK_THROWS_WITH_AS(nn::beam_search(too_few, prompt, o),
+                       "beam_search: the decoder's log-probabilities must be (8, V) with V >= 1 (one row per beam), "
+                       "got (1,5) at step 0",
+                       ShapeError);
+  FixedShapeDecoder three_d(Shape{8, 3, 5});
+  CHECK_THROWS_AS(nn::beam_search(three_d, prompt, o), ShapeError);
+  FixedShapeDecoder empty(Shape{8, 0});
+  CHECK_THROWS_AS(nn::beam_search(empty, prompt, o), ShapeError);
+  FixedShapeDecoder right(Shape{8, 5});
+  CHECK(nn::beam_search(right, prompt, o).size() == 2);
+}

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,29 @@ TEST_CASE("positions: sinusoidal forward adds the first T rows, offsets, dtypes,
                        "SinusoidalPositionalEncoding: expected input (..., T, 4), got shape (1,3,6)", ShapeError);
   CHECK_THROWS_WITH_AS(nn::SinusoidalPositionalEncoding(0, 4),
                        "SinusoidalPositionalEncoding: max_len and dim must be positive, got 0 and 4", ValueError);
+}
+
+TEST_CASE("positions: tables too large to hold and offsets past any int64 are refused, not overflowed") {
+  // max_len x dim wraps an int64 to 0 here: the table would have been a vector of no elements.
+  CHECK_THROWS_WITH_AS(nn::SinusoidalPositionalEncoding(std::int64_t{1} << 61, 8),
+                       "SinusoidalPositionalEncoding: a table of max_len 2305843009213693952 x dim 8 is too large (at "
+                       "most 4294967296 elements)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::RotaryEmbedding(16, std::int64_t{1} << 61),
+                       "RotaryEmbedding: a table of max_len 2305843009213693952 x dim 16 is too large (at most "
+                       "4294967296 elements)",
+                       ValueError);
+  CHECK_THROWS_AS(nn::LearnedPositionEmbedding(std::int64_t{1} << 40, 8), ValueError);
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+  nn::RotaryEmbedding rope(4, 8);
+  CHECK_THROWS_WITH_AS(rope(ones({1, 1, 2, 4}), huge),
+                       "RotaryEmbedding: positions 9223372036854775807..9223372036854775808 (offset "
+                       "9223372036854775807, length 2) exceed max_len 8",
+                       ValueError);
+  nn::SinusoidalPositionalEncoding pe(8, 4);
+  CHECK_THROWS_AS(pe(ones({1, 2, 4}), huge - 1), ValueError);
+  nn::LearnedPositionEmbedding learned(8, 4);
+  CHECK_THROWS_AS(learned(ones({1, 2, 4}), huge), ValueError);
 }
 
 TEST_CASE("positions: sinusoidal table in the model's dtype, with a base option") {

@@ -253,6 +253,10 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
   const double final_penalty = gnmt_length_penalty(options.max_new_tokens, options.length_penalty);
 
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
+    // What a Decoder returns is read row by row below: a wrong shape must not be read out of bounds.
+    if (logits.dim() != 2 || logits.shape()[0] != rows || logits.shape()[1] < 1)
+      throw ShapeError(message("beam_search: the decoder's log-probabilities must be (", rows,
+                               ", V) with V >= 1 (one row per beam), got ", logits.shape().str(), " at step ", step));
     const std::int64_t vocab = logits.shape()[1];
     const std::vector<double> logp = log_softmax(logits.to(kFloat64), -1).to_vector<double>();
     std::vector<Beam> next(static_cast<std::size_t>(rows));

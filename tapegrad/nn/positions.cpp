@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,15 +20,23 @@ std::int64_t check_positions(const char* module, const Tensor& x, std::int64_t d
     throw TypeError(message(module, ": expected a floating-point input, got ", dtype_name(x.dtype())));
   const std::int64_t length = x.size(-2);
   if (offset < 0) throw ValueError(message(module, ": offset must be >= 0, got ", offset));
-  if (offset + length > max_len)
-    throw ValueError(message(module, ": positions ", offset, "..", offset + length - 1, " (offset ", offset,
-                             ", length ", length, ") exceed max_len ", max_len));
+  if (offset > max_len - length) {  // offset + length > max_len, without overflowing for a huge offset
+    const std::uint64_t last = static_cast<std::uint64_t>(offset) + static_cast<std::uint64_t>(length) - 1;
+    throw ValueError(message(module, ": positions ", offset, "..", last, " (offset ", offset, ", length ", length,
+                             ") exceed max_len ", max_len));
+  }
   return length;
 }
+
+// The tables are computed in double: (max_len, dim) of them must fit in memory, and the product in an int64.
+constexpr std::int64_t kMaxTableElements = std::int64_t{1} << 32;
 
 void check_sizes(const char* module, std::int64_t max_len, std::int64_t dim) {
   if (max_len <= 0 || dim <= 0)
     throw ValueError(message(module, ": max_len and dim must be positive, got ", max_len, " and ", dim));
+  if (max_len > kMaxTableElements / dim)
+    throw ValueError(message(module, ": a table of max_len ", max_len, " x dim ", dim, " is too large (at most ",
+                             kMaxTableElements, " elements)"));
 }
 
 // pos / base^(2i / dim) for column 2i and 2i + 1; computed in double whatever the table's dtype.
