@@ -35,4 +35,11 @@ inline Tensor tensor_from(const nlohmann::json& entry) {
   return from_vector(entry.at("data").get<std::vector<double>>(), shape);
 }
 
+// {name: tensor entry, ...} -> named tensors, in the file's order (a state dict to load).
+inline NamedTensors named_tensors_from(const nlohmann::json& entries) {
+  NamedTensors out;
+  for (const auto& [name, entry] : entries.items()) out.emplace_back(name, tensor_from(entry));
+  return out;
+}
+
 }  // namespace tapegrad::testing

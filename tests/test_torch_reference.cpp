@@ -431,9 +431,8 @@ std::vector<Comparison> evaluate_case(const std::string& name, const json& c) {
   nn::Module& module = *built.module;
   module.to(kFloat64);
 
-  NamedTensors state;
-  for (const auto& [param, entry] : c.at("params").items()) state.emplace_back(param, tensor_from(entry));
-  module.load_state_dict(state);  // strict: the fixture names exactly the module's parameters
+  module.load_state_dict(tapegrad::testing::named_tensors_from(
+      c.at("params")));  // strict: the fixture names exactly the module's parameters
 
   // Floating-point inputs are differentiated, but for those the case lists as constants.
   std::set<std::string> constants;

@@ -36,12 +36,6 @@ const json& fixture() {
   return data;
 }
 
-NamedTensors parameters_of(const json& entries) {
-  NamedTensors state;
-  for (const auto& [name, entry] : entries.items()) state.emplace_back(name, tensor_from(entry));
-  return state;
-}
-
 struct Trajectory {
   std::vector<double> losses, grad_norms, learning_rates;
   double held_out_loss = 0.0;
@@ -70,7 +64,8 @@ nn::LanguageModel initial_model(DType dtype) {
                                          .dropout(0.0)
                                          .layer_norm_eps(c.at("layer_norm_eps").get<double>()))};
   model->to(kFloat64);
-  model->load_state_dict(parameters_of(fixture().at("initial_parameters")));  // strict: every name
+  model->load_state_dict(
+      tapegrad::testing::named_tensors_from(fixture().at("initial_parameters")));  // strict: every name
   model->to(dtype);
   return model;
 }
