@@ -130,6 +130,9 @@ TEST_CASE("alignment attention errors name the problem") {
           attn(zeros({2, 3}), keys, from_vector(std::vector<bool>{false, true, true, true, true, true}, {2, 3}));
         }) == "AlignmentAttention: every source position of row 1 is padding; nothing to attend to");
   CHECK(message([&] {
+          attn(zeros({2, 3}), zeros({2, 0, 4}));
+        }) == "AlignmentAttention: keys (2,0,4) have no source positions; nothing to attend to");
+  CHECK(message([&] {
           attn(zeros({2, 5}), keys);
         }) == "AlignmentAttention: expected a query (2, 3) or (2, T, 3) for keys of shape (2,3,4), got shape (2,5)");
   CHECK(message([&] { attn->project_keys(keys); }) ==

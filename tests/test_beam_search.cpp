@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "tapegrad/nn/nn.h"
 
@@ -285,6 +286,8 @@ TEST_CASE(
       if (!(i == 1 && s >= 3)) cp += std::log(std::min(coverage[s], 1.0));
     CHECK(best.score == doctest::Approx(best.log_prob + 0.4 * cp).epsilon(1e-4));
   }
+  CHECK_THROWS_WITH_AS(nn::EncoderDecoderDecoder(model, src, pad, -1),
+                       "EncoderDecoderDecoder: target_length must be non-negative (0: max_len), got -1", ValueError);
   nn::EncoderDecoderDecoder silent(model, src, pad);
   CHECK_THROWS_WITH_AS(
       nn::beam_search(silent, zeros({2, 1}, kInt64), o),
@@ -311,7 +314,7 @@ TEST_CASE("beam_search refuses a decoder's log-probabilities of the wrong shape 
   const Tensor prompt = zeros({2, 1}, kInt64);  // 2 prompts x 4 beams = 8 rows
   FixedShapeDecoder too_few(Shape{1, 5});
   CHECK_THROWS_WITH_AS(nn::beam_search(too_few, prompt, o),
-                       "beam_search: the decoder's log-probabilities must be (8, V) with V >= 1 (one row per beam), "
+                       "beam_search: the decoder's logits must be (8, V) with V >= 1 (one row per hypothesis), "
                        "got (1,5) at step 0",
                        ShapeError);
   FixedShapeDecoder three_d(Shape{8, 3, 5});
@@ -320,4 +323,74 @@ TEST_CASE("beam_search refuses a decoder's log-probabilities of the wrong shape 
   CHECK_THROWS_AS(nn::beam_search(empty, prompt, o), ShapeError);
   FixedShapeDecoder right(Shape{8, 5});
   CHECK(nn::beam_search(right, prompt, o).size() == 2);
+}
+
+TEST_CASE("beam_search refuses an end token it could never emit and penalties that would make scores NaN") {
+  nn::BeamSearchOptions o;
+  o.beam_size = 2;
+  o.max_new_tokens = 3;
+  const Tensor prompt = zeros({1, 1}, kInt64);
+  FixedShapeDecoder five(Shape{2, 5});
+  o.eos_token = 5;
+  CHECK_THROWS_WITH_AS(nn::beam_search(five, prompt, o),
+                       "beam_search: eos_token 5 is outside the decoder's vocabulary of 5 tokens (it could never be "
+                       "emitted)",
+                       ValueError);
+  o.eos_token = -1;
+  CHECK_THROWS_WITH_AS(nn::beam_search(five, prompt, o), "beam_search: eos_token must be a token id (>= 0), got -1",
+                       ValueError);
+  o.eos_token = 4;
+  CHECK(nn::beam_search(five, prompt, o).size() == 1);
+  o.length_penalty = std::nan("");
+  CHECK_THROWS_WITH_AS(nn::beam_search(five, prompt, o),
+                       "beam_search: length_penalty and coverage_penalty must be finite, got nan and 0", ValueError);
+  o.length_penalty = 0.6;
+  o.coverage_penalty = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(nn::beam_search(five, prompt, o),
+                       "beam_search: length_penalty and coverage_penalty must be finite, got 0.6 and inf", ValueError);
+}
+
+// Uniform logits over 3 tokens and attention over `widths[step]` source positions at each step, with
+// padding of the given shape (none when empty).
+class AttendingDecoder : public nn::Decoder {
+ public:
+  AttendingDecoder(std::vector<std::int64_t> widths, Shape padding)
+      : widths_(std::move(widths)), padding_(std::move(padding)) {}
+  Tensor start(const Tensor& prompt) override {
+    rows_ = prompt.shape()[0];
+    step_ = 0;
+    return zeros({rows_, 3});
+  }
+  Tensor step(const Tensor&) override {
+    ++step_;
+    return zeros({rows_, 3});
+  }
+  void reorder(const Tensor&) override {}
+  Tensor attention() const override {
+    const std::int64_t s = widths_[static_cast<std::size_t>(std::min<std::int64_t>(step_, 2))];
+    return full({rows_, s}, 1.0 / static_cast<double>(s));
+  }
+  Tensor source_padding() const override { return padding_.empty() ? Tensor() : zeros(padding_, kBool); }
+
+ private:
+  std::vector<std::int64_t> widths_;
+  Shape padding_;
+  std::int64_t rows_ = 0, step_ = 0;
+};
+
+TEST_CASE("beam_search's coverage penalty refuses attention whose width changes and padding of another shape") {
+  nn::BeamSearchOptions o;
+  o.beam_size = 2;
+  o.max_new_tokens = 3;
+  o.coverage_penalty = 0.2;
+  const Tensor prompt = zeros({1, 1}, kInt64);
+  AttendingDecoder steady({4, 4, 4}, Shape{2, 4});
+  CHECK(nn::beam_search(steady, prompt, o)[0].size() == 1);
+  AttendingDecoder narrowing({4, 4, 2}, Shape{});
+  CHECK_THROWS_WITH_AS(nn::beam_search(narrowing, prompt, o),
+                       "beam_search: the decoder's attention covered 4 source positions, then 2", ShapeError);
+  AttendingDecoder short_padding({4, 4, 4}, Shape{2, 3});
+  CHECK_THROWS_WITH_AS(nn::beam_search(short_padding, prompt, o),
+                       "beam_search: the decoder's source padding must be (2, 4) like its attention, got (2,3)",
+                       ShapeError);
 }

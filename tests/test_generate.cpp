@@ -216,3 +216,45 @@ TEST_CASE("generate and choose_tokens reject bad options with messages naming th
   CHECK_THROWS_WITH_AS(nn::choose_tokens(zeros({2}), o, gen),
                        "choose_tokens: expected logits (R, V) with V >= 1, got shape (2)", ShapeError);
 }
+
+// Logits with `extra` more rows than it was given (a decoder that forgot to select its rows).
+class WideDecoder : public nn::Decoder {
+ public:
+  explicit WideDecoder(std::int64_t extra) : extra_(extra) {}
+  Tensor start(const Tensor& prompt) override { return zeros({prompt.shape()[0] + extra_, 4}); }
+  Tensor step(const Tensor& tokens) override { return zeros({tokens.shape()[0] + extra_, 4}); }
+  void reorder(const Tensor&) override {}
+
+ private:
+  std::int64_t extra_;
+};
+
+TEST_CASE("generate refuses a decoder's logits of the wrong rows and an end token outside its vocabulary") {
+  Generator gen(3);
+  nn::GenerationOptions o;
+  o.max_new_tokens = 3;
+  o.eos_token = 1;
+  WideDecoder more(2);
+  CHECK_THROWS_WITH_AS(nn::generate(more, zeros({3, 1}, kInt64), o, gen),
+                       "generate: the decoder's logits must be (3, V) with V >= 1 (one row per hypothesis), got (5,4) "
+                       "at step 0",
+                       ShapeError);
+  WideDecoder exact(0);
+  CHECK(nn::generate(exact, zeros({3, 1}, kInt64), o, gen).shape()[0] == 3);
+  o.eos_token = 4;
+  CHECK_THROWS_WITH_AS(nn::generate(exact, zeros({3, 1}, kInt64), o, gen),
+                       "generate: eos_token 4 is outside the decoder's vocabulary of 4 tokens (it could never be "
+                       "emitted)",
+                       ValueError);
+  o.eos_token = -2;
+  CHECK_THROWS_WITH_AS(nn::generate(exact, zeros({3, 1}, kInt64), o, gen),
+                       "generate: eos_token must be a token id (>= 0), got -2", ValueError);
+  nn::LanguageModel lm = tiny_lm(5);
+  lm->train();
+  o.eos_token = 7;
+  CHECK_THROWS_WITH_AS(lm->generate(zeros({1, 2}, kInt64), o, gen),
+                       "LanguageModel::generate: eos_token 7 is outside the decoder's vocabulary of 7 tokens (it "
+                       "could never be emitted)",
+                       ValueError);
+  CHECK(lm->is_training());  // restored after the failed call
+}

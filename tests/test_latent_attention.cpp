@@ -93,7 +93,15 @@ TEST_CASE("latent attention: parameter names and shapes, and argument errors") {
   CHECK_THROWS_AS(nn::MultiHeadLatentAttention(small_options(gen).kv_lora_rank(0)), ValueError);
   nn::MLACache cache;
   mla(zeros({2, 3, 16}), &cache);
-  CHECK_THROWS_WITH_AS(mla(zeros({3, 1, 16}), &cache), doctest::Contains("for another batch size"), ShapeError);
+  CHECK_THROWS_WITH_AS(mla(zeros({3, 1, 16}), &cache),
+                       "MultiHeadLatentAttention: for x (3,1,16) the cache must hold a latent (3, T, 8) and a rotary "
+                       "key (3, T, 4), got (2,3,8) and (2,3,4)",
+                       ShapeError);
+  // A cache whose two parts disagree is refused before either grows.
+  cache.rotary_key = cache.rotary_key.narrow(1, 0, 2).contiguous();
+  CHECK_THROWS_WITH_AS(mla(zeros({2, 1, 16}), &cache), doctest::Contains("got (2,3,8) and (2,2,4)"), ShapeError);
+  CHECK(cache.latent.shape() == Shape{2, 3, 8});
+  CHECK(cache.rotary_key.shape() == Shape{2, 2, 4});
 }
 
 TEST_CASE("latent attention: KV-cache bytes per token and layer, measured, against MHA, GQA and MQA") {

@@ -82,7 +82,14 @@ TEST_CASE("losses: distribution helpers reduce one axis and treat 0 log 0 as 0")
   const Tensor h_pq = nn::cross_entropy_between(p, q);
   CHECK(h_pq.at({0}) == doctest::Approx(-(0.5 * std::log(0.25) + 0.5 * std::log(0.75))));
   CHECK(std::isinf(h_pq.at({1})));
-  CHECK_THROWS_WITH_AS(nn::entropy(p, -1, 1.0), "entropy: log_base must be positive and not 1, got 1", ValueError);
+  CHECK_THROWS_WITH_AS(nn::entropy(p, -1, 1.0), "entropy: log_base must be finite, positive and not 1, got 1",
+                       ValueError);
+  // An infinite base would turn every entropy into 0 bits.
+  CHECK_THROWS_WITH_AS(nn::kl_divergence(p, q, -1, std::numeric_limits<double>::infinity()),
+                       "kl_divergence: log_base must be finite, positive and not 1, got inf", ValueError);
+  CHECK_THROWS_WITH_AS(nn::entropy(p, 2), "entropy: axis 2 is out of range for a tensor of rank 2", IndexError);
+  CHECK_THROWS_WITH_AS(nn::cross_entropy_between(p, q, -3),
+                       "cross_entropy_between: axis -3 is out of range for a tensor of rank 2", IndexError);
 }
 
 // ---------------------------------------------------------------- cross_entropy / nll_loss

@@ -187,6 +187,13 @@ TEST_CASE("pointer sentinel: mis-shaped inputs and options are errors naming the
   CHECK_THROWS_WITH_AS(pointer(hidden, tokens, logits, zeros({1, 4})), targets.c_str(), ShapeError);
   const std::string options = "PointerSentinel: d_model and window must be positive, got 3 and 0";
   CHECK_THROWS_WITH_AS(nn::PointerSentinel(nn::PointerSentinelOptions(3).window(0)), options.c_str(), ValueError);
+  const Tensor past_vocabulary = from_vector(std::vector<std::int64_t>{0, 1, 5, 2}, {1, 4});
+  CHECK_THROWS_WITH_AS(pointer(hidden, tokens, logits, past_vocabulary),
+                       "PointerSentinel: target 5 at flat index 2 is outside the logits' vocabulary [0, 5)",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(
+      pointer->log_distribution(hidden, from_vector(std::vector<std::int64_t>{0, -1, 0, 0}, {1, 4}), logits),
+      "PointerSentinel: token -1 at flat index 1 is outside the logits' vocabulary [0, 5)", IndexError);
 }
 
 TEST_CASE("pointer sentinel: the language model's hidden states and logits are its forward in two halves") {

@@ -273,6 +273,10 @@ TEST_CASE("forward_at adds the table's rows at the given positions, and only tho
   for (std::size_t r = 0; r < 10; ++r) CHECK((row_norms[r] > 0) == (r <= 4 || r == 9));
   CHECK_THROWS_WITH_AS(learned->forward_at(x, from_vector(std::vector<std::int64_t>{0, 4, 10, 1, 2, 3}, {2, 3})),
                        "LearnedPositionEmbedding: position 10 is outside [0, 10)", IndexError);
+  CHECK_THROWS_WITH_AS(sinusoidal->forward_at(x, positions.to(kFloat32)),
+                       "SinusoidalPositionalEncoding: expected x (B, T, 4) and Int64 positions (B, T), got x (2,3,4) "
+                       "and float32 positions (2,3)",
+                       ShapeError);
 }
 
 TEST_CASE(

@@ -275,6 +275,10 @@ TEST_CASE("RecurrentSeq2Seq, PointerNetwork and their decoders reject bad input 
                        "RecurrentSeq2Seq: location_kernel 3 needs score(AlignmentScore::Additive)", ValueError);
   CHECK_THROWS_WITH_AS(nn::PointerNetwork(nn::PointerNetworkOptions(5, -1)),
                        "PointerNetwork: input_vocab and hidden must be positive, got 5 and -1", ValueError);
+  CHECK_THROWS_WITH_AS(nn::RecurrentSeq2Seq(nn::RecurrentSeq2SeqOptions(5, 5, 4).embed_dim(-3)),
+                       "RecurrentSeq2Seq: embed_dim must be positive, or 0 for hidden, got -3", ValueError);
+  CHECK_THROWS_WITH_AS(nn::PointerNetwork(nn::PointerNetworkOptions(5, 4).embed_dim(-1)),
+                       "PointerNetwork: embed_dim must be positive, or 0 for hidden, got -1", ValueError);
   nn::RecurrentSeq2Seq model = small_seq2seq(16, RecurrentMode::Lstm, nn::AlignmentScore::General, 4);
   const Tensor src = from_vector(std::vector<std::int64_t>{2, 3, 4, 2, 2, 3}, {2, 3});
   CHECK_THROWS_WITH_AS(model->encode(src.to(kFloat32)),

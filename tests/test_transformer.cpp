@@ -258,6 +258,13 @@ TEST_CASE("transformer: encoder-decoder gradcheck, greedy decoding against full 
       }
     CHECK_THROWS_WITH_AS(model->greedy_decode(src, 0, 5, 8),
                          "EncoderDecoder::greedy_decode: max_new_tokens 8 must be in [0, max_len - 1 = 7]", ValueError);
+    CHECK_THROWS_WITH_AS(model->greedy_decode(src, 0, 6, 4),
+                         "EncoderDecoder::greedy_decode: sos 0 and eos 6 must be target token ids in [0, 6)",
+                         ValueError);
+    // A failed call leaves the model in the mode it found it in.
+    model->train();
+    CHECK_THROWS_AS(model->greedy_decode(full({2, 4}, 99.0, kInt64), 0, 5, 4), IndexError);  // no such token
+    CHECK(model->is_training());
 
     model->to(kFloat64);
     const Tensor pad = padding({false, false, false, true, false, false, false, false}, 2, 4);

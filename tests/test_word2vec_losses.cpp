@@ -189,4 +189,19 @@ TEST_CASE("huffman_tree and the word2vec losses reject bad input with the values
       "hierarchical_softmax_loss: expected hidden (B, D), nodes (B, L, D), codes (B, L) and a Bool mask (B, L), got "
       "(2,3), (2,2,3), (2,2) and float32 (2,2)",
       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::negative_sampling_loss(zeros({2, 3}), zeros({2, 3}, kFloat64), zeros({2, 4, 3})),
+                       "negative_sampling_loss: hidden, positive and negatives must share a dtype, got float32, "
+                       "float64 and float32",
+                       TypeError);
+  const Tensor mask = ones({2, 2}, kBool);
+  CHECK_THROWS_WITH_AS(nn::hierarchical_softmax_loss(zeros({2, 3}), zeros({2, 2, 3}, kFloat64), zeros({2, 2}), mask),
+                       "hierarchical_softmax_loss: hidden and nodes must share a dtype, got float32 and float64",
+                       TypeError);
+  // A code is a branch, 0 or 1; 0.5 or -1 would be read as a soft or a negated target.
+  CHECK_THROWS_WITH_AS(nn::hierarchical_softmax_loss(zeros({2, 3}), zeros({2, 2, 3}),
+                                                     from_vector(std::vector<float>{0, 1, 1, 0.5f}, {2, 2}), mask),
+                       "hierarchical_softmax_loss: codes must be 0 or 1, got 0.5 at flat index 3", ValueError);
+  CHECK(nn::hierarchical_softmax_loss(zeros({2, 3}), zeros({2, 2, 3}),
+                                      from_vector(std::vector<float>{0, 1, 1, 0}, {2, 2}), mask)
+            .item() == doctest::Approx(2 * std::log(2.0)));
 }

@@ -115,6 +115,9 @@ AlignmentResult AlignmentAttentionImpl::attend(const Tensor& query, const Tensor
   if (keys.dim() != 3 || keys.shape()[2] != dk)
     throw ShapeError(message("AlignmentAttention: expected keys (B, S, ", dk, "), got shape ", keys.shape().str()));
   const std::int64_t batch = keys.shape()[0], source = keys.shape()[1];
+  if (source == 0 && batch > 0)  // as a row of padding only: a softmax over nothing
+    throw ValueError(
+        message("AlignmentAttention: keys ", keys.shape().str(), " have no source positions; nothing to attend to"));
   if ((query.dim() != 2 && query.dim() != 3) || query.shape()[0] != batch || query.shape().back() != dq)
     throw ShapeError(message("AlignmentAttention: expected a query (", batch, ", ", dq, ") or (", batch, ", T, ", dq,
                              ") for keys of shape ", keys.shape().str(), ", got shape ", query.shape().str()));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
@@ -114,6 +115,7 @@ Tensor generate_tokens(Decoder& decoder, const Tensor& prompt, const GenerationO
   Tensor logits = decoder.start(prompt);
   std::vector<bool> finished(static_cast<std::size_t>(rows), false);
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
+    check_decoder_logits(logits, rows, options.eos_token, step, op);
     std::vector<std::int64_t> next = choose_tokens(logits, options, gen, op);
     bool all_done = options.eos_token.has_value();
     for (std::size_t r = 0; r < next.size(); ++r) {
@@ -159,9 +161,32 @@ void check_generation_options(const GenerationOptions& options, const char* op) 
                              options.temperature, " and ", options.top_k));
   if (!(options.top_p > 0.0 && options.top_p <= 1.0))
     throw ValueError(message(op, ": top_p must be in (0, 1], got ", options.top_p));
+  if (options.eos_token && *options.eos_token < 0)
+    throw ValueError(message(op, ": eos_token must be a token id (>= 0), got ", *options.eos_token));
+}
+
+void check_decoder_logits(const Tensor& logits, std::int64_t rows, std::optional<std::int64_t> eos_token,
+                          std::int64_t step, const char* op) {
+  if (logits.dim() != 2 || logits.shape()[0] != rows || logits.shape()[1] < 1)
+    throw ShapeError(message(op, ": the decoder's logits must be (", rows, ", V) with V >= 1 (one row per ",
+                             "hypothesis), got ", logits.shape().str(), " at step ", step));
+  if (eos_token && *eos_token >= logits.shape()[1])
+    throw ValueError(message(op, ": eos_token ", *eos_token, " is outside the decoder's vocabulary of ",
+                             logits.shape()[1], " tokens (it could never be emitted)"));
 }
 
 }  // namespace detail
+
+EncoderDecoderDecoder::EncoderDecoderDecoder(EncoderDecoder model, Tensor source, Tensor source_padding,
+                                             std::int64_t target_length)
+    : model_(std::move(model)),
+      source_(std::move(source)),
+      padding_(std::move(source_padding)),
+      target_length_(target_length) {
+  if (target_length < 0)
+    throw ValueError(
+        message("EncoderDecoderDecoder: target_length must be non-negative (0: max_len), got ", target_length));
+}
 
 Tensor EncoderDecoderDecoder::start(const Tensor& prompt) {
   NoGradGuard no_grad;
@@ -205,6 +230,12 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
     throw ValueError(
         message("beam_search: beam_size and max_new_tokens must be >= 1 and num_return in [1, beam_size], got ", k,
                 ", ", options.max_new_tokens, " and ", options.num_return));
+  // A NaN score would break the ordering every step sorts by.
+  if (!std::isfinite(options.length_penalty) || !std::isfinite(options.coverage_penalty))
+    throw ValueError(message("beam_search: length_penalty and coverage_penalty must be finite, got ",
+                             options.length_penalty, " and ", options.coverage_penalty));
+  if (options.eos_token && *options.eos_token < 0)
+    throw ValueError(message("beam_search: eos_token must be a token id (>= 0), got ", *options.eos_token));
   if (prompt.dim() != 2 || prompt.shape()[1] == 0 || prompt.dtype() != kInt64)
     throw ShapeError("beam_search: expected an Int64 prompt (B, T) with T >= 1, got " + prompt.shape().str());
   NoGradGuard no_grad;
@@ -223,6 +254,10 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
     if (!a.defined() || a.dim() != 2 || a.shape()[0] != rows)
       throw ValueError(message("beam_search: the coverage penalty needs the decoder's attention (", rows,
                                ", S); this decoder gives ", (a.defined() ? a.shape().str() : std::string("none"))));
+    // The coverage sums are per source position: S is fixed by the first step's attention.
+    if (!attention.empty() && a.shape()[1] != source)
+      throw ShapeError(
+          message("beam_search: the decoder's attention covered ", source, " source positions, then ", a.shape()[1]));
     source = a.shape()[1];
     attention = a.to(kFloat64).to_vector<double>();
   };
@@ -230,6 +265,9 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
     read_attention();
     const Tensor pad = decoder.source_padding();
     if (pad.defined()) {
+      if (pad.dim() != 2 || pad.shape()[0] != rows || pad.shape()[1] != source)
+        throw ShapeError(message("beam_search: the decoder's source padding must be (", rows, ", ", source,
+                                 ") like its attention, got ", pad.shape().str()));
       const std::vector<std::int64_t> flags = pad.to(kInt64).to_vector<std::int64_t>();
       for (std::int64_t r = 0; r < rows; ++r)
         padding[static_cast<std::size_t>(r)].assign(flags.begin() + r * source, flags.begin() + (r + 1) * source);
@@ -254,9 +292,7 @@ std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor&
 
   for (std::int64_t step = 0; step < options.max_new_tokens; ++step) {
     // What a Decoder returns is read row by row below: a wrong shape must not be read out of bounds.
-    if (logits.dim() != 2 || logits.shape()[0] != rows || logits.shape()[1] < 1)
-      throw ShapeError(message("beam_search: the decoder's log-probabilities must be (", rows,
-                               ", V) with V >= 1 (one row per beam), got ", logits.shape().str(), " at step ", step));
+    detail::check_decoder_logits(logits, rows, options.eos_token, step, "beam_search");
     const std::int64_t vocab = logits.shape()[1];
     const std::vector<double> logp = log_softmax(logits.to(kFloat64), -1).to_vector<double>();
     std::vector<Beam> next(static_cast<std::size_t>(rows));

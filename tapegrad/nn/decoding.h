@@ -62,12 +62,9 @@ class LanguageModelDecoder : public Decoder {
 // row's random target positions as in training; 0 draws max_len of them.
 class EncoderDecoderDecoder : public Decoder {
  public:
+  // ValueError for a negative target_length.
   EncoderDecoderDecoder(EncoderDecoder model, Tensor source, Tensor source_padding = Tensor(),
-                        std::int64_t target_length = 0)
-      : model_(std::move(model)),
-        source_(std::move(source)),
-        padding_(std::move(source_padding)),
-        target_length_(target_length) {}
+                        std::int64_t target_length = 0);
   Tensor start(const Tensor& prompt) override;
   Tensor step(const Tensor& tokens) override;
   void reorder(const Tensor& rows) override;
@@ -95,8 +92,12 @@ namespace detail {
 // equal number of times, item-major: Int64 (rows), row r -> r / (rows / sources). ShapeError
 // naming the decoder otherwise.
 Tensor source_rows(const char* decoder, std::int64_t rows, std::int64_t sources);
-// choose_tokens' checks of temperature, top_k and top_p: ValueError naming op.
+// choose_tokens' checks of temperature, top_k and top_p, and a negative eos_token: ValueError naming op.
 void check_generation_options(const GenerationOptions& options, const char* op);
+// What a Decoder returned at `step`, before it is read row by row: ShapeError naming op unless it is
+// (rows, V) with V >= 1; ValueError if eos_token is not below V.
+void check_decoder_logits(const Tensor& logits, std::int64_t rows, std::optional<std::int64_t> eos_token,
+                          std::int64_t step, const char* op);
 // generate's loop without its checks, choose_tokens' errors naming op: what generate and
 // LanguageModel::generate (with a decoder of its own for the sliding window) both run.
 Tensor generate_tokens(Decoder& decoder, const Tensor& prompt, const GenerationOptions& options, Generator& gen,
@@ -151,7 +152,9 @@ double gnmt_length_penalty(std::int64_t length, double alpha);
 
 // Beam search from each row of prompt (Int64 (B, T0)), all rows at once (B * beam_size decoder
 // rows). Returns, per prompt row, up to num_return hypotheses, best score first. ValueError for
-// beam_size, max_new_tokens or num_return below 1, or num_return above beam_size.
+// beam_size, max_new_tokens or num_return below 1, num_return above beam_size, a non-finite length or
+// coverage penalty, or an eos_token outside the decoder's vocabulary; ShapeError when the decoder's
+// logits are not one row per beam, or its attention changes width between steps.
 std::vector<std::vector<Hypothesis>> beam_search(Decoder& decoder, const Tensor& prompt,
                                                  const BeamSearchOptions& options);
 

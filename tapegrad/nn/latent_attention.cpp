@@ -48,9 +48,13 @@ Tensor MultiHeadLatentAttentionImpl::forward(const Tensor& x, MLACache* cache, b
   const std::int64_t b = x.size(0), t = x.size(1), h = o.num_heads();
   const std::int64_t dh = o.qk_nope_head_dim(), dr = o.qk_rope_head_dim(), dv = o.v_head_dim(), r = o.kv_lora_rank();
   const std::int64_t cached = cache != nullptr ? cache->length() : 0;
-  if (cache != nullptr && cached > 0 && cache->latent.size(0) != b)
-    throw ShapeError("MultiHeadLatentAttention: the cache holds a latent " + cache->latent.shape().str() +
-                     " for another batch size than x " + x.shape().str());
+  // The whole cache is checked before anything is appended to it: a failed call leaves it as it was.
+  if (cached > 0 && (cache->latent.shape() != Shape{b, cached, r} || !cache->rotary_key.defined() ||
+                     cache->rotary_key.shape() != Shape{b, cached, dr}))
+    throw ShapeError(message("MultiHeadLatentAttention: for x ", x.shape().str(), " the cache must hold a latent (", b,
+                             ", T, ", r, ") and a rotary key (", b, ", T, ", dr, "), got ", cache->latent.shape().str(),
+                             " and ",
+                             cache->rotary_key.defined() ? cache->rotary_key.shape().str() : std::string("none")));
 
   // q: (B, H, T, dh + dr) = [q_C, RoPE(q_R)]
   const Tensor q_flat = o.q_lora_rank() > 0 ? q_b_proj_(q_a_norm_(q_a_proj_(x))) : q_proj_(x);

@@ -1,5 +1,6 @@
 #include "tapegrad/nn/losses.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -55,11 +56,20 @@ Tensor xlogy(const Tensor& p, const Tensor& q) {
   return where(positive, p * log(safe_q), 0.0);
 }
 
-Tensor in_log_base(const Tensor& nats, std::optional<double> log_base, const char* op) {
-  if (!log_base) return nats;
-  if (!(*log_base > 0.0) || *log_base == 1.0)
-    throw ValueError(message(op, ": log_base must be positive and not 1, got ", *log_base));
-  return nats / std::log(*log_base);
+// The arguments entropy, cross_entropy_between and kl_divergence share, checked before any op runs
+// so that errors name the caller: p (and q) floating, axis within the rank of p (broadcast with q),
+// log_base finite, positive and not 1.
+void check_information_args(const Tensor& p, const Tensor* q, std::int64_t axis, std::optional<double> log_base,
+                            const char* op) {
+  check_floating(p, op, "p");
+  if (q) check_floating(*q, op, "q");
+  normalize_axis(axis, std::max(p.dim(), q ? q->dim() : 0), op);
+  if (log_base && (!(*log_base > 0.0) || *log_base == 1.0 || !std::isfinite(*log_base)))
+    throw ValueError(message(op, ": log_base must be finite, positive and not 1, got ", *log_base));
+}
+
+Tensor in_log_base(const Tensor& nats, std::optional<double> log_base) {
+  return log_base ? nats / std::log(*log_base) : nats;
 }
 
 // The class-index loss shared by nll_loss and cross_entropy: the per-element losses (0 at
@@ -282,6 +292,9 @@ Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, cons
       negatives.shape()[0] != hidden.shape()[0] || negatives.shape()[2] != hidden.shape()[1])
     throw ShapeError(message(op, ": expected hidden (B, D), positive (B, D) and negatives (B, K, D), got ",
                              hidden.shape().str(), ", ", positive.shape().str(), " and ", negatives.shape().str()));
+  if (positive.dtype() != hidden.dtype() || negatives.dtype() != hidden.dtype())
+    throw TypeError(message(op, ": hidden, positive and negatives must share a dtype, got ", dtype_name(hidden.dtype()),
+                            ", ", dtype_name(positive.dtype()), " and ", dtype_name(negatives.dtype())));
   // One score per output vector: (B, 1 + K, D) (B, D, 1) -> (B, 1 + K); the first is the target.
   const Tensor outputs = concat({unsqueeze(positive, 1), negatives}, 1);
   const Tensor scores = squeeze(matmul(outputs, unsqueeze(hidden, 2)), 2);
@@ -302,6 +315,16 @@ Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, cons
     throw ShapeError(message(op, ": expected hidden (B, D), nodes (B, L, D), codes (B, L) and a Bool mask (B, L), got ",
                              hidden.shape().str(), ", ", nodes.shape().str(), ", ", codes.shape().str(), " and ",
                              dtype_name(mask.dtype()), " ", mask.shape().str()));
+  if (nodes.dtype() != hidden.dtype())
+    throw TypeError(message(op, ": hidden and nodes must share a dtype, got ", dtype_name(hidden.dtype()), " and ",
+                            dtype_name(nodes.dtype())));
+  {
+    // A code is the branch taken: any other value would weigh a node by something that is no probability.
+    const std::vector<double> branches = codes.to(kFloat64).to_vector<double>();
+    for (std::size_t i = 0; i < branches.size(); ++i)
+      if (branches[i] != 0.0 && branches[i] != 1.0)
+        throw ValueError(message(op, ": codes must be 0 or 1, got ", branches[i], " at flat index ", i));
+  }
   // Code 0 is the branch of probability sigmoid(h . v): a binary target of 1 - code on that logit.
   const Tensor scores = squeeze(matmul(nodes, unsqueeze(hidden, 2)), 2);  // (B, L)
   const Tensor per_node = binary_cross_entropy_with_logits(scores, 1.0 - codes.to(scores.dtype()), Reduction::None);
@@ -326,20 +349,18 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
 }
 
 Tensor entropy(const Tensor& p, std::int64_t axis, std::optional<double> log_base) {
-  check_floating(p, "entropy", "p");
-  return in_log_base(-sum(xlogy(p, p), {axis}), log_base, "entropy");
+  check_information_args(p, nullptr, axis, log_base, "entropy");
+  return in_log_base(-sum(xlogy(p, p), {axis}), log_base);
 }
 
 Tensor cross_entropy_between(const Tensor& p, const Tensor& q, std::int64_t axis, std::optional<double> log_base) {
-  check_floating(p, "cross_entropy_between", "p");
-  check_floating(q, "cross_entropy_between", "q");
-  return in_log_base(-sum(xlogy(p, q), {axis}), log_base, "cross_entropy_between");
+  check_information_args(p, &q, axis, log_base, "cross_entropy_between");
+  return in_log_base(-sum(xlogy(p, q), {axis}), log_base);
 }
 
 Tensor kl_divergence(const Tensor& p, const Tensor& q, std::int64_t axis, std::optional<double> log_base) {
-  check_floating(p, "kl_divergence", "p");
-  check_floating(q, "kl_divergence", "q");
-  return in_log_base(sum(xlogy(p, p) - xlogy(p, q), {axis}), log_base, "kl_divergence");
+  check_information_args(p, &q, axis, log_base, "kl_divergence");
+  return in_log_base(sum(xlogy(p, p) - xlogy(p, q), {axis}), log_base);
 }
 
 }  // namespace tapegrad::nn

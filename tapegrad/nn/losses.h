@@ -102,6 +102,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction =
 // ---------------------------------------------------------------- distributions
 // Information measures of probability vectors along `axis` (the axis is reduced away). Natural
 // logarithm (nats) unless log_base is given: log_base = 2 gives bits. 0 log 0 = 0 throughout.
+// ValueError for an integer p or q or a log_base that is not finite, positive and other than 1;
+// IndexError for an axis outside the inputs' (broadcast) rank.
 //   p = [0.1, 0.2, 0.4, 0.2, 0.1]: entropy(p, -1, 2) = 2.12 bits,
 //   cross_entropy_between(p, uniform(5), -1, 2) = log2(5) = 2.32 bits.
 // entropy H(p) = -sum p log p.

@@ -22,6 +22,15 @@ Tensor visible(std::int64_t t_len, std::int64_t window) {
   return from_vector(on, {t_len, t_len + 1});
 }
 
+// IndexError naming `what` for the first id outside the logits' vocabulary [0, vocab).
+void check_in_vocabulary(const Tensor& ids, std::int64_t vocab, const char* what) {
+  const std::vector<std::int64_t> values = ids.to_vector<std::int64_t>();
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i] < 0 || values[i] >= vocab)
+      throw IndexError(message("PointerSentinel: ", what, " ", values[i], " at flat index ", i,
+                               " is outside the logits' vocabulary [0, ", vocab, ")"));
+}
+
 }  // namespace
 
 PointerSentinelImpl::PointerSentinelImpl(const PointerSentinelOptions& options) : options_(options) {
@@ -61,6 +70,7 @@ PointerSentinelOutput PointerSentinelImpl::forward(const Tensor& hidden, const T
   if (targets.shape() != tokens.shape() || targets.dtype() != kInt64)
     throw ShapeError("PointerSentinel: expected Int64 targets " + tokens.shape().str() + " like the tokens, got " +
                      dtype_name(targets.dtype()) + " " + targets.shape().str());
+  check_in_vocabulary(targets, logits.shape()[2], "target");
   const std::int64_t b = hidden.shape()[0], t_len = hidden.shape()[1];
   const Tensor shown = visible(t_len, options_.window());
   const Tensor log_a = log_attention(hidden, shown);  // (B, T, T + 1)
@@ -86,6 +96,7 @@ PointerSentinelOutput PointerSentinelImpl::forward(const Tensor& hidden, const T
 Tensor PointerSentinelImpl::log_distribution(const Tensor& hidden, const Tensor& tokens, const Tensor& logits) {
   check(hidden, tokens, logits);
   const std::int64_t b = hidden.shape()[0], t_len = hidden.shape()[1], v = logits.shape()[2];
+  check_in_vocabulary(tokens, v, "token");  // each copies its attention to its own column
   const Tensor a = exp(log_attention(hidden, visible(t_len, options_.window())));  // (B, T, T + 1)
   const Tensor vocab = softmax(logits, -1) * a.narrow(2, t_len, 1);
   const Tensor copied = scatter_add(zeros({b, t_len, v}, logits.dtype()), 2,

@@ -52,7 +52,8 @@ class PointerSentinelImpl : public Module {
  public:
   explicit PointerSentinelImpl(const PointerSentinelOptions& options);
   // hidden (B, T, d); tokens and targets Int64 (B, T), tokens[b, i] the input at position i (what the
-  // pointer copies), targets the next tokens; logits (B, T, V). ShapeError naming the shapes otherwise.
+  // pointer copies), targets the next tokens; logits (B, T, V). ShapeError naming the shapes otherwise;
+  // IndexError for a target (or, in log_distribution, a token) outside [0, V).
   PointerSentinelOutput forward(const Tensor& hidden, const Tensor& tokens, const Tensor& logits,
                                 const Tensor& targets);
   // The mixture's log-probabilities over the vocabulary at every position, (B, T, V): for decoding.

@@ -87,8 +87,8 @@ Tensor rows_at(const char* op, const Tensor& table, const Tensor& x, const Tenso
   const std::int64_t range = table.shape()[0], dim = table.shape()[1];
   if (x.dim() != 3 || x.shape()[2] != dim || positions.dtype() != kInt64 || positions.dim() != 2 ||
       positions.shape()[0] != x.shape()[0] || positions.shape()[1] != x.shape()[1])
-    throw ShapeError(message(op, ": expected x (B, T, ", dim, ") and Int64 positions (B, T), got shapes ",
-                             x.shape().str(), " and ", positions.shape().str()));
+    throw ShapeError(message(op, ": expected x (B, T, ", dim, ") and Int64 positions (B, T), got x ", x.shape().str(),
+                             " and ", dtype_name(positions.dtype()), " positions ", positions.shape().str()));
   const std::vector<std::int64_t> p = positions.to_vector<std::int64_t>();
   for (std::int64_t v : p)
     if (v < 0 || v >= range) throw IndexError(message(op, ": position ", v, " is outside [0, ", range, ")"));

@@ -77,6 +77,9 @@ RecurrentSeq2SeqImpl::RecurrentSeq2SeqImpl(const RecurrentSeq2SeqOptions& option
   if (options.source_vocab() <= 0 || options.target_vocab() <= 0 || hidden <= 0)
     throw ValueError(message("RecurrentSeq2Seq: source_vocab, target_vocab and hidden must be positive, got ",
                              options.source_vocab(), ", ", options.target_vocab(), " and ", hidden));
+  if (options.embed_dim() < 0)
+    throw ValueError(
+        message("RecurrentSeq2Seq: embed_dim must be positive, or 0 for hidden, got ", options.embed_dim()));
   if (options.location_kernel() != 0 && options.score() != AlignmentScore::Additive)
     throw ValueError(message("RecurrentSeq2Seq: location_kernel ", options.location_kernel(),
                              " needs score(AlignmentScore::Additive)"));
@@ -148,6 +151,8 @@ PointerNetworkImpl::PointerNetworkImpl(const PointerNetworkOptions& options) : o
   if (options.input_vocab() <= 0 || hidden <= 0)
     throw ValueError(message("PointerNetwork: input_vocab and hidden must be positive, got ", options.input_vocab(),
                              " and ", hidden));
+  if (options.embed_dim() < 0)
+    throw ValueError(message("PointerNetwork: embed_dim must be positive, or 0 for hidden, got ", options.embed_dim()));
   options_.embed_dim(embed);
   Generator& gen = generator_or_default(options.generator());
   options_.generator(nullptr);

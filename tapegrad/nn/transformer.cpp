@@ -15,6 +15,19 @@ void check_model_input(const Tensor& x, std::int64_t d_model, const char* op) {
     throw ShapeError(message(op, ": expected input (B, T, ", d_model, "), got shape ", x.shape().str()));
 }
 
+// Puts a module in eval mode for a scope and restores its mode on the way out, thrown or not.
+class EvalScope {
+ public:
+  explicit EvalScope(Module& module) : module_(module), was_training_(module.is_training()) { module_.eval(); }
+  ~EvalScope() { module_.train(was_training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 }  // namespace
 
 // ---------------------------------------------------------------- encoder layer
@@ -412,12 +425,9 @@ Tensor LanguageModelImpl::generate(const Tensor& prompt, const GenerationOptions
                              options.max_new_tokens, " new tokens exceeds max_len ", max_len,
                              " (sliding_window continues past it)"));
   NoGradGuard no_grad;
-  const bool was_training = is_training();
-  eval();
+  const EvalScope eval_scope(*this);
   SlidingWindowDecoder decoder(*this, max_len);
-  const Tensor sequence = detail::generate_tokens(decoder, prompt, options, gen, "LanguageModel::generate");
-  train(was_training);
-  return sequence;
+  return detail::generate_tokens(decoder, prompt, options, gen, "LanguageModel::generate");
 }
 
 // ---------------------------------------------------------------- encoder-decoder
@@ -525,9 +535,11 @@ Tensor EncoderDecoderImpl::greedy_decode(const Tensor& src, std::int64_t sos, st
   if (max_new_tokens < 0 || max_new_tokens + 1 > options_.max_len())
     throw ValueError(message("EncoderDecoder::greedy_decode: max_new_tokens ", max_new_tokens,
                              " must be in [0, max_len - 1 = ", options_.max_len() - 1, "]"));
+  if (sos < 0 || sos >= options_.tgt_vocab() || eos < 0 || eos >= options_.tgt_vocab())
+    throw ValueError(message("EncoderDecoder::greedy_decode: sos ", sos, " and eos ", eos,
+                             " must be target token ids in [0, ", options_.tgt_vocab(), ")"));
   NoGradGuard no_grad;
-  const bool was_training = is_training();
-  eval();
+  const EvalScope eval_scope(*this);
   const Tensor memory = encode(src, src_key_padding_mask);
   const std::int64_t batch = src.shape()[0];
   DecoderCache cache;
@@ -551,7 +563,6 @@ Tensor EncoderDecoderImpl::greedy_decode(const Tensor& src, std::int64_t sos, st
     sequence = concat({sequence, next}, 1);
     if (all_done) break;
   }
-  train(was_training);
   return sequence;
 }
 

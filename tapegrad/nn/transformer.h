@@ -317,7 +317,8 @@ class EncoderDecoderImpl : public Module {
                  const Tensor& tgt_key_padding_mask = Tensor());
   // Greedy decoding with the KV cache, under no-grad: starts every row with sos and appends the
   // argmax token until all rows have produced eos or max_new_tokens were made. Returns (B, 1 + n)
-  // including the leading sos; rows that finished early are padded with eos.
+  // including the leading sos; rows that finished early are padded with eos. ValueError for a
+  // token id outside the target vocabulary; the module's training mode is restored, thrown or not.
   Tensor greedy_decode(const Tensor& src, std::int64_t sos, std::int64_t eos, std::int64_t max_new_tokens,
                        const Tensor& src_key_padding_mask = Tensor());
   const EncoderDecoderOptions& options() const { return options_; }
