@@ -275,15 +275,31 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                                                         : nn::RouterWeighting::SoftmaxThenTopK)
                                  .activation(activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU)
                                  .router_bias(config.at("router_bias").get<bool>())
+                                 .noisy_gating(config.value("noisy_gating", false))
+                                 .noise_epsilon(config.value("noise_epsilon", 1e-2))
+                                 .capacity_factor(config.value("capacity_factor", 0.0))
                                  .generator(&gen)};
     built.module = moe.ptr();
-    built.forward = [moe](const TensorMap& in) {
+    const std::optional<std::uint64_t> noise_seed =
+        config.contains("noise_seed") ? std::optional(config.at("noise_seed").get<std::uint64_t>()) : std::nullopt;
+    built.forward = [moe, noise_seed](const TensorMap& in) {
+      if (noise_seed) {
+        // Noisy gating draws in training only; every call draws what PyTorch's side was given
+        // (make_reference.py's TapegradGenerator), which the "noise" output checks.
+        moe->train();
+        moe->noise_generator().manual_seed(*noise_seed);
+      }
       nn::MoEOutput r = moe(in.at("x"));  // x: (B, T, D) -> output (B, T, D), losses (), expert ids (N, k)
-      return TensorMap{{"output", r.output},
-                       {"load_balancing_loss", r.load_balancing_loss},
-                       {"importance_loss", r.importance_loss},
-                       {"router_z_loss", r.router_z_loss},
-                       {"expert_indices", r.expert_indices}};
+      TensorMap out{{"output", r.output},
+                    {"load_balancing_loss", r.load_balancing_loss},
+                    {"importance_loss", r.importance_loss},
+                    {"router_z_loss", r.router_z_loss},
+                    {"expert_indices", r.expert_indices}};
+      if (noise_seed) {
+        out.emplace("load_loss", r.load_loss);
+        out.emplace("noise", ((r.router_logits - r.clean_logits) / r.noise_stddev).detach());  // z: (N, E)
+      }
+      return out;
     };
   } else if (kind == "Recurrent") {
     const std::string cell = config.at("cell").get<std::string>();
@@ -524,7 +540,8 @@ const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", 
 const std::vector<std::string> kDecoderCases = {"decoder_layer_post_norm_relu",
                                                 "decoder_layer_pre_norm_gelu_memory_padding"};
 const std::vector<std::string> kLayerCases = {"layer_norm", "feed_forward_relu", "feed_forward_gelu"};
-const std::vector<std::string> kMoECases = {"moe_softmax_topk_relu", "moe_softmax_then_topk_gelu"};
+const std::vector<std::string> kMoECases = {"moe_softmax_topk_relu", "moe_softmax_then_topk_gelu", "moe_noisy_gating",
+                                            "moe_noisy_gating_capacity"};
 const std::vector<std::string> kRecurrentCases = {"rnn_tanh_2_layers",
                                                   "rnn_relu_bidirectional_lengths",
                                                   "lstm_2_layers_bidirectional",
@@ -607,7 +624,9 @@ TEST_CASE("torch reference: LayerNorm with affine parameters and FeedForward wit
   check_cases(kLayerCases);
 }
 
-TEST_CASE("torch reference: MixtureOfExperts output, routing and auxiliary losses match the PyTorch definition") {
+TEST_CASE(
+    "torch reference: MixtureOfExperts output, routing and auxiliary losses (noisy gating, a binding capacity) match "
+    "the PyTorch definition") {
   check_cases(kMoECases);
 }
 

@@ -404,6 +404,35 @@ def feed_forward_case(seed, activation, d_model=4, hidden=6, shape=(2, 3)):
 
 # ---------------------------------------------------------------- e. mixture of experts
 
+def moe_aux_losses(logits, top_ids, weights, num_experts):
+    """The auxiliary losses of MoEOutput, of the logits the top k were taken of: load balancing
+    E * sum_i f_i P_i (f_i the fraction of tokens whose top-1 expert is i, a constant; P_i the mean
+    router probability), importance CV^2 (population variance / mean^2 of the summed combine
+    weights), router z (mean logsumexp^2)."""
+    n = logits.shape[0]
+    top1_fraction = F.one_hot(top_ids[:, 0], num_experts).to(DTYPE).mean(0)  # f: (E), constant
+    load_balancing = num_experts * (top1_fraction * F.softmax(logits, dim=-1).mean(0)).sum()
+    gates = torch.zeros(n, num_experts, dtype=DTYPE).scatter_add(1, top_ids, weights)  # (N, E)
+    importance = gates.sum(0)
+    importance_loss = importance.var(unbiased=False) / importance.mean() ** 2
+    router_z = torch.logsumexp(logits, dim=-1).pow(2).mean()
+    return {"load_balancing_loss": load_balancing, "importance_loss": importance_loss, "router_z_loss": router_z}
+
+
+def moe_state(routers, experts):
+    """The state function of finish_case for a mixture of experts: routers maps tapegrad names
+    ("router", "noise") to bias-free Linear modules."""
+    def state(grad):
+        pick = (lambda p: p.grad) if grad else (lambda p: p)
+        s = {f"{name}.weight": pick(linear.weight) for name, linear in routers.items()}
+        for i, e in enumerate(experts):
+            for fc in ("fc1", "fc2"):
+                s[f"experts.{i}.{fc}.weight"] = pick(e[fc].weight)
+                s[f"experts.{i}.{fc}.bias"] = pick(e[fc].bias)
+        return s
+    return state
+
+
 def moe_case(seed, *, weighting, activation, dim=4, num_experts=4, top_k=2, hidden=5, batch=2, t=4,
              min_gap=0.05):
     """tapegrad's MixtureOfExperts written out by hand with torch ops (W4's definition):
@@ -458,31 +487,142 @@ def moe_case(seed, *, weighting, activation, dim=4, num_experts=4, top_k=2, hidd
         out = out + weights[:, j:j + 1] * expert_out[top_ids[:, j], rows]
     out = out.reshape(x.shape)
 
-    top1_fraction = F.one_hot(top_ids[:, 0], num_experts).to(DTYPE).mean(0)  # f: (E), constant
-    load_balancing = num_experts * (top1_fraction * probs.mean(0)).sum()
-    gates = torch.zeros(n, num_experts, dtype=DTYPE).scatter_add(1, top_ids, weights)  # (N, E)
-    importance = gates.sum(0)
-    importance_loss = importance.var(unbiased=False) / importance.mean() ** 2
-    router_z = torch.logsumexp(logits, dim=-1).pow(2).mean()
-
-    outputs = {"output": out, "load_balancing_loss": load_balancing, "importance_loss": importance_loss,
-               "router_z_loss": router_z}
+    outputs = {"output": out, **moe_aux_losses(logits, top_ids, weights, num_experts)}
     cotangents = {"output": cotangent_like(out), "load_balancing_loss": short(torch.tensor(0.7)),
                   "importance_loss": short(torch.tensor(-0.4)), "router_z_loss": short(torch.tensor(0.3))}
-
-    def state(grad):
-        pick = (lambda p: p.grad) if grad else (lambda p: p)
-        s = {"router.weight": pick(router.weight)}
-        for i, e in enumerate(experts):
-            for fc in ("fc1", "fc2"):
-                s[f"experts.{i}.{fc}.weight"] = pick(e[fc].weight)
-                s[f"experts.{i}.{fc}.bias"] = pick(e[fc].bias)
-        return s
-
     config = {"dim": dim, "num_experts": num_experts, "top_k": top_k, "hidden": hidden, "weighting": weighting,
               "activation": activation, "router_bias": False}
-    return finish_case("MixtureOfExperts", config, {"x": x}, state, outputs, cotangents,
-                       extra_outputs={"expert_indices": top_ids})
+    return finish_case("MixtureOfExperts", config, {"x": x}, moe_state({"router": router}, experts), outputs,
+                       cotangents, extra_outputs={"expert_indices": top_ids})
+
+
+class TapegradGenerator:
+    """tapegrad's Generator (autograd/generator.h), for the draws a case must share with it: the
+    64-bit Mersenne Twister (std::mt19937_64's numbers) and Box-Muller normals, cosine first."""
+
+    WORDS, SHIFT, MASK = 312, 156, (1 << 64) - 1
+
+    def __init__(self, seed):
+        self.words = [seed & self.MASK]
+        for i in range(1, self.WORDS):
+            prev = self.words[-1]
+            self.words.append((6364136223846793005 * (prev ^ (prev >> 62)) + i) & self.MASK)
+        self.position = self.WORDS
+        self.spare = None
+
+    def _twist(self):
+        upper, lower = (self.MASK << 31) & self.MASK, (1 << 31) - 1
+        w = self.words
+        for i in range(self.WORDS):
+            y = (w[i] & upper) | (w[(i + 1) % self.WORDS] & lower)
+            w[i] = w[(i + self.SHIFT) % self.WORDS] ^ (y >> 1) ^ (0xB5026F5AA96619E9 if y & 1 else 0)
+        self.position = 0
+
+    def next_u64(self):
+        if self.position >= self.WORDS:
+            self._twist()
+        x = self.words[self.position]
+        self.position += 1
+        x ^= (x >> 29) & 0x5555555555555555
+        x ^= (x << 17) & 0x71D67FFFEDA60000
+        x ^= (x << 37) & 0xFFF7EEE000000000
+        return (x ^ (x >> 43)) & self.MASK
+
+    def uniform(self):
+        return (self.next_u64() >> 11) * 2.0 ** -53
+
+    def normal(self):
+        if self.spare is not None:
+            value, self.spare = self.spare, None
+            return value
+        u1 = 1.0 - self.uniform()
+        u2 = self.uniform()
+        radius = math.sqrt(-2.0 * math.log(u1))
+        angle = 2.0 * math.pi * u2
+        self.spare = radius * math.sin(angle)
+        return radius * math.cos(angle)
+
+    def randn(self, *shape):
+        return torch.tensor([self.normal() for _ in range(math.prod(shape))], dtype=DTYPE).reshape(shape)
+
+
+def noisy_moe_case(seed, *, noise_seed, capacity_factor, dim=4, num_experts=4, top_k=2, hidden=5, batch=2, t=5,
+                   noise_epsilon=0.01, min_gap=0.05):
+    """Noisy top-k gating (Shazeer et al. 2017) as MoEOptions documents it, with torch ops, in
+    training: H = x W_g + z * (softplus(x W_noise) + eps), z standard normals drawn as tapegrad's
+    module draws them (its noise generator seeded with noise_seed, one normal per element of (N, E)
+    in order); top k of H, softmax over the k; with a capacity ceil(cf * N * k / E), the (token,
+    slot) pairs beyond it dropped, first slots first, tokens in order. The auxiliary losses are
+    taken of H. The load loss: P_i = Phi((clean_i - threshold_i) / stddev_i), the threshold being
+    the (k+1)-th largest noisy logit for experts in the top k and the k-th for the others; load =
+    sum over tokens; loss = CV^2 (population variance / mean^2).
+
+    Inputs are redrawn until the noisy top k + 1 are at least min_gap apart for every token."""
+    torch.manual_seed(seed)
+    router = torch.nn.Linear(dim, num_experts, bias=False)
+    noise = torch.nn.Linear(dim, num_experts, bias=False)
+    experts = torch.nn.ModuleList(
+        [torch.nn.ModuleDict({"fc1": torch.nn.Linear(dim, hidden), "fc2": torch.nn.Linear(hidden, dim)})
+         for _ in range(num_experts)])
+    for m in (router, noise, experts):
+        randomise_parameters(m)
+    with torch.no_grad():
+        router.weight.mul_(3.0)
+        router.weight.copy_(short(router.weight))
+    n = batch * t
+    z = TapegradGenerator(noise_seed).randn(n, num_experts)  # the module's draws, (N, E)
+    for attempt in range(1000):
+        x = randn(batch, t, dim)
+        tokens = x.reshape(-1, dim)
+        noisy = F.linear(tokens, router.weight) + z * (F.softplus(F.linear(tokens, noise.weight)) + noise_epsilon)
+        ordered = noisy.sort(dim=-1, descending=True).values[:, : top_k + 1]
+        if (ordered[:, :-1] - ordered[:, 1:]).min() > min_gap:
+            break
+    else:
+        raise RuntimeError("no input with clear routing found")
+    x = leaf(x)  # x: (B, T, D)
+
+    tokens = x.reshape(-1, dim)                        # (N, D)
+    clean = F.linear(tokens, router.weight)            # (N, E)
+    stddev = F.softplus(F.linear(tokens, noise.weight)) + noise_epsilon
+    logits = clean + z * stddev                        # H: (N, E)
+    top_scores, top_ids = torch.topk(logits, top_k, dim=-1)
+    weights = F.softmax(top_scores, dim=-1)            # (N, k)
+    capacity = math.ceil(capacity_factor * n * top_k / num_experts) if capacity_factor > 0 else n * top_k
+    kept = torch.zeros(n, top_k, dtype=torch.bool)
+    taken = [0] * num_experts
+    for j in range(top_k):
+        for i in range(n):
+            e = int(top_ids[i, j])
+            if taken[e] < capacity:
+                taken[e] += 1
+                kept[i, j] = True
+    assert not bool(kept.all()) or capacity_factor == 0, "the capacity must bind"
+    act = F.relu
+    expert_out = torch.stack([e["fc2"](act(e["fc1"](tokens))) for e in experts])  # (E, N, D)
+    rows = torch.arange(n)
+    out = torch.zeros(n, dim, dtype=DTYPE)
+    for j in range(top_k):
+        out = out + torch.where(kept[:, j:j + 1], weights[:, j:j + 1] * expert_out[top_ids[:, j], rows], 0.0)
+    out = out.reshape(x.shape)
+
+    top = logits.topk(top_k + 1, dim=-1).values
+    threshold_in, threshold_out = top[:, top_k:top_k + 1], top[:, top_k - 1:top_k]
+    in_top = logits > threshold_in
+    phi = lambda v: 0.5 * (1.0 + torch.erf(v / math.sqrt(2.0)))
+    load = torch.where(in_top, phi((clean - threshold_in) / stddev), phi((clean - threshold_out) / stddev)).sum(0)
+    load_loss = load.var(unbiased=False) / load.mean() ** 2
+
+    outputs = {"output": out, **moe_aux_losses(logits, top_ids, weights, num_experts), "load_loss": load_loss}
+    cotangents = {"output": cotangent_like(out), "load_balancing_loss": short(torch.tensor(0.7)),
+                  "importance_loss": short(torch.tensor(-0.4)), "router_z_loss": short(torch.tensor(0.3)),
+                  "load_loss": short(torch.tensor(0.9))}
+
+    config = {"dim": dim, "num_experts": num_experts, "top_k": top_k, "hidden": hidden, "weighting": "softmax_topk",
+              "activation": "relu", "router_bias": False, "noisy_gating": True, "noise_seed": noise_seed,
+              "noise_epsilon": noise_epsilon, "capacity_factor": capacity_factor}
+    return finish_case("MixtureOfExperts", config, {"x": x}, moe_state({"router": router, "noise": noise}, experts),
+                       outputs, cotangents, extra_outputs={"expert_indices": top_ids, "noise": z})
 
 
 # ---------------------------------------------------------------- g. positions, RMSNorm, latent attention
@@ -780,6 +920,8 @@ def main():
         "feed_forward_gelu": feed_forward_case(32, "gelu"),
         "moe_softmax_topk_relu": moe_case(40, weighting="softmax_topk", activation="relu"),
         "moe_softmax_then_topk_gelu": moe_case(41, weighting="softmax_then_topk", activation="gelu"),
+        "moe_noisy_gating": noisy_moe_case(42, noise_seed=7, capacity_factor=0.0),
+        "moe_noisy_gating_capacity": noisy_moe_case(43, noise_seed=11, capacity_factor=0.8),
         "rnn_tanh_2_layers": recurrent_case(50, "rnn_tanh"),
         "rnn_relu_bidirectional_lengths": recurrent_case(51, "rnn_relu", bidirectional=True, lengths=[5, 2, 4]),
         "lstm_2_layers_bidirectional": recurrent_case(52, "lstm", bidirectional=True),
