@@ -49,20 +49,21 @@ Tensor loss_of(nn::LanguageModel& model, const Tensor& batch) {
   return nn::cross_entropy(logits.reshape({-1, logits.size(2)}), batch.narrow(1, 1, t).reshape({-1}));
 }
 
+std::int64_t config_int(const char* key) { return fixture().at("config").at(key).get<std::int64_t>(); }
+double config_double(const char* key) { return fixture().at("config").at(key).get<double>(); }
+
 // make_training.py's model, loaded with its initial parameters, in `dtype`.
 nn::LanguageModel initial_model(DType dtype) {
-  const json& c = fixture().at("config");
-  auto get = [&c](const char* key) { return c.at(key).get<std::int64_t>(); };
   nn::LanguageModel model{nn::LanguageModelOptions()
-                              .vocab_size(get("vocab_size"))
-                              .max_len(get("max_len"))
-                              .num_layers(get("num_layers"))
-                              .layer(nn::TransformerLayerOptions(get("d_model"), get("num_heads"))
-                                         .dim_feedforward(get("ff_hidden"))
+                              .vocab_size(config_int("vocab_size"))
+                              .max_len(config_int("max_len"))
+                              .num_layers(config_int("num_layers"))
+                              .layer(nn::TransformerLayerOptions(config_int("d_model"), config_int("num_heads"))
+                                         .dim_feedforward(config_int("ff_hidden"))
                                          .activation(nn::Activation::GELU)
                                          .norm_first(true)
                                          .dropout(0.0)
-                                         .layer_norm_eps(c.at("layer_norm_eps").get<double>()))};
+                                         .layer_norm_eps(config_double("layer_norm_eps")))};
   model->to(kFloat64);
   model->load_state_dict(
       tapegrad::testing::named_tensors_from(fixture().at("initial_parameters")));  // strict: every name
@@ -78,8 +79,6 @@ struct Setup {
         schedule(optimizer, optim::cosine_with_warmup(config_int("warmup_steps"), config_int("steps"),
                                                       config_double("min_lr_ratio"))) {}
 
-  static std::int64_t config_int(const char* key) { return fixture().at("config").at(key).get<std::int64_t>(); }
-  static double config_double(const char* key) { return fixture().at("config").at(key).get<double>(); }
   static optim::AdamWOptions adamw_options() {
     const std::vector<double> betas = fixture().at("config").at("betas").get<std::vector<double>>();
     return optim::AdamWOptions(config_double("lr"))
@@ -104,11 +103,11 @@ double held_out_loss(nn::LanguageModel& model) {
 Trajectory train_by_hand(DType dtype) {
   Setup run(dtype);
   Trajectory out;
-  for (std::int64_t step = 0; step < Setup::config_int("steps"); ++step) {
+  for (std::int64_t step = 0; step < config_int("steps"); ++step) {
     run.optimizer.zero_grad();
     const Tensor loss = loss_of(run.model, batch_at(step));
     loss.backward();
-    out.grad_norms.push_back(optim::clip_grad_norm(run.model->parameters(), Setup::config_double("max_grad_norm")));
+    out.grad_norms.push_back(optim::clip_grad_norm(run.model->parameters(), config_double("max_grad_norm")));
     out.losses.push_back(loss.item<double>());
     out.learning_rates.push_back(run.optimizer.param_groups().at(0).lr.value());
     run.optimizer.step();
@@ -129,9 +128,13 @@ void check_series(const char* what, const std::vector<double>& got, const json& 
   }
 }
 
-// The held-out loss and the final parameters of a float64 run against PyTorch's.
-void check_float64_end(const Trajectory& run) {
+// A float64 run against PyTorch's: every step's loss, gradient norm and learning rate, the held-out
+// loss and the final parameters. `who` names the run in the messages.
+void check_float64_run(const std::string& who, const Trajectory& run) {
   const json& data = fixture();
+  check_series((who + " loss").c_str(), run.losses, data.at("losses"), 1e-10);
+  check_series((who + " gradient norm").c_str(), run.grad_norms, data.at("grad_norms"), 1e-10);
+  check_series((who + " learning rate").c_str(), run.learning_rates, data.at("learning_rates"), 1e-15);
   CHECK(run.held_out_loss == doctest::Approx(data.at("held_out_loss").get<double>()).epsilon(1e-10));
   const json& final = data.at("final_parameters");
   REQUIRE(run.final_parameters.size() == final.size());
@@ -159,12 +162,7 @@ TEST_CASE("training regression: the fixture is PyTorch 1.13's float64 run, and i
 TEST_CASE(
     "training regression: float64 training of a small language model follows PyTorch's trajectory (loss, gradient "
     "norm, learning rate, held-out loss, final parameters)") {
-  const Trajectory run = train_by_hand(kFloat64);
-  const json& data = fixture();
-  check_series("loss", run.losses, data.at("losses"), 1e-10);
-  check_series("gradient norm", run.grad_norms, data.at("grad_norms"), 1e-10);
-  check_series("learning rate", run.learning_rates, data.at("learning_rates"), 1e-15);
-  check_float64_end(run);
+  check_float64_run("by hand", train_by_hand(kFloat64));
 }
 
 TEST_CASE(
@@ -172,12 +170,12 @@ TEST_CASE(
     "float64 trajectory") {
   tapegrad::testing::TempDir dir;
   Trajectory seen;
-  for (const std::int64_t max_steps : {std::int64_t{6}, Setup::config_int("steps")}) {
+  for (const std::int64_t max_steps : {std::int64_t{6}, config_int("steps")}) {
     CAPTURE(max_steps);
     Setup run(kFloat64);  // a new process's start: the first parameters, until the checkpoint is read
     train::TrainerOptions options;
     options.max_steps = max_steps;
-    options.clip_grad_norm = Setup::config_double("max_grad_norm");
+    options.clip_grad_norm = config_double("max_grad_norm");
     options.log_every = 1;
     options.run_dir = (dir.path / "run").string();
     options.progress = train::Progress::Off;
@@ -201,11 +199,7 @@ TEST_CASE(
     seen.grad_norms.push_back(entry.at("grad_norm").get<double>());
     seen.learning_rates.push_back(entry.at("lr").get<double>());
   }
-  const json& data = fixture();
-  check_series("Trainer loss", seen.losses, data.at("losses"), 1e-10);
-  check_series("Trainer gradient norm", seen.grad_norms, data.at("grad_norms"), 1e-10);
-  check_series("Trainer learning rate", seen.learning_rates, data.at("learning_rates"), 1e-15);
-  check_float64_end(seen);
+  check_float64_run("Trainer", seen);
 }
 
 TEST_CASE("training regression: float32 training stays within float32 rounding of PyTorch's float64 losses") {
