@@ -127,15 +127,15 @@ bool Tensor::requires_grad() const {
   return t.requires_grad || t.grad_fn != nullptr;
 }
 
-const Tensor& Tensor::requires_grad_(bool requires) const {
+const Tensor& Tensor::requires_grad_(bool on) const {
   TensorImpl& t = checked();
-  if (t.grad_fn && !requires)
+  if (t.grad_fn && !on)
     throw GraphError(message("requires_grad_: cannot turn off requires_grad of a non-leaf tensor (made by ",
                              t.grad_fn->name, "); use detach()"));
-  if (requires && !is_floating(t.dtype))
+  if (on && !is_floating(t.dtype))
     throw TypeError(
         message("requires_grad_: only floating-point tensors can require gradients, got ", dtype_name(t.dtype)));
-  t.requires_grad = requires;
+  t.requires_grad = on;
   return *this;
 }
 

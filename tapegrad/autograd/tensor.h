@@ -109,7 +109,7 @@ class Tensor {
   // --- autograd ---
   bool requires_grad() const;
   // Marks a floating-point leaf as needing its gradient; returns *this for chaining.
-  const Tensor& requires_grad_(bool requires = true) const;
+  const Tensor& requires_grad_(bool on = true) const;
   bool is_leaf() const { return checked().grad_fn == nullptr; }
   // The accumulated gradient (undefined until a backward reaches this tensor). A GraphError when
   // the gradient is row-sparse (has_sparse_grad): read that one with sparse_grad().

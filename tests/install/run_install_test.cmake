@@ -7,7 +7,8 @@
 #    CMAKE_PREFIX_PATH, nothing else pointing into the source or build tree),
 #    with plain flags: no build type, CMAKE_CXX_FLAGS=-O2; the consumer project fails if the package
 #    imposes compile options or definitions,
-# 3. runs the consumer, which checks a gradient, and the README's training script, which must learn;
+# 3. runs the consumer (built as C++17 and as C++20), which checks a gradient, and the README's
+#    training script, which must learn;
 #    with WANT_DIST, find_package(tapegrad COMPONENTS dist) too, and a data-parallel consumer alone and
 #    under mpirun -np 2.
 include(${CMAKE_CURRENT_LIST_DIR}/../../cmake/ScriptSteps.cmake)
@@ -30,6 +31,7 @@ run(configure "${CMAKE_COMMAND}" -S "${CONSUMER_DIR}" -B "${WORK_DIR}/consumer" 
     -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON)
 run(build "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer")
 run(run "${WORK_DIR}/consumer/consumer")
+run(run_cxx20 "${WORK_DIR}/consumer/consumer_cxx20")
 if(WANT_DIST)
   run(dist_alone "${WORK_DIR}/consumer/dist_consumer")
   run(dist_mpirun "${MPIEXEC}" --oversubscribe -np 2 "${WORK_DIR}/consumer/dist_consumer")
