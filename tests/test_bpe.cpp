@@ -203,4 +203,16 @@ TEST_CASE("bpe: save and load give the same tokenizer, and a bad file names its 
       "BpeTokenizer::load: '" + bad + "': field 'format' must be \"tapegrad-bpe\", got \"vocab\"";
   CHECK_THROWS_WITH_AS(BpeTokenizer::load(bad), bad_format.c_str(), ValueError);
   CHECK_THROWS_AS(BpeTokenizer::load(dir.file("missing.json")), IoError);
+  // Merges that double one token each time: merge r spells 2^(r+1) bytes, 16 GiB by the 33rd.
+  std::string chain = R"({"format": "tapegrad-bpe", "merges": [[0, 0])";
+  for (int r = 0; r < 40; ++r) chain += ", [" + std::to_string(256 + r) + ", " + std::to_string(256 + r) + "]";
+  write(chain + "]}");
+  const std::string doubling = "BpeTokenizer::load: '" + bad +
+                               "': field 'merges[26]' makes the merged tokens 268435710 bytes long in all, more "
+                               "than 268435456 (merges that keep doubling a token?)";
+  CHECK_THROWS_WITH_AS(BpeTokenizer::load(bad), doubling.c_str(), ValueError);
+  write(R"({"format": "tapegrad-bpe", "merges": [[97, 98], [98, 99], [97, 98]]})");
+  CHECK_THROWS_WITH_AS(
+      BpeTokenizer::load(bad),
+      ("BpeTokenizer::load: '" + bad + "': field 'merges[2]' repeats an earlier merge [97,98]").c_str(), ValueError);
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -304,6 +305,13 @@ TEST_CASE("data: an epoch visits every row once, drop_last drops the short last 
   CHECK(none.batches_per_epoch() == 0);
   CHECK(none.epoch(0).empty());
   CHECK_THROWS_AS(none.batch_at(0), ValueError);
+
+  // A batch larger than the dataset is one batch, however large (n + b - 1 overflowed to -1 batches).
+  options.drop_last = false;
+  options.batch_size = INT64_MAX;
+  const DataLoader huge(d, options);
+  CHECK(huge.batches_per_epoch() == 1);
+  CHECK(huge.batch_at(0).size() == static_cast<std::int64_t>(d.size()));
 }
 
 TEST_CASE("data: shuffling is a function of (seed, epoch), different across epochs and seeds") {

@@ -2,6 +2,7 @@
 // typed errors) and whole-file reads.
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -99,6 +100,11 @@ TEST_CASE("json: read_file and read_json_file name the file and the reason") {
                        ("cannot read " + path + ": the file is 8 bytes, more than the limit of 4").c_str(), IoError);
   CHECK_THROWS_WITH_AS(io::read_file(dir.str()),
                        ("cannot read " + dir.str() + ": it is a directory, not a file").c_str(), IoError);
+  // A FIFO with no writer: refused at once (a blocking open would wait for a writer forever).
+  const std::string fifo = dir.file("fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(io::read_file(fifo), ("cannot read " + fifo + ": not a regular file").c_str(), IoError);
+  CHECK_THROWS_AS(io::read_json_file(fifo), IoError);
   CHECK_THROWS_WITH_AS(io::read_file(dir.file("absent")),
                        ("cannot open " + dir.file("absent") + ": No such file or directory").c_str(), IoError);
   testing::write_text(path, "{\"k\": 1, \"k\": 2}");

@@ -143,9 +143,17 @@ TEST_CASE("prefetch: the next item is made while the caller works on the current
 TEST_CASE("prefetch: bad options and an empty producer are refused") {
   const auto produce = [](std::int64_t step) { return step; };
   CHECK_THROWS_WITH_AS(data::Prefetcher<std::int64_t>(produce, data::PrefetchOptions{0, 4}),
-                       "Prefetcher: workers and depth must be at least 1, got 0 and 4", ValueError);
+                       "Prefetcher: workers must be in [1, 256] and depth in [1, 65536], got 0 and 4", ValueError);
   CHECK_THROWS_AS(data::Prefetcher<std::int64_t>(produce, data::PrefetchOptions{1, 0}), ValueError);
+  CHECK_THROWS_AS(data::Prefetcher<std::int64_t>(produce, data::PrefetchOptions{100000, 4}), ValueError);
+  // A depth near INT64_MAX made `next + depth` overflow (and would let the workers run unbounded ahead).
+  CHECK_THROWS_AS(data::Prefetcher<std::int64_t>(produce, data::PrefetchOptions{1, INT64_MAX}), ValueError);
   CHECK_THROWS_WITH_AS(data::Prefetcher<std::int64_t>(nullptr), "Prefetcher: the producer is empty", ValueError);
+  data::Prefetcher<std::int64_t> items(produce, data::PrefetchOptions{1, 2});
+  CHECK_THROWS_WITH_AS(items.get(INT64_MAX), "Prefetcher::get: step must be in [0, 2^62), got 9223372036854775807",
+                       ValueError);
+  CHECK_THROWS_AS(items.get(-1), ValueError);
+  CHECK(items.get(5) == 5);  // still serves after the refusals
 }
 
 TEST_CASE("prefetch: destruction while the workers wait or work does not hang") {

@@ -141,6 +141,16 @@ TEST_CASE("checkpoint: duplicate names are refused before anything is written") 
   CHECK(dir.count_files() == 0);
 }
 
+TEST_CASE("checkpoint: a header load_safetensors would refuse is refused on save, before anything is written") {
+  TempDir dir;
+  const std::string path = dir.file("h.safetensors");
+  const io::Metadata big{{"notes", std::string(100000000, 'a')}};  // past the 100 MB header limit with the rest
+  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"x", zeros({1})}}, big),
+                       doctest::Contains("save_safetensors: the header (names, shapes, offsets and metadata) is "),
+                       ValueError);
+  CHECK(dir.count_files() == 0);
+}
+
 TEST_CASE("checkpoint: failed writes throw IoError, leave no temp file and keep the old checkpoint") {
   TempDir dir;
   // Non-existent directory.
@@ -194,7 +204,7 @@ TEST_CASE("checkpoint: hand-made corrupt files are rejected with messages naming
   check_bad(make_file("{\"a\":", ""), "header: not valid JSON");
   check_bad(make_file("[1,2]", ""), "header is not a JSON object");
   check_bad(make_file(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", std::string(4, '\0')),
-            "tensor 'a': unsupported dtype 'F16'");
+            "tensor 'a': unsupported dtype 'F16' (expected F32, F64, BF16, I64 or BOOL)");
   check_bad(make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", f32x2),
             "tensor 'a': shape [-2] has an entry that is not a non-negative integer");
   check_bad(make_file(R"({"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}})", f32x2),

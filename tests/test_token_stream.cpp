@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <numeric>
 #include <set>
 
@@ -75,6 +76,13 @@ TEST_CASE("token stream: bad options, a short sequence and bad steps or starts a
                        "TokenStream: a sequence of 4 tokens is too short for one window of 4 tokens and its targets "
                        "(needs 5)",
                        ValueError);
+  CHECK_THROWS_WITH_AS(data::TokenStream(iota_tokens(4), data::TokenStreamOptions().context(INT64_MAX)),
+                       "TokenStream: a sequence of 4 tokens is too short for one window of 9223372036854775807 "
+                       "tokens and its targets (needs 9223372036854775808)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      data::TokenStream(iota_tokens(40), data::TokenStreamOptions().context(4).batch_size(INT64_MAX / 2)),
+      "TokenStream: batch_size 4611686018427387903 x context 4 is more than 4294967296 tokens a batch", ValueError);
   CHECK_THROWS_WITH_AS(data::TokenStream(iota_tokens(40), data::TokenStreamOptions().batch_size(0)),
                        "TokenStream: batch_size and context must be >= 1, got 0 and 128", ValueError);
   const data::TokenStream stream(iota_tokens(10), data::TokenStreamOptions().context(4));

@@ -168,7 +168,15 @@ TEST_CASE("word2vec format: bad files are IoErrors naming the file and the place
   CHECK(load_error(p, "100000000 300\n", F::Binary) ==
         "load_word2vec: " + p +
             " (binary): the header promises 100000000 words of dimension 300, more than the 0 bytes after it can hold");
-  CHECK_THROWS_AS(io::load_word2vec((dir.path / "missing").string(), F::Text), IoError);
+  CHECK(load_error(p, "0 9223372036854775807\n", F::Text) ==
+        "load_word2vec: " + p +
+            " (text): the header promises no words, of dimension 9223372036854775807, more than "
+            "16777216");
+  CHECK(load_error(p, "1 2\nx 1 1e50\n", F::Text) ==
+        "load_word2vec: " + p + " (text): line 2: \"1e50\" is outside float32's range");
+  const std::string missing = (dir.path / "missing").string();
+  CHECK_THROWS_WITH_AS(io::load_word2vec(missing, F::Text),
+                       ("load_word2vec: cannot open " + missing + ": No such file or directory").c_str(), IoError);
 }
 
 TEST_CASE("word2vec format: save_word2vec refuses what the format cannot hold, and a failed save loses nothing") {
@@ -193,5 +201,18 @@ TEST_CASE("word2vec format: save_word2vec refuses what the format cannot hold, a
   const std::string before = io::read_file(p);
   CHECK_THROWS_AS(io::save_word2vec(p, {"a", ""}, v, F::Text), ValueError);
   CHECK(io::read_file(p) == before);
-  CHECK_THROWS_AS(io::save_word2vec((dir.path / "no" / "such" / "dir.txt").string(), {"a", "b"}, v, F::Text), IoError);
+  CHECK_THROWS_WITH_AS(io::save_word2vec((dir.path / "no" / "such" / "dir.txt").string(), {"a", "b"}, v, F::Text),
+                       doctest::Contains("save_word2vec: cannot create "), IoError);
+  // Readers keep float32: 1e300 would be saved as inf in binary and unreadable as text.
+  const Tensor wide = from_vector(std::vector<double>{0.5, 1e300, -2.0, 3.0, 4.0, 5.0}, {2, 3});
+  for (const F format : {F::Text, F::Binary})
+    CHECK_THROWS_WITH_AS(io::save_word2vec(p, {"a", "b"}, wide, format),
+                         ("save_word2vec: " + p +
+                          ": word \"a\" has 1e+300 at 1, beyond float32's range, which the "
+                          "format's readers keep")
+                             .c_str(),
+                         ValueError);
+  CHECK(io::read_file(p) == before);
+  CHECK_THROWS_WITH_AS(io::save_word2vec(p, {"a", "b"}, Tensor(), F::Text),
+                       ("save_word2vec: " + p + ": the vectors are an undefined tensor").c_str(), ValueError);
 }

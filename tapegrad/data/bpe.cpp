@@ -4,6 +4,7 @@
 #include <limits>
 #include <numeric>
 #include <queue>
+#include <set>
 #include <tuple>
 
 #include "tapegrad/autograd/error.h"
@@ -295,6 +296,12 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
   if (!j.contains("merges") || !j["merges"].is_array()) throw ValueError(where + "field 'merges' must be an array");
   BpeTokenizer bpe;
   const auto& merges = j["merges"];
+  // Each merge's token is its two parts spelled out: a chain of merges that doubles one token each
+  // time asks for 2^r bytes from a file of a few hundred, so the spelled-out bytes are bounded.
+  constexpr std::int64_t kMaxSpelledBytes = std::int64_t{1} << 28;
+  std::vector<std::int64_t> token_bytes(static_cast<std::size_t>(kByteTokens), 1);
+  std::int64_t spelled_bytes = kByteTokens;
+  std::set<std::pair<std::int64_t, std::int64_t>> seen;
   for (std::size_t r = 0; r < merges.size(); ++r) {
     const std::string field = "merges[" + std::to_string(r) + "]";
     const auto& m = merges[r];
@@ -306,8 +313,16 @@ BpeTokenizer BpeTokenizer::load(const std::string& path) {
       throw ValueError(
           message(where, "field '", field, "' must be two ids below ", known, ", got ", io::json_excerpt(m)));
     const std::pair<std::int64_t, std::int64_t> merge{m[0].get<std::int64_t>(), m[1].get<std::int64_t>()};
-    if (std::find(bpe.merges_.begin(), bpe.merges_.end(), merge) != bpe.merges_.end())
+    if (!seen.insert(merge).second)
       throw ValueError(where + "field '" + field + "' repeats an earlier merge " + io::json_excerpt(m));
+    const std::int64_t bytes =
+        token_bytes[static_cast<std::size_t>(merge.first)] + token_bytes[static_cast<std::size_t>(merge.second)];
+    spelled_bytes += bytes;
+    if (spelled_bytes > kMaxSpelledBytes)
+      throw ValueError(message(where, "field '", field, "' makes the merged tokens ", spelled_bytes,
+                               " bytes long in all, more than ", kMaxSpelledBytes,
+                               " (merges that keep doubling a token?)"));
+    token_bytes.push_back(bytes);
     bpe.merges_.push_back(merge);
   }
   if (j.contains("special_tokens")) {

@@ -87,7 +87,7 @@ std::vector<std::size_t> DataLoader::batch_rows(const std::vector<std::size_t>& 
 
 std::int64_t DataLoader::batches_per_epoch() const {
   const std::int64_t n = dataset_size(), b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  return n / b + (!options_.drop_last && n % b != 0 ? 1 : 0);  // no n + b - 1: b may be near INT64_MAX
 }
 
 std::vector<std::size_t> DataLoader::order(std::int64_t epoch) const {

@@ -49,27 +49,30 @@ class Prefetcher {
  public:
   using Producer = std::function<T(std::int64_t step)>;
 
+  static constexpr int kMaxWorkers = 256;
+  static constexpr std::int64_t kMaxDepth = std::int64_t{1} << 16;
+  static constexpr std::int64_t kStepLimit = std::int64_t{1} << 62;  // steps are below it
+
   // The workers start at once, making items from step 0 (a first get of another step restarts there).
-  // ValueError for an empty producer, workers < 1 or depth < 1.
+  // ValueError for an empty producer, workers outside [1, 256] or depth outside [1, 65536]; a thread
+  // that cannot be started stops the ones that were and rethrows.
   explicit Prefetcher(Producer produce, PrefetchOptions options = {})
       : produce_(std::move(produce)), options_(options) {
     if (!produce_) throw ValueError("Prefetcher: the producer is empty");
-    if (options.workers < 1 || options.depth < 1)
-      throw ValueError(
-          message("Prefetcher: workers and depth must be at least 1, got ", options.workers, " and ", options.depth));
+    if (options.workers < 1 || options.workers > kMaxWorkers || options.depth < 1 || options.depth > kMaxDepth)
+      throw ValueError(message("Prefetcher: workers must be in [1, ", kMaxWorkers, "] and depth in [1, ", kMaxDepth,
+                               "], got ", options.workers, " and ", options.depth));
     threads_.reserve(static_cast<std::size_t>(options.workers));
-    for (int i = 0; i < options.workers; ++i) threads_.emplace_back([this] { work(); });
+    try {
+      for (int i = 0; i < options.workers; ++i) threads_.emplace_back([this] { work(); });
+    } catch (...) {
+      stop_workers();  // joinable threads must not outlive a constructor that throws
+      throw;
+    }
   }
 
   // Stops the workers, after each finishes the item it is making.
-  ~Prefetcher() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    changed_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
+  ~Prefetcher() { stop_workers(); }
 
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -78,6 +81,8 @@ class Prefetcher {
   // workers made ahead; any other step (a resume, an evaluation's own range, a jump back) drops the items
   // made ahead and starts again from it. Rethrows, with its type, the exception produce threw for `step`.
   T get(std::int64_t step) {
+    if (step < 0 || step >= kStepLimit)
+      throw ValueError(message("Prefetcher::get: step must be in [0, 2^62), got ", step));
     std::unique_lock<std::mutex> lock(mutex_);
     if (step != next_) restart(step);
     ++stats_.items;
@@ -112,6 +117,15 @@ class Prefetcher {
 
   static double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    changed_.notify_all();
+    for (std::thread& t : threads_) t.join();
   }
 
   // Called with the lock held: forget what was made for the old position, make from `step` on.

@@ -17,9 +17,15 @@ TokenStream::TokenStream(std::shared_ptr<const std::vector<std::int64_t>> tokens
   if (options_.batch_size() < 1 || options_.context() < 1)
     throw ValueError(message("TokenStream: batch_size and context must be >= 1, got ", options_.batch_size(), " and ",
                              options_.context()));
-  if (size() < options_.context() + 1)
+  if (size() - 1 < options_.context())  // not size() < context() + 1, which overflows for a context near INT64_MAX
     throw ValueError(message("TokenStream: a sequence of ", size(), " tokens is too short for one window of ",
-                             options_.context(), " tokens and its targets (needs ", options_.context() + 1, ")"));
+                             options_.context(), " tokens and its targets (needs ",
+                             static_cast<std::uint64_t>(options_.context()) + 1, ")"));
+  // A batch is two (batch_size, context) tensors: their size bounded, their products free of overflow.
+  constexpr std::int64_t kMaxBatchTokens = std::int64_t{1} << 32;
+  if (options_.batch_size() > kMaxBatchTokens / options_.context())
+    throw ValueError(message("TokenStream: batch_size ", options_.batch_size(), " x context ", options_.context(),
+                             " is more than ", kMaxBatchTokens, " tokens a batch"));
 }
 
 std::int64_t TokenStream::batches_per_epoch() const {

@@ -68,12 +68,16 @@ void write_and_sync(const std::string& path, const std::vector<std::string_view>
 }  // namespace
 
 std::string read_file(const std::string& path, std::uint64_t max_bytes, Oversize oversize) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer before the check below can refuse it.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) throw IoError("cannot open " + path + ": " + errno_text());
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw IoError("cannot stat " + path + ": " + errno_text());
   if (S_ISDIR(st.st_mode)) throw IoError("cannot read " + path + ": it is a directory, not a file");
   if (!S_ISREG(st.st_mode)) throw IoError("cannot read " + path + ": not a regular file");
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+    throw IoError("cannot read " + path + ": " + errno_text());
   std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
   if (size > max_bytes && oversize == Oversize::ReadHead) size = max_bytes;
   if (size > max_bytes)

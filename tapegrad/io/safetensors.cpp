@@ -132,6 +132,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   }
   while (text.size() % 8 != 0) text.push_back(' ');
   const std::uint64_t n = text.size();
+  if (n > kMaxHeaderBytes)  // load_safetensors would refuse the file
+    throw ValueError(message("save_safetensors: the header (names, shapes, offsets and metadata) is ", n,
+                             " bytes, more than the limit of ", kMaxHeaderBytes, " (file ", path, ")"));
   char len_bytes[8];
   std::memcpy(len_bytes, &n, 8);  // little-endian host (static_assert above)
 
@@ -192,7 +195,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     e.name = name;
     const std::string dt = value["dtype"].get<std::string>();
     if (!parse_file_dtype(dt, e.dtype))
-      throw IoError(at + "unsupported dtype " + shown(dt) + " (expected F32, F64, I64 or BOOL)");
+      throw IoError(at + "unsupported dtype " + shown(dt) + " (expected F32, F64, BF16, I64 or BOOL)");
     if (!value.contains("shape") || !value["shape"].is_array()) throw IoError(at + "missing or non-array shape");
     const json& shape = value["shape"];
     if (shape.size() > static_cast<std::size_t>(kMaxRank))

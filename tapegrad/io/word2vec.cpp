@@ -107,15 +107,29 @@ class Reader {
 
 // A number of a text file, the whole field, rounded once to float32 (from_chars: exponents, "inf"
 // and "nan" are read, the locale is not consulted).
-bool parse_number(std::string_view field, float& out) {
+// The field as a float32: std::errc() when it is one, result_out_of_range when it is a number
+// beyond float32's range, invalid_argument otherwise.
+std::errc parse_number(std::string_view field, float& out) {
   const auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), out);
-  return ec == std::errc() && end == field.data() + field.size();
+  if (end != field.data() + field.size()) return std::errc::invalid_argument;
+  return ec;
+}
+
+// read_file's and write_file_atomic's IoErrors, prefixed with the function that called them.
+template <class F>
+auto naming(const char* op, F&& f) {
+  try {
+    return f();
+  } catch (const IoError& e) {
+    throw IoError(std::string(op) + ": " + e.what());
+  }
 }
 
 }  // namespace
 
 void save_word2vec(const std::string& path, const std::vector<std::string>& words, const Tensor& vectors,
                    Word2VecFormat format) {
+  if (!vectors.defined()) throw ValueError("save_word2vec: " + path + ": the vectors are an undefined tensor");
   if (vectors.dim() != 2 || (vectors.dtype() != kFloat32 && vectors.dtype() != kFloat64))
     throw ShapeError("save_word2vec: " + path + ": expected float32 or float64 vectors (V, D), got " +
                      dtype_name(vectors.dtype()) + " " + vectors.shape().str());
@@ -137,6 +151,14 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
   const bool binary = format == Word2VecFormat::Binary;
   const bool wide = vectors.dtype() == kFloat64;
   const std::vector<double> values = vectors.to(kFloat64).contiguous().to_vector<double>();
+  // Readers (load_word2vec, gensim, word2vec.c) keep float32: a finite value beyond its range would
+  // be saved as inf in binary, and as text no reader could read it back.
+  constexpr double kFloat32Max = 3.4028234663852886e38;
+  for (std::size_t k = 0; k < values.size(); ++k)
+    if (std::isfinite(values[k]) && std::abs(values[k]) > kFloat32Max)
+      throw ValueError(message("save_word2vec: ", path, ": word \"", words[k / static_cast<std::size_t>(dim)],
+                               "\" has ", values[k], " at ", k % static_cast<std::size_t>(dim),
+                               ", beyond float32's range, which the format's readers keep"));
   char number[64];
   for (std::int64_t i = 0; i < count; ++i) {
     out += words[static_cast<std::size_t>(i)];
@@ -160,11 +182,11 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
     }
     out += '\n';
   }
-  write_file_atomic(path, out);
+  naming("save_word2vec", [&] { write_file_atomic(path, out); });
 }
 
 WordVectors load_word2vec(const std::string& path, Word2VecFormat format) {
-  Reader in(path, read_file(path), format);
+  Reader in(path, naming("load_word2vec", [&] { return read_file(path); }), format);
   const auto [count, dim] = in.header();
   // Every word and every number takes at least a byte: a header promising more than the file
   // could hold is refused, and what is reserved for the values never exceeds the file's size.
@@ -172,6 +194,10 @@ WordVectors load_word2vec(const std::string& path, Word2VecFormat format) {
   if (count > 0 && (static_cast<std::uint64_t>(dim) > left || static_cast<std::uint64_t>(count) > left))
     in.fail("the header promises " + std::to_string(count) + " words of dimension " + std::to_string(dim) +
             ", more than the " + std::to_string(left) + " bytes after it can hold");
+  constexpr std::int64_t kMaxEmptyDim = std::int64_t{1} << 24;  // no word to bound it by
+  if (count == 0 && dim > kMaxEmptyDim)
+    in.fail("the header promises no words, of dimension " + std::to_string(dim) + ", more than " +
+            std::to_string(kMaxEmptyDim));
   WordVectors result;
   std::vector<float> values;
   values.reserve(static_cast<std::size_t>(
@@ -202,9 +228,10 @@ WordVectors load_word2vec(const std::string& path, Word2VecFormat format) {
       add_word(std::string(fields[0]), i);
       for (std::int64_t j = 0; j < dim; ++j) {
         float f;
-        if (!parse_number(fields[static_cast<std::size_t>(j + 1)], f))
+        const std::errc parsed = parse_number(fields[static_cast<std::size_t>(j + 1)], f);
+        if (parsed != std::errc())
           in.fail("line " + std::to_string(i + 2) + ": \"" + std::string(fields[static_cast<std::size_t>(j + 1)]) +
-                  "\" is not a number");
+                  (parsed == std::errc::result_out_of_range ? "\" is outside float32's range" : "\" is not a number"));
         values.push_back(f);
       }
     }
