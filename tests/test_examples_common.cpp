@@ -313,6 +313,16 @@ TEST_CASE("examples svg: nice ticks and the colour scale") {
   CHECK(n.size() == 4);
   CHECK(nice_ticks(2, 2) == std::vector<double>{2});
   CHECK_THROWS_AS(nice_ticks(1, 0), ValueError);
+  // Ranges with no round step: too narrow for their magnitude, narrower than the smallest double
+  // step (a zero step, then 0 / 0 cast to an integer), or wider than a double (hi - lo overflows).
+  CHECK(nice_ticks(1, 1 + 1e-15) == std::vector<double>{1, 1 + 1e-15});
+  CHECK(nice_ticks(0, 5e-324) == std::vector<double>{0, 5e-324});
+  CHECK(nice_ticks(-1.7e308, 1.7e308) == std::vector<double>{-1.7e308, 1.7e308});
+  const std::vector<double> wide = nice_ticks(-1e307, 1e307);
+  CHECK(wide.front() <= -1e307);
+  CHECK(wide.back() >= 1e307);
+  CHECK_THROWS_WITH_AS(nice_ticks(0, 1, 1), "nice_ticks: target must be in [2, 1000], got 1", ValueError);
+  CHECK_THROWS_AS(nice_ticks(0, 1, 2147483647), ValueError);
   CHECK(scale_colour(0) == "#440154");
   CHECK(scale_colour(1) == "#fde725");
   CHECK(scale_colour(-5) == scale_colour(0));
@@ -348,6 +358,16 @@ TEST_CASE("examples svg: line plot with series, breaks, log axis and escaped tex
   CHECK(line_plot_svg(empty).find("no data") != std::string::npos);
   plot.series[1].y.pop_back();
   CHECK_THROWS_WITH_AS(line_plot_svg(plot), "line_plot_svg: series \"val\" has 3 x values and 2 y values", ValueError);
+  LinePlot control;  // a label with control characters XML does not allow
+  control.title = std::string(
+      "a\x01"
+      "b\x1f"
+      "c\td");
+  CHECK(line_plot_svg(control).find(">abc\td</text>") != std::string::npos);
+  LinePlot tiny;  // smaller than its margins: the plot area would have a negative size
+  tiny.width = 10;
+  tiny.height = 10;
+  CHECK_THROWS_WITH_AS(line_plot_svg(tiny), "line_plot_svg: size must be at least 100x100, got 10x10", ValueError);
 }
 
 TEST_CASE("examples svg: heat maps with labels and colour bars") {
@@ -370,6 +390,16 @@ TEST_CASE("examples svg: heat maps with labels and colour bars") {
   HeatMap labels = map;
   labels.col_labels.pop_back();
   CHECK_THROWS_WITH_AS(heat_map_svg({labels}), "heat_map_svg: panel 0 has 2 column labels for 3 columns", ValueError);
+  HeatMap scale = map;
+  scale.min = std::nan("");
+  CHECK_THROWS_WITH_AS(heat_map_svg({map, scale}),
+                       "heat_map_svg: panel 1 needs a finite min below a finite max, got nan "
+                       "and none",
+                       ValueError);
+  scale.min = 5.0;
+  scale.max = 1.0;
+  CHECK_THROWS_WITH_AS(heat_map_svg({scale}),
+                       "heat_map_svg: panel 0 needs a finite min below a finite max, got 5 and 1", ValueError);
 }
 
 TEST_CASE("examples run files: atomic writes, JSON lines, loss plot from metrics") {

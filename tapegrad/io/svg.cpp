@@ -20,10 +20,13 @@ namespace {
 const std::array<const char*, 8> kPalette = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                                              "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
+// Text for XML: the five special characters as entities, and the control characters XML 1.0 does
+// not allow (all below 0x20 but tab, newline and carriage return) dropped, so the file stays valid.
 std::string escape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') continue;
     switch (c) {
       case '&':
         out += "&amp;";
@@ -91,9 +94,9 @@ std::vector<double> log_ticks(double lo, double hi) {
 std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!std::isfinite(lo) || !std::isfinite(hi) || lo > hi)
     throw ValueError("nice_ticks: need finite lo <= hi, got " + tick_label(lo) + ", " + tick_label(hi));
+  if (target < 2 || target > 1000) throw ValueError(message("nice_ticks: target must be in [2, 1000], got ", target));
   if (lo == hi) return {lo};
-  target = std::max(target, 2);
-  const double raw = (hi - lo) / (target - 1);
+  const double raw = (hi / 2 - lo / 2) / (target - 1) * 2;  // halves first: hi - lo may overflow
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   double step = magnitude * 10;
   for (const double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -102,8 +105,14 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
       break;
     }
   }
-  const auto first = static_cast<std::int64_t>(std::floor(lo / step + 1e-9));
-  const auto last = static_cast<std::int64_t>(std::ceil(hi / step - 1e-9));
+  // A range too narrow for its magnitude (1 to 1 + 1e-15), too narrow to have a step at all, or whose
+  // round ends overflow: its two ends are the ticks.
+  const double first_step = std::floor(lo / step + 1e-9), last_step = std::ceil(hi / step - 1e-9);
+  if (!(step > 0) || !std::isfinite(step) || std::abs(first_step) > 1e15 || std::abs(last_step) > 1e15 ||
+      !std::isfinite(first_step * step) || !std::isfinite(last_step * step))
+    return {lo, hi};
+  const auto first = static_cast<std::int64_t>(first_step);
+  const auto last = static_cast<std::int64_t>(last_step);
   std::vector<double> ticks;
   for (std::int64_t k = first; k <= last; ++k) {
     // k * step carries rounding noise (3 * 0.2 = 0.6000000000000001); 12 digits drop it.
@@ -150,8 +159,9 @@ std::vector<double> axis_ticks(double& lo, double& hi, bool log) {
 }  // namespace
 
 std::string line_plot_svg(const LinePlot& plot) {
-  if (plot.width <= 0 || plot.height <= 0)
-    throw ValueError(message("line_plot_svg: size must be positive, got ", plot.width, "x", plot.height));
+  // The margins take 90 x 95 pixels (with a title): anything smaller leaves no room for the plot.
+  if (plot.width < 100 || plot.height < 100)
+    throw ValueError(message("line_plot_svg: size must be at least 100x100, got ", plot.width, "x", plot.height));
   for (const Series& s : plot.series)
     if (s.x.size() != s.y.size())
       throw ValueError(message("line_plot_svg: series \"", s.name, "\" has ", s.x.size(), " x values and ", s.y.size(),
@@ -272,6 +282,10 @@ std::string heat_map_svg(const std::vector<HeatMap>& panels, const std::string& 
     if (!m.col_labels.empty() && m.col_labels.size() != cols)
       throw ValueError(
           message("heat_map_svg: panel ", p, " has ", m.col_labels.size(), " column labels for ", cols, " columns"));
+    if ((m.min && !std::isfinite(*m.min)) || (m.max && !std::isfinite(*m.max)) || (m.min && m.max && *m.min >= *m.max))
+      throw ValueError(message("heat_map_svg: panel ", p, " needs a finite min below a finite max, got ",
+                               m.min ? tick_label(*m.min) : std::string("none"), " and ",
+                               m.max ? tick_label(*m.max) : std::string("none")));
     width += label_w + cols * cell + bar_gap + bar_w + bar_label_w + gap;
     height = std::max(height, top + 24 + rows * cell + label_h);
   }
@@ -289,7 +303,7 @@ std::string heat_map_svg(const std::vector<HeatMap>& panels, const std::string& 
     if (!(lo <= hi)) lo = 0, hi = 1;
     if (m.min) lo = *m.min;
     if (m.max) hi = *m.max;
-    if (hi <= lo) hi = lo + 1;
+    if (hi <= lo) hi = lo + 1;  // one value (or a given min above the data): a scale of width 1 from it
     const double gx = x0 + label_w, gy = top + 24;
     if (!m.title.empty()) out << text(gx + cols * cell / 2, top + 10, m.title, "middle", 13);
     for (std::size_t r = 0; r < rows; ++r) {

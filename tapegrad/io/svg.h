@@ -55,7 +55,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 6);
 // Colour of t in [0, 1] on a perceptually ordered scale (dark blue -> green -> yellow), "#rrggbb".
 std::string scale_colour(double t);
 
-// ValueError for a series whose x and y differ in length, a non-positive size.
+// ValueError for a series whose x and y differ in length, a size below 100x100.
 std::string line_plot_svg(const LinePlot& plot);
 // One panel per map, side by side, sharing one title; each panel has its own colour bar.
 // ValueError for ragged rows or label counts that do not match the matrix.
