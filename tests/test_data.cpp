@@ -545,5 +545,14 @@ TEST_CASE("data: cross_validation_round re-deals train and validation and keeps 
       ValueError);
   Split overlapping = split;
   overlapping.validation.push_back(split.train.front());
-  CHECK_THROWS_AS(cross_validation_round(overlapping, labels, 4, 0, 0), ValueError);
+  CHECK_THROWS_WITH_AS(
+      cross_validation_round(overlapping, labels, 4, 0, 0),
+      ("cross_validation_round: row " + std::to_string(split.train.front()) + " is given twice").c_str(), ValueError);
+  Split beyond = split;
+  beyond.train.push_back(labels.size());
+  CHECK_THROWS_WITH_AS(cross_validation_round(beyond, labels, 4, 0, 0),
+                       ("cross_validation_round: row " + std::to_string(labels.size()) + " is outside the " +
+                        std::to_string(labels.size()) + " labels")
+                           .c_str(),
+                       IndexError);
 }

@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -98,6 +100,11 @@ TEST_CASE("io file: failures name the file and the system's reason") {
   CHECK_THROWS_WITH_AS(
       io::rename_path(missing, dir.file("b")),
       doctest::Contains(("cannot rename " + missing + " to " + dir.file("b") + ": No such file").c_str()), IoError);
+  CHECK_THROWS_WITH_AS(io::write_file_atomic("", "x"), "cannot write '': the path names no file", IoError);
+  CHECK_THROWS_WITH_AS(io::write_file_atomic(sub + "/", "x"),
+                       ("cannot write '" + sub + "/': the path names no file").c_str(), IoError);
+  CHECK(dir.count_files() == 1);  // nothing written by either, in the directory or in sub
+  CHECK(std::distance(std::filesystem::directory_iterator(sub), std::filesystem::directory_iterator()) == 1);
   CHECK(io::parent_directory("a/b/c.txt") == "a/b");
   CHECK(io::parent_directory("c.txt") == ".");
   CHECK(io::parent_directory("/c.txt") == "/");

@@ -51,7 +51,9 @@ class BpeTokenizer {
   const std::vector<std::pair<std::int64_t, std::int64_t>>& merges() const { return merges_; }
 
   // JSON {"format": "tapegrad-bpe", "merges": [[a, b], ...], "special_tokens": [...]}, written
-  // atomically. load: ValueError naming the file and the field for anything else.
+  // atomically. load: IoError when the file cannot be read or is not JSON; ValueError naming the
+  // file and the field for any other departure from that form, or merges that spell more than 2^28
+  // bytes of tokens in all.
   void save(const std::string& path) const;
   static BpeTokenizer load(const std::string& path);
 

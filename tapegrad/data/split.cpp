@@ -51,16 +51,13 @@ void check_folds(const char* where, std::int64_t folds, std::size_t rows, const 
     throw ValueError(message(where, ": folds must be at least 2 and at most the ", rows, " ", what, ", got ", folds));
 }
 
-}  // namespace
-
-std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
-                                                       const std::vector<std::size_t>& rows, std::int64_t folds,
-                                                       std::uint64_t seed) {
-  check_folds("stratified_folds", folds, rows.size(), "rows");
+// stratified_folds with its errors naming `where`.
+std::vector<std::vector<std::size_t>> deal_folds(const char* where, const std::vector<std::int64_t>& labels,
+                                                 const std::vector<std::size_t>& rows, std::int64_t folds,
+                                                 std::uint64_t seed) {
   std::map<std::int64_t, std::vector<std::size_t>> classes;  // ascending label order
   for (const std::size_t r : rows) {
-    if (r >= labels.size())
-      throw IndexError(message("stratified_folds: row ", r, " is outside the ", labels.size(), " labels"));
+    if (r >= labels.size()) throw IndexError(message(where, ": row ", r, " is outside the ", labels.size(), " labels"));
     classes[labels[r]].push_back(r);
   }
   std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(folds));
@@ -69,12 +66,21 @@ std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::in
   for (auto& [label, members] : classes) {
     std::sort(members.begin(), members.end());  // the same folds for any order of `rows`
     const auto repeated = std::adjacent_find(members.begin(), members.end());
-    if (repeated != members.end()) throw ValueError(message("stratified_folds: row ", *repeated, " is given twice"));
+    if (repeated != members.end()) throw ValueError(message(where, ": row ", *repeated, " is given twice"));
     gen.shuffle(members);
     for (const std::size_t r : members) out[dealt++ % out.size()].push_back(r);
   }
   for (std::vector<std::size_t>& fold : out) std::sort(fold.begin(), fold.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::size_t>> stratified_folds(const std::vector<std::int64_t>& labels,
+                                                       const std::vector<std::size_t>& rows, std::int64_t folds,
+                                                       std::uint64_t seed) {
+  check_folds("stratified_folds", folds, rows.size(), "rows");
+  return deal_folds("stratified_folds", labels, rows, folds, seed);
 }
 
 Split cross_validation_round(const Split& split, const std::vector<std::int64_t>& labels, std::int64_t folds,
@@ -84,7 +90,7 @@ Split cross_validation_round(const Split& split, const std::vector<std::int64_t>
   check_folds("cross_validation_round", folds, pool.size(), "training and validation rows");
   if (round < 0 || round >= folds)
     throw ValueError(message("cross_validation_round: round must be in [0, ", folds, "), got ", round));
-  std::vector<std::vector<std::size_t>> parts = stratified_folds(labels, pool, folds, seed);
+  std::vector<std::vector<std::size_t>> parts = deal_folds("cross_validation_round", labels, pool, folds, seed);
   Split out;
   for (std::int64_t k = 0; k < folds; ++k) {
     std::vector<std::size_t>& part = parts[static_cast<std::size_t>(k)];

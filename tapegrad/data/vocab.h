@@ -57,8 +57,8 @@ class Vocab {
   // Writes the JSON file atomically and durably (io::write_file_atomic), so a crash never leaves
   // a half-written vocabulary. A token that is not valid UTF-8 cannot be stored in JSON: ValueError.
   void save(const std::string& path) const;
-  // IoError if the file cannot be read; ValueError naming the file and the field if it is not
-  // JSON, lacks "tokens", has a non-string token, specials not at 0..3, or a repeated token.
+  // IoError if the file cannot be read or is not JSON; ValueError naming the file and the field if it
+  // lacks "tokens", has a non-string token, specials not at 0..3, or a repeated token.
   static Vocab load(const std::string& path);
 
   bool operator==(const Vocab& other) const { return tokens_ == other.tokens_; }

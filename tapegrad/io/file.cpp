@@ -118,6 +118,7 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& chunks) {
   // The counter keeps two writes of one process (from different threads) off each other's file.
   static std::atomic<unsigned long> counter{0};
+  if (path.empty() || path.back() == '/') throw IoError("cannot write '" + path + "': the path names no file");
   const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   try {
     write_and_sync(tmp, chunks, O_CREAT | O_EXCL);
@@ -126,7 +127,12 @@ void write_file_atomic(const std::string& path, const std::vector<std::string_vi
     ::unlink(tmp.c_str());
     throw;
   }
-  sync_directory(parent_directory(path));
+  try {
+    sync_directory(parent_directory(path));
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) + " (" + path +
+                  " was already replaced; the replacement may not survive a crash)");
+  }
 }
 
 void write_file_synced(const std::string& path, std::string_view bytes) {

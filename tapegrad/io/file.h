@@ -7,9 +7,10 @@
 //   io::write_file_atomic("runs/x/summary.json", text);
 //
 // write_file_atomic writes "<path>.tmp.<pid>.<n>" in the same directory (so the rename stays on
-// one file system), fsyncs it, renames it over path and fsyncs the directory. Any failure
-// removes the temporary file, leaves path as it was, and throws IoError naming the file and
-// the system's reason (strerror).
+// one file system), fsyncs it, renames it over path and fsyncs the directory. A failure before the
+// rename removes the temporary file, leaves path as it was, and throws IoError naming the file and
+// the system's reason (strerror); one in the directory's fsync, after it, says path was replaced.
+// An empty path, or one ending in '/', is an IoError before anything is written.
 
 #include <cstdint>
 #include <string>
