@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string_view>
 #include <unordered_set>
 #include <utility>
@@ -153,7 +154,7 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
   const std::vector<double> values = vectors.to(kFloat64).contiguous().to_vector<double>();
   // Readers (load_word2vec, gensim, word2vec.c) keep float32: a finite value beyond its range would
   // be saved as inf in binary, and as text no reader could read it back.
-  constexpr double kFloat32Max = 3.4028234663852886e38;
+  constexpr double kFloat32Max = std::numeric_limits<float>::max();
   for (std::size_t k = 0; k < values.size(); ++k)
     if (std::isfinite(values[k]) && std::abs(values[k]) > kFloat32Max)
       throw ValueError(message("save_word2vec: ", path, ": word \"", words[k / static_cast<std::size_t>(dim)],
