@@ -155,8 +155,11 @@ TEST_CASE("bpe: any bytes encode and decode back exactly") {
   CHECK(ids.size() < text.size() / 2);  // the merges compress text like the training text
   const std::int64_t size = bpe.vocab_size();
   const std::string outside =
-      "BpeTokenizer: token id " + std::to_string(size) + " is outside the vocabulary of " + std::to_string(size);
-  CHECK_THROWS_WITH_AS(bpe.decode({1, size}), outside.c_str(), ValueError);
+      "token id " + std::to_string(size) + " is outside the vocabulary of " + std::to_string(size);
+  CHECK_THROWS_WITH_AS(bpe.decode({1, size}), ("BpeTokenizer::decode: " + outside).c_str(), IndexError);
+  CHECK_THROWS_WITH_AS(
+      bpe.token(-1), ("BpeTokenizer::token: token id -1 is outside the vocabulary of " + std::to_string(size)).c_str(),
+      IndexError);
 }
 
 TEST_CASE("bpe: special tokens are one id each, never split and never merged across") {

@@ -131,6 +131,9 @@ TEST_CASE("checkpoint: a module's state_dict round trip through a safetensors fi
   CHECK_THROWS_AS(io::load_into(NamedTensors{{"w", wrong}, {"count", zeros({1}, kInt64)}}, path), ShapeError);
   CHECK_THROWS_AS(io::load_into(NamedTensors{{"w", w}}, path), ValueError);  // strict: "count" unexpected
   CHECK_NOTHROW(io::load_into(NamedTensors{{"w", w}}, path, false));
+  CHECK_THROWS_WITH_AS(io::load_into(NamedTensors{{"w", Tensor()}, {"count", zeros({1}, kInt64)}}, path),
+                       doctest::Contains(("load_into: " + path + ": the target's tensor 'w' is undefined").c_str()),
+                       ValueError);
 }
 
 TEST_CASE("checkpoint: duplicate names are refused before anything is written") {

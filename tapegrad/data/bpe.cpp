@@ -250,13 +250,15 @@ std::vector<std::int64_t> BpeTokenizer::encode(std::string_view text) const {
 
 std::string BpeTokenizer::decode(const std::vector<std::int64_t>& ids) const {
   std::string text;
-  for (std::int64_t id : ids) text += token(id);
+  for (std::int64_t id : ids) text += token_of(id, "BpeTokenizer::decode");
   return text;
 }
 
-const std::string& BpeTokenizer::token(std::int64_t id) const {
+const std::string& BpeTokenizer::token(std::int64_t id) const { return token_of(id, "BpeTokenizer::token"); }
+
+const std::string& BpeTokenizer::token_of(std::int64_t id, const char* op) const {
   if (id < 0 || id >= vocab_size())
-    throw ValueError(message("BpeTokenizer: token id ", id, " is outside the vocabulary of ", vocab_size()));
+    throw IndexError(message(op, ": token id ", id, " is outside the vocabulary of ", vocab_size()));
   return tokens_[static_cast<std::size_t>(id)];
 }
 
@@ -282,12 +284,7 @@ void BpeTokenizer::save(const std::string& path) const {
 }
 
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = io::read_json_file(path);
-  } catch (const IoError& e) {
-    throw IoError(message("BpeTokenizer::load: ", e.what()));
-  }
+  nlohmann::json j = io::with_caller("BpeTokenizer::load", [&] { return io::read_json_file(path); });
   const std::string where = "BpeTokenizer::load: '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
   if (!j.contains("format") || j["format"] != "tapegrad-bpe")

@@ -39,11 +39,11 @@ class BpeTokenizer {
                             const std::vector<std::string>& special_tokens = {});
 
   std::vector<std::int64_t> encode(std::string_view text) const;
-  // ValueError naming the id when one is outside the vocabulary.
+  // IndexError naming the id when one is outside the vocabulary (as Vocab::decode).
   std::string decode(const std::vector<std::int64_t>& ids) const;
 
   std::int64_t vocab_size() const { return static_cast<std::int64_t>(tokens_.size()); }
-  // The bytes of token id (a special token's text).
+  // The bytes of token id (a special token's text); IndexError outside the vocabulary.
   const std::string& token(std::int64_t id) const;
   // The id of a special token; ValueError when it is not one.
   std::int64_t special_id(const std::string& special) const;
@@ -62,6 +62,8 @@ class BpeTokenizer {
   void finish();
   // Appends the ids of one pre-token (a piece no merge crosses).
   void encode_piece(std::string_view piece, std::vector<std::int64_t>& out) const;
+  // token(id) for op, whose name the IndexError carries.
+  const std::string& token_of(std::int64_t id, const char* op) const;
 
   std::vector<std::pair<std::int64_t, std::int64_t>> merges_;
   std::vector<std::string> special_;                       // in id order, after the merges' tokens

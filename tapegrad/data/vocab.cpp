@@ -111,12 +111,7 @@ void Vocab::save(const std::string& path) const {
 }
 
 Vocab Vocab::load(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = io::read_json_file(path);
-  } catch (const IoError& e) {
-    throw IoError(message("Vocab::load: ", e.what()));
-  }
+  nlohmann::json j = io::with_caller("Vocab::load", [&] { return io::read_json_file(path); });
   const std::string where = "Vocab::load: '" + path + "': ";
   if (!j.is_object()) throw ValueError(where + "the top level must be a JSON object");
   if (j.contains("format") && j["format"] != "tapegrad.vocab")

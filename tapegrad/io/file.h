@@ -15,7 +15,10 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
+
+#include "tapegrad/autograd/error.h"
 
 namespace tapegrad::io {
 
@@ -50,5 +53,18 @@ std::string crc32_hex(std::string_view bytes);
 
 // The directory holding path ("." for a bare file name).
 std::string parent_directory(const std::string& path);
+
+// Runs f and returns what it returns; an IoError from f (this layer's, naming the file and the
+// reason) comes out with "<caller>: " before its message, so the errors of a loader built on
+// read_file or write_file_atomic name the loader:
+//   std::string bytes = io::with_caller("load_npy", [&] { return io::read_file(path); });
+template <class F>
+auto with_caller(std::string_view caller, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const IoError& e) {
+    throw IoError(message(caller, ": ", e.what()));
+  }
+}
 
 }  // namespace tapegrad::io

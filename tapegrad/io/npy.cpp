@@ -105,11 +105,12 @@ struct EncodedNpy {
   std::string_view data;
 };
 
-EncodedNpy encode_npy(const Tensor& t) {
+EncodedNpy encode_npy(const Tensor& t, const char* op) {
   if (t.dtype() == kBFloat16)
     throw TypeError(
-        "npy: NumPy has no bfloat16 dtype, so a bfloat16 tensor has no .npy form; save t.to(kFloat32), "
-        "or use safetensors, which stores BF16");
+        message(op,
+                ": NumPy has no bfloat16 dtype, so a bfloat16 tensor has no .npy form; save t.to(kFloat32), "
+                "or use safetensors, which stores BF16"));
   EncodedNpy out;
   const std::vector<std::int64_t> dims = t.shape().vec();
   const std::vector<std::uint64_t> shape(dims.begin(), dims.end());
@@ -751,21 +752,12 @@ std::string read_member(std::string_view file, const ZipEntry& entry, std::uint6
 
 void save_npy(const std::string& path, const Tensor& tensor) {
   if (!tensor.defined()) throw ValueError("save_npy: the tensor is undefined (file " + path + ")");
-  const EncodedNpy npy = encode_npy(tensor);
-  try {
-    write_file_atomic(path, {npy.header, npy.data});
-  } catch (const IoError& e) {
-    throw IoError(message("save_npy: ", e.what()));
-  }
+  const EncodedNpy npy = encode_npy(tensor, "save_npy");
+  with_caller("save_npy", [&] { write_file_atomic(path, {npy.header, npy.data}); });
 }
 
 Tensor load_npy(const std::string& path) {
-  std::string file;
-  try {
-    file = read_file(path);
-  } catch (const IoError& e) {
-    throw IoError(message("load_npy: ", e.what()));
-  }
+  const std::string file = with_caller("load_npy", [&] { return read_file(path); });
   return decode_npy(file, "load_npy: " + path);
 }
 
@@ -793,7 +785,7 @@ void save_npz(const std::string& path, const NamedTensors& arrays, bool compress
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     const std::string name = arrays[i].first + ".npy";
-    npys.push_back(encode_npy(arrays[i].second));
+    npys.push_back(encode_npy(arrays[i].second, "save_npz"));
     const std::vector<std::string_view> pieces{npys[i].header, npys[i].data};
     const std::uint32_t crc = crc32_of(pieces);
     const std::uint64_t size = npys[i].header.size() + npys[i].data.size();
@@ -887,20 +879,11 @@ void save_npz(const std::string& path, const NamedTensors& arrays, bool compress
   }
   chunks.push_back(directory);
   chunks.push_back(end);
-  try {
-    write_file_atomic(path, chunks);
-  } catch (const IoError& e) {
-    throw IoError(message("save_npz: ", e.what()));
-  }
+  with_caller("save_npz", [&] { write_file_atomic(path, chunks); });
 }
 
 NamedTensors load_npz(const std::string& path) {
-  std::string file;
-  try {
-    file = read_file(path);
-  } catch (const IoError& e) {
-    throw IoError(message("load_npz: ", e.what()));
-  }
+  const std::string file = with_caller("load_npz", [&] { return read_file(path); });
   const std::string where = "load_npz: " + path;
   const ZipDirectory directory = read_directory(file, where);
   NamedTensors out;

@@ -140,22 +140,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 
   std::vector<std::string_view> chunks{{len_bytes, 8}, text};
   for (const std::size_t i : order) chunks.emplace_back(data[i].data(), data[i].size());
-  try {
-    write_file_atomic(path, chunks);
-  } catch (const IoError& e) {
-    throw IoError(message("save_safetensors: ", e.what()));
-  }
+  with_caller("save_safetensors", [&] { write_file_atomic(path, chunks); });
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "load_safetensors: " + path + ": ";
   // Read the whole file: checkpoints here are small, and bounds are then checked against one buffer.
-  std::string file;
-  try {
-    file = read_file(path);
-  } catch (const IoError& e) {
-    throw IoError(message("load_safetensors: ", e.what()));
-  }
+  std::string file = with_caller("load_safetensors", [&] { return read_file(path); });
   const std::uint64_t size = file.size();
   if (size < 8) throw IoError(message(where, "file is ", size, " bytes, shorter than the 8-byte header length"));
   std::uint64_t n = 0;
@@ -291,6 +282,7 @@ Metadata load_into(const NamedTensors& target, const std::string& path, bool str
   std::set<std::string> wanted;
   // Check everything before copying anything, so a mismatch leaves target unchanged.
   for (const auto& [name, t] : target) {
+    if (!t.defined()) throw ValueError(where + "the target's tensor '" + name + "' is undefined");
     wanted.insert(name);
     const auto it = loaded.find(name);
     if (it == loaded.end()) {

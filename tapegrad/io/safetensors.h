@@ -47,7 +47,8 @@ SafetensorsFile load_safetensors(const std::string& path);
 // Loads path and copies each tensor into the same-named tensor of target (in place, no graph).
 // A module's state: io::load_into(model->state_dict(), path), since the state dict's tensors share
 // the module's storage.
-// Strict: every name must match both ways. Shapes and dtypes must always match. Returns the metadata.
+// Strict: every name must match both ways. Shapes and dtypes must always match, and every target
+// tensor be defined (ValueError). Any mismatch throws before a tensor is written. Returns the metadata.
 Metadata load_into(const NamedTensors& target, const std::string& path, bool strict = true);
 
 }  // namespace tapegrad::io

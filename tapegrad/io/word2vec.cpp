@@ -116,16 +116,6 @@ std::errc parse_number(std::string_view field, float& out) {
   return ec;
 }
 
-// read_file's and write_file_atomic's IoErrors, prefixed with the function that called them.
-template <class F>
-auto naming(const char* op, F&& f) {
-  try {
-    return f();
-  } catch (const IoError& e) {
-    throw IoError(std::string(op) + ": " + e.what());
-  }
-}
-
 }  // namespace
 
 void save_word2vec(const std::string& path, const std::vector<std::string>& words, const Tensor& vectors,
@@ -183,11 +173,11 @@ void save_word2vec(const std::string& path, const std::vector<std::string>& word
     }
     out += '\n';
   }
-  naming("save_word2vec", [&] { write_file_atomic(path, out); });
+  with_caller("save_word2vec", [&] { write_file_atomic(path, out); });
 }
 
 WordVectors load_word2vec(const std::string& path, Word2VecFormat format) {
-  Reader in(path, naming("load_word2vec", [&] { return read_file(path); }), format);
+  Reader in(path, with_caller("load_word2vec", [&] { return read_file(path); }), format);
   const auto [count, dim] = in.header();
   // Every word and every number takes at least a byte: a header promising more than the file
   // could hold is refused, and what is reserved for the values never exceeds the file's size.

@@ -33,16 +33,6 @@ constexpr const char* kFormat = "tapegrad.trainer";
 constexpr int kVersion = 2;  // 2: optimizer_steps and checksum added; 1 is still read
 constexpr const char* kTmpPrefix = "checkpoint.tmp-";
 
-// Runs f, prefixing the message of an IoError from the I/O layer with "Trainer: ".
-template <class F>
-void as_trainer(F f) {
-  try {
-    f();
-  } catch (const IoError& e) {
-    throw IoError(message("Trainer: ", e.what()));
-  }
-}
-
 // Prefixes the message of a typed load error with the checkpoint file, keeping its type.
 template <class F>
 void with_file(const std::string& path, F f) {
@@ -159,12 +149,7 @@ void check_step_counts(const CheckpointState& state, const std::string& json_fil
 }
 
 CheckpointState read_trainer_json(const std::string& file) {
-  json j;
-  try {
-    j = io::read_json_file(file);
-  } catch (const IoError& e) {
-    throw IoError(message("Trainer: checkpoint file ", e.what()));
-  }
+  const json j = io::with_caller("Trainer: checkpoint file", [&] { return io::read_json_file(file); });
   if (!j.is_object())
     throw IoError(message("Trainer: checkpoint file ", file, ": expected a JSON object, got ", j.type_name()));
   const json& format = field(j, file, "format");
@@ -294,7 +279,7 @@ void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model
     io::save_safetensors((tmp / "model.safetensors").string(), model, {{"step", step}});
     io::save_safetensors((tmp / "optimizer.safetensors").string(), optimizer, {{"step", step}});
     if (state.ema) io::save_safetensors((tmp / "ema.safetensors").string(), ema, {{"step", step}});
-    as_trainer([&] {
+    io::with_caller("Trainer", [&] {
       io::write_file_synced((tmp / "trainer.json").string(), trainer_json_text(state));
       io::sync_directory(tmp.string());
       // When checkpoint/ is missing, checkpoint.old/ may be the only good copy: it stays until the new one is in place.
@@ -309,7 +294,7 @@ void write_checkpoint(const std::string& run_dir_name, const NamedTensors& model
     fs::remove_all(tmp, ec);
     throw;
   }
-  as_trainer([&] { io::sync_directory(run_dir.string()); });
+  io::with_caller("Trainer", [&] { io::sync_directory(run_dir.string()); });
   fs::remove_all(old_dir, ec);
 }
 

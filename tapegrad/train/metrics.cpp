@@ -69,11 +69,7 @@ void MetricsFile::truncate_after(std::int64_t step) const {
   }
   in.close();
   if (!changed) return;
-  try {
-    io::write_file_atomic(path_, kept);
-  } catch (const IoError& e) {
-    throw IoError(message("Trainer: ", e.what()));
-  }
+  io::with_caller("Trainer", [&] { io::write_file_atomic(path_, kept); });
 }
 
 }  // namespace tapegrad::train
