@@ -1,5 +1,5 @@
-// optim: SGD / Adam / AdamW update rules, parameter groups, clipping, schedules, state save and load.
-// Over 400 lines: every optimiser variant's trajectory against torch.optim's numbers lives here.
+// optim: SGD / Adam / AdamW / Adagrad / RMSprop update rules, parameter groups, clipping, schedules, state save and
+// load. Over 400 lines: every optimiser variant's trajectory against torch.optim's numbers lives here.
 //
 // Reference trajectories: x0 = (1, -2) float64, fixed gradient function g(x) = 2x + 0.5, three steps. The
 // expected numbers were worked from the torch.optim documented update rules in plain Python double arithmetic
@@ -145,6 +145,123 @@ TEST_CASE("optim: Adagrad follows torch.optim.Adagrad, dense and row-sparse") {
                   0.1, 0.1, 6.675730206398896, 8.194665973649352, 9.873722370124268, 6.86, 7.94, 9.1},
                  1e-12);
   }
+}
+
+TEST_CASE("optim: RMSprop follows torch.optim.RMSprop, plain, centred, with momentum and weight decay") {
+  // Numbers printed by torch.optim.RMSprop (PyTorch 1.13, float64) on the same problem, and its state after the
+  // third step.
+  auto buffer = [](const optim::Optimizer& opt, const std::string& name) {
+    for (const auto& [key, t] : opt.state_tensors())
+      if (key == "group0.param0." + name) return t;
+    FAIL("no state entry group0.param0." << name);
+    return Tensor();
+  };
+  {
+    Tensor p = make_param();
+    optim::RMSprop opt({p}, optim::RMSpropOptions(0.1));
+    check_trajectory(opt, p,
+                     {{3.999999886872274e-08, -1.0000000285714281},
+                      {-0.19706583817191745, -0.6044061402279463},
+                      {-0.238965280961491, -0.4197603747847959}});
+    check_values(buffer(opt, "square_avg"), {0.06384333181153776, 0.14736140018639382}, 1e-12);
+  }
+  {
+    Tensor p = make_param();
+    optim::RMSprop opt({p}, optim::RMSpropOptions(0.05).alpha(0.9).eps(1e-3).weight_decay(0.1));
+    check_trajectory(opt, p,
+                     {{0.8420781910717453, -1.8420211367294457},
+                      {0.7351497086839652, -1.732618368941792},
+                      {0.6497162914349339, -1.6437556804296678}});
+  }
+  {
+    Tensor p = make_param();
+    optim::RMSprop opt({p}, optim::RMSpropOptions(0.05).alpha(0.9).momentum(0.8));
+    check_trajectory(opt, p,
+                     {{0.8418861189915811, -1.8418861184201525},
+                      {0.6082951587958054, -1.605964172286265},
+                      {0.34403616391148734, -1.3337725062390349}});
+    check_values(buffer(opt, "momentum_buffer"), {5.285179897686361, -5.443833320944603}, 1e-12);
+  }
+  {
+    Tensor p = make_param();
+    optim::RMSprop opt({p}, optim::RMSpropOptions(0.05).alpha(0.9).centered(true));
+    check_trajectory(opt, p,
+                     {{0.8333333355555554, -1.8333333349206349},
+                      {0.7149114955277149, -1.7121207150799624},
+                      {0.6160437908054099, -1.6089567512096081}});
+    check_values(buffer(opt, "grad_avg"), {0.5904822995055429, -0.8609241433017066}, 1e-12);
+  }
+  {
+    Tensor p = make_param();
+    optim::RMSprop opt(
+        {p}, optim::RMSpropOptions(0.02).alpha(0.95).eps(1e-6).weight_decay(0.05).momentum(0.5).centered(true));
+    check_trajectory(opt, p,
+                     {{0.9082338715701573, -1.9082338234106906},
+                      {0.7974997432352119, -1.796718300915249},
+                      {0.6901526212588083, -1.6873537390672049}});
+    check_values(buffer(opt, "square_avg"), {0.7862873009040886, 1.6444249251432546}, 1e-12);
+    check_values(buffer(opt, "grad_avg"), {0.3340017469257536, -0.48367789439842945}, 1e-12);
+    check_values(buffer(opt, "momentum_buffer"), {5.367356098820183, -5.468228092402201}, 1e-12);
+    CHECK(opt.state_buffer_names() == std::vector<std::string>{"grad_avg", "momentum_buffer", "square_avg"});
+  }
+}
+
+TEST_CASE("optim: RMSprop's vector loop equals its scalar tail, its state resumes, and what it refuses") {
+  // 37 float32 elements: whole batches and a tail, against the formula computed per element in float.
+  std::vector<float> p0, g0;
+  for (int i = 0; i < 37; ++i) {
+    p0.push_back(0.25f * static_cast<float>(i % 7) - 0.8f);
+    g0.push_back(0.1f * static_cast<float>(i % 5) - 0.2f);
+  }
+  const auto options = optim::RMSpropOptions(0.03).alpha(0.9).eps(1e-4).weight_decay(0.05).momentum(0.7).centered(true);
+  Tensor p = from_vector(p0, Shape{37}).requires_grad_();
+  optim::RMSprop opt({p}, options);
+  p.set_grad(from_vector(g0, Shape{37}));
+  opt.step();
+  const std::vector<float> got = p.detach().to_vector<float>();
+  for (int i = 0; i < 37; ++i) {
+    const float d = g0[i] + 0.05f * p0[i];
+    const float sq = 0.1f * d * d, ga = 0.1f * d;
+    const float avg = std::sqrt(sq - ga * ga) + 1e-4f;
+    const float want = p0[i] - 0.03f * (d / avg);  // the momentum buffer starts at zero
+    CAPTURE(i);
+    CHECK(got[i] == doctest::Approx(want).epsilon(1e-5));
+  }
+
+  // Saved after one step and loaded into a fresh optimiser, the next steps are bit-identical.
+  Tensor q = p.detach().clone().requires_grad_();
+  optim::RMSprop fresh({q}, options);
+  fresh.load_state(opt.state_tensors());
+  for (int t = 0; t < 2; ++t) {
+    p.set_grad(from_vector(g0, Shape{37}));
+    q.set_grad(from_vector(g0, Shape{37}));
+    opt.step();
+    fresh.step();
+  }
+  CHECK(q.detach().to_vector<float>() == p.detach().to_vector<float>());
+  optim::RMSprop plain({q}, optim::RMSpropOptions(0.03));
+  CHECK_THROWS_WITH_AS(plain.load_state(opt.state_tensors()),
+                       "RMSprop: load_state entry 'group0.param0.*': holds the buffers {grad_avg, momentum_buffer, "
+                       "square_avg} but RMSprop keeps {square_avg} (state saved by another optimiser or with other "
+                       "options)",
+                       ValueError);
+
+  CHECK_THROWS_WITH_AS(optim::RMSprop({p}, optim::RMSpropOptions(0.1).alpha(1.5)),
+                       "RMSprop: invalid alpha 1.5 (must be in [0, 1])", ValueError);
+  CHECK_THROWS_WITH_AS(optim::RMSprop({p}, optim::RMSpropOptions(0.1).alpha(std::nan(""))),
+                       "RMSprop: invalid alpha nan (must be in [0, 1])", ValueError);
+  CHECK_THROWS_WITH_AS(optim::RMSprop({p}, optim::RMSpropOptions(0.1).eps(-1e-3)),
+                       "RMSprop: invalid eps -0.001 (must be >= 0)", ValueError);
+  CHECK_THROWS_WITH_AS(optim::RMSprop({p}, optim::RMSpropOptions(0.1).momentum(-0.5)),
+                       "RMSprop: invalid momentum -0.5 (must be >= 0)", ValueError);
+  // Sparse gradients are refused, as in torch, before anything changes.
+  Generator gen(4);
+  Tensor table = randn({4, 2}, gen).requires_grad_();
+  sum(embedding(table, from_vector(std::vector<std::int64_t>{1}, Shape{1}), std::nullopt, /*sparse=*/true)).backward();
+  optim::RMSprop sparse({table});
+  const std::vector<float> before = table.detach().to_vector<float>();
+  CHECK_THROWS_WITH_AS(sparse.step(), doctest::Contains("RMSprop takes dense gradients only"), ValueError);
+  CHECK(table.detach().to_vector<float>() == before);
 }
 
 TEST_CASE("optim: Adagrad's vector loop equals its scalar tail, and what it refuses") {

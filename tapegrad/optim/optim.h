@@ -1,11 +1,12 @@
 #pragma once
-// Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam, Adagrad), gradient clipping,
+// Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam, Adagrad, RMSprop), gradient clipping,
 // learning-rate schedules.
 
 #include "tapegrad/optim/adagrad.h"
 #include "tapegrad/optim/adam.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/rmsprop.h"
 #include "tapegrad/optim/schedule.h"
 #include "tapegrad/optim/sgd.h"
 #include "tapegrad/optim/sparse_adam.h"

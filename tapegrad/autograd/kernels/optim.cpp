@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <type_traits>
 
 #include <xsimd/xsimd.hpp>
 
@@ -204,5 +205,55 @@ template void adagrad_rows<float>(float*, float*, const std::int64_t*, const flo
                                   const AdagradStep&);
 template void adagrad_rows<double>(double*, double*, const std::int64_t*, const double*, std::int64_t, std::int64_t,
                                    const AdagradStep&);
+
+template <class T>
+void rmsprop_update(T* param, const T* grad, T* square_avg, T* grad_avg, T* buf, std::int64_t n,
+                    const RmspropStep& step) {
+  // param, grad, square_avg, grad_avg, buf: (n); grad_avg and buf may be null
+  const bool centered = grad_avg != nullptr, use_momentum = buf != nullptr;
+  const T alpha = static_cast<T>(step.alpha), one_alpha = static_cast<T>(1.0 - step.alpha);
+  const T eps = static_cast<T>(step.eps), wd = static_cast<T>(step.weight_decay);
+  const T momentum = static_cast<T>(step.momentum), minus_lr = static_cast<T>(-step.lr);
+  // One element, or one xsimd batch: torch's mul_ then addcmul_, sqrt, add_(eps), then addcdiv_.
+  auto apply = [&](auto& pk, auto d, auto& sk, auto* gak, auto* bk) {
+    using V = std::decay_t<decltype(pk)>;
+    if (wd != T(0)) d = d + V(wd) * pk;
+    sk = V(alpha) * sk + V(one_alpha) * (d * d);
+    V avg = sk;
+    if (gak != nullptr) {
+      *gak = V(alpha) * *gak + V(one_alpha) * d;
+      avg = sk - *gak * *gak;
+    }
+    avg = xsimd::sqrt(avg) + V(eps);
+    if (bk != nullptr) {
+      *bk = V(momentum) * *bk + d / avg;
+      pk = pk + V(minus_lr) * *bk;
+    } else {
+      pk = pk + V(minus_lr) * (d / avg);
+    }
+  };
+  using B = xsimd::batch<T>;
+  constexpr std::int64_t lanes = static_cast<std::int64_t>(B::size);
+  // Whole batches over the pool, the tail here, as adam_update: the bits do not depend on the thread count.
+  const std::int64_t batches = n / lanes;
+  parallel_for(0, batches, kElementwiseGrain / lanes, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t k = first * lanes; k < last * lanes; k += lanes) {
+      B pk = B::load_unaligned(param + k), sk = B::load_unaligned(square_avg + k);
+      B gak = centered ? B::load_unaligned(grad_avg + k) : B(T(0));
+      B bk = use_momentum ? B::load_unaligned(buf + k) : B(T(0));
+      apply(pk, B::load_unaligned(grad + k), sk, centered ? &gak : nullptr, use_momentum ? &bk : nullptr);
+      pk.store_unaligned(param + k);
+      sk.store_unaligned(square_avg + k);
+      if (centered) gak.store_unaligned(grad_avg + k);
+      if (use_momentum) bk.store_unaligned(buf + k);
+    }
+  });
+  for (std::int64_t k = batches * lanes; k < n; ++k)
+    apply(param[k], grad[k], square_avg[k], centered ? grad_avg + k : nullptr, use_momentum ? buf + k : nullptr);
+}
+
+template void rmsprop_update<float>(float*, const float*, float*, float*, float*, std::int64_t, const RmspropStep&);
+template void rmsprop_update<double>(double*, const double*, double*, double*, double*, std::int64_t,
+                                     const RmspropStep&);
 
 }  // namespace tapegrad::kernels

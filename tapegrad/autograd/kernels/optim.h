@@ -1,9 +1,9 @@
 #pragma once
 // The optimisers' update loops over one parameter's contiguous buffer, with its gradient and
-// state buffers of the same length: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad), SparseAdam and Adagrad. The
-// optimisers (tapegrad/optim) keep the options, the state and the bias corrections; these loops
-// apply one step, vectorised and split over the thread pool so that the bits do not depend on
-// the thread count. Defined for float and double.
+// state buffers of the same length: SGD (momentum, Nesterov), Adam / AdamW (AMSGrad), SparseAdam, Adagrad and RMSprop.
+// The optimisers (tapegrad/optim) keep the options, the state and the bias corrections; these loops apply one step,
+// vectorised and split over the thread pool so that the bits do not depend on the thread count. Defined for float and
+// double.
 
 #include <cstdint>
 
@@ -74,5 +74,22 @@ void adagrad_update(T* param, const T* grad, T* sum, std::int64_t n, const Adagr
 template <class T>
 void adagrad_rows(T* param, T* sum, const std::int64_t* rows, const T* values, std::int64_t nnz, std::int64_t dim,
                   const AdagradStep& step);
+
+// One RMSprop step's constants (torch.optim.RMSprop's formula).
+struct RmspropStep {
+  double lr = 0.0;
+  double alpha = 0.99;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;  // used only when the momentum buffer is given
+};
+
+// d = g (+ weight_decay p), sq = alpha sq + (1 - alpha) d^2, then the denominator
+// avg = sqrt(sq - ga^2) + eps with ga = alpha ga + (1 - alpha) d when grad_avg is given (centered),
+// avg = sqrt(sq) + eps when it is null; p -= lr d / avg, or through the momentum buffer buf when it
+// is given: buf = momentum buf + d / avg, p -= lr buf. Over n elements.
+template <class T>
+void rmsprop_update(T* param, const T* grad, T* square_avg, T* grad_avg, T* buf, std::int64_t n,
+                    const RmspropStep& step);
 
 }  // namespace tapegrad::kernels
