@@ -641,6 +641,162 @@ TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   CHECK_THROWS_WITH_AS(resumed.set_step(-1), "Scheduler: invalid step -1", ValueError);
 }
 
+namespace {
+
+// One evaluation's expected figures: the two groups' lrs, then bad_evals and cooldown_counter.
+struct PlateauRow {
+  double lr0, lr1;
+  std::int64_t bad_evals, cooldown_counter;
+};
+
+// Steps a ReduceLROnPlateau over SGD groups at lr 0.1 and 0.01 with `metrics` and checks every row, then best.
+void check_plateau(const optim::ReduceLROnPlateauOptions& options, const std::vector<double>& metrics,
+                   const std::vector<PlateauRow>& rows, double best) {
+  Tensor a = make_param({1.0});
+  Tensor b = make_param({1.0});
+  optim::SGD opt(std::vector<optim::ParamGroup>{{{a}, 0.1, 0.0}, {{b}, 0.01, 0.0}}, optim::SGDOptions(0.1));
+  optim::ReduceLROnPlateau plateau(opt, options);
+  REQUIRE(metrics.size() == rows.size());
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    CAPTURE(i);
+    const double before = *opt.param_groups()[0].lr + *opt.param_groups()[1].lr;
+    const bool lowered = plateau.step(metrics[i]);
+    CHECK(*opt.param_groups()[0].lr == rows[i].lr0);  // the same double operations as torch: equal bits
+    CHECK(*opt.param_groups()[1].lr == rows[i].lr1);
+    CHECK(plateau.state().bad_evals == rows[i].bad_evals);
+    CHECK(plateau.state().cooldown_counter == rows[i].cooldown_counter);
+    CHECK(lowered == (rows[i].lr0 + rows[i].lr1 != before));
+  }
+  CHECK(plateau.state().best == best);
+  CHECK(plateau.state().evals == static_cast<std::int64_t>(metrics.size()));
+}
+
+}  // namespace
+
+TEST_CASE("optim: ReduceLROnPlateau follows torch's, modes, thresholds, cooldown, floors and eps") {
+  // Rows printed by torch.optim.lr_scheduler.ReduceLROnPlateau (PyTorch 1.13) on the same metrics: the groups'
+  // lrs, num_bad_epochs and cooldown_counter after each step, and best at the end.
+  const std::vector<double> losses{1.0, 0.9, 0.95, 0.91, 0.92, 0.9, 0.85, 0.86, 0.87, 0.88, 0.89, 0.849, 0.9};
+  check_plateau(optim::ReduceLROnPlateauOptions().patience(2), losses,
+                {{0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 1, 0},
+                 {0.1, 0.01, 2, 0},
+                 {0.010000000000000002, 0.001, 0, 0},
+                 {0.010000000000000002, 0.001, 1, 0},
+                 {0.010000000000000002, 0.001, 0, 0},
+                 {0.010000000000000002, 0.001, 1, 0},
+                 {0.010000000000000002, 0.001, 2, 0},
+                 {0.0010000000000000002, 0.0001, 0, 0},
+                 {0.0010000000000000002, 0.0001, 1, 0},
+                 {0.0010000000000000002, 0.0001, 0, 0},
+                 {0.0010000000000000002, 0.0001, 1, 0}},
+                0.849);
+  check_plateau(optim::ReduceLROnPlateauOptions().patience(1).factor(0.5).cooldown(2).min_lrs({0.03, 0.0}), losses,
+                {{0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 1, 0},
+                 {0.05, 0.005, 0, 2},
+                 {0.05, 0.005, 0, 1},
+                 {0.05, 0.005, 0, 0},
+                 {0.05, 0.005, 0, 0},
+                 {0.05, 0.005, 1, 0},
+                 {0.03, 0.0025, 0, 2},
+                 {0.03, 0.0025, 0, 1},
+                 {0.03, 0.0025, 0, 0},
+                 {0.03, 0.0025, 0, 0},
+                 {0.03, 0.0025, 1, 0}},
+                0.849);
+  check_plateau(optim::ReduceLROnPlateauOptions().patience(1).factor(0.5).threshold(0.05).threshold_mode(
+                    optim::ThresholdMode::Abs),
+                losses,
+                {{0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 1, 0},
+                 {0.05, 0.005, 0, 0},
+                 {0.05, 0.005, 1, 0},
+                 {0.025, 0.0025, 0, 0},
+                 {0.025, 0.0025, 1, 0},
+                 {0.0125, 0.00125, 0, 0},
+                 {0.0125, 0.00125, 1, 0},
+                 {0.00625, 0.000625, 0, 0},
+                 {0.00625, 0.000625, 1, 0},
+                 {0.00625, 0.000625, 0, 0},
+                 {0.00625, 0.000625, 1, 0}},
+                0.849);
+  // An accuracy (max), a NaN among the metrics (never better), and an eps that keeps a small cut from happening.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> accuracies{0.5, 0.6, 0.6, 0.59, 0.61, 0.6, 0.6, 0.7, nan, 0.7, 0.7};
+  check_plateau(optim::ReduceLROnPlateauOptions().mode(optim::PlateauMode::Max).patience(1).factor(0.2).threshold(0.02),
+                accuracies,
+                {{0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 0, 0},
+                 {0.1, 0.01, 1, 0},
+                 {0.020000000000000004, 0.002, 0, 0},
+                 {0.020000000000000004, 0.002, 1, 0},
+                 {0.004000000000000001, 0.0004, 0, 0},
+                 {0.004000000000000001, 0.0004, 1, 0},
+                 {0.004000000000000001, 0.0004, 0, 0},
+                 {0.004000000000000001, 0.0004, 1, 0},
+                 {0.0008000000000000003, 8e-05, 0, 0},
+                 {0.0008000000000000003, 8e-05, 1, 0}},
+                0.7);
+  check_plateau(
+      optim::ReduceLROnPlateauOptions().mode(optim::PlateauMode::Max).patience(0).factor(0.5).eps(0.02).min_lr(0.005),
+      accuracies,
+      {{0.1, 0.01, 0, 0},
+       {0.1, 0.01, 0, 0},
+       {0.05, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0},
+       {0.025, 0.01, 0, 0}},
+      0.7);
+}
+
+TEST_CASE("optim: ReduceLROnPlateau resumes from its state, and what it refuses") {
+  Tensor a = make_param({1.0});
+  const std::vector<double> losses{1.0, 0.9, 0.95, 0.91, 0.92, 0.9, 0.85, 0.86, 0.87, 0.88};
+  const auto options = optim::ReduceLROnPlateauOptions().patience(1).factor(0.5).cooldown(1);
+  optim::SGD opt({a}, optim::SGDOptions(0.1));
+  optim::ReduceLROnPlateau plateau(opt, options);
+  for (std::size_t i = 0; i < 4; ++i) plateau.step(losses[i]);
+  // A fresh optimiser at the lr reached and a fresh scheduler with the saved counters continue alike.
+  optim::SGD fresh_opt({a}, optim::SGDOptions(*opt.param_groups()[0].lr));
+  optim::ReduceLROnPlateau fresh(fresh_opt, options);
+  fresh.load_state(plateau.state());
+  for (std::size_t i = 4; i < losses.size(); ++i) {
+    CAPTURE(i);
+    CHECK(fresh.step(losses[i]) == plateau.step(losses[i]));
+    CHECK(*fresh_opt.param_groups()[0].lr == *opt.param_groups()[0].lr);
+    CHECK(fresh.state().bad_evals == plateau.state().bad_evals);
+    CHECK(fresh.state().cooldown_counter == plateau.state().cooldown_counter);
+  }
+  CHECK(*opt.param_groups()[0].lr < 0.1);  // the run did lower the rate
+
+  using O = optim::ReduceLROnPlateauOptions;
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().factor(1.0)),
+                       "ReduceLROnPlateau: factor must be in [0, 1), got 1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().patience(-1)),
+                       "ReduceLROnPlateau: patience must be >= 0, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().cooldown(-2)),
+                       "ReduceLROnPlateau: cooldown must be >= 0, got -2", ValueError);
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().threshold(-0.1)),
+                       "ReduceLROnPlateau: threshold must be >= 0, got -0.1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().min_lr(std::nan(""))),
+                       "ReduceLROnPlateau: min_lr must be >= 0, got nan", ValueError);
+  CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().min_lrs({0.0, 0.1})),
+                       "ReduceLROnPlateau: min_lrs has 2 rates for 1 parameter groups", ValueError);
+  CHECK_THROWS_WITH_AS(fresh.load_state(optim::PlateauState{0.5, -1, 0, 3}),
+                       "ReduceLROnPlateau::load_state: counters must be >= 0, got bad_evals -1, cooldown_counter 0, "
+                       "evals 3",
+                       ValueError);
+}
+
 TEST_CASE("optim: state save -> load into a fresh optimiser -> identical next steps") {
   auto run = [](optim::Optimizer& opt, const Tensor& p, int steps) {
     for (int t = 0; t < steps; ++t) {

@@ -1,9 +1,11 @@
-// The Trainer's stop conditions (time budget, early stopping, stop callback) and schedules defined on the
-// fraction of training done.
+// The Trainer's stop conditions (time budget, early stopping, stop callback), schedules defined on the
+// fraction of training done, and the plateau scheduler.
 
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <functional>
+#include <limits>
 #include <sstream>
 #include <thread>
 
@@ -245,6 +247,165 @@ TEST_CASE("trainer: early stopping needs an eval_fn, a known metric, patience >=
   o.early_stopping.patience = 0;
   CHECK_THROWS_WITH_AS(PlainRun(1, o), doctest::Contains("needs patience >= 1 and min_delta >= 0, got 0 and 0"),
                        ValueError);
+}
+
+namespace {
+
+// val_loss by step for the plateau tests, evaluated every 2 steps: 1.0 at step 2, 0.9 (best) at 4, then four
+// without improvement. The odd steps' 0.1 would be a new best if an evaluation off the schedule were counted.
+const std::vector<double> kPlateauScript = {0.1, 1.0, 0.1, 0.9, 0.1, 0.95, 0.1, 0.96, 0.1, 0.97, 0.1, 0.98};
+
+train::TrainerOptions plateau_options(const std::string& run_dir, std::int64_t max_steps) {
+  train::TrainerOptions o = options(run_dir, max_steps);
+  o.eval_every = 2;
+  return o;
+}
+
+std::vector<double> logged_lrs(const fs::path& metrics) {
+  std::vector<double> lrs;
+  for (const json& line : read_jsonl(metrics))
+    if (line.contains("lr")) lrs.push_back(line.at("lr").get<double>());
+  return lrs;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a plateau scheduler halves the rate after scheduled evaluations without improvement") {
+  TempDir dir;
+  PlainRun run(5, plateau_options(dir.str(), 12));
+  optim::ReduceLROnPlateau plateau(run.adam, optim::ReduceLROnPlateauOptions().patience(1).factor(0.5));
+  run.trainer.set_plateau_scheduler(&plateau, "val_loss");
+  std::vector<std::int64_t> calls;
+  const train::TrainResult result = run.trainer.fit(run.step_fn(), scripted(kPlateauScript, &calls));
+  CHECK(result.steps == 12);
+  CHECK(calls == std::vector<std::int64_t>{2, 4, 6, 8, 10, 12});
+  // Step 8's is the second evaluation without improvement (patience 1): steps 9-12 run at half the rate,
+  // and step 12's lowers it again for a next call.
+  std::vector<double> want(8, 0.02);
+  want.insert(want.end(), 4, 0.01);
+  CHECK(logged_lrs(dir.path / "metrics.jsonl") == want);
+  CHECK(*run.adam.param_groups()[0].lr == 0.005);
+  CHECK(plateau.state().best == 0.9);
+  CHECK(plateau.state().evals == 6);
+  const json saved = json::parse(testing::read_text(dir.path / "checkpoint" / "trainer.json"));
+  CHECK(saved.at("plateau") ==
+        json{{"metric", "val_loss"}, {"best", 0.9}, {"bad_evals", 0}, {"cooldown_counter", 0}, {"evals", 6}});
+}
+
+TEST_CASE(
+    "trainer: a plateau scheduler's counters are checkpointed, so a resumed run lowers the rate where an "
+    "uninterrupted one does") {
+  const auto plateau_options_of = optim::ReduceLROnPlateauOptions().patience(1).factor(0.5);
+  TempDir dir_a, dir_b;
+  PlainRun a(5, plateau_options(dir_a.str(), 12));
+  optim::ReduceLROnPlateau plateau_a(a.adam, plateau_options_of);
+  a.trainer.set_plateau_scheduler(&plateau_a, "val_loss");
+  a.trainer.fit(a.step_fn(), scripted(kPlateauScript));
+
+  // Stopped at step 7, off the evaluation schedule: the evaluation that ends the call (0.1) is logged
+  // but not counted by the plateau.
+  {
+    PlainRun b(5, plateau_options(dir_b.str(), 7));
+    optim::ReduceLROnPlateau plateau_b(b.adam, plateau_options_of);
+    b.trainer.set_plateau_scheduler(&plateau_b, "val_loss");
+    b.trainer.fit(b.step_fn(), scripted(kPlateauScript));
+    CHECK(plateau_b.state().best == 0.9);
+    CHECK(plateau_b.state().bad_evals == 1);
+    const json saved = json::parse(testing::read_text(dir_b.path / "checkpoint" / "trainer.json"));
+    CHECK(saved.at("plateau").at("evals") == 3);
+  }
+  PlainRun c(77, plateau_options(dir_b.str(), 12));
+  optim::ReduceLROnPlateau plateau_c(c.adam, plateau_options_of);
+  c.trainer.set_plateau_scheduler(&plateau_c, "val_loss");
+  const train::TrainResult rest = c.trainer.fit(c.step_fn(), scripted(kPlateauScript));
+  CHECK(rest.resumed_from == 7);
+  check_same_metrics(dir_a.path / "metrics.jsonl", dir_b.path / "metrics.jsonl");
+  CHECK(*c.adam.param_groups()[0].lr == *a.adam.param_groups()[0].lr);
+  CHECK(plateau_c.state().best == plateau_a.state().best);
+  CHECK(plateau_c.state().bad_evals == plateau_a.state().bad_evals);
+  CHECK(plateau_c.state().evals == plateau_a.state().evals);
+
+  // A checkpoint whose plateau watched another metric, or had none, starts the counters afresh.
+  TempDir dir_d;
+  {
+    PlainRun d(5, plateau_options(dir_d.str(), 6));
+    d.trainer.fit(d.step_fn(), scripted(kPlateauScript));
+  }
+  PlainRun e(5, plateau_options(dir_d.str(), 8));
+  optim::ReduceLROnPlateau plateau_e(e.adam, plateau_options_of);
+  plateau_e.load_state(optim::PlateauState{0.5, 1, 0, 9});
+  e.trainer.set_plateau_scheduler(&plateau_e, "val_loss");
+  e.trainer.fit(e.step_fn(), scripted(kPlateauScript));
+  CHECK(plateau_e.state().evals == 1);  // reset at resume, then step 8's evaluation
+  CHECK(plateau_e.state().best == 0.96);
+}
+
+TEST_CASE("trainer: the plateau scheduler needs a metric, an eval_fn returning it, and no other schedule") {
+  PlainRun run(1, plateau_options("", 4));
+  optim::ReduceLROnPlateau plateau(run.adam);
+  CHECK_THROWS_WITH_AS(run.trainer.set_plateau_scheduler(&plateau, ""),
+                       "Trainer::set_plateau_scheduler: the metric to watch is empty", ValueError);
+  run.trainer.set_plateau_scheduler(&plateau, "val_f1");
+  CHECK_THROWS_WITH_AS(run.trainer.fit(run.step_fn()),
+                       "Trainer::fit: the plateau scheduler on 'val_f1' needs an eval_fn", ValueError);
+  CHECK_THROWS_WITH_AS(run.trainer.fit(run.step_fn(), scripted(kPlateauScript)),
+                       "Trainer: the plateau scheduler watches 'val_f1' but eval_fn returned only {val_acc, val_loss}",
+                       ValueError);
+  optim::Scheduler sched(run.adam, optim::constant());
+  CHECK_THROWS_WITH_AS(run.trainer.set_scheduler(&sched), doctest::Contains("a plateau scheduler is set"), ValueError);
+  CHECK_THROWS_WITH_AS(run.trainer.set_schedule(optim::warmup_cosine(0.1)),
+                       doctest::Contains("a plateau scheduler is set"), ValueError);
+  PlainRun other(1, plateau_options("", 4));
+  other.trainer.set_scheduler(&sched);
+  CHECK_THROWS_WITH_AS(other.trainer.set_plateau_scheduler(&plateau, "val_loss"),
+                       doctest::Contains("a step scheduler is set"), ValueError);
+
+  // A trainer.json whose plateau field is malformed is an IoError naming the field.
+  TempDir dir;
+  {
+    PlainRun first(1, plateau_options(dir.str(), 1));  // ends off the evaluation schedule: nothing counted
+    optim::ReduceLROnPlateau p(first.adam);
+    first.trainer.set_plateau_scheduler(&p, "val_loss");
+    first.trainer.fit(first.step_fn(), scripted(kPlateauScript));
+  }
+  const fs::path json_path = dir.path / "checkpoint" / "trainer.json";
+  const json good = json::parse(testing::read_text(json_path));
+  CHECK(good.at("plateau").at("best") == "inf");  // best is still +inf, which JSON spells as a string
+  {
+    PlainRun resumed(1, plateau_options(dir.str(), 1));
+    optim::ReduceLROnPlateau p(resumed.adam);
+    p.load_state(optim::PlateauState{2.0, 1, 1, 1});
+    resumed.trainer.set_plateau_scheduler(&p, "val_loss");
+    resumed.trainer.fit(resumed.step_fn(), scripted(kPlateauScript));
+    CHECK(p.state().best == std::numeric_limits<double>::infinity());  // read back from "inf"
+    CHECK(p.state().evals == 0);
+  }
+  const auto expect_field_error = [&](const std::function<void(json&)>& edit, const std::string& needle) {
+    CAPTURE(needle);
+    json j = good;
+    edit(j);
+    write_signed_trainer_json(json_path, j);
+    PlainRun second(1, plateau_options(dir.str(), 4));
+    optim::ReduceLROnPlateau p(second.adam);
+    second.trainer.set_plateau_scheduler(&p, "val_loss");
+    CHECK_THROWS_WITH_AS(second.trainer.fit(second.step_fn(), scripted(kPlateauScript)),
+                         doctest::Contains(needle.c_str()), IoError);
+    CHECK(p.state().evals == 0);  // nothing restored
+  };
+  expect_field_error([](json& j) { j["plateau"]["best"] = "huge"; },
+                     "field 'plateau' best must be a number, \"inf\" or \"-inf\", got \"huge\"");
+  expect_field_error([](json& j) { j["plateau"]["evals"] = -1; },
+                     "field 'plateau' evals must be an integer >= 0, got -1");
+  expect_field_error([](json& j) { j["plateau"].erase("cooldown_counter"); },
+                     "field 'plateau' has no 'cooldown_counter'");
+  expect_field_error([](json& j) { j["plateau"] = 5; }, "field 'plateau' must be null or an object, got 5");
+  expect_field_error([](json& j) { j["plateau"]["metric"] = ""; },
+                     "field 'plateau' metric must be a non-empty string, got \"\"");
+  expect_field_error(
+      [](json& j) {
+        j["early_stopping"] = {{"metric", "val_loss"}, {"best", 1.0}, {"best_step", -2}};
+      },
+      "field 'early_stopping' best_step must be an integer >= -1, got -2");
 }
 
 TEST_CASE("trainer: the stop callback sees each step and its evaluation, and its stop is a last step") {

@@ -1,11 +1,12 @@
 #pragma once
 // Everything in tapegrad::optim: optimisers (SGD, Adam, AdamW, SparseAdam, Adagrad, RMSprop), gradient clipping,
-// learning-rate schedules.
+// learning-rate schedules, ReduceLROnPlateau.
 
 #include "tapegrad/optim/adagrad.h"
 #include "tapegrad/optim/adam.h"
 #include "tapegrad/optim/clip.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/plateau.h"
 #include "tapegrad/optim/rmsprop.h"
 #include "tapegrad/optim/schedule.h"
 #include "tapegrad/optim/sgd.h"

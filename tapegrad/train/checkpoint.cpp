@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +98,17 @@ std::string trainer_json_text(const CheckpointState& state) {
                            {"best_step", state.best_step},
                            {"bad_evals", state.bad_evals}};
   }
+  if (state.plateau_metric.empty()) {
+    j["plateau"] = nullptr;
+  } else {
+    // JSON has no infinities: best before any evaluation improved on it is "inf" or "-inf".
+    const double best = state.plateau.best;
+    j["plateau"] = {{"metric", state.plateau_metric},
+                    {"best", std::isfinite(best) ? json(best) : json(best > 0 ? "inf" : "-inf")},
+                    {"bad_evals", state.plateau.bad_evals},
+                    {"cooldown_counter", state.plateau.cooldown_counter},
+                    {"evals", state.plateau.evals}};
+  }
   j["log_interval"] = {{"steps", state.interval_steps}, {"loss_sum", state.interval_loss_sum}};
   j["accumulation_steps"] = state.accumulation_steps;
   j["ema"] = state.ema;
@@ -148,6 +161,45 @@ void check_step_counts(const CheckpointState& state, const std::string& json_fil
   throw IoError("Trainer: checkpoint file " + file + ": field '" + name + "' " + why);
 }
 
+namespace {
+
+// An object field of trainer.json that a metric-watching part of the Trainer wrote (early_stopping,
+// plateau): its members read with errors that name the field.
+class MetricField {
+ public:
+  MetricField(const json& object, const std::string& file, const char* name)
+      : object_(object), file_(file), name_(name) {
+    if (!object_.is_object()) bad("must be null or an object, got " + io::json_excerpt(object_));
+  }
+  [[noreturn]] void bad(const std::string& why) const { bad_field(file_, name_, why); }
+  const json& member(const char* key) const {
+    const auto it = object_.find(key);
+    if (it == object_.end()) bad(std::string("has no '") + key + "'");
+    return *it;
+  }
+  // The watched metric's name: a non-empty string.
+  std::string metric() const {
+    const json& metric = member("metric");
+    if (!metric.is_string() || metric.get<std::string>().empty())
+      bad("metric must be a non-empty string, got " + io::json_excerpt(metric));
+    return metric.get<std::string>();
+  }
+  // An integer member, at least lowest.
+  std::int64_t integer(const char* key, std::int64_t lowest) const {
+    const json& v = member(key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < lowest)
+      bad(message(key, " must be an integer >= ", lowest, ", got ", io::json_excerpt(v)));
+    return v.get<std::int64_t>();
+  }
+
+ private:
+  const json& object_;
+  const std::string& file_;
+  const char* name_;
+};
+
+}  // namespace
+
 CheckpointState read_trainer_json(const std::string& file) {
   const json j = io::with_caller("Trainer: checkpoint file", [&] { return io::read_json_file(file); });
   if (!j.is_object())
@@ -190,28 +242,29 @@ CheckpointState read_trainer_json(const std::string& file) {
   state.elapsed_s = double_field(j, file, "elapsed_s");
   const auto early = j.find("early_stopping");
   if (early != j.end() && !early->is_null()) {
-    const auto bad = [&](const std::string& why) { bad_field(file, "early_stopping", why); };
-    if (!early->is_object()) bad("must be null or an object, got " + io::json_excerpt(*early));
-    const auto member = [&](const char* key) -> const json& {
-      const auto it = early->find(key);
-      if (it == early->end()) bad(std::string("has no '") + key + "'");
-      return *it;
-    };
-    const json& metric = member("metric");
-    if (!metric.is_string() || metric.get<std::string>().empty())
-      bad("metric must be a non-empty string, got " + io::json_excerpt(metric));
-    state.early_metric = metric.get<std::string>();
-    const json& best_step = member("best_step");
-    if (!best_step.is_number_integer() || best_step.get<std::int64_t>() < -1)
-      bad("best_step must be an integer >= -1, got " + io::json_excerpt(best_step));
-    state.best_step = best_step.get<std::int64_t>();
-    const json& best = member("best");
-    if (state.best_step >= 0 && !best.is_number()) bad("best must be a number, got " + io::json_excerpt(best));
+    const MetricField f(*early, file, "early_stopping");
+    state.early_metric = f.metric();
+    state.best_step = f.integer("best_step", -1);
+    const json& best = f.member("best");
+    if (state.best_step >= 0 && !best.is_number()) f.bad("best must be a number, got " + io::json_excerpt(best));
     if (state.best_step >= 0) state.best = best.get<double>();
-    const json& bad_evals = member("bad_evals");
-    if (!bad_evals.is_number_integer() || bad_evals.get<std::int64_t>() < 0)
-      bad("bad_evals must be an integer >= 0, got " + io::json_excerpt(bad_evals));
-    state.bad_evals = bad_evals.get<std::int64_t>();
+    state.bad_evals = f.integer("bad_evals", 0);
+  }
+  const auto plateau = j.find("plateau");
+  if (plateau != j.end() && !plateau->is_null()) {
+    const MetricField f(*plateau, file, "plateau");
+    state.plateau_metric = f.metric();
+    const json& best = f.member("best");
+    if (best.is_number()) {
+      state.plateau.best = best.get<double>();
+    } else if (best == "inf" || best == "-inf") {
+      state.plateau.best = (best == "inf" ? 1.0 : -1.0) * std::numeric_limits<double>::infinity();
+    } else {
+      f.bad("best must be a number, \"inf\" or \"-inf\", got " + io::json_excerpt(best));
+    }
+    state.plateau.bad_evals = f.integer("bad_evals", 0);
+    state.plateau.cooldown_counter = f.integer("cooldown_counter", 0);
+    state.plateau.evals = f.integer("evals", 0);
   }
   const auto interval = j.find("log_interval");
   if (interval != j.end()) {
@@ -313,6 +366,10 @@ void Trainer::save_checkpoint() {
   state.best = best_.value;
   state.best_step = best_.step;
   state.bad_evals = best_.bad_evals;
+  if (plateau_) {
+    state.plateau_metric = plateau_metric_;
+    state.plateau = plateau_->state();
+  }
   state.interval_steps = interval_steps_;
   state.interval_loss_sum = interval_loss_sum_;
   state.accumulation_steps = options_.accumulation_steps;
@@ -430,6 +487,12 @@ bool Trainer::load_checkpoint() {
   }
   for (std::size_t g = 0; g < state.lrs.size(); ++g) optimizer_.param_groups()[g].lr = state.lrs[g];
   if (scheduler_) scheduler_->set_step(state.scheduler_step);
+  // The plateau scheduler continues when it watches the same metric, and starts afresh otherwise.
+  if (plateau_ && state.plateau_metric == plateau_metric_) {
+    plateau_->load_state(state.plateau);
+  } else if (plateau_) {
+    plateau_->reset();
+  }
   for (std::size_t i = 0; i < generators_.size(); ++i) *generators_[i].second = restored[i];
   step_ = state.step;
   last_loss_ = state.loss;

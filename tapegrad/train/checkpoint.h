@@ -6,8 +6,9 @@
 //   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
 //                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
 //                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
-//                           "bad_evals":..},"log_interval":{"steps":..,"loss_sum":..},"accumulation_steps":k,"ema":bool,
-//                           "checksum":"<CRC-32>"}
+//                           "bad_evals":..},"plateau":null|{"metric":..,"best":..|"inf"|"-inf","bad_evals":..,
+//                           "cooldown_counter":..,"evals":..},"log_interval":{"steps":..,"loss_sum":..},
+//                           "accumulation_steps":k,"ema":bool,"checksum":"<CRC-32>"}
 // The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and the
 // safetensors files carry per-tensor checksums and the step in their metadata: a changed bit in any
 // of the files, or files from two different saves, are an IoError at load. Version 1 files (before
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "tapegrad/autograd/graph.h"
+#include "tapegrad/optim/plateau.h"
 
 namespace tapegrad::train {
 
@@ -40,6 +42,9 @@ struct CheckpointState {
   double best = 0.0;
   std::int64_t best_step = -1;  // -1: no evaluation yet
   std::int64_t bad_evals = 0;
+  // A plateau scheduler's counters (absent from files written without one: metric empty).
+  std::string plateau_metric;
+  optim::PlateauState plateau;
   // The steps since the last metrics line and the sum of their losses (absent from older files: 0).
   std::int64_t interval_steps = 0;
   double interval_loss_sum = 0.0;

@@ -114,15 +114,30 @@ void Trainer::set_ema(ModelEma* ema, bool evaluate_on_ema) {
 void Trainer::set_scheduler(optim::Scheduler* scheduler) {
   if (scheduler && schedule_)
     throw ValueError("Trainer::set_scheduler: a fraction schedule is set (set_schedule); use one or the other");
+  if (scheduler && plateau_)
+    throw ValueError(
+        "Trainer::set_scheduler: a plateau scheduler is set (set_plateau_scheduler); use one or the other");
   scheduler_ = scheduler;
 }
 
 void Trainer::set_schedule(optim::FractionSchedule schedule) {
   if (schedule && scheduler_)
     throw ValueError("Trainer::set_schedule: a step scheduler is set (set_scheduler); use one or the other");
+  if (schedule && plateau_)
+    throw ValueError("Trainer::set_schedule: a plateau scheduler is set (set_plateau_scheduler); use one or the other");
   schedule_ = std::move(schedule);
   schedule_base_lrs_.clear();
   for (const optim::ParamGroup& g : optimizer_.param_groups()) schedule_base_lrs_.push_back(*g.lr);
+}
+
+void Trainer::set_plateau_scheduler(optim::ReduceLROnPlateau* plateau, std::string metric) {
+  if (plateau && metric.empty()) throw ValueError("Trainer::set_plateau_scheduler: the metric to watch is empty");
+  if (plateau && scheduler_)
+    throw ValueError("Trainer::set_plateau_scheduler: a step scheduler is set (set_scheduler); use one or the other");
+  if (plateau && schedule_)
+    throw ValueError("Trainer::set_plateau_scheduler: a fraction schedule is set (set_schedule); use one or the other");
+  plateau_ = plateau;
+  plateau_metric_ = plateau ? std::move(metric) : std::string();
 }
 
 void Trainer::set_stop_callback(StopFn stop) { stop_fn_ = std::move(stop); }
@@ -159,6 +174,18 @@ bool Trainer::update_early_stopping(const std::map<std::string, double>& metrics
     ++best_.bad_evals;
   }
   return best_.bad_evals >= e.patience;
+}
+
+void Trainer::update_plateau(const std::map<std::string, double>& metrics) {
+  if (!plateau_) return;
+  const auto it = metrics.find(plateau_metric_);
+  if (it == metrics.end()) {
+    std::string keys;
+    for (const auto& entry : metrics) keys += (keys.empty() ? "" : ", ") + entry.first;
+    throw ValueError("Trainer: the plateau scheduler watches '" + plateau_metric_ + "' but eval_fn returned only {" +
+                     keys + "}");
+  }
+  plateau_->step(it->second);
 }
 
 void Trainer::track_generator(std::string name, Generator& gen) {
@@ -373,6 +400,8 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   if (!step_fn) throw ValueError("Trainer::fit: step_fn is empty");
   if (!options_.early_stopping.metric.empty() && !eval_fn)
     throw ValueError("Trainer::fit: early stopping on '" + options_.early_stopping.metric + "' needs an eval_fn");
+  if (plateau_ && !eval_fn)
+    throw ValueError("Trainer::fit: the plateau scheduler on '" + plateau_metric_ + "' needs an eval_fn");
   const Clock::time_point call_start = Clock::now();
   TrainResult result;
   begin_fit(result);
@@ -411,6 +440,7 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
       const auto run_eval = [&] {
         metrics = evaluate(eval_fn, !eval_due, progress);
         if (update_early_stopping(*metrics) && !stop) stop = StopReason::EarlyStopping;
+        if (eval_due) update_plateau(*metrics);
       };
       if (eval_fn && (eval_due || stop)) run_eval();
       // With replicas every rank takes part, with a callback or without: any rank's "stop" stops all.

@@ -64,6 +64,7 @@
 #include "tapegrad/autograd/tensor.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/optim/optimizer.h"
+#include "tapegrad/optim/plateau.h"
 #include "tapegrad/optim/schedule.h"
 #include "tapegrad/train/ema.h"
 #include "tapegrad/train/metrics.h"
@@ -216,6 +217,13 @@ class Trainer {
   // Sets every group's lr to base * schedule(progress()) before each step, base being the group's lr now.
   // Defined on the fraction of training done, it suits a time budget. ValueError together with a scheduler.
   void set_schedule(optim::FractionSchedule schedule);
+  // Steps `plateau` with eval_fn's `metric` after every scheduled evaluation (every eval_every steps; not
+  // the extra one that ends a call off that schedule, so an interrupted run lowers its rates where an
+  // uninterrupted one does); the lowered rates apply from the next step. Its counters are checkpointed
+  // and restored when the checkpoint's plateau watched the same metric (reset otherwise); the rates are
+  // the optimiser's, checkpointed as they are. ValueError for an empty metric, or together with a
+  // scheduler or a fraction schedule (each sets the rates). nullptr: none. It must outlive the trainer.
+  void set_plateau_scheduler(optim::ReduceLROnPlateau* plateau, std::string metric);
   // A moving average of the model's weights (ema.h), updated after every optimiser step and kept in the
   // checkpoint (ema.safetensors); with evaluate_on_ema, eval_fn sees the averaged weights (the model's own
   // are put back after it). Set before training; a resumed run needs it if the checkpoint has one and
@@ -284,6 +292,8 @@ class Trainer {
   std::map<std::string, double> evaluate(const EvalFn& eval_fn, bool end_of_run, ProgressDisplay& progress);
   // Records an evaluation for early stopping; true when patience has run out.
   bool update_early_stopping(const std::map<std::string, double>& metrics);
+  // Steps the plateau scheduler, if one is set, with its metric.
+  void update_plateau(const std::map<std::string, double>& metrics);
   // The run's training time so far.
   double elapsed() const { return elapsed_before_ + elapsed_now_; }
   // Why the run should stop before taking another step (max steps, time budget, early stopping), if it should.
@@ -313,6 +323,8 @@ class Trainer {
   optim::Optimizer& optimizer_;
   TrainerOptions options_;
   optim::Scheduler* scheduler_ = nullptr;
+  optim::ReduceLROnPlateau* plateau_ = nullptr;
+  std::string plateau_metric_;
   ModelEma* ema_ = nullptr;
   bool evaluate_on_ema_ = false;
   optim::FractionSchedule schedule_;
