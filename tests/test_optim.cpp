@@ -791,6 +791,12 @@ TEST_CASE("optim: ReduceLROnPlateau resumes from its state, and what it refuses"
                        "ReduceLROnPlateau: min_lr must be >= 0, got nan", ValueError);
   CHECK_THROWS_WITH_AS(optim::ReduceLROnPlateau(opt, O().min_lrs({0.0, 0.1})),
                        "ReduceLROnPlateau: min_lrs has 2 rates for 1 parameter groups", ValueError);
+  Tensor c = make_param({2.0});
+  fresh_opt.add_param_group(optim::ParamGroup({c}));
+  CHECK_THROWS_WITH_AS(fresh.step(1.0),
+                       "ReduceLROnPlateau::step: the optimiser has 2 parameter groups, 1 when the scheduler was made "
+                       "(make it after add_param_group)",
+                       ValueError);
   CHECK_THROWS_WITH_AS(fresh.load_state(optim::PlateauState{0.5, -1, 0, 3}),
                        "ReduceLROnPlateau::load_state: counters must be >= 0, got bad_evals -1, cooldown_counter 0, "
                        "evals 3",

@@ -25,8 +25,8 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& optimizer, const ReduceLROnPlate
     min_lrs_.assign(groups, o.min_lr());
   } else {
     if (o.min_lrs().size() != groups)
-      throw ValueError(message("ReduceLROnPlateau: min_lrs has ", o.min_lrs().size(), " rates for ", groups,
-                               " parameter groups"));
+      throw ValueError(
+          message("ReduceLROnPlateau: min_lrs has ", o.min_lrs().size(), " rates for ", groups, " parameter groups"));
     for (const double v : o.min_lrs()) non_negative("every min_lrs rate", v);
     min_lrs_ = o.min_lrs();
   }
@@ -47,6 +47,10 @@ bool ReduceLROnPlateau::is_better(double metric) const {
 }
 
 bool ReduceLROnPlateau::step(double metric) {
+  const std::size_t groups = optimizer_.param_groups().size();
+  if (groups != min_lrs_.size())
+    throw ValueError(message("ReduceLROnPlateau::step: the optimiser has ", groups, " parameter groups, ",
+                             min_lrs_.size(), " when the scheduler was made (make it after add_param_group)"));
   ++state_.evals;
   if (is_better(metric)) {
     state_.best = metric;

@@ -55,7 +55,8 @@ class ReduceLROnPlateau {
   explicit ReduceLROnPlateau(Optimizer& optimizer,
                              const ReduceLROnPlateauOptions& options = ReduceLROnPlateauOptions());
 
-  // Records one evaluation's metric; true when it lowered at least one group's lr.
+  // Records one evaluation's metric; true when it lowered at least one group's lr. ValueError when
+  // the optimiser has gained parameter groups since (their floors would be unknown).
   bool step(double metric);
 
   const PlateauState& state() const { return state_; }
