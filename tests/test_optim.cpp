@@ -621,6 +621,42 @@ TEST_CASE("optim: schedule values at chosen steps") {
   CHECK_THROWS_AS(optim::cosine_with_warmup(10, 10), ValueError);
 }
 
+TEST_CASE("optim: multi_step and cosine_with_restarts follow torch's MultiStepLR and CosineAnnealingWarmRestarts") {
+  // lr / base lr before each of the first steps, printed by PyTorch 1.13's schedulers (SGD, base lr 0.5).
+  auto check_schedule = [](const optim::Schedule& schedule, const std::vector<double>& expected) {
+    for (std::size_t s = 0; s < expected.size(); ++s) {
+      CAPTURE(s);
+      CHECK(schedule(static_cast<std::int64_t>(s)) == doctest::Approx(expected[s]).epsilon(1e-12));
+    }
+  };
+  // Milestones unsorted and one given twice: at step 5 the rate falls by gamma^2.
+  check_schedule(optim::multi_step({9, 5, 2, 5}, 0.5),
+                 {1.0, 1.0, 0.5, 0.5, 0.5, 0.125, 0.125, 0.125, 0.125, 0.0625, 0.0625, 0.0625});
+  // T_0 = 3, T_mult = 2, eta_min = 0.05 = 0.1 of the base: periods of 3, 6, 12 steps.
+  check_schedule(
+      optim::cosine_with_restarts(3, 2, 0.1),
+      {1.0, 0.775, 0.3250000000000001, 1.0, 0.9397114317029974, 0.775, 0.55, 0.3250000000000001, 0.16028856829700258,
+       1.0, 0.9846666218300807, 0.9397114317029974, 0.8681980515339464, 0.775, 0.6664685702961344, 0.55});
+  check_schedule(optim::cosine_with_restarts(4),
+                 {1.0, 0.8535533905932737, 0.5, 0.14644660940672627, 1.0, 0.8535533905932737, 0.5, 0.14644660940672627,
+                  1.0, 0.8535533905932737});
+  // Far out: periods 1, 2, 4, ..., 2^62 fill steps 0 to 2^63 - 2, so the step before the last of int64 is
+  // the end of the period of length 2^62, and the last starts one of 2^63 steps (past int64: kept as a
+  // double); a period of one step is always at its top.
+  const std::int64_t last = std::numeric_limits<std::int64_t>::max();
+  CHECK(optim::cosine_with_restarts(1, 2)(last - 1) == doctest::Approx(0.0));
+  CHECK(optim::cosine_with_restarts(1, 2)(last) == 1.0);
+  CHECK(optim::cosine_with_restarts(1)(last) == 1.0);
+  CHECK(optim::cosine_with_restarts(1000, 1000)(last) > 0.0);
+
+  CHECK_THROWS_WITH_AS(optim::multi_step({3, -1}, 0.1), "multi_step: invalid milestone -1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::multi_step({3}, -0.1), "multi_step: invalid gamma -0.1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::cosine_with_restarts(0), "cosine_with_restarts: invalid period 0", ValueError);
+  CHECK_THROWS_WITH_AS(optim::cosine_with_restarts(5, 0), "cosine_with_restarts: invalid period_mult 0", ValueError);
+  CHECK_THROWS_WITH_AS(optim::cosine_with_restarts(5, 1, 1.5), "cosine_with_restarts: invalid min_ratio 1.5",
+                       ValueError);
+}
+
 TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({1.0});

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/format.h"
@@ -35,6 +37,40 @@ Schedule step_decay(std::int64_t step_size, double gamma) {
 Schedule exponential(double gamma) {
   if (!(gamma >= 0.0)) fail("exponential", "gamma", gamma);
   return [gamma](std::int64_t step) { return std::pow(gamma, static_cast<double>(step)); };
+}
+
+Schedule multi_step(std::vector<std::int64_t> milestones, double gamma) {
+  for (const std::int64_t m : milestones)
+    if (m < 0) fail("multi_step", "milestone", static_cast<double>(m));
+  if (!(gamma >= 0.0)) fail("multi_step", "gamma", gamma);
+  std::sort(milestones.begin(), milestones.end());
+  return [milestones = std::move(milestones), gamma](std::int64_t step) {
+    const auto passed = std::upper_bound(milestones.begin(), milestones.end(), step) - milestones.begin();
+    return std::pow(gamma, static_cast<double>(passed));
+  };
+}
+
+Schedule cosine_with_restarts(std::int64_t period, std::int64_t period_mult, double min_ratio) {
+  if (period < 1) fail("cosine_with_restarts", "period", static_cast<double>(period));
+  if (period_mult < 1) fail("cosine_with_restarts", "period_mult", static_cast<double>(period_mult));
+  if (!(min_ratio >= 0.0 && min_ratio <= 1.0)) fail("cosine_with_restarts", "min_ratio", min_ratio);
+  return [period, period_mult, min_ratio](std::int64_t step) {
+    // t: steps into the current period; length: its length (a double: past int64 it only needs to exceed t).
+    std::int64_t t = step;
+    double length = static_cast<double>(period);
+    if (period_mult == 1) {
+      t %= period;
+    } else {
+      std::int64_t current = period;
+      while (t >= current) {
+        t -= current;
+        length = static_cast<double>(current) * static_cast<double>(period_mult);
+        if (current > std::numeric_limits<std::int64_t>::max() / period_mult) break;  // the next one outlasts any t
+        current *= period_mult;
+      }
+    }
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + std::cos(kPi * static_cast<double>(t) / length));
+  };
 }
 
 Schedule linear_warmup(std::int64_t warmup_steps) {

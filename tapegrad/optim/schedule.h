@@ -22,6 +22,15 @@ Schedule constant();
 Schedule step_decay(std::int64_t step_size, double gamma);
 // gamma^step. ValueError for gamma < 0.
 Schedule exponential(double gamma);
+// gamma^(the milestones <= step), a milestone given k times counting k times (torch's MultiStepLR).
+// ValueError for a negative milestone or gamma < 0.
+Schedule multi_step(std::vector<std::int64_t> milestones, double gamma);
+// Cosine from 1 down towards min_ratio over `period` steps, then back to 1 and down again, each period
+// period_mult times as long as the one before: with t the steps into the current period of length T,
+// min_ratio + (1 - min_ratio) * (1 + cos(pi * t / T)) / 2 (torch's CosineAnnealingWarmRestarts with
+// T_0 = period, T_mult = period_mult, eta_min = min_ratio * base lr). ValueError unless period >= 1,
+// period_mult >= 1 and 0 <= min_ratio <= 1.
+Schedule cosine_with_restarts(std::int64_t period, std::int64_t period_mult = 1, double min_ratio = 0.0);
 // min(1, (step + 1) / warmup_steps): the first step already uses lr / warmup_steps. ValueError for warmup_steps <= 0.
 Schedule linear_warmup(std::int64_t warmup_steps);
 // (step + 1) / warmup_steps for step < warmup_steps, then with progress = min(1, (step - warmup) / (total - warmup))
