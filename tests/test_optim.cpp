@@ -833,6 +833,8 @@ TEST_CASE("optim: ReduceLROnPlateau resumes from its state, and what it refuses"
                        "ReduceLROnPlateau::step: the optimiser has 2 parameter groups, 1 when the scheduler was made "
                        "(make it after add_param_group)",
                        ValueError);
+  CHECK_THROWS_WITH_AS(fresh.load_state(optim::PlateauState{std::nan(""), 0, 0, 3}),
+                       "ReduceLROnPlateau::load_state: best is NaN", ValueError);
   CHECK_THROWS_WITH_AS(fresh.load_state(optim::PlateauState{0.5, -1, 0, 3}),
                        "ReduceLROnPlateau::load_state: counters must be >= 0, got bad_evals -1, cooldown_counter 0, "
                        "evals 3",

@@ -288,8 +288,12 @@ TEST_CASE("trainer: a plateau scheduler halves the rate after scheduled evaluati
   CHECK(plateau.state().best == 0.9);
   CHECK(plateau.state().evals == 6);
   const json saved = json::parse(testing::read_text(dir.path / "checkpoint" / "trainer.json"));
-  CHECK(saved.at("plateau") ==
-        json{{"metric", "val_loss"}, {"best", 0.9}, {"bad_evals", 0}, {"cooldown_counter", 0}, {"evals", 6}});
+  CHECK(saved.at("plateau") == json{{"metric", "val_loss"},
+                                    {"mode", "min"},
+                                    {"best", 0.9},
+                                    {"bad_evals", 0},
+                                    {"cooldown_counter", 0},
+                                    {"evals", 6}});
 }
 
 TEST_CASE(
@@ -313,6 +317,7 @@ TEST_CASE(
     CHECK(plateau_b.state().bad_evals == 1);
     const json saved = json::parse(testing::read_text(dir_b.path / "checkpoint" / "trainer.json"));
     CHECK(saved.at("plateau").at("evals") == 3);
+    CHECK(saved.at("plateau").at("mode") == "min");
   }
   PlainRun c(77, plateau_options(dir_b.str(), 12));
   optim::ReduceLROnPlateau plateau_c(c.adam, plateau_options_of);
@@ -346,8 +351,20 @@ TEST_CASE("trainer: the plateau scheduler needs a metric, an eval_fn returning i
   CHECK_THROWS_WITH_AS(run.trainer.set_plateau_scheduler(&plateau, ""),
                        "Trainer::set_plateau_scheduler: the metric to watch is empty", ValueError);
   run.trainer.set_plateau_scheduler(&plateau, "val_f1");
-  CHECK_THROWS_WITH_AS(run.trainer.fit(run.step_fn()),
-                       "Trainer::fit: the plateau scheduler on 'val_f1' needs an eval_fn", ValueError);
+  const std::string needs =
+      "Trainer::fit: the plateau scheduler on 'val_f1' needs an eval_fn and eval_every > 0 (it counts scheduled "
+      "evaluations)";
+  CHECK_THROWS_WITH_AS(run.trainer.fit(run.step_fn()), needs.c_str(), ValueError);
+  train::TrainerOptions never = plateau_options("", 4);
+  never.eval_every = 0;
+  PlainRun unscheduled(1, never);
+  optim::ReduceLROnPlateau unscheduled_plateau(unscheduled.adam);
+  unscheduled.trainer.set_plateau_scheduler(&unscheduled_plateau, "val_f1");
+  CHECK_THROWS_WITH_AS(unscheduled.trainer.fit(unscheduled.step_fn(), scripted(kPlateauScript)), needs.c_str(),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(unscheduled.trainer.set_plateau_scheduler(&plateau, "val_loss"),
+                       "Trainer::set_plateau_scheduler: the plateau scheduler lowers another optimiser's rates",
+                       ValueError);
   CHECK_THROWS_WITH_AS(run.trainer.fit(run.step_fn(), scripted(kPlateauScript)),
                        "Trainer: the plateau scheduler watches 'val_f1' but eval_fn returned only {val_acc, val_loss}",
                        ValueError);
@@ -356,8 +373,10 @@ TEST_CASE("trainer: the plateau scheduler needs a metric, an eval_fn returning i
   CHECK_THROWS_WITH_AS(run.trainer.set_schedule(optim::warmup_cosine(0.1)),
                        doctest::Contains("a plateau scheduler is set"), ValueError);
   PlainRun other(1, plateau_options("", 4));
-  other.trainer.set_scheduler(&sched);
-  CHECK_THROWS_WITH_AS(other.trainer.set_plateau_scheduler(&plateau, "val_loss"),
+  optim::Scheduler other_sched(other.adam, optim::constant());
+  other.trainer.set_scheduler(&other_sched);
+  optim::ReduceLROnPlateau other_plateau(other.adam);
+  CHECK_THROWS_WITH_AS(other.trainer.set_plateau_scheduler(&other_plateau, "val_loss"),
                        doctest::Contains("a step scheduler is set"), ValueError);
 
   // A trainer.json whose plateau field is malformed is an IoError naming the field.
@@ -380,6 +399,16 @@ TEST_CASE("trainer: the plateau scheduler needs a metric, an eval_fn returning i
     CHECK(p.state().best == std::numeric_limits<double>::infinity());  // read back from "inf"
     CHECK(p.state().evals == 0);
   }
+  {
+    // The same metric watched the other way round: the counters start afresh (best -inf for max).
+    PlainRun resumed(1, plateau_options(dir.str(), 1));
+    optim::ReduceLROnPlateau p(resumed.adam, optim::ReduceLROnPlateauOptions().mode(optim::PlateauMode::Max));
+    p.load_state(optim::PlateauState{2.0, 1, 1, 1});
+    resumed.trainer.set_plateau_scheduler(&p, "val_loss");
+    resumed.trainer.fit(resumed.step_fn(), scripted(kPlateauScript));
+    CHECK(p.state().best == -std::numeric_limits<double>::infinity());
+    CHECK(p.state().evals == 0);
+  }
   const auto expect_field_error = [&](const std::function<void(json&)>& edit, const std::string& needle) {
     CAPTURE(needle);
     json j = good;
@@ -387,13 +416,17 @@ TEST_CASE("trainer: the plateau scheduler needs a metric, an eval_fn returning i
     write_signed_trainer_json(json_path, j);
     PlainRun second(1, plateau_options(dir.str(), 4));
     optim::ReduceLROnPlateau p(second.adam);
+    p.load_state(optim::PlateauState{2.0, 1, 1, 1});
     second.trainer.set_plateau_scheduler(&p, "val_loss");
     CHECK_THROWS_WITH_AS(second.trainer.fit(second.step_fn(), scripted(kPlateauScript)),
                          doctest::Contains(needle.c_str()), IoError);
-    CHECK(p.state().evals == 0);  // nothing restored
+    CHECK(p.state().best == 2.0);  // nothing restored or reset
+    CHECK(p.state().evals == 1);
   };
   expect_field_error([](json& j) { j["plateau"]["best"] = "huge"; },
                      "field 'plateau' best must be a number, \"inf\" or \"-inf\", got \"huge\"");
+  expect_field_error([](json& j) { j["plateau"]["mode"] = "sideways"; },
+                     "field 'plateau' mode must be \"min\" or \"max\", got \"sideways\"");
   expect_field_error([](json& j) { j["plateau"]["evals"] = -1; },
                      "field 'plateau' evals must be an integer >= 0, got -1");
   expect_field_error([](json& j) { j["plateau"].erase("cooldown_counter"); },

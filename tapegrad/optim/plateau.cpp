@@ -1,6 +1,7 @@
 #include "tapegrad/optim/plateau.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "tapegrad/autograd/error.h"
@@ -78,6 +79,7 @@ bool ReduceLROnPlateau::step(double metric) {
 }
 
 void ReduceLROnPlateau::load_state(const PlateauState& state) {
+  if (std::isnan(state.best)) throw ValueError("ReduceLROnPlateau::load_state: best is NaN");
   if (state.bad_evals < 0 || state.cooldown_counter < 0 || state.evals < 0)
     throw ValueError(message("ReduceLROnPlateau::load_state: counters must be >= 0, got bad_evals ", state.bad_evals,
                              ", cooldown_counter ", state.cooldown_counter, ", evals ", state.evals));

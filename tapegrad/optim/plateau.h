@@ -62,9 +62,11 @@ class ReduceLROnPlateau {
   const PlateauState& state() const { return state_; }
   // Back to the state before the first step (best +-inf, counters 0); the rates are left as they are.
   void reset();
-  // ValueError for negative counters (the rates themselves live in the optimiser's groups).
+  // ValueError for negative counters or a NaN best (the rates themselves live in the optimiser's groups).
   void load_state(const PlateauState& state);
   const ReduceLROnPlateauOptions& options() const { return options_; }
+  // The optimiser whose rates it lowers.
+  const Optimizer& optimizer() const { return optimizer_; }
 
  private:
   bool is_better(double metric) const;

@@ -6,7 +6,7 @@
 //   trainer.json           {"format":"tapegrad.trainer","version":2,"step":k,"scheduler_step":..|null,
 //                           "optimizer_steps":..,"generators":{name: state},"lrs":[per group],"loss":..,
 //                           "elapsed_s":..,"early_stopping":null|{"metric":..,"best":..,"best_step":..,
-//                           "bad_evals":..},"plateau":null|{"metric":..,"best":..|"inf"|"-inf","bad_evals":..,
+//                           "bad_evals":..},"plateau":null|{"metric":..,"mode":"min"|"max","best":..|"inf"|"-inf","bad_evals":..,
 //                           "cooldown_counter":..,"evals":..},"log_interval":{"steps":..,"loss_sum":..},
 //                           "accumulation_steps":k,"ema":bool,"checksum":"<CRC-32>"}
 // The checksum covers the rest of trainer.json (its compact JSON with sorted keys), and the
@@ -44,6 +44,7 @@ struct CheckpointState {
   std::int64_t bad_evals = 0;
   // A plateau scheduler's counters (absent from files written without one: metric empty).
   std::string plateau_metric;
+  bool plateau_maximize = false;  // its mode, max rather than min
   optim::PlateauState plateau;
   // The steps since the last metrics line and the sum of their losses (absent from older files: 0).
   std::int64_t interval_steps = 0;

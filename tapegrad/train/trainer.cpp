@@ -132,6 +132,8 @@ void Trainer::set_schedule(optim::FractionSchedule schedule) {
 
 void Trainer::set_plateau_scheduler(optim::ReduceLROnPlateau* plateau, std::string metric) {
   if (plateau && metric.empty()) throw ValueError("Trainer::set_plateau_scheduler: the metric to watch is empty");
+  if (plateau && &plateau->optimizer() != &optimizer_)
+    throw ValueError("Trainer::set_plateau_scheduler: the plateau scheduler lowers another optimiser's rates");
   if (plateau && scheduler_)
     throw ValueError("Trainer::set_plateau_scheduler: a step scheduler is set (set_scheduler); use one or the other");
   if (plateau && schedule_)
@@ -400,8 +402,9 @@ TrainResult Trainer::fit(const StepFn& step_fn, const EvalFn& eval_fn) {
   if (!step_fn) throw ValueError("Trainer::fit: step_fn is empty");
   if (!options_.early_stopping.metric.empty() && !eval_fn)
     throw ValueError("Trainer::fit: early stopping on '" + options_.early_stopping.metric + "' needs an eval_fn");
-  if (plateau_ && !eval_fn)
-    throw ValueError("Trainer::fit: the plateau scheduler on '" + plateau_metric_ + "' needs an eval_fn");
+  if (plateau_ && (!eval_fn || options_.eval_every <= 0))
+    throw ValueError("Trainer::fit: the plateau scheduler on '" + plateau_metric_ +
+                     "' needs an eval_fn and eval_every > 0 (it counts scheduled evaluations)");
   const Clock::time_point call_start = Clock::now();
   TrainResult result;
   begin_fit(result);

@@ -220,9 +220,11 @@ class Trainer {
   // Steps `plateau` with eval_fn's `metric` after every scheduled evaluation (every eval_every steps; not
   // the extra one that ends a call off that schedule, so an interrupted run lowers its rates where an
   // uninterrupted one does); the lowered rates apply from the next step. Its counters are checkpointed
-  // and restored when the checkpoint's plateau watched the same metric (reset otherwise); the rates are
-  // the optimiser's, checkpointed as they are. ValueError for an empty metric, or together with a
-  // scheduler or a fraction schedule (each sets the rates). nullptr: none. It must outlive the trainer.
+  // and restored when the checkpoint's plateau watched the same metric in the same mode (reset
+  // otherwise); the rates are the optimiser's, checkpointed as they are. ValueError for an empty metric,
+  // a scheduler of another optimiser, or together with a scheduler or a fraction schedule (each sets
+  // the rates); fit refuses it without an eval_fn or with eval_every 0. nullptr: none. It must outlive
+  // the trainer.
   void set_plateau_scheduler(optim::ReduceLROnPlateau* plateau, std::string metric);
   // A moving average of the model's weights (ema.h), updated after every optimiser step and kept in the
   // checkpoint (ema.safetensors); with evaluate_on_ema, eval_fn sees the averaged weights (the model's own

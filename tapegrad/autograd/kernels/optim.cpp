@@ -214,11 +214,12 @@ void rmsprop_update(T* param, const T* grad, T* square_avg, T* grad_avg, T* buf,
   const T alpha = static_cast<T>(step.alpha), one_alpha = static_cast<T>(1.0 - step.alpha);
   const T eps = static_cast<T>(step.eps), wd = static_cast<T>(step.weight_decay);
   const T momentum = static_cast<T>(step.momentum), minus_lr = static_cast<T>(-step.lr);
-  // One element, or one xsimd batch: torch's mul_ then addcmul_, sqrt, add_(eps), then addcdiv_.
+  // One element, or one xsimd batch, in the order of torch's CPU kernels: addcmul_ and addcdiv_ compute
+  // self + (value * t1) * t2 and self + (value * t1) / t2.
   auto apply = [&](auto& pk, auto d, auto& sk, auto* gak, auto* bk) {
     using V = std::decay_t<decltype(pk)>;
     if (wd != T(0)) d = d + V(wd) * pk;
-    sk = V(alpha) * sk + V(one_alpha) * (d * d);
+    sk = V(alpha) * sk + V(one_alpha) * d * d;
     V avg = sk;
     if (gak != nullptr) {
       *gak = V(alpha) * *gak + V(one_alpha) * d;
@@ -229,7 +230,7 @@ void rmsprop_update(T* param, const T* grad, T* square_avg, T* grad_avg, T* buf,
       *bk = V(momentum) * *bk + d / avg;
       pk = pk + V(minus_lr) * *bk;
     } else {
-      pk = pk + V(minus_lr) * (d / avg);
+      pk = pk + V(minus_lr) * d / avg;
     }
   };
   using B = xsimd::batch<T>;
