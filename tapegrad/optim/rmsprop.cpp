@@ -1,6 +1,5 @@
 #include "tapegrad/optim/rmsprop.h"
 
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,10 +31,10 @@ RMSprop::RMSprop(std::vector<ParamGroup> groups, const RMSpropOptions& options)
 }
 
 std::vector<std::string> RMSprop::state_buffer_names() const {
-  std::vector<std::string> names{"square_avg"};
+  std::vector<std::string> names;  // sorted, as the Optimizer asks
   if (options_.centered()) names.emplace_back("grad_avg");
   if (options_.momentum() > 0.0) names.emplace_back("momentum_buffer");
-  std::sort(names.begin(), names.end());
+  names.emplace_back("square_avg");
   return names;
 }
 

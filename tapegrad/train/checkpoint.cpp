@@ -104,7 +104,7 @@ std::string trainer_json_text(const CheckpointState& state) {
     // JSON has no infinities: best before any evaluation improved on it is "inf" or "-inf".
     const double best = state.plateau.best;
     j["plateau"] = {{"metric", state.plateau_metric},
-                    {"mode", state.plateau_maximize ? "max" : "min"},
+                    {"mode", state.plateau_mode == optim::PlateauMode::Max ? "max" : "min"},
                     {"best", std::isfinite(best) ? json(best) : json(best > 0 ? "inf" : "-inf")},
                     {"bad_evals", state.plateau.bad_evals},
                     {"cooldown_counter", state.plateau.cooldown_counter},
@@ -257,7 +257,7 @@ CheckpointState read_trainer_json(const std::string& file) {
     state.plateau_metric = f.metric();
     const json& mode = f.member("mode");
     if (mode != "min" && mode != "max") f.bad("mode must be \"min\" or \"max\", got " + io::json_excerpt(mode));
-    state.plateau_maximize = mode == "max";
+    state.plateau_mode = mode == "max" ? optim::PlateauMode::Max : optim::PlateauMode::Min;
     const json& best = f.member("best");
     if (best.is_number()) {
       state.plateau.best = best.get<double>();
@@ -372,7 +372,7 @@ void Trainer::save_checkpoint() {
   state.bad_evals = best_.bad_evals;
   if (plateau_) {
     state.plateau_metric = plateau_metric_;
-    state.plateau_maximize = plateau_->options().mode() == optim::PlateauMode::Max;
+    state.plateau_mode = plateau_->options().mode();
     state.plateau = plateau_->state();
   }
   state.interval_steps = interval_steps_;
@@ -493,8 +493,7 @@ bool Trainer::load_checkpoint() {
   for (std::size_t g = 0; g < state.lrs.size(); ++g) optimizer_.param_groups()[g].lr = state.lrs[g];
   if (scheduler_) scheduler_->set_step(state.scheduler_step);
   // The plateau scheduler continues when it watches the same metric the same way, and starts afresh otherwise.
-  if (plateau_ && state.plateau_metric == plateau_metric_ &&
-      state.plateau_maximize == (plateau_->options().mode() == optim::PlateauMode::Max)) {
+  if (plateau_ && state.plateau_metric == plateau_metric_ && state.plateau_mode == plateau_->options().mode()) {
     plateau_->load_state(state.plateau);
   } else if (plateau_) {
     plateau_->reset();

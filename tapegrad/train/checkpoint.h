@@ -44,7 +44,7 @@ struct CheckpointState {
   std::int64_t bad_evals = 0;
   // A plateau scheduler's counters (absent from files written without one: metric empty).
   std::string plateau_metric;
-  bool plateau_maximize = false;  // its mode, max rather than min
+  optim::PlateauMode plateau_mode = optim::PlateauMode::Min;
   optim::PlateauState plateau;
   // The steps since the last metrics line and the sum of their losses (absent from older files: 0).
   std::int64_t interval_steps = 0;

@@ -21,6 +21,15 @@ namespace tapegrad::train {
 
 namespace {
 
+// metrics[metric], which `watcher` reads; ValueError listing what eval_fn returned when it is missing.
+double watched_metric(const std::map<std::string, double>& metrics, const char* watcher, const std::string& metric) {
+  const auto it = metrics.find(metric);
+  if (it != metrics.end()) return it->second;
+  std::string keys;
+  for (const auto& entry : metrics) keys += (keys.empty() ? "" : ", ") + entry.first;
+  throw ValueError(message("Trainer: ", watcher, " watches '", metric, "' but eval_fn returned only {", keys, "}"));
+}
+
 namespace fs = std::filesystem;
 using ordered_json = nlohmann::ordered_json;
 
@@ -161,13 +170,7 @@ std::optional<StopReason> Trainer::stop_before_step() const {
 bool Trainer::update_early_stopping(const std::map<std::string, double>& metrics) {
   const EarlyStopping& e = options_.early_stopping;
   if (e.metric.empty()) return false;
-  const auto it = metrics.find(e.metric);
-  if (it == metrics.end()) {
-    std::string keys;
-    for (const auto& entry : metrics) keys += (keys.empty() ? "" : ", ") + entry.first;
-    throw ValueError("Trainer: early stopping watches '" + e.metric + "' but eval_fn returned only {" + keys + "}");
-  }
-  const double value = it->second;
+  const double value = watched_metric(metrics, "early stopping", e.metric);
   const bool improved =
       best_.step < 0 || (e.maximize ? value > best_.value + e.min_delta : value < best_.value - e.min_delta);
   if (improved) {
@@ -179,15 +182,7 @@ bool Trainer::update_early_stopping(const std::map<std::string, double>& metrics
 }
 
 void Trainer::update_plateau(const std::map<std::string, double>& metrics) {
-  if (!plateau_) return;
-  const auto it = metrics.find(plateau_metric_);
-  if (it == metrics.end()) {
-    std::string keys;
-    for (const auto& entry : metrics) keys += (keys.empty() ? "" : ", ") + entry.first;
-    throw ValueError("Trainer: the plateau scheduler watches '" + plateau_metric_ + "' but eval_fn returned only {" +
-                     keys + "}");
-  }
-  plateau_->step(it->second);
+  if (plateau_) plateau_->step(watched_metric(metrics, "the plateau scheduler", plateau_metric_));
 }
 
 void Trainer::track_generator(std::string name, Generator& gen) {
