@@ -271,6 +271,9 @@ TEST_CASE("autocast: products run in bfloat16, precision-sensitive ops in float3
     CHECK(logsumexp(y, {1}).dtype() == kFloat32);
     CHECK(nn::cross_entropy(y, tensor({0, 1, 2, 3}, kInt64)).dtype() == kFloat32);
     CHECK(nn::mse_loss(y, zeros({4, 5})).dtype() == kFloat32);
+    CHECK(nn::l1_loss(y, zeros({4, 5})).dtype() == kFloat32);
+    CHECK(nn::smooth_l1_loss(y, zeros({4, 5})).dtype() == kFloat32);
+    CHECK(nn::huber_loss(y, zeros({4, 5}), nn::Reduction::None).dtype() == kFloat32);
     // Followers.
     CHECK(gelu(y).dtype() == kBFloat16);
     CHECK(relu(y).dtype() == kBFloat16);

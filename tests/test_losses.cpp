@@ -1,13 +1,15 @@
 // Loss functions: cross_entropy, nll_loss, kl_div, binary_cross_entropy_with_logits (and its op,
-// logistic_loss), mse_loss and the distribution helpers. Expected values come from the seed's
-// worked numbers and from torch.nn.functional 1.13 in float64 (the script's inputs are the literals
+// logistic_loss), the regression losses (mse, l1, smooth L1, Huber) and the distribution helpers. Expected values come
+// from the seed's worked numbers and from torch.nn.functional 1.13 in float64 (the script's inputs are the literals
 // written here). Over 400 lines: one file for the losses, each with values, gradcheck and errors,
 // as losses.cpp is one.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <vector>
 
 #include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
@@ -483,6 +485,102 @@ TEST_CASE("losses: mse_loss values, gradient and errors") {
   CHECK_THROWS_WITH_AS(nn::binary_cross_entropy_with_logits(zeros({2, 3}), zeros({3, 2})),
                        "binary_cross_entropy_with_logits: targets of shape (3,2) must match logits of shape (2,3)",
                        ShapeError);
+}
+
+TEST_CASE("losses: l1_loss, smooth_l1_loss and huber_loss match PyTorch, values and gradients at the kinks") {
+  // torch.nn.functional.{l1,smooth_l1,huber}_loss(a, b, reduction=...) in float64; the gradient is
+  // that of the mean. a - b = [0.5, -0.5, -1, 2, -2, 0]: a kink of every loss at 0, and |d| = 1, the
+  // default beta and delta, at the third element.
+  const Tensor a = tensor({{1.0, 2.0, -0.25}, {3.0, -1.0, 0.5}}, kFloat64);
+  const Tensor b = tensor({{0.5, 2.5, 0.75}, {1.0, 1.0, 0.5}}, kFloat64);
+  using Loss = std::function<Tensor(const Tensor&, const Tensor&, nn::Reduction)>;
+  struct Case {
+    const char* name;
+    Loss loss;
+    std::vector<double> none;
+    double sum, mean;
+    std::vector<double> mean_grad;
+  };
+  const double s = 1.0 / 6.0, t = 1.0 / 12.0;
+  const std::vector<Case> cases{
+      {"l1",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::l1_loss(x, y, r); },
+       {0.5, 0.5, 1.0, 2.0, 2.0, 0.0},
+       6.0,
+       1.0,
+       {s, -s, -s, s, -s, 0.0}},
+      {"smooth_l1 beta 1",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::smooth_l1_loss(x, y, r); },
+       {0.125, 0.125, 0.5, 1.5, 1.5, 0.0},
+       3.75,
+       0.625,
+       {t, -t, -s, s, -s, 0.0}},
+      {"smooth_l1 beta 0.5",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::smooth_l1_loss(x, y, r, 0.5); },
+       {0.25, 0.25, 0.75, 1.75, 1.75, 0.0},
+       4.75,
+       0.7916666666666666,
+       {s, -s, -s, s, -s, 0.0}},
+      // beta 0 is l1_loss, with the gradient 0 at d = 0 (PyTorch 1.13 gives -1/6 there; 2.x gives 0).
+      {"smooth_l1 beta 0",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::smooth_l1_loss(x, y, r, 0.0); },
+       {0.5, 0.5, 1.0, 2.0, 2.0, 0.0},
+       6.0,
+       1.0,
+       {s, -s, -s, s, -s, 0.0}},
+      {"huber delta 1",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::huber_loss(x, y, r); },
+       {0.125, 0.125, 0.5, 1.5, 1.5, 0.0},
+       3.75,
+       0.625,
+       {t, -t, -s, s, -s, 0.0}},
+      {"huber delta 0.75",
+       [](const Tensor& x, const Tensor& y, nn::Reduction r) { return nn::huber_loss(x, y, r, 0.75); },
+       {0.125, 0.125, 0.46875, 1.21875, 1.21875, 0.0},
+       3.15625,
+       0.5260416666666666,
+       {t, -t, -0.125, 0.125, -0.125, 0.0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    check_values(c.loss(a, b, nn::Reduction::None), c.none, 1e-15);
+    CHECK(c.loss(a, b, nn::Reduction::Sum).item() == doctest::Approx(c.sum).epsilon(1e-15));
+    const Tensor x = a.detach().requires_grad_(true);
+    const Tensor mean = c.loss(x, b, nn::Reduction::Mean);
+    CHECK(mean.item() == doctest::Approx(c.mean).epsilon(1e-15));
+    mean.backward();
+    check_values(x.grad(), c.mean_grad, 1e-15);
+  }
+}
+
+TEST_CASE("losses: l1_loss, smooth_l1_loss and huber_loss gradients (float64 gradcheck) and errors") {
+  Generator gen(4);
+  // Transposed inputs, and differences of either sign on both sides of beta and delta (normal
+  // draws times 2 land within 1e-6 of a kink with negligible probability).
+  const TensorList inputs{randn({3, 4}, gen, kFloat64) * 2.0, randn({4, 3}, gen, kFloat64)};
+  check_gradients([](const TensorList& in) { return nn::l1_loss(in[0].transpose(0, 1), in[1]); }, inputs);
+  check_gradients(
+      [](const TensorList& in) { return nn::smooth_l1_loss(in[0].transpose(0, 1), in[1], nn::Reduction::Sum, 0.7); },
+      inputs);
+  check_gradients(
+      [](const TensorList& in) { return nn::huber_loss(in[0].transpose(0, 1), in[1], nn::Reduction::None, 1.3); },
+      inputs);
+  CHECK_THROWS_WITH_AS(nn::smooth_l1_loss(zeros({2}), zeros({2}), nn::Reduction::Mean, -1.0),
+                       "smooth_l1_loss: beta must be finite and >= 0, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(nn::smooth_l1_loss(zeros({2}), zeros({2}), nn::Reduction::Mean, std::nan("")),
+                       "smooth_l1_loss: beta must be finite and >= 0, got nan", ValueError);
+  CHECK_THROWS_WITH_AS(nn::huber_loss(zeros({2}), zeros({2}), nn::Reduction::Mean, 0.0),
+                       "huber_loss: delta must be finite and > 0, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(
+      nn::huber_loss(zeros({2}), zeros({2}), nn::Reduction::Mean, std::numeric_limits<double>::infinity()),
+      "huber_loss: delta must be finite and > 0, got inf", ValueError);
+  CHECK_THROWS_WITH_AS(nn::l1_loss(zeros({4, 1}), zeros({4})),
+                       "l1_loss: target of shape (4) must match input of shape (4,1)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::huber_loss(zeros({2}), zeros({2}, kInt64)),
+                       "huber_loss: target must be a floating-point tensor, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(nn::smooth_l1_loss(zeros({2}), zeros({2}), nn::Reduction::BatchMean),
+                       "smooth_l1_loss: reduction BatchMean is only defined for kl_div; use None, Mean or Sum",
+                       ValueError);
 }
 
 TEST_CASE(

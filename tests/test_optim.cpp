@@ -657,6 +657,74 @@ TEST_CASE("optim: multi_step and cosine_with_restarts follow torch's MultiStepLR
                        ValueError);
 }
 
+TEST_CASE("optim: linear_ramp, polynomial and one_cycle follow torch's LinearLR, PolynomialLR and OneCycleLR") {
+  // lr / base lr before each of the first steps, printed by PyTorch 1.13's schedulers (SGD, base lr
+  // 0.5; OneCycleLR with max_lr 0.5 and cycle_momentum=False).
+  auto check_schedule = [](const optim::Schedule& schedule, const std::vector<double>& expected) {
+    for (std::size_t s = 0; s < expected.size(); ++s) {
+      CAPTURE(s);
+      CHECK(schedule(static_cast<std::int64_t>(s)) == doctest::Approx(expected[s]).epsilon(1e-12));
+    }
+  };
+  check_schedule(optim::linear_ramp(0.25, 0.75, 4), {0.25, 0.375, 0.5, 0.625, 0.75, 0.75, 0.75});
+  check_schedule(optim::linear_ramp(1.0 / 3.0, 1.0, 5),
+                 {0.3333333333333333, 0.4666666666666667, 0.6000000000000001, 0.7333333333333335, 0.8666666666666669,
+                  1.0000000000000002, 1.0000000000000002});
+  check_schedule(optim::polynomial(4, 2.0), {1.0, 0.5625, 0.25, 0.0625, 0.0, 0.0, 0.0});
+  check_schedule(optim::polynomial(5), {1.0, 0.8, 0.6, 0.4, 0.19999999999999996, 0.0, 0.0});
+  check_schedule(optim::polynomial(5, 0.5),
+                 {1.0, 0.8944271909999159, 0.7745966692414833, 0.6324555320336758, 0.4472135954999578, 0.0, 0.0});
+
+  // The defaults over 10 steps: the rise ends at step 0.3 * 10 - 1 = 2.
+  check_schedule(optim::one_cycle(10),
+                 {0.040000000000000036, 0.52, 1.0, 0.9504846320134737, 0.8117456539497631, 0.6112620219362893,
+                  0.38874197806371075, 0.18825834605023697, 0.049519367986526286, 4e-06});
+  optim::OneCycleOptions linear;
+  linear.pct_start = 0.25;
+  linear.div_factor = 10.0;
+  linear.final_div_factor = 100.0;
+  linear.anneal = optim::Anneal::Linear;
+  // The rise ends at the fractional step 1.5.
+  check_schedule(optim::one_cycle(10, linear), {0.1, 0.7, 0.9334, 0.8002, 0.667, 0.5338, 0.40060000000000007,
+                                                0.2674000000000001, 0.13419999999999999, 0.0010000000000000009});
+  optim::OneCycleOptions three;
+  three.three_phase = true;
+  check_schedule(optim::one_cycle(12, three),
+                 {0.040000000000000036, 0.3497896542195831, 0.8792851591221287, 0.9450188923135407, 0.4621423934774446,
+                  0.05394792763549498, 0.0381516932425798, 0.031224618933116923, 0.02108466989389118,
+                  0.010634768002885594, 0.0028665701910005545, 4e-06});
+  // Past the last step the last rate stays; a rise of no length (0.1 * 10 - 1 = 0, where torch divides
+  // by zero) starts at the peak; a single step is the last rate.
+  CHECK(optim::one_cycle(10)(10) == doctest::Approx(4e-06).epsilon(1e-12));
+  CHECK(optim::one_cycle(10)(1000000) == doctest::Approx(4e-06).epsilon(1e-12));
+  optim::OneCycleOptions instant;
+  instant.pct_start = 0.1;
+  CHECK(optim::one_cycle(10, instant)(0) == 1.0);
+  CHECK(optim::one_cycle(1)(0) == doctest::Approx(4e-06).epsilon(1e-12));
+
+  CHECK_THROWS_WITH_AS(optim::linear_ramp(0.0, 1.0, 5), "linear_ramp: invalid start_factor (must be in (0, 1]) 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::linear_ramp(0.5, 1.5, 5), "linear_ramp: invalid end_factor (must be in [0, 1]) 1.5",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::linear_ramp(0.5, 1.0, 0), "linear_ramp: invalid total_steps 0", ValueError);
+  CHECK_THROWS_WITH_AS(optim::polynomial(0), "polynomial: invalid total_steps 0", ValueError);
+  CHECK_THROWS_WITH_AS(optim::polynomial(5, -1.0), "polynomial: invalid power -1", ValueError);
+  CHECK_THROWS_WITH_AS(optim::one_cycle(0), "one_cycle: invalid total_steps 0", ValueError);
+  optim::OneCycleOptions bad;
+  bad.pct_start = 1.5;
+  CHECK_THROWS_WITH_AS(optim::one_cycle(10, bad), "one_cycle: invalid pct_start (must be in [0, 1]) 1.5", ValueError);
+  bad.pct_start = 0.6;
+  bad.three_phase = true;
+  CHECK_THROWS_WITH_AS(optim::one_cycle(10, bad),
+                       "one_cycle: invalid pct_start (must be in [0, 0.5] with three_phase) 0.6", ValueError);
+  bad = {};
+  bad.div_factor = 0.0;
+  CHECK_THROWS_WITH_AS(optim::one_cycle(10, bad), "one_cycle: invalid div_factor 0", ValueError);
+  bad = {};
+  bad.final_div_factor = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(optim::one_cycle(10, bad), "one_cycle: invalid final_div_factor inf", ValueError);
+}
+
 TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({1.0});

@@ -33,9 +33,9 @@ void reject_batch_mean(Reduction reduction, const char* op) {
         message(op, ": reduction ", reduction_name(reduction), " is only defined for kl_div; use None, Mean or Sum"));
 }
 
-// None / Sum / Mean over every element.
 using detail::is_bf16;
 
+// None / Sum / Mean over every element.
 Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
   reject_batch_mean(reduction, op);
   if (reduction == Reduction::Sum) return sum(loss);
@@ -46,6 +46,25 @@ Tensor reduce_loss(const Tensor& loss, Reduction reduction, const char* op) {
 void check_floating(const Tensor& t, const char* op, const char* what) {
   if (!t.is_floating_point())
     throw TypeError(message(op, ": ", what, " must be a floating-point tensor, got ", dtype_name(t.dtype())));
+}
+
+// A loss of each element of input against the same element of target, `pointwise` of their
+// difference, reduced. bfloat16 operands follow the float32 policy (autograd/autocast.h).
+template <class Pointwise>
+Tensor pointwise_loss(const Tensor& input, const Tensor& target, Reduction reduction, const char* op,
+                      const Pointwise& pointwise) {
+  if (is_bf16(input) || is_bf16(target))
+    return detail::precision_result(
+        pointwise_loss(detail::widen_bf16(input), detail::widen_bf16(target), reduction, op, pointwise), kBFloat16);
+  check_floating(input, op, "input");
+  check_floating(target, op, "target");
+  // PyTorch only warns here; a (N, 1) prediction against (N) targets broadcasting to (N, N) is
+  // nearly always a bug, so it is an error.
+  if (input.shape() != target.shape())
+    throw ShapeError(
+        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
+  reject_batch_mean(reduction, op);
+  return reduce_loss(pointwise(input - target), reduction, op);
 }
 
 // p log q with the convention 0 log q = 0: where p == 0 the product and its gradient are 0,
@@ -332,20 +351,31 @@ Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, cons
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (is_bf16(input) || is_bf16(target))  // float32 policy (autograd/autocast.h)
-    return detail::precision_result(mse_loss(detail::widen_bf16(input), detail::widen_bf16(target), reduction),
-                                    kBFloat16);
-  const char* op = "mse_loss";
-  check_floating(input, op, "input");
-  check_floating(target, op, "target");
-  // PyTorch only warns here; a (N, 1) prediction against (N) targets broadcasting to (N, N) is
-  // nearly always a bug, so it is an error.
-  if (input.shape() != target.shape())
-    throw ShapeError(
-        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
-  reject_batch_mean(reduction, op);
-  const Tensor diff = input - target;
-  return reduce_loss(diff * diff, reduction, op);
+  return pointwise_loss(input, target, reduction, "mse_loss", [](const Tensor& diff) { return diff * diff; });
+}
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  return pointwise_loss(input, target, reduction, "l1_loss", [](const Tensor& diff) { return abs(diff); });
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction, double beta) {
+  const char* op = "smooth_l1_loss";
+  if (!std::isfinite(beta) || beta < 0.0) throw ValueError(message(op, ": beta must be finite and >= 0, got ", beta));
+  if (beta == 0.0) return pointwise_loss(input, target, reduction, op, [](const Tensor& diff) { return abs(diff); });
+  return pointwise_loss(input, target, reduction, op, [beta](const Tensor& diff) {
+    const Tensor size = abs(diff);
+    return where(lt(size, beta), diff * diff * (0.5 / beta), size - 0.5 * beta);
+  });
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  const char* op = "huber_loss";
+  if (!std::isfinite(delta) || delta <= 0.0)
+    throw ValueError(message(op, ": delta must be finite and > 0, got ", delta));
+  return pointwise_loss(input, target, reduction, op, [delta](const Tensor& diff) {
+    const Tensor size = abs(diff);
+    return where(lt(size, delta), diff * diff * 0.5, (size - 0.5 * delta) * delta);
+  });
 }
 
 Tensor entropy(const Tensor& p, std::int64_t axis, std::optional<double> log_base) {

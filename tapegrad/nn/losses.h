@@ -96,8 +96,22 @@ Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, cons
 Tensor hierarchical_softmax_loss(const Tensor& hidden, const Tensor& nodes, const Tensor& codes, const Tensor& mask,
                                  Reduction reduction = Reduction::Mean);
 
-// Squared error (input - target)^2; input and target must have the same shape.
+// ---------------------------------------------------------------- regression
+// Elementwise losses of input against target, which must have the same shape (ShapeError, where
+// PyTorch broadcasts with a warning); d = input - target. Gradients at the kinks are those of
+// PyTorch: sign(0) = 0 for |d|, and at |d| = beta (delta) both pieces give the same slope.
+// Squared error d^2.
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Absolute error |d|.
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta: quadratic near 0, slope 1 beyond beta.
+// beta = 0 is l1_loss (its gradient 0 at d = 0, as PyTorch 2's; 1.13 gives -1 there). ValueError
+// for a negative or non-finite beta.
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                      double beta = 1.0);
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta): smooth_l1_loss times delta, slope delta
+// beyond it. ValueError for delta <= 0 or not finite.
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean, double delta = 1.0);
 
 // ---------------------------------------------------------------- distributions
 // Information measures of probability vectors along `axis` (the axis is reduced away). Natural

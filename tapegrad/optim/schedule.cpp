@@ -73,6 +73,68 @@ Schedule cosine_with_restarts(std::int64_t period, std::int64_t period_mult, dou
   };
 }
 
+Schedule linear_ramp(double start_factor, double end_factor, std::int64_t total_steps) {
+  if (!(start_factor > 0.0 && start_factor <= 1.0))
+    fail("linear_ramp", "start_factor (must be in (0, 1])", start_factor);
+  if (!(end_factor >= 0.0 && end_factor <= 1.0)) fail("linear_ramp", "end_factor (must be in [0, 1])", end_factor);
+  if (total_steps < 1) fail("linear_ramp", "total_steps", static_cast<double>(total_steps));
+  return [start_factor, end_factor, total_steps](std::int64_t step) {
+    const double progress = static_cast<double>(std::min(step, total_steps)) / static_cast<double>(total_steps);
+    return start_factor + (end_factor - start_factor) * progress;
+  };
+}
+
+Schedule polynomial(std::int64_t total_steps, double power) {
+  if (total_steps < 1) fail("polynomial", "total_steps", static_cast<double>(total_steps));
+  if (!(power >= 0.0 && std::isfinite(power))) fail("polynomial", "power", power);
+  return [total_steps, power](std::int64_t step) {
+    const double progress = static_cast<double>(std::min(step, total_steps)) / static_cast<double>(total_steps);
+    return std::pow(1.0 - progress, power);
+  };
+}
+
+Schedule one_cycle(std::int64_t total_steps, const OneCycleOptions& options) {
+  const OneCycleOptions& o = options;
+  if (total_steps < 1) fail("one_cycle", "total_steps", static_cast<double>(total_steps));
+  const double pct_limit = o.three_phase ? 0.5 : 1.0;
+  if (!(o.pct_start >= 0.0 && o.pct_start <= pct_limit))
+    fail("one_cycle",
+         o.three_phase ? "pct_start (must be in [0, 0.5] with three_phase)" : "pct_start (must be in [0, 1])",
+         o.pct_start);
+  if (!(o.div_factor > 0.0 && std::isfinite(o.div_factor))) fail("one_cycle", "div_factor", o.div_factor);
+  if (!(o.final_div_factor > 0.0 && std::isfinite(o.final_div_factor)))
+    fail("one_cycle", "final_div_factor", o.final_div_factor);
+  // A phase ends once `steps` steps are done (torch's end_step + 1). The rise's end is the product
+  // pct_start * total_steps alone, rounded before anything is taken off it, as torch's Python
+  // computes it: a fused multiply-add would put pct_start = 0.1 over 10 steps 5.6e-17 past the first.
+  struct Phase {
+    double steps, from, to;
+  };
+  const double initial = 1.0 / o.div_factor, last = initial / o.final_div_factor;
+  const double rise_steps = o.pct_start * static_cast<double>(total_steps);
+  const auto total = static_cast<double>(total_steps);
+  std::vector<Phase> phases{{rise_steps, initial, 1.0}};
+  if (o.three_phase) {
+    phases.push_back({2.0 * rise_steps - 1.0, 1.0, initial});  // torch: 2 * pct_start * total_steps - 2
+    phases.push_back({total, initial, last});
+  } else {
+    phases.push_back({total, 1.0, last});
+  }
+  return [phases = std::move(phases), anneal = o.anneal, total](std::int64_t step) {
+    const double done = std::min(static_cast<double>(step), total - 1.0) + 1.0;  // steps done after this one
+    double start = 1.0;
+    for (std::size_t i = 0;; ++i) {
+      const Phase& p = phases[i];
+      if (done <= p.steps || i + 1 == phases.size()) {
+        const double pct = p.steps > start ? (done - start) / (p.steps - start) : 1.0;
+        if (anneal == Anneal::Linear) return p.from + (p.to - p.from) * pct;
+        return p.to + (p.from - p.to) * 0.5 * (1.0 + std::cos(kPi * pct));
+      }
+      start = p.steps;
+    }
+  };
+}
+
 Schedule linear_warmup(std::int64_t warmup_steps) {
   if (warmup_steps <= 0) fail("linear_warmup", "warmup_steps", static_cast<double>(warmup_steps));
   return [warmup_steps](std::int64_t step) {

@@ -31,6 +31,34 @@ Schedule multi_step(std::vector<std::int64_t> milestones, double gamma);
 // T_0 = period, T_mult = period_mult, eta_min = min_ratio * base lr). ValueError unless period >= 1,
 // period_mult >= 1 and 0 <= min_ratio <= 1.
 Schedule cosine_with_restarts(std::int64_t period, std::int64_t period_mult = 1, double min_ratio = 0.0);
+// From start_factor to end_factor in a straight line over total_steps steps, then end_factor (torch's
+// LinearLR): start + (end - start) * min(step, total_steps) / total_steps. ValueError unless
+// 0 < start_factor <= 1, 0 <= end_factor <= 1 and total_steps >= 1.
+Schedule linear_ramp(double start_factor, double end_factor, std::int64_t total_steps);
+// (1 - min(step, total_steps) / total_steps)^power: down to 0 at total_steps and 0 after (torch's
+// PolynomialLR). ValueError unless total_steps >= 1 and power is finite and >= 0.
+Schedule polynomial(std::int64_t total_steps, double power = 1.0);
+
+// How one_cycle moves between two rates: half a cosine or a straight line.
+enum class Anneal { Cosine, Linear };
+
+// torch's OneCycleLR defaults (its cycle_momentum aside: one_cycle sets the rate alone).
+struct OneCycleOptions {
+  double pct_start = 0.3;         // the fraction of the steps spent rising to the peak
+  double div_factor = 25.0;       // the first rate is the peak / div_factor
+  double final_div_factor = 1e4;  // the last is the first / final_div_factor
+  Anneal anneal = Anneal::Cosine;
+  bool three_phase = false;  // fall back to the first rate as long as the rise took, then to the last
+};
+
+// Smith's one-cycle policy as torch's OneCycleLR computes it, the group's base lr being the peak
+// (torch's max_lr): from 1 / div_factor up to 1 by step pct_start * total_steps - 1, then down to
+// 1 / (div_factor * final_div_factor) at step total_steps - 1 (three_phase: down to 1 / div_factor by
+// step 2 * pct_start * total_steps - 2 first). Phase ends are fractional steps, as torch's are; a
+// phase of no length is at its end. Steps past the last keep the last rate (torch raises there).
+// ValueError unless total_steps >= 1, 0 <= pct_start <= 1 (three_phase: <= 0.5) and both factors are
+// finite and > 0.
+Schedule one_cycle(std::int64_t total_steps, const OneCycleOptions& options = {});
 // min(1, (step + 1) / warmup_steps): the first step already uses lr / warmup_steps. ValueError for warmup_steps <= 0.
 Schedule linear_warmup(std::int64_t warmup_steps);
 // (step + 1) / warmup_steps for step < warmup_steps, then with progress = min(1, (step - warmup) / (total - warmup))
