@@ -1,4 +1,4 @@
-// Reductions (sum, mean, max, min, var, argmax, logsumexp): forward values worked by hand
+// Reductions (sum, mean, max, min, var, argmax, logsumexp) and cumsum: forward values worked by hand
 // (cross-checked with PyTorch 1.13), keepdim / negative / multiple axes, non-contiguous inputs,
 // float64 gradchecks and error messages. The softmax family is in test_softmax.cpp.
 
@@ -243,3 +243,52 @@ TEST_CASE("reduce: logsumexp errors") {
 }
 
 // ---------------------------------------------------------------- softmax, log_softmax
+
+// ---------------------------------------------------------------- cumsum
+
+TEST_CASE("reduce: cumsum along each axis matches PyTorch, with its gradient") {
+  // torch.cumsum(a, dim) and the gradient of (cumsum(a, dim) * w).sum() in float64.
+  const Tensor a = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, kFloat64);
+  const Tensor w = tensor({{1.0, -1.0, 2.0}, {0.5, 3.0, -2.0}}, kFloat64);
+  struct Case {
+    std::int64_t axis;
+    std::vector<double> value, grad;
+  };
+  for (const Case& c :
+       {Case{0, {1, 2, 3, 5, 7, 9}, {1.5, 2, 0, 0.5, 3, -2}}, Case{-1, {1, 3, 6, 4, 9, 15}, {2, 1, 2, 1.5, 1, -2}}}) {
+    CAPTURE(c.axis);
+    const Tensor x = a.detach().requires_grad_(true);
+    const Tensor y = cumsum(x, c.axis);
+    check_values(y, c.value, 1e-15);
+    sum(y * w).backward();
+    check_values(x.grad(), c.grad, 1e-15);
+  }
+  // A transposed (non-contiguous) input, the method form, a scalar (axis 0 or -1) and an empty axis.
+  check_values(a.transpose(0, 1).cumsum(1), {1, 5, 2, 7, 3, 9}, 1e-15);
+  CHECK(cumsum(scalar_tensor(2.5, kFloat64), -1).item() == 2.5);
+  CHECK(cumsum(zeros({2, 0}), 1).shape() == Shape{2, 0});
+}
+
+TEST_CASE("reduce: cumsum carries float32 sums in double, counts Bool in int64, keeps int64") {
+  // torch.cumsum(torch.tensor([1e8, 1, -1e8, 1])) = [1e8, 1e8, 1, 2]: a float32 carry would lose the
+  // 1 (1e8 + 1 rounds to 1e8) and give [1e8, 1e8, 0, 1].
+  const Tensor y = cumsum(from_vector(std::vector<float>{1e8f, 1.0f, -1e8f, 1.0f}, {4}), 0);
+  CHECK(y.dtype() == kFloat32);
+  CHECK(y.to_vector<float>() == std::vector<float>{1e8f, 1e8f, 1.0f, 2.0f});
+  const Tensor counts = cumsum(tensor({1.0, 0.0, 1.0}).to(kBool), 0);
+  CHECK(counts.dtype() == kInt64);
+  CHECK(counts.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1, 2});
+  CHECK(cumsum(tensor({3, 4, 5}, kInt64), 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{3, 7, 12});
+  const Tensor b = cumsum(tensor({0.5, 0.25, 0.125}).to(kBFloat16), 0);
+  CHECK(b.dtype() == kBFloat16);
+  check_values(b, {0.5, 0.75, 0.875}, 1e-15);
+}
+
+TEST_CASE("reduce: cumsum gradients (float64 gradcheck) and errors") {
+  Generator gen(7);
+  const Tensor x = randn({3, 4, 2}, gen, kFloat64);
+  for (std::int64_t axis : {0, 1, -1})
+    check_gradients(
+        [axis](const TensorList& in) { return cumsum(in[0].transpose(0, 2), axis) * in[0].transpose(0, 2); }, {x});
+  CHECK_THROWS_WITH_AS(cumsum(zeros({2, 3}), 2), "cumsum: axis 2 is out of range for a tensor of rank 2", IndexError);
+}

@@ -16,7 +16,7 @@
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
 //   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
-//   ops/reduce.cpp       sum, mean, max, min, var, norm, argmax, argmin, logsumexp
+//   ops/reduce.cpp       sum, mean, max, min, var, norm, argmax, argmin, logsumexp, cumsum
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
@@ -129,6 +129,11 @@ Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::int64_t axis, bool keepdim = false);
 // log(sum(exp(x))) over axes, computed stably (the max is subtracted first).
 Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
+// Running sums along axis, x's shape: out[..., k, ...] = x[..., 0, ...] + ... + x[..., k, ...]. float32
+// carries the sum in double and rounds each position, as torch's CPU kernel; int64 stays int64, Bool
+// counts in int64, bfloat16 follows the float32 policy of sum. Gradient: the running sum of the
+// incoming gradient from the end of the axis.
+Tensor cumsum(const Tensor& x, std::int64_t axis);
 // exp(x) / sum(exp(x)) along axis, stable; a row of -inf gives NaN as in PyTorch.
 Tensor softmax(const Tensor& x, std::int64_t axis);
 // x - logsumexp(x) along axis, stable.

@@ -32,6 +32,7 @@ Tensor Tensor::var(const Dims& axes, std::int64_t correction, bool keepdim) cons
   return tapegrad::var(*this, axes, correction, keepdim);
 }
 Tensor Tensor::argmax(std::int64_t axis, bool keepdim) const { return tapegrad::argmax(*this, axis, keepdim); }
+Tensor Tensor::cumsum(std::int64_t axis) const { return tapegrad::cumsum(*this, axis); }
 Tensor Tensor::matmul(const Tensor& other) const { return tapegrad::matmul(*this, other); }
 Tensor Tensor::pow(double exponent) const { return tapegrad::pow(*this, exponent); }
 Tensor Tensor::exp() const { return tapegrad::exp(*this); }

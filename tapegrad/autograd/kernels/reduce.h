@@ -1,8 +1,10 @@
 #pragma once
 // Reduction kernels over any set of axes (sum, max, min, logsumexp, each into a new tensor of
-// the keepdim shape) and along one axis (argmax, argmin). The ops, with their argument checks
+// the keepdim shape) and along one axis (argmax, argmin), and the running sum along one axis
+// (cumsum). The ops, with their argument checks
 // and backward, are in ops/reduce.cpp. Static, see rows.h.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -301,6 +303,28 @@ static void norm_backward(const T* x, const T* norm, const T* g, const T* ties, 
     else if (p == 2.0) d = v / norm_v;
     else d = sign * static_cast<T>(std::pow(std::abs(v) / norm_v, p - 1.0));
     gx[i] = g[i] * d;
+  }
+}
+
+// Running sums along the axis: out[o, k, j] = x[o, 0, j] + ... + x[o, k, j], or from the end
+// (x[o, k, j] + ... + x[o, n - 1, j]) when reverse. x and out: (outer, n, inner) contiguous. The sum
+// is carried in Acc and rounded to T at each position (torch's CPU cumsum carries float in double).
+template <class T, class Acc>
+static void cumulative_sum(const T* x, T* out, const AxisSplit& s, bool reverse) {
+  std::vector<Acc> carry(static_cast<std::size_t>(s.inner));
+  for (std::int64_t o = 0; o < s.outer; ++o) {
+    const T* block = x + o * s.n * s.inner;
+    T* out_block = out + o * s.n * s.inner;
+    std::fill(carry.begin(), carry.end(), Acc(0));
+    for (std::int64_t step = 0; step < s.n; ++step) {
+      const std::int64_t k = reverse ? s.n - 1 - step : step;
+      const T* row = block + k * s.inner;
+      T* out_row = out_block + k * s.inner;
+      for (std::int64_t j = 0; j < s.inner; ++j) {
+        carry[j] += static_cast<Acc>(row[j]);
+        out_row[j] = static_cast<T>(carry[j]);
+      }
+    }
   }
 }
 

@@ -1,11 +1,12 @@
 // Reductions over any set of axes (sum, mean, max, min, var, norm, logsumexp) and along one axis
-// (argmax, argmin): argument checks, the call to the kernels of kernels/reduce.h, and each
-// op's backward. The softmax family is in ops/softmax.cpp.
+// (argmax, argmin), and the running sum along one axis (cumsum): argument checks, the call to the kernels of
+// kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/format.h"
@@ -287,5 +288,36 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
            });
   return out;
 }
+
+// ---------------------------------------------------------------- cumsum
+
+namespace {
+
+// cumsum, or the running sum from the end of the axis (reverse): the gradient of each is the other
+// applied to the incoming gradient.
+Tensor cumulative_sum(const Tensor& x, std::int64_t axis, bool reverse) {
+  const char* op = "cumsum";
+  if (x.dtype() == kBFloat16)  // float32 policy (autocast.h), as sum
+    return detail::precision_result(cumulative_sum(x.to(kFloat32), axis, reverse), kBFloat16);
+  if (x.dtype() == kBool) return cumulative_sum(x.to(kInt64), axis, reverse);  // counts, as torch's
+  const int a = normalize_axis(axis, x.dim(), op);
+  Tensor out = dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    Tensor result = empty(x.shape(), x.dtype());
+    if (result.numel() == 0) return result;
+    const Tensor xd = kernels::dense(x);
+    kernels::cumulative_sum<T, Acc>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a), reverse);
+    return result;
+  });
+  if (any_requires_grad({&x}))
+    record(op, out, {x},
+           [axis, reverse](const Tensor& g) -> TensorList { return {cumulative_sum(g, axis, !reverse)}; });
+  return out;
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& x, std::int64_t axis) { return cumulative_sum(x, axis, /*reverse=*/false); }
 
 }  // namespace tapegrad
