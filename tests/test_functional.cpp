@@ -1,6 +1,7 @@
 // nn::functional (torch::nn::functional's forms): each module equals its functional form, rms_norm
 // against its formula, and multi_head_attention_forward against torch 1.13's
-// F.multi_head_attention_forward (the fixture below, made by the script in its comment).
+// F.multi_head_attention_forward (the fixture below, made by the script in its comment); leaky_relu
+// and pad against PyTorch 1.13's values and gradients.
 
 #include <doctest/doctest.h>
 
@@ -255,4 +256,61 @@ TEST_CASE("functional: rms_norm against its formula, over several trailing axes,
   CHECK_THROWS_WITH_AS(F::rms_norm(x, {5}), "rms_norm: expected input (..., (5)), got shape (2,3,4)", ShapeError);
   CHECK_THROWS_WITH_AS(F::rms_norm(x, {4}, ones({3}, kFloat64)), "rms_norm: weight must have shape (4), got (3)",
                        ShapeError);
+}
+
+// ---------------------------------------------------------------- leaky_relu, pad
+
+TEST_CASE("functional: leaky_relu and LeakyReLU match PyTorch, slope at 0 included") {
+  // F.leaky_relu(y, 0.1) and the gradient of its sum, PyTorch 1.13.
+  const Tensor y = tensor({-2.0, -0.0, 0.0, 0.5, 3.0}, kFloat64).requires_grad_(true);
+  const Tensor out = F::leaky_relu(y, 0.1);
+  check_values(out, {-0.2, 0.0, 0.0, 0.5, 3.0}, 1e-15);
+  sum(out).backward();
+  check_values(y.grad(), {0.1, 0.1, 0.1, 1.0, 1.0}, 1e-15);
+  check_values(nn::LeakyReLU()(tensor({-3.0, 2.0}, kFloat64)), {-0.03, 2.0}, 1e-15);
+  check_values(nn::LeakyReLU(nn::LeakyReLUOptions().negative_slope(0.5))(tensor({-3.0, 2.0}, kFloat64)), {-1.5, 2.0},
+               1e-15);
+  CHECK(nn::LeakyReLU()->parameters().empty());
+  Generator gen(8);
+  check_gradients([](const TensorList& in) { return F::leaky_relu(in[0], 0.2) * in[0]; },
+                  {randn({3, 4}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(F::leaky_relu(tensor({1, 2}, kInt64)),
+                       "leaky_relu: x must be a floating-point tensor, got int64", TypeError);
+}
+
+TEST_CASE("functional: pad pads and crops as PyTorch's F.pad, last axis first") {
+  const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, kFloat64);
+  const Tensor a = F::pad(x, {1, 2});
+  CHECK(a.shape() == Shape{2, 6});
+  check_values(a, {0, 1, 2, 3, 0, 0, 0, 4, 5, 6, 0, 0}, 1e-15);
+  const Tensor b = F::pad(x, {0, 0, 2, 0}, -1.0);
+  CHECK(b.shape() == Shape{4, 3});
+  check_values(b, {-1, -1, -1, -1, -1, -1, 1, 2, 3, 4, 5, 6}, 1e-15);
+  // Negative pads crop: the first column and the last row go.
+  const Tensor c = F::pad(x, {-1, 1, 1, -1}, 9.0);
+  CHECK(c.shape() == Shape{2, 3});
+  check_values(c, {9, 9, 9, 2, 3, 9}, 1e-15);
+  const Tensor ints = F::pad(tensor({1, 2}, kInt64).reshape({1, 2}), {1, 0});
+  CHECK(ints.dtype() == kInt64);
+  CHECK(ints.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2});
+
+  // The gradient of (pad(x, (-1, 2, 1, 0)) * w).sum() with w = arange(12).reshape(3, 4), PyTorch 1.13:
+  // the cropped column and the padding get none.
+  const Tensor xg = x.detach().requires_grad_(true);
+  const Tensor padded = F::pad(xg, {-1, 2, 1, 0});
+  CHECK(padded.shape() == Shape{3, 4});
+  sum(padded * arange(0.0, 12.0, 1.0, kFloat64).reshape({3, 4})).backward();
+  check_values(xg.grad(), {0, 4, 5, 0, 8, 9}, 1e-15);
+  Generator gen(9);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::pad(in[0].transpose(0, 1), {2, -1, 0, 1}, 0.5);
+      },
+      {randn({3, 4}, gen, kFloat64)});
+
+  CHECK_THROWS_WITH_AS(F::pad(x, {1}), "pad: pads come in (before, after) pairs, got 1 values", ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {1, 1, 1, 1, 1, 1}), "pad: 3 pairs of pads for a tensor of rank 2 (shape (2,3))",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {-2, -2}), "pad: pads (-2, -2) crop more than the 3 elements of axis 1 of shape (2,3)",
+                       ValueError);
 }

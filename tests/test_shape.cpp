@@ -184,3 +184,29 @@ TEST_CASE("shape: errors name the op and the shapes") {
                        "split: piece sizes add up to 4 but axis 0 of shape (5) has 5", ShapeError);
   CHECK_THROWS_WITH_AS(chunk(zeros({5}), 0, 0), "chunk: the number of chunks must be positive, got 0", ValueError);
 }
+
+TEST_CASE("shape: flip reverses the given axes as torch.flip, and its gradient flips back") {
+  const Tensor z = arange(0.0, 24.0, 1.0, kFloat64).reshape({2, 3, 4});
+  // torch.flip(z, [0, 2]), PyTorch 1.13.
+  check_values(flip(z, {0, 2}), {15, 14, 13, 12, 19, 18, 17, 16, 23, 22, 21, 20, 3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8},
+               1e-15);
+  // The gradient of (torch.flip(z, [-2]) * w).sum(), w = arange(24).reshape(2, 3, 4).
+  const Tensor zg = z.detach().requires_grad_(true);
+  sum(flip(zg, {-2}) * z).backward();
+  check_values(zg.grad(), {8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3, 20, 21, 22, 23, 16, 17, 18, 19, 12, 13, 14, 15},
+               1e-15);
+  // Always a copy, also with nothing to reverse.
+  const Tensor one = arange(0.0, 3.0, 1.0).reshape({3, 1});
+  const Tensor same = flip(one, {1});
+  CHECK(same.data_ptr<float>() != one.data_ptr<float>());
+  check_values(same, {0, 1, 2}, 1e-15);
+  CHECK(flip(tensor({1, 2, 3}, kInt64), {0}).to_vector<std::int64_t>() == std::vector<std::int64_t>{3, 2, 1});
+  Generator gen(10);
+  check_gradients(
+      [](const TensorList& in) {
+        return flip(in[0].transpose(0, 1), {0, 1}) * in[0].transpose(0, 1);
+      },
+      {randn({3, 4}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(flip(z, {0, 0}), "flip: axis 0 appears twice in (0,0)", IndexError);
+  CHECK_THROWS_WITH_AS(flip(z, {3}), "flip: axis 3 is out of range for a tensor of rank 3", IndexError);
+}

@@ -20,7 +20,7 @@
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
-//   ops/shape.cpp        reshape, transpose, permute, slicing, concat, stack, split
+//   ops/shape.cpp        reshape, transpose, permute, slicing, flip, concat, stack, split
 //   ops/index.cpp        index_select, gather, embedding, topk, one_hot
 //   ops/nn.cpp           layer_norm, logistic_loss, dropout
 //   ops/attention.cpp    fused_attention
@@ -191,6 +191,9 @@ Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index);
 // below the main diagonal), a view with those two axes removed and the diagonal appended last.
 // ValueError when the two axes are the same.
 Tensor diagonal(const Tensor& x, std::int64_t offset = 0, std::int64_t axis1 = 0, std::int64_t axis2 = 1);
+// torch.flip: x with the order of each of `axes` reversed (a copy: an index_select per axis, so the
+// gradient is the incoming one flipped back). IndexError for an axis out of range or given twice.
+Tensor flip(const Tensor& x, const Dims& axes);
 // Joins tensors along an existing axis / a new axis.
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis);

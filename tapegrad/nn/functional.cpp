@@ -1,7 +1,8 @@
-// The functional forms of the nn layers (functional.h): linear, the norms, dropout, attention and
-// the multi-head attention forward that MultiHeadAttention runs.
+// The functional forms of the nn layers (functional.h): linear, the norms, leaky_relu, pad, dropout,
+// attention and the multi-head attention forward that MultiHeadAttention runs.
 #include "tapegrad/nn/functional.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -58,6 +59,44 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   const Tensor rms = sqrt(mean(x * x, axes, /*keepdim=*/true) + e);
   const Tensor y = x / rms;
   return weight.defined() ? y * weight : y;
+}
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  if (!x.is_floating_point())
+    throw TypeError(message("leaky_relu: x must be a floating-point tensor, got ", dtype_name(x.dtype())));
+  return where(gt(x, 0.0), x, x * negative_slope);
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
+  const char* op = "pad";
+  if (pads.size() % 2 != 0)
+    throw ValueError(message(op, ": pads come in (before, after) pairs, got ", pads.size(), " values"));
+  const std::size_t pairs = pads.size() / 2;
+  if (pairs > static_cast<std::size_t>(x.dim()))
+    throw ValueError(
+        message(op, ": ", pairs, " pairs of pads for a tensor of rank ", x.dim(), " (shape ", x.shape().str(), ")"));
+  Tensor out = x;
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const int axis = x.dim() - 1 - static_cast<int>(p);
+    const std::int64_t before = pads[2 * p], after = pads[2 * p + 1], size = out.size(axis);
+    // Crops first: what is left of the axis must be an ordinary range of it.
+    const std::int64_t start = std::max<std::int64_t>(0, -before), stop = size - std::max<std::int64_t>(0, -after);
+    if (start > stop)
+      throw ValueError(message(op, ": pads (", before, ", ", after, ") crop more than the ", size, " elements of axis ",
+                               axis, " of shape ", x.shape().str()));
+    if (start > 0 || stop < size) out = out.narrow(axis, start, stop - start);
+    std::vector<Tensor> parts;
+    auto filler = [&](std::int64_t count) {
+      Shape shape = out.shape();
+      shape[axis] = count;
+      return full(shape, value, out.dtype());
+    };
+    if (before > 0) parts.push_back(filler(before));
+    parts.push_back(out);
+    if (after > 0) parts.push_back(filler(after));
+    if (parts.size() > 1) out = concat(parts, axis);
+  }
+  return out;
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/similarity.h"
@@ -35,6 +36,20 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 // eps defaults to the machine epsilon of x's dtype, as torch's. Composed from differentiable ops.
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                 std::optional<double> eps = std::nullopt);
+
+// torch's F.leaky_relu: x where x > 0, negative_slope * x elsewhere (gradient negative_slope at 0,
+// as torch's). TypeError for a tensor that is not floating-point.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+
+// torch's F.pad in constant mode: pads holds (before, after) pairs for the last axis first, then
+// the one before it, and so on (at most one pair per axis); each pads that many `value` elements
+// before and after the axis, and a negative count crops instead. The gradient of the padding is
+// dropped, the rest flows back to x.
+//   F::pad(x, {1, 1})          // (N, T) -> (N, T + 2), a zero each side of every row
+//   F::pad(x, {0, 0, 2, 0})    // (N, T) -> (N + 2, T), two rows of zeros on top
+// ValueError for an odd number of pads, more pairs than axes, or crops that do not fit an axis
+// (the message names the axis, its size and the pair).
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value = 0.0);
 
 // torch's F.dropout: when training, zeroes each element with probability p (drawn from gen) and
 // scales the rest by 1 / (1 - p); the identity otherwise.

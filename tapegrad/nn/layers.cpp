@@ -130,6 +130,8 @@ Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 
 Tensor GELUImpl::forward(const Tensor& x) { return gelu(x, approximate_); }
 
+Tensor LeakyReLUImpl::forward(const Tensor& x) { return functional::leaky_relu(x, negative_slope_); }
+
 Tensor SiLUImpl::forward(const Tensor& x) { return silu(x); }
 
 Tensor activate(const Tensor& x, Activation activation) {

@@ -182,6 +182,21 @@ class GELUImpl : public UnaryModule {
 };
 TAPEGRAD_MODULE(GELU);
 
+struct LeakyReLUOptions {
+  TAPEGRAD_ARG(double, negative_slope) = 0.01;
+};
+
+// LeakyReLU: x where x > 0, negative_slope * x elsewhere (functional::leaky_relu).
+class LeakyReLUImpl : public UnaryModule {
+ public:
+  explicit LeakyReLUImpl(const LeakyReLUOptions& options = {}) : negative_slope_(options.negative_slope()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double negative_slope_;
+};
+TAPEGRAD_MODULE(LeakyReLU);
+
 // SiLU (swish): x * sigmoid(x).
 class SiLUImpl : public UnaryModule {
  public:

@@ -1,10 +1,11 @@
 // Shape ops: views that share storage (reshape of viewable strides, transpose, permute,
-// narrow, slice, select, expand, squeeze, unsqueeze) and the joins that copy (concat, stack).
+// narrow, slice, select, expand, squeeze, unsqueeze), flip, and the joins that copy (concat, stack).
 // A view's backward maps the gradient back onto the input's shape.
 
 #include <numeric>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tapegrad/autograd/kernels/strided.h"
 #include "tapegrad/autograd/ops.h"
@@ -303,6 +304,24 @@ Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
                        return {scatter_into_zeros(
                            g, in, [a, index](const Tensor& gx) { return select(gx, a, index); }, "select_backward")};
                      });
+}
+
+Tensor flip(const Tensor& x, const Dims& axes) {
+  std::vector<bool> flipped(static_cast<std::size_t>(x.dim()), false);
+  Tensor out = x;
+  bool copied = false;
+  for (const std::int64_t axis : axes) {
+    const int a = normalize_axis(axis, x.dim(), "flip");
+    if (x.dim() == 0) continue;  // a scalar has nothing to reverse
+    if (flipped[a]) throw IndexError("flip: axis " + str(axis) + " appears twice in " + axes.str());
+    flipped[a] = true;
+    const std::int64_t n = x.size(a);
+    if (n > 1) {
+      out = index_select(out, a, arange(static_cast<double>(n - 1), -1.0, -1.0, kInt64));
+      copied = true;
+    }
+  }
+  return copied ? out : x.clone();  // a copy in every case, as torch's
 }
 
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
