@@ -292,3 +292,23 @@ TEST_CASE("reduce: cumsum gradients (float64 gradcheck) and errors") {
         [axis](const TensorList& in) { return cumsum(in[0].transpose(0, 2), axis) * in[0].transpose(0, 2); }, {x});
   CHECK_THROWS_WITH_AS(cumsum(zeros({2, 3}), 2), "cumsum: axis 2 is out of range for a tensor of rank 2", IndexError);
 }
+
+// ---------------------------------------------------------------- std
+
+TEST_CASE("reduce: std matches PyTorch, with a zero gradient where the variance is 0") {
+  // torch.std(x, 1) and the gradient of its sum, PyTorch 1.13: the second row is constant.
+  const Tensor x = tensor({{1.0, 2.0, 4.0}, {3.0, 3.0, 3.0}}, kFloat64).requires_grad_(true);
+  const Tensor s = tapegrad::std(x, {1});
+  check_values(s, {1.5275252316519465, 0.0}, 1e-15);
+  sum(s).backward();
+  check_values(x.grad(), {-0.43643578047198484, -0.10910894511799625, 0.5455447255899809, 0, 0, 0}, 1e-15);
+  check_values(x.detach().std({0}, /*correction=*/0), {1.0, 0.5, 0.5}, 1e-15);
+  CHECK(x.detach().std({1}, 1, /*keepdim=*/true).shape() == Shape{2, 1});
+  CHECK(std::isnan(tapegrad::std(tensor({1.0, NAN}, kFloat64)).item()));
+  Generator gen(11);
+  check_gradients([](const TensorList& in) { return tapegrad::std(in[0].transpose(0, 1), {0}); },
+                  {randn({3, 4}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(tapegrad::std(zeros({2, 3}), {2}), "std: axis 2 is out of range for a tensor of rank 2",
+                       IndexError);
+  CHECK_THROWS_AS(tapegrad::std(tensor({1, 2}, kInt64)), TypeError);
+}

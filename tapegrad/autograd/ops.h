@@ -16,7 +16,7 @@
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
 //   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
-//   ops/reduce.cpp       sum, mean, max, min, var, norm, argmax, argmin, logsumexp, cumsum
+//   ops/reduce.cpp       sum, mean, max, min, var, std, norm, argmax, argmin, logsumexp, cumsum
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
@@ -120,6 +120,10 @@ Tensor max(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 Tensor min(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // sum((x - mean)^2) / (N - correction); correction 1 is the unbiased estimate (PyTorch's default).
 Tensor var(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
+// sqrt(var(x, axes, correction)); where the variance is 0 the gradient is 0 (torch's), not infinite.
+// Call it as x.std(...) or tapegrad::std(...): under `using namespace tapegrad` a bare std(...) is
+// ambiguous with namespace std.
+Tensor std(const Tensor& x, const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false);
 // The p-norm over axes: (sum |x|^p)^(1/p), max |x| for p = infinity (p > 0). Gradient
 // sign(x) |x|^(p-1) / norm^(p-1), 0 where the norm is 0; for p = infinity shared evenly among the
 // entries at the maximum (PyTorch's linalg.vector_norm).

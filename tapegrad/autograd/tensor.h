@@ -184,6 +184,7 @@ class Tensor {
   Tensor max(const Dims& axes = {}, bool keepdim = false) const;
   Tensor min(const Dims& axes = {}, bool keepdim = false) const;
   Tensor var(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
   Tensor argmax(std::int64_t axis, bool keepdim = false) const;
   Tensor cumsum(std::int64_t axis) const;
   Tensor matmul(const Tensor& other) const;

@@ -31,6 +31,9 @@ Tensor Tensor::min(const Dims& axes, bool keepdim) const { return tapegrad::min(
 Tensor Tensor::var(const Dims& axes, std::int64_t correction, bool keepdim) const {
   return tapegrad::var(*this, axes, correction, keepdim);
 }
+Tensor Tensor::std(const Dims& axes, std::int64_t correction, bool keepdim) const {
+  return tapegrad::std(*this, axes, correction, keepdim);
+}
 Tensor Tensor::argmax(std::int64_t axis, bool keepdim) const { return tapegrad::argmax(*this, axis, keepdim); }
 Tensor Tensor::cumsum(std::int64_t axis) const { return tapegrad::cumsum(*this, axis); }
 Tensor Tensor::matmul(const Tensor& other) const { return tapegrad::matmul(*this, other); }

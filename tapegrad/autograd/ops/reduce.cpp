@@ -1,4 +1,4 @@
-// Reductions over any set of axes (sum, mean, max, min, var, norm, logsumexp) and along one axis
+// Reductions over any set of axes (sum, mean, max, min, var, std, norm, logsumexp) and along one axis
 // (argmax, argmin), and the running sum along one axis (cumsum): argument checks, the call to the kernels of
 // kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
 
@@ -143,6 +143,16 @@ Tensor var(const Tensor& x, const Dims& axes, std::int64_t correction, bool keep
   const Tensor centered = x - mean(x, axes, /*keepdim=*/true);
   const double divisor = static_cast<double>(std::max<std::int64_t>(r.count - correction, 0));
   return sum(centered * centered, axes, keepdim) / divisor;
+}
+
+Tensor std(const Tensor& x, const Dims& axes, std::int64_t correction, bool keepdim) {
+  dispatch_floating(x.dtype(), "std", [](auto) {});
+  resolve_axes(x.shape(), axes, "std");  // checks the axes under std's name
+  const Tensor v = var(x, axes, correction, keepdim);
+  // sqrt's slope is infinite at 0; where the variance is 0 the gradient is 0 instead, as torch's
+  // (sqrt is taken of 1 there, so no infinity reaches the backward). NaN stays NaN.
+  const Tensor nonzero = ne(v.detach(), 0.0);
+  return where(nonzero, sqrt(where(nonzero, v, 1.0)), 0.0);
 }
 
 // ---------------------------------------------------------------- norm
