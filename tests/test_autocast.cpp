@@ -265,6 +265,7 @@ TEST_CASE("autocast: products run in bfloat16, precision-sensitive ops in float3
     CHECK(log_softmax(y, 1).dtype() == kFloat32);
     CHECK(layer_norm(y, {5}, ones({5}), zeros({5}), 1e-5).dtype() == kFloat32);
     CHECK(sum(y).dtype() == kFloat32);
+    CHECK(cumsum(y, 1).dtype() == kFloat32);
     CHECK(mean(y, {0}).dtype() == kFloat32);
     CHECK(exp(y).dtype() == kFloat32);
     CHECK(log(abs(y) + 1.0).dtype() == kFloat32);

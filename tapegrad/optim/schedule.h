@@ -55,7 +55,8 @@ struct OneCycleOptions {
 // (torch's max_lr): from 1 / div_factor up to 1 by step pct_start * total_steps - 1, then down to
 // 1 / (div_factor * final_div_factor) at step total_steps - 1 (three_phase: down to 1 / div_factor by
 // step 2 * pct_start * total_steps - 2 first). Phase ends are fractional steps, as torch's are; a
-// phase of no length is at its end. Steps past the last keep the last rate (torch raises there).
+// phase of no length is at its end. Steps past the last keep the last rate (torch extrapolates the
+// last phase one step further, then raises).
 // ValueError unless total_steps >= 1, 0 <= pct_start <= 1 (three_phase: <= 0.5) and both factors are
 // finite and > 0.
 Schedule one_cycle(std::int64_t total_steps, const OneCycleOptions& options = {});

@@ -1,8 +1,8 @@
 #pragma once
 // Reduction kernels over any set of axes (sum, max, min, logsumexp, each into a new tensor of
 // the keepdim shape) and along one axis (argmax, argmin), and the running sum along one axis
-// (cumsum). The ops, with their argument checks
-// and backward, are in ops/reduce.cpp. Static, see rows.h.
+// (cumsum). The ops, with their argument checks and backward, are in ops/reduce.cpp. Static, see
+// rows.h.
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,6 @@
-// Reductions over any set of axes (sum, mean, max, min, var, std, norm, logsumexp) and along one axis
-// (argmax, argmin), and the running sum along one axis (cumsum): argument checks, the call to the kernels of
-// kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
+// Reductions over any set of axes (sum, mean, max, min, var, std, norm, logsumexp) and along one
+// axis (argmax, argmin), and the running sum along one axis (cumsum): argument checks, the call to
+// the kernels of kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
 
 #include <algorithm>
 #include <cmath>
