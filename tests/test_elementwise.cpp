@@ -73,6 +73,38 @@ TEST_CASE("elementwise: unary math and activations forward") {
   check_values(clamp(tensor({-2, 0.5, 3}), 0.0, std::nullopt), {0, 0.5, 3});
 }
 
+TEST_CASE("elementwise: expm1 and log1p keep the digits exp(x) - 1 and log(1 + x) lose, as torch's") {
+  // torch.expm1 / torch.log1p of these float64 values and the gradients of their sums, PyTorch 1.13.
+  const Tensor x = tensor({-3.0, -1e-8, 0.0, 1e-8, 0.5, 2.0}, kFloat64).requires_grad_(true);
+  const Tensor e = expm1(x);
+  check_values(
+      e,
+      {-0.950212931632136, -9.999999950000001e-09, 0.0, 1.0000000050000001e-08, 0.6487212707001282, 6.38905609893065},
+      1e-15);
+  e.sum().backward();
+  check_values(x.grad(),
+               {0.04978706836786395, 0.9999999900000001, 1.0, 1.00000001, 1.6487212707001282, 7.38905609893065}, 1e-14);
+  const Tensor y = tensor({-0.5, -1e-8, 0.0, 1e-8, 0.5, 2.0}, kFloat64).requires_grad_(true);
+  const Tensor l = y.log1p();
+  check_values(l,
+               {-0.6931471805599453, -1.0000000050000001e-08, 0.0, 9.999999950000001e-09, 0.4054651081081644,
+                1.0986122886681098},
+               1e-15);
+  l.sum().backward();
+  check_values(y.grad(), {2.0, 1.0000000100000002, 1.0, 0.9999999900000002, 0.6666666666666666, 0.3333333333333333},
+               1e-15);
+  // In float32 exp(1e-8) - 1 is 0; expm1 and log1p give torch's 9.99999993922529e-09 (the float nearest 1e-8).
+  CHECK((exp(tensor({1e-8})) - 1.0).item() == 0.0);
+  CHECK(expm1(tensor({1e-8})).item() == 9.99999993922529e-09);
+  CHECK(tensor({1e-8}).log1p().item() == 9.99999993922529e-09);
+  // bfloat16 computed in float32 and rounded back, as exp and log.
+  CHECK(expm1(tensor({0.5}).to(kBFloat16)).dtype() == kBFloat16);
+  CHECK(expm1(tensor({0.5}).to(kBFloat16)).item() == tensor({0.6487212707001282}).to(kBFloat16).item());
+  check_gradients([](const TensorList& t) { return expm1(t[0]); }, {away_from_kinks()});
+  check_gradients([](const TensorList& t) { return log1p(t[0]); }, {positive() - 0.25});
+  CHECK_THROWS_WITH_AS(expm1(tensor({1, 2}, kInt64)), doctest::Contains("expm1"), TypeError);
+}
+
 TEST_CASE("elementwise: large float32 tensors take the vectorised path with the same values") {
   Generator gen(1);
   Tensor x = randn({1000, 33}, gen);  // odd width: vector tail

@@ -1,12 +1,15 @@
 // nn::functional (torch::nn::functional's forms): each module equals its functional form, rms_norm
 // against its formula, and multi_head_attention_forward against torch 1.13's
-// F.multi_head_attention_forward (the fixture below, made by the script in its comment); leaky_relu
-// and pad against PyTorch 1.13's values and gradients.
+// F.multi_head_attention_forward (the fixture below, made by the script in its comment); the
+// activations and pad against PyTorch 1.13's values and gradients.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "tapegrad/nn/nn.h"
 #include "tests/testing.h"
@@ -278,6 +281,82 @@ TEST_CASE("functional: leaky_relu and LeakyReLU match PyTorch, slope at 0 includ
                        "leaky_relu: x must be a floating-point tensor, got int64", TypeError);
 }
 
+TEST_CASE("functional: elu, selu, celu, softplus and mish match PyTorch, the kinks included") {
+  // F.elu(x, 0.7), F.selu(x), F.celu(x, 1.5), F.softplus(x, 2.0, 3.0), F.mish(x) and the gradients of
+  // their sums, PyTorch 1.13, float64.
+  const std::vector<double> values{-3.0, -1e-8, 0.0, 1e-8, 0.5, 2.0};
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    std::vector<double> out, grad;
+  };
+  const std::vector<Case> cases{
+      {"elu",
+       [](const Tensor& x) { return F::elu(x, 0.7); },
+       {-0.6651490521424952, -6.999999957457703e-09, 0.0, 1e-08, 0.5, 2.0},
+       {0.03485094785750476, 0.699999993, 0.7, 1.0, 1.0, 1.0}},
+      {"selu",
+       [](const Tensor& x) { return F::selu(x); },
+       {-1.6705687287671118, -1.758099330162579e-08, 0.0, 1.0507009873554805e-08, 0.5253504936777402,
+        2.101401974710961},
+       {0.08753061208026487, 1.7580993232663833, 1.7580993408473766, 1.0507009873554805, 1.0507009873554805,
+        1.0507009873554805}},
+      {"celu",
+       [](const Tensor& x) { return F::celu(x, 1.5); },
+       {-1.296997075145081, -9.999999994736442e-09, 0.0, 1e-08, 0.5, 2.0},
+       {0.1353352832366127, 0.9999999933333333, 1.0, 1.0, 1.0, 1.0}},
+      {"softplus",  // beta x = 4 > 3 at x = 2: x itself, gradient 1
+       [](const Tensor& x) { return F::softplus(x, 2.0, 3.0); },
+       {0.0012378425688652247, 0.3465735852799727, 0.34657359027997264, 0.34657359527997267, 0.6566308437591114, 2.0},
+       {0.0024726231566347748, 0.49999999500000003, 0.5, 0.5000000050000001, 0.7310585786300049, 1.0}},
+      {"mish",
+       [](const Tensor& x) { return F::mish(x); },
+       {-0.1456474612756246, -5.999999968000001e-09, 0.0, 6.000000032000001e-09, 0.3752452113048951,
+        1.9439589595339946},
+       {-0.09339311453232084, 0.5999999936, 0.6, 0.6000000064000001, 0.8864243753577272, 1.0693179342794896}},
+  };
+  Generator gen(12);
+  const Tensor r = randn({3, 4}, gen, kFloat64);
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const Tensor x = from_vector(values, {6}).requires_grad_(true);
+    const Tensor y = c.f(x);
+    check_values(y, c.out, 1e-15);
+    y.sum().backward();
+    check_values(x.grad(), c.grad, 1e-15);
+    check_gradients([&](const TensorList& in) { return c.f(in[0]); }, {r});
+    CHECK_THROWS_WITH_AS(c.f(tensor({1, 2}, kInt64)),
+                         (std::string(c.name) + ": x must be a floating-point tensor, got int64").c_str(), TypeError);
+  }
+  // Far above zero the untaken exponential branch does not turn the gradient into NaN.
+  const Tensor big = tensor({100.0, 1000.0}).requires_grad_(true);
+  (F::elu(big) + F::celu(big, 0.5) + F::selu(big)).sum().backward();
+  check_values(big.grad(), {1.0 + 1.0 + 1.0507009873554805, 1.0 + 1.0 + 1.0507009873554805}, 1e-6);
+  CHECK_THROWS_WITH_AS(F::celu(r, 0.0), "celu: alpha must not be 0", ValueError);
+  CHECK_THROWS_WITH_AS(F::softplus(r, 0.0), "softplus: beta must not be 0", ValueError);
+}
+
+TEST_CASE("functional: the activation modules, Identity and Flatten") {
+  const Tensor x = tensor({{-1.0, 0.5, 2.0}, {0.25, -0.75, 1.5}}, kFloat64);
+  const auto same = [](const Tensor& a, const Tensor& b) { return max_abs_diff(a, b) == 0.0; };
+  CHECK(same(nn::ELU(nn::ELUOptions().alpha(0.5))(x), F::elu(x, 0.5)));
+  CHECK(same(nn::SELU()(x), F::selu(x)));
+  CHECK(same(nn::CELU(nn::CELUOptions().alpha(2.0))(x), F::celu(x, 2.0)));
+  CHECK(same(nn::Softplus(nn::SoftplusOptions().beta(3.0).threshold(4.0))(x), F::softplus(x, 3.0, 4.0)));
+  CHECK(same(nn::Mish()(x), F::mish(x)));
+  CHECK(same(nn::Tanh()(x), tanh(x)));
+  CHECK(same(nn::Sigmoid()(x), sigmoid(x)));
+  CHECK(same(nn::Softmax(0)(x), softmax(x, 0)));
+  CHECK(same(nn::LogSoftmax(-1)(x), log_softmax(x, -1)));
+  CHECK(nn::Identity()(x).data_ptr<double>() == x.data_ptr<double>());
+  CHECK(nn::Flatten()(zeros({2, 3, 4, 5})).shape() == Shape{2, 60});
+  CHECK(nn::Flatten(nn::FlattenOptions().start_axis(0).end_axis(1))(zeros({2, 3, 4})).shape() == Shape{6, 4});
+  CHECK(nn::ELU()->name() == "ELU");
+  CHECK(nn::Sequential(nn::Flatten(), nn::Linear(6, 2), nn::Tanh())->parameters().size() == 2);
+  CHECK_THROWS_WITH_AS(nn::CELU(nn::CELUOptions().alpha(0.0)), "CELU: alpha must not be 0", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Softplus(nn::SoftplusOptions().beta(0.0)), "Softplus: beta must not be 0", ValueError);
+}
+
 TEST_CASE("functional: pad pads and crops as PyTorch's F.pad, last axis first") {
   const Tensor x = tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, kFloat64);
   const Tensor a = F::pad(x, {1, 2});
@@ -293,6 +372,14 @@ TEST_CASE("functional: pad pads and crops as PyTorch's F.pad, last axis first") 
   const Tensor ints = F::pad(tensor({1, 2}, kInt64).reshape({1, 2}), {1, 0});
   CHECK(ints.dtype() == kInt64);
   CHECK(ints.to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 1, 2});
+  // Always a copy, as torch's: with no pads, and when it only crops, writing into the result leaves x alone.
+  const Tensor unpadded = F::pad(x, {0, 0});
+  CHECK(unpadded.data_ptr<double>() != x.data_ptr<double>());
+  const Tensor cropped = F::pad(x, {0, -1});
+  check_values(cropped, {1, 2, 4, 5}, 1e-15);
+  cropped.fill_(7.0);
+  unpadded.fill_(8.0);
+  check_values(x, {1, 2, 3, 4, 5, 6}, 1e-15);
 
   // The gradient of (pad(x, (-1, 2, 1, 0)) * w).sum() with w = arange(12).reshape(3, 4), PyTorch 1.13:
   // the cropped column and the padding get none.

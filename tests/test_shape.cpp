@@ -208,5 +208,9 @@ TEST_CASE("shape: flip reverses the given axes as torch.flip, and its gradient f
       },
       {randn({3, 4}, gen, kFloat64)});
   CHECK_THROWS_WITH_AS(flip(z, {0, 0}), "flip: axis 0 appears twice in (0,0)", IndexError);
+  // A scalar takes axis 0 or -1 as torch's, once only.
+  const Tensor s = full({}, 2.0);
+  check_values(flip(s, {-1}), {2}, 1e-15);
+  CHECK_THROWS_WITH_AS(flip(s, {0, -1}), "flip: axis -1 appears twice in (0,-1)", IndexError);
   CHECK_THROWS_WITH_AS(flip(z, {3}), "flip: axis 3 is out of range for a tensor of rank 3", IndexError);
 }

@@ -71,6 +71,10 @@ inline Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor pow(const Tensor& x, double exponent);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
+// exp(x) - 1 and log(1 + x), exact to the last digits also where |x| is small (exp(x) - 1 in float32
+// gives 0 for x = 1e-8); bfloat16 computed in float32 as exp and log.
+Tensor expm1(const Tensor& x);
+Tensor log1p(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);  // gradient sign(x), 0 at 0
 Tensor tanh(const Tensor& x);

@@ -191,6 +191,8 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor exp() const;
   Tensor log() const;
+  Tensor expm1() const;
+  Tensor log1p() const;
   Tensor sqrt() const;
   Tensor abs() const;
   Tensor tanh() const;

@@ -40,6 +40,8 @@ Tensor Tensor::matmul(const Tensor& other) const { return tapegrad::matmul(*this
 Tensor Tensor::pow(double exponent) const { return tapegrad::pow(*this, exponent); }
 Tensor Tensor::exp() const { return tapegrad::exp(*this); }
 Tensor Tensor::log() const { return tapegrad::log(*this); }
+Tensor Tensor::expm1() const { return tapegrad::expm1(*this); }
+Tensor Tensor::log1p() const { return tapegrad::log1p(*this); }
 Tensor Tensor::sqrt() const { return tapegrad::sqrt(*this); }
 Tensor Tensor::abs() const { return tapegrad::abs(*this); }
 Tensor Tensor::tanh() const { return tapegrad::tanh(*this); }

@@ -1,4 +1,4 @@
-// The functional forms of the nn layers (functional.h): linear, the norms, leaky_relu, pad, dropout,
+// The functional forms of the nn layers (functional.h): linear, the norms, the activations, pad, dropout,
 // attention and the multi-head attention forward that MultiHeadAttention runs.
 #include "tapegrad/nn/functional.h"
 
@@ -61,10 +61,57 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
   return weight.defined() ? y * weight : y;
 }
 
-Tensor leaky_relu(const Tensor& x, double negative_slope) {
+namespace {
+
+void check_floating(const Tensor& x, const char* op) {
   if (!x.is_floating_point())
-    throw TypeError(message("leaky_relu: x must be a floating-point tensor, got ", dtype_name(x.dtype())));
+    throw TypeError(message(op, ": x must be a floating-point tensor, got ", dtype_name(x.dtype())));
+}
+
+// alpha (exp(x / alpha) - 1) where x <= 0 and x elsewhere (celu; elu is input_scale 1). The negative
+// branch sees min(x, 0), so that exp cannot overflow where it is not taken (inf * 0 is NaN in the
+// gradient).
+Tensor exponential_unit(const Tensor& x, double alpha, double input_scale) {
+  const Tensor negative = expm1(clamp(x, std::nullopt, 0.0) * input_scale) * alpha;
+  return where(gt(x, 0.0), x, negative);
+}
+
+}  // namespace
+
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  check_floating(x, "leaky_relu");
   return where(gt(x, 0.0), x, x * negative_slope);
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  check_floating(x, "elu");
+  return exponential_unit(x, alpha, 1.0);
+}
+
+Tensor selu(const Tensor& x) {
+  constexpr double kAlpha = 1.6732632423543772848;
+  constexpr double kScale = 1.0507009873554804934;
+  check_floating(x, "selu");
+  return exponential_unit(x, kAlpha, 1.0) * kScale;
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  check_floating(x, "celu");
+  if (alpha == 0.0) throw ValueError("celu: alpha must not be 0");
+  return exponential_unit(x, alpha, 1.0 / alpha);
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  check_floating(x, "softplus");
+  if (beta == 0.0) throw ValueError("softplus: beta must not be 0");
+  const Tensor scaled = x * beta;
+  const Tensor smooth = beta == 1.0 ? tapegrad::softplus(scaled) : tapegrad::softplus(scaled) / beta;
+  return where(gt(scaled, threshold), x, smooth);
+}
+
+Tensor mish(const Tensor& x) {
+  check_floating(x, "mish");
+  return x * tanh(tapegrad::softplus(x));
 }
 
 Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
@@ -76,6 +123,7 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
     throw ValueError(
         message(op, ": ", pairs, " pairs of pads for a tensor of rank ", x.dim(), " (shape ", x.shape().str(), ")"));
   Tensor out = x;
+  bool copied = false;
   for (std::size_t p = 0; p < pairs; ++p) {
     const int axis = x.dim() - 1 - static_cast<int>(p);
     const std::int64_t before = pads[2 * p], after = pads[2 * p + 1], size = out.size(axis);
@@ -94,9 +142,12 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
     if (before > 0) parts.push_back(filler(before));
     parts.push_back(out);
     if (after > 0) parts.push_back(filler(after));
-    if (parts.size() > 1) out = concat(parts, axis);
+    if (parts.size() > 1) {
+      out = concat(parts, axis);
+      copied = true;
+    }
   }
-  return out;
+  return copied ? out : out.clone();  // a copy in every case, as torch's, never x or a view of it
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

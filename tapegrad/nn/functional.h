@@ -41,6 +41,21 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
 // as torch's). TypeError for a tensor that is not floating-point.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 
+// torch's F.elu: x where x > 0, alpha (exp(x) - 1) elsewhere, computed with expm1 (gradient alpha
+// at 0, as torch's). selu is scale * elu(x, alpha) with the constants of self-normalising networks
+// (alpha 1.6732632423543772, scale 1.0507009873554805); celu is max(0, x) + min(0, alpha (exp(x /
+// alpha) - 1)), ValueError for alpha 0.
+Tensor elu(const Tensor& x, double alpha = 1.0);
+Tensor selu(const Tensor& x);
+Tensor celu(const Tensor& x, double alpha = 1.0);
+
+// torch's F.softplus: log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (gradient
+// 1 there). ValueError for beta 0.
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
+
+// torch's F.mish: x tanh(softplus(x)).
+Tensor mish(const Tensor& x);
+
 // torch's F.pad in constant mode: pads holds (before, after) pairs for the last axis first, then
 // the one before it, and so on (at most one pair per axis); each pads that many `value` elements
 // before and after the axis, and a negative count crops instead. The gradient of the padding is

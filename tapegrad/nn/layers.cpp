@@ -134,6 +134,36 @@ Tensor LeakyReLUImpl::forward(const Tensor& x) { return functional::leaky_relu(x
 
 Tensor SiLUImpl::forward(const Tensor& x) { return silu(x); }
 
+Tensor ELUImpl::forward(const Tensor& x) { return functional::elu(x, alpha_); }
+
+Tensor SELUImpl::forward(const Tensor& x) { return functional::selu(x); }
+
+CELUImpl::CELUImpl(const CELUOptions& options) : alpha_(options.alpha()) {
+  if (alpha_ == 0.0) throw ValueError("CELU: alpha must not be 0");
+}
+
+Tensor CELUImpl::forward(const Tensor& x) { return functional::celu(x, alpha_); }
+
+SoftplusImpl::SoftplusImpl(const SoftplusOptions& options) : beta_(options.beta()), threshold_(options.threshold()) {
+  if (beta_ == 0.0) throw ValueError("Softplus: beta must not be 0");
+}
+
+Tensor SoftplusImpl::forward(const Tensor& x) { return functional::softplus(x, beta_, threshold_); }
+
+Tensor MishImpl::forward(const Tensor& x) { return functional::mish(x); }
+
+Tensor TanhImpl::forward(const Tensor& x) { return tanh(x); }
+
+Tensor SigmoidImpl::forward(const Tensor& x) { return sigmoid(x); }
+
+Tensor SoftmaxImpl::forward(const Tensor& x) { return softmax(x, axis_); }
+
+Tensor LogSoftmaxImpl::forward(const Tensor& x) { return log_softmax(x, axis_); }
+
+Tensor IdentityImpl::forward(const Tensor& x) { return x; }
+
+Tensor FlattenImpl::forward(const Tensor& x) { return flatten(x, start_axis_, end_axis_); }
+
 Tensor activate(const Tensor& x, Activation activation) {
   switch (activation) {
     case Activation::ReLU:

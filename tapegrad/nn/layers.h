@@ -1,6 +1,8 @@
 #pragma once
 // Layers with PyTorch's names, semantics and option defaults: Embedding, LayerNorm, RMSNorm,
-// Dropout, the activations ReLU / GELU / SiLU, Sequential and the position-wise FeedForward network.
+// Dropout, the activations (ReLU, GELU, LeakyReLU, SiLU, ELU, SELU, CELU, Softplus, Mish, Tanh,
+// Sigmoid, Softmax, LogSoftmax), Identity, Flatten, Sequential and the position-wise FeedForward
+// network.
 //
 //   tapegrad::manual_seed(0);
 //   nn::Embedding tok{nn::EmbeddingOptions(/*num_embeddings=*/100, /*embedding_dim=*/16).padding_idx(0)};
@@ -203,6 +205,134 @@ class SiLUImpl : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 TAPEGRAD_MODULE(SiLU);
+
+struct ELUOptions {
+  TAPEGRAD_ARG(double, alpha) = 1.0;
+};
+
+// ELU: x where x > 0, alpha (exp(x) - 1) elsewhere (functional::elu).
+class ELUImpl : public UnaryModule {
+ public:
+  explicit ELUImpl(const ELUOptions& options = {}) : alpha_(options.alpha()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double alpha_;
+};
+TAPEGRAD_MODULE(ELU);
+
+// SELU: ELU scaled, with the fixed alpha and scale of self-normalising networks (functional::selu).
+class SELUImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(SELU);
+
+struct CELUOptions {
+  TAPEGRAD_ARG(double, alpha) = 1.0;
+};
+
+// CELU: max(0, x) + min(0, alpha (exp(x / alpha) - 1)) (functional::celu). ValueError at
+// construction for alpha 0.
+class CELUImpl : public UnaryModule {
+ public:
+  explicit CELUImpl(const CELUOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double alpha_;
+};
+TAPEGRAD_MODULE(CELU);
+
+struct SoftplusOptions {
+  TAPEGRAD_ARG(double, beta) = 1.0;
+  TAPEGRAD_ARG(double, threshold) = 20.0;
+};
+
+// Softplus: log(1 + exp(beta x)) / beta, x where beta x > threshold (functional::softplus).
+// ValueError at construction for beta 0.
+class SoftplusImpl : public UnaryModule {
+ public:
+  explicit SoftplusImpl(const SoftplusOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double beta_, threshold_;
+};
+TAPEGRAD_MODULE(Softplus);
+
+// Mish: x tanh(softplus(x)).
+class MishImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Mish);
+
+class TanhImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Tanh);
+
+class SigmoidImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Sigmoid);
+
+struct SoftmaxOptions {
+  SoftmaxOptions(std::int64_t axis) : axis_(axis) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(std::int64_t, axis);
+};
+
+// Softmax and LogSoftmax over one axis, as torch's Softmax(dim) and LogSoftmax(dim).
+//   nn::Softmax probs(-1);
+class SoftmaxImpl : public UnaryModule {
+ public:
+  explicit SoftmaxImpl(const SoftmaxOptions& options) : axis_(options.axis()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::int64_t axis_;
+};
+TAPEGRAD_MODULE(Softmax);
+
+class LogSoftmaxImpl : public UnaryModule {
+ public:
+  explicit LogSoftmaxImpl(const SoftmaxOptions& options) : axis_(options.axis()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::int64_t axis_;
+};
+TAPEGRAD_MODULE(LogSoftmax);
+
+// ---------------------------------------------------------------- Identity, Flatten
+
+// Identity: returns its input (the same tensor, as torch's), a placeholder where a layer is optional.
+class IdentityImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Identity);
+
+struct FlattenOptions {
+  TAPEGRAD_ARG(std::int64_t, start_axis) = 1;
+  TAPEGRAD_ARG(std::int64_t, end_axis) = -1;
+};
+
+// Flatten: merges the axes start_axis..end_axis into one; the defaults keep the batch axis, as
+// torch's Flatten: (N, C, H, W) -> (N, C * H * W).
+class FlattenImpl : public UnaryModule {
+ public:
+  explicit FlattenImpl(const FlattenOptions& options = {})
+      : start_axis_(options.start_axis()), end_axis_(options.end_axis()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::int64_t start_axis_, end_axis_;
+};
+TAPEGRAD_MODULE(Flatten);
 
 // ---------------------------------------------------------------- Sequential
 

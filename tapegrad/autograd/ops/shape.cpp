@@ -307,14 +307,15 @@ Tensor select(const Tensor& x, std::int64_t axis, std::int64_t index) {
 }
 
 Tensor flip(const Tensor& x, const Dims& axes) {
-  std::vector<bool> flipped(static_cast<std::size_t>(x.dim()), false);
+  // A scalar takes axis 0 (or -1) as a tensor of rank 1 would, and has nothing to reverse.
+  std::vector<bool> flipped(static_cast<std::size_t>(std::max(x.dim(), 1)), false);
   Tensor out = x;
   bool copied = false;
   for (const std::int64_t axis : axes) {
     const int a = normalize_axis(axis, x.dim(), "flip");
-    if (x.dim() == 0) continue;  // a scalar has nothing to reverse
     if (flipped[a]) throw IndexError("flip: axis " + str(axis) + " appears twice in " + axes.str());
     flipped[a] = true;
+    if (x.dim() == 0) continue;
     const std::int64_t n = x.size(a);
     if (n > 1) {
       out = index_select(out, a, arange(static_cast<double>(n - 1), -1.0, -1.0, kInt64));

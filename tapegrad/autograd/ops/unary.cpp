@@ -1,4 +1,4 @@
-// Unary math and activations: neg, pow, exp, log, sqrt, abs, tanh, sigmoid, relu, gelu, silu
+// Unary math and activations: neg, pow, exp, log, expm1, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, silu
 // and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's maps
 // and kernels/unary.h's vectorised kernels.
 
@@ -174,6 +174,32 @@ Tensor softplus(const Tensor& x) {
         using T = decltype(xv);
         return gv / (T(1) + std::exp(-xv));
       })};
+    });
+  return out;
+}
+
+// expm1 and log1p keep the digits that exp(x) - 1 and log(1 + x) lose for small |x| (float32 gives
+// exp(1e-8) - 1 = 0, expm1(1e-8) = 1e-8).
+Tensor expm1(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return detail::precision_result(expm1(x.to(kFloat32)), kBFloat16);
+  Tensor out = floating_map(x, "expm1", [](auto v) { return std::expm1(v); });
+  if (any_requires_grad({&x}))
+    record("expm1", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor& y = saved.unpack();  // the derivative exp(x) is y + 1
+      if (any_requires_grad({&g, &y})) return {g * (y + 1.0)};
+      return {backward_map(g, y, [](auto gv, auto yv) { return gv * (yv + 1); })};
+    });
+  return out;
+}
+
+Tensor log1p(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return detail::precision_result(log1p(x.to(kFloat32)), kBFloat16);
+  Tensor out = floating_map(x, "log1p", [](auto v) { return std::log1p(v); });
+  if (any_requires_grad({&x}))
+    record("log1p", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
+      const Tensor& x = saved.unpack();
+      if (any_requires_grad({&g, &x})) return {g / (x + 1.0)};
+      return {backward_map(g, x, [](auto gv, auto xv) { return gv / (xv + 1); })};
     });
   return out;
 }
