@@ -105,6 +105,62 @@ TEST_CASE("elementwise: expm1 and log1p keep the digits exp(x) - 1 and log(1 + x
   CHECK_THROWS_WITH_AS(expm1(tensor({1, 2}, kInt64)), doctest::Contains("expm1"), TypeError);
 }
 
+TEST_CASE("elementwise: sin, cos, rsqrt and reciprocal match torch, values and gradients") {
+  // torch.sin / cos of y and rsqrt / reciprocal of p, and the gradients of their sums, PyTorch 1.13.
+  const std::vector<double> y{-1.2, 0.3, 2.0, 4.5}, p{0.25, 0.5, 2.0, 4.0};
+  const std::vector<double> sines{-0.9320390859672263, 0.29552020666133955, 0.9092974268256817, -0.977530117665097};
+  const std::vector<double> cosines{0.3623577544766736, 0.955336489125606, -0.4161468365471424, -0.2107957994307797};
+  const auto run = [](const std::vector<double>& at, Tensor (*f)(const Tensor&), const std::vector<double>& out,
+                      const std::vector<double>& grad) {
+    const Tensor x = from_vector(at, {4}).requires_grad_(true);
+    const Tensor r = f(x);
+    check_values(r, out, 1e-15);
+    r.sum().backward();
+    check_values(x.grad(), grad, 1e-15);
+  };
+  run(y, sin, sines, cosines);
+  run(y, cos, cosines, {0.9320390859672263, -0.29552020666133955, -0.9092974268256817, 0.977530117665097});
+  run(p, rsqrt, {2.0, 1.414213562373095, 0.7071067811865475, 0.5},
+      {-4.0, -1.4142135623730947, -0.17677669529663684, -0.0625});
+  run(p, reciprocal, {4.0, 2.0, 0.5, 0.25}, {-16.0, -4.0, -0.25, -0.0625});
+  // torch.rsqrt([0, -1]) = [inf, nan]; torch.reciprocal([0, -0]) = [inf, -inf].
+  const std::vector<float> r = rsqrt(tensor({0.0, -1.0})).to_vector<float>();
+  CHECK((std::isinf(r[0]) && r[0] > 0 && std::isnan(r[1])));
+  CHECK(reciprocal(tensor({0.0, -0.0})).to_vector<float>() == std::vector<float>{INFINITY, -INFINITY});
+  // The vectorised body and the scalar tail agree with the double values.
+  const Tensor many = arange(-6.0, 6.0, 0.37);
+  CHECK(testing::max_abs_diff(sin(many), sin(many.to(kFloat64))) < 1e-6);
+  CHECK(testing::max_abs_diff(cos(many), cos(many.to(kFloat64))) < 1e-6);
+  CHECK(sin(tensor({0.5}).to(kBFloat16)).dtype() == kBFloat16);
+  check_gradients([](const TensorList& t) { return sin(t[0]) * cos(t[0]); }, {away_from_kinks()});
+  check_gradients([](const TensorList& t) { return rsqrt(t[0]) + reciprocal(t[0]); }, {positive()});
+}
+
+TEST_CASE("elementwise: sign and the roundings are torch's with gradient 0, and isnan, isinf, isfinite") {
+  // torch.round / floor / ceil / trunc of x, PyTorch 1.13 (round takes halves to even).
+  const Tensor x = tensor({-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.7, 3.2}, kFloat64).requires_grad_(true);
+  check_values(round(x), {-2, -2, -0.0, 0, 2, 2, -1, 3}, 1e-15);
+  check_values(floor(x), {-3, -2, -1, 0, 1, 2, -1, 3}, 1e-15);
+  check_values(ceil(x), {-2, -1, -0.0, 1, 2, 3, -0.0, 4}, 1e-15);
+  check_values(trunc(x), {-2, -1, -0.0, 0, 1, 2, -0.0, 3}, 1e-15);
+  // torch.sign([-2, 0, -0, 3, nan]) = [-1, 0, 0, 1, 0].
+  const std::vector<float> signs = sign(tensor({-2.0, 0.0, -0.0, 3.0, NAN})).to_vector<float>();
+  CHECK(signs == std::vector<float>{-1, 0, 0, 1, 0});
+  CHECK_FALSE(std::signbit(signs[2]));
+  (round(x) + floor(x) + ceil(x) + trunc(x) + sign(x)).sum().backward();
+  check_values(x.grad(), std::vector<double>(8, 0.0), 1e-15);
+  CHECK(round(tensor({2.5}).to(kBFloat16)).item() == 2.0);
+
+  const Tensor special = tensor({1.0, NAN, INFINITY, -INFINITY, -0.0});
+  CHECK(isnan(special).to_vector<int>() == std::vector<int>{0, 1, 0, 0, 0});
+  CHECK(isinf(special).to_vector<int>() == std::vector<int>{0, 0, 1, 1, 0});
+  CHECK(isfinite(special).to_vector<int>() == std::vector<int>{1, 0, 0, 0, 1});
+  CHECK(isfinite(special.to(kBFloat16)).to_vector<int>() == std::vector<int>{1, 0, 0, 0, 1});
+  CHECK(isnan(tensor({1, 2}, kInt64)).to_vector<int>() == std::vector<int>{0, 0});
+  CHECK(isfinite(from_vector(std::vector<bool>{true}, {1})).to_vector<int>() == std::vector<int>{1});
+  CHECK_THROWS_WITH_AS(floor(tensor({1, 2}, kInt64)), doctest::Contains("floor"), TypeError);
+}
+
 TEST_CASE("elementwise: large float32 tensors take the vectorised path with the same values") {
   Generator gen(1);
   Tensor x = randn({1000, 33}, gen);  // odd width: vector tail

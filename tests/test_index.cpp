@@ -353,13 +353,38 @@ TEST_CASE("index: topk gradcheck, contiguous and transposed") {
   check_gradients(smallest_transposed, {distinct35()});
 }
 
+TEST_CASE("index: sort and argsort are torch's stable sort, NaN largest, int64 too") {
+  // torch.sort(s, stable=True) and with descending=True, PyTorch 1.13.
+  const Tensor s = tensor({{3.0, 1.0, NAN, 1.0, -2.0}, {0.0, 5.0, 5.0, -1.0, 2.0}});
+  const auto [up, up_at] = sort(s);
+  CHECK(up_at.to_vector<std::int64_t>() == std::vector<std::int64_t>{4, 1, 3, 0, 2, 3, 0, 4, 1, 2});
+  const std::vector<float> ups = up.to_vector<float>();
+  CHECK(std::isnan(ups[4]));
+  CHECK(std::vector<float>(ups.begin() + 5, ups.end()) == std::vector<float>{-1, 0, 2, 5, 5});
+  const auto [down, down_at] = sort(s, -1, true);
+  CHECK(down_at.to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 0, 1, 3, 4, 1, 2, 4, 0, 3});
+  // torch.argsort(s, dim=0, stable=True).
+  CHECK(argsort(s, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 0, 1, 1, 0, 0, 1, 0, 0, 1});
+  const auto [ints, ints_at] = sort(tensor({3, 1, 2, 1}, kInt64));
+  CHECK(ints.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1, 2, 3});
+  CHECK(ints_at.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 3, 2, 0});
+  // The gradient goes back to where each value came from: d/dy (sort(y) . [1, 10, 100]).
+  const Tensor y = tensor({3.0, 1.0, 2.0}, kFloat64).requires_grad_(true);
+  (sort(y).first * tensor({1.0, 10.0, 100.0}, kFloat64)).sum().backward();
+  testing::check_values(y.grad(), {100, 1, 10}, 1e-15);
+  Generator gen(14);
+  check_gradients([](const TensorList& in) { return sort(in[0], 0, true).first; }, {randn({4, 3}, gen, kFloat64)});
+  CHECK(sort(full({}, 2.0)).first.item() == 2.0);
+  CHECK_THROWS_WITH_AS(sort(s, 2), "sort: axis 2 is out of range for a tensor of rank 2", IndexError);
+}
+
 TEST_CASE("index: topk errors") {
   Tensor x = zeros({2, 4});
   CHECK_THROWS_WITH_AS(topk(x, 5), "topk: k = 5 is larger than axis 1 of size 4 (shape (2,4))", ValueError);
   CHECK_THROWS_WITH_AS(topk(x, 3, 0), "topk: k = 3 is larger than axis 0 of size 2 (shape (2,4))", ValueError);
   CHECK_THROWS_WITH_AS(topk(x, -1), "topk: k must be non-negative, got -1", ValueError);
-  CHECK_THROWS_WITH_AS(topk(arange(4), 1), "topk: expected a floating-point tensor (float32 or float64), got int64",
-                       TypeError);
+  CHECK_THROWS_WITH_AS(topk(from_vector(std::vector<bool>{true, false}, {2}), 1),
+                       "topk: expected a float32, float64 or int64 tensor, got bool", TypeError);
 }
 
 // ---------------------------------------------------------------- one_hot

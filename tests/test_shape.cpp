@@ -185,6 +185,49 @@ TEST_CASE("shape: errors name the op and the shapes") {
   CHECK_THROWS_WITH_AS(chunk(zeros({5}), 0, 0), "chunk: the number of chunks must be positive, got 0", ValueError);
 }
 
+TEST_CASE("shape: roll, tile, repeat, tril and triu match torch") {
+  const Tensor z = arange(0.0, 12.0, 1.0, kFloat64).reshape({3, 4});
+  // torch.roll(z, (1, -1), (0, 1)) and torch.roll(z, 5), PyTorch 1.13.
+  check_values(roll(z, {1, -1}, {0, 1}), {9, 10, 11, 8, 1, 2, 3, 0, 5, 6, 7, 4}, 1e-15);
+  check_values(roll(z, {5}), {7, 8, 9, 10, 11, 0, 1, 2, 3, 4, 5, 6}, 1e-15);
+  check_values(roll(z, {-8}, {1}), z.to_vector<double>(), 1e-15);  // a whole number of turns
+  CHECK(roll(z, {4}, {1}).data_ptr<double>() != z.data_ptr<double>());
+  Generator gen(13);
+  const Tensor r = randn({3, 4}, gen, kFloat64);
+  check_gradients([](const TensorList& in) { return roll(in[0], {2, 1}, {1, 0}) * in[0]; }, {r});
+  CHECK_THROWS_WITH_AS(roll(z, {1, 2}, {0}), "roll: 2 shifts for 1 axes: (1,2) and (0)", ValueError);
+  CHECK_THROWS_WITH_AS(roll(z, {1, 2}), "roll: without axes, expected one shift, got (1,2)", ValueError);
+
+  // torch.tile([[1, 2], [3, 4]], (2,)) and torch.tensor([[1, 2]]).repeat(2, 1, 2).
+  const Tensor small = tensor({{1, 2}, {3, 4}}, kInt64);
+  const Tensor tiled = tile(small, {2});
+  CHECK(tiled.shape() == Shape{2, 4});
+  CHECK(tiled.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 2, 1, 2, 3, 4, 3, 4});
+  CHECK(tile(tensor({1, 2}, kInt64), {2, 1, 2}).shape() == Shape{2, 1, 4});
+  const Tensor repeated = tensor({{1, 2}}, kInt64).repeat({2, 1, 2});
+  CHECK(repeated.shape() == Shape{2, 1, 4});
+  CHECK(repeated.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 2, 1, 2, 1, 2, 1, 2});
+  CHECK(tile(z, {1, 1}).data_ptr<double>() != z.data_ptr<double>());
+  // The gradient of (torch.tile(x, (2, 3)) * arange(24).reshape(4, 6)).sum(): the copies summed.
+  const Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}}, kFloat64).requires_grad_(true);
+  (tile(x, {2, 3}) * arange(0.0, 24.0, 1.0, kFloat64).reshape({4, 6})).sum().backward();
+  check_values(x.grad(), {48, 54, 84, 90}, 1e-15);
+  check_gradients([](const TensorList& in) { return tile(in[0].transpose(0, 1), {2, 1, 2}); }, {r});
+  CHECK_THROWS_WITH_AS(small.repeat({2}),
+                       "repeat: 1 repetitions (2) for a tensor of rank 2 (use tile() to repeat only the last axes)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(tile(small, {2, -1}), "tile: repetitions must be non-negative, got (2,-1)", ValueError);
+
+  // torch.tril(z, 1) and torch.triu(z, -1).
+  check_values(tril(z, 1), {0, 1, 0, 0, 4, 5, 6, 0, 8, 9, 10, 11}, 1e-15);
+  check_values(triu(z, -1), {0, 1, 2, 3, 4, 5, 6, 7, 0, 9, 10, 11}, 1e-15);
+  check_values(tril(z) + triu(z, 1), z.to_vector<double>(), 1e-15);
+  const Tensor batch = ones({2, 2, 3}, kInt64);
+  CHECK(triu(batch).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1, 1, 0, 1, 1, 1, 1, 1, 0, 1, 1});
+  check_gradients([](const TensorList& in) { return tril(in[0], -1) * in[0] + triu(in[0], 2); }, {r});
+  CHECK_THROWS_WITH_AS(tril(ones({3})), "tril: expected a tensor of at least 2 dimensions, got shape (3)", ShapeError);
+}
+
 TEST_CASE("shape: flip reverses the given axes as torch.flip, and its gradient flips back") {
   const Tensor z = arange(0.0, 24.0, 1.0, kFloat64).reshape({2, 3, 4});
   // torch.flip(z, [0, 2]), PyTorch 1.13.

@@ -42,6 +42,30 @@ TEST_CASE("tensor: creation functions fill shape, dtype and values") {
   CHECK(from_vector(std::vector<bool>{true, false}, {2}).dtype() == kBool);
 }
 
+TEST_CASE("tensor: linspace and eye as torch's, float32 last bits included") {
+  // torch.linspace(0, 1, 7) and (0.1, 0.9, 9) (float32) and (-1, 2, 6, dtype=float64), PyTorch 1.13: the
+  // first half counted from start, the second from end, in the dtype's own arithmetic.
+  CHECK(linspace(0.0, 1.0, 7).to_vector<float>() == std::vector<float>{0.0f, 0.1666666716337204f, 0.3333333432674408f,
+                                                                       0.5f, 0.6666666269302368f, 0.8333333134651184f,
+                                                                       1.0f});
+  CHECK(linspace(0.1, 0.9, 9).to_vector<float>() ==
+        std::vector<float>{0.10000000149011612f, 0.19999998807907104f, 0.29999998211860657f, 0.3999999761581421f, 0.5f,
+                           0.6000000238418579f, 0.699999988079071f, 0.7999999523162842f, 0.8999999761581421f});
+  CHECK(linspace(-1.0, 2.0, 6, kFloat64).to_vector<double>() ==
+        std::vector<double>{-1.0, -0.4, 0.19999999999999996, 0.8, 1.4, 2.0});
+  CHECK(linspace(0.0, 10.0, 5, kInt64).to_vector<std::int64_t>() == std::vector<std::int64_t>{0, 2, 5, 7, 10});
+  CHECK(linspace(3.0, 3.0, 1).to_vector<float>() == std::vector<float>{3.0f});
+  CHECK(linspace(0.0, 1.0, 0).numel() == 0);
+  CHECK_THROWS_WITH_AS(linspace(0.0, 1.0, -1), "linspace: steps must be non-negative, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(linspace(0.0, INFINITY, 3), "linspace: start and end must be finite, got 0 and inf", ValueError);
+  CHECK(eye(2, 3).to_vector<float>() == std::vector<float>{1, 0, 0, 0, 1, 0});
+  const Tensor e = eye(3, std::nullopt, kInt64);
+  CHECK(e.shape() == Shape{3, 3});
+  CHECK(e.to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+  CHECK(eye(0).numel() == 0);
+  CHECK_THROWS_WITH_AS(eye(2, -1), "eye: sizes must be non-negative, got 2 and -1", ValueError);
+}
+
 TEST_CASE("tensor: element writes and in-place ops") {
   Tensor t = zeros({2, 2});
   t.set({0, 1}, 4.0);

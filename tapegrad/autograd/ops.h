@@ -20,8 +20,8 @@
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
-//   ops/shape.cpp        reshape, transpose, permute, slicing, flip, concat, stack, split
-//   ops/index.cpp        index_select, gather, embedding, topk, one_hot
+//   ops/shape.cpp        reshape, transpose, permute, slicing, flip, roll, tile, tril/triu, concat, stack, split
+//   ops/index.cpp        index_select, gather, embedding, topk, sort, one_hot
 //   ops/nn.cpp           layer_norm, logistic_loss, dropout
 //   ops/attention.cpp    fused_attention
 //   ops/random.cpp       multinomial
@@ -79,6 +79,21 @@ Tensor sqrt(const Tensor& x);
 Tensor abs(const Tensor& x);  // gradient sign(x), 0 at 0
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor rsqrt(const Tensor& x);       // 1 / sqrt(x); gradient -rsqrt(x)^3 / 2
+Tensor reciprocal(const Tensor& x);  // 1 / x; gradient -1 / x^2
+// Piecewise constant, with torch's gradient 0 everywhere: sign (-1, 0 or 1; NaN gives 0), floor,
+// ceil, round (halves to even, as torch.round) and trunc (towards 0). Floating-point tensors.
+Tensor sign(const Tensor& x);
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+// Bool tensors marking NaN, +-infinity, and neither; any dtype (integers and Bool are finite).
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
 // log(1 + exp(x)), computed as max(x, 0) + log1p(exp(-|x|)) (no overflow); gradient sigmoid(x).
 Tensor softplus(const Tensor& x);
 // The error function; gradient 2 / sqrt(pi) exp(-x^2). The standard normal CDF is
@@ -202,6 +217,19 @@ Tensor diagonal(const Tensor& x, std::int64_t offset = 0, std::int64_t axis1 = 0
 // torch.flip: x with the order of each of `axes` reversed (a copy: an index_select per axis, so the
 // gradient is the incoming one flipped back). IndexError for an axis out of range or given twice.
 Tensor flip(const Tensor& x, const Dims& axes);
+// torch.roll: x with each of `axes` rotated by its shift (entry j moves to j + shift, wrapping
+// round); without axes, one shift rotates the flattened tensor and x's shape is kept. A copy.
+// ValueError when shifts and axes differ in count.
+Tensor roll(const Tensor& x, const Dims& shifts, const Dims& axes = {});
+// torch.tile: x repeated reps[i] times along axis i, reps and x's shape padded with leading 1s to
+// the same length ((2, 3) tiled by (2,) is (2, 6); by (2, 1, 1), (2, 2, 3)). A copy; the gradient
+// sums the copies. Tensor::repeat is torch's Tensor.repeat (at least as many reps as axes).
+Tensor tile(const Tensor& x, const Dims& reps);
+// torch.tril / torch.triu on the last two axes: the entries with column - row <= diagonal (tril) or
+// >= diagonal (triu) kept, the others 0; diagonal 0 is the main diagonal, > 0 above it. Gradient
+// the incoming one masked the same way. ShapeError for fewer than two axes.
+Tensor tril(const Tensor& x, std::int64_t diagonal = 0);
+Tensor triu(const Tensor& x, std::int64_t diagonal = 0);
 // Joins tensors along an existing axis / a new axis.
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t axis);
@@ -255,10 +283,15 @@ Tensor embedding_dot(const Tensor& weight, const Tensor& indices, const Tensor& 
 // without scales, to rounding with them).
 Tensor embedding_bag_sum(const Tensor& weight, const Tensor& indices, const std::vector<std::int64_t>& bag_starts,
                          const Tensor& scale = Tensor(), bool sparse = false, bool sum_repeated = false);
-// The k largest (or smallest) entries along axis, and their indices (Int64). Gradient flows
-// through the values to the selected entries.
+// The k largest (or smallest) entries along axis, and their indices (Int64): ties go to the lower
+// index, NaN counts as larger than every number (as torch's). float32, float64, int64, and
+// bfloat16 compared in float32. Gradient flows through the values to the selected entries.
 std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axis = -1, bool largest = true,
                                bool sorted = true);
+// torch.sort with stable=True: every entry along axis in ascending (descending) order, and where
+// each came from; equal entries keep their order, NaN sorts as the largest. argsort: the indices.
+std::pair<Tensor, Tensor> sort(const Tensor& x, std::int64_t axis = -1, bool descending = false);
+Tensor argsort(const Tensor& x, std::int64_t axis = -1, bool descending = false);
 // indices (Int64, any shape) -> (..., num_classes) with 1 at each index.
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype = kInt64);
 

@@ -187,6 +187,9 @@ class Tensor {
   Tensor std(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
   Tensor argmax(std::int64_t axis, bool keepdim = false) const;
   Tensor cumsum(std::int64_t axis) const;
+  // torch's Tensor.repeat: the tensor tiled reps[i] times along axis i; reps may have more entries
+  // than axes (new leading axes), not fewer. tile() takes fewer.
+  Tensor repeat(const Dims& reps) const;
   Tensor matmul(const Tensor& other) const;
   Tensor pow(double exponent) const;
   Tensor exp() const;
@@ -224,6 +227,11 @@ Tensor scalar_tensor(double value, DType dtype = kFloat32);
 // [start, end) in steps of step; the element count is ceil((end - start) / step).
 Tensor arange(double start, double end, double step = 1.0, DType dtype = kFloat32);
 Tensor arange(std::int64_t end, DType dtype = kInt64);
+// steps values from start to end inclusive, evenly spaced, as torch.linspace (the first half
+// counted from start, the second from end; integer dtypes truncate). ValueError for steps < 0.
+Tensor linspace(double start, double end, std::int64_t steps, DType dtype = kFloat32);
+// The (n, m) identity: ones on the main diagonal (m defaults to n).
+Tensor eye(std::int64_t n, std::optional<std::int64_t> m = std::nullopt, DType dtype = kFloat32);
 // From row-major data; data.size() must equal the element count of shape.
 Tensor from_vector(const std::vector<float>& data, const Shape& shape);
 Tensor from_vector(const std::vector<double>& data, const Shape& shape);

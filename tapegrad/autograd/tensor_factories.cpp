@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tapegrad/autograd/block_pool.h"
@@ -62,6 +64,38 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 Tensor arange(std::int64_t end, DType dtype) { return arange(0.0, static_cast<double>(end), 1.0, dtype); }
+
+Tensor linspace(double start, double end, std::int64_t steps, DType dtype) {
+  if (steps < 0) throw ValueError(message("linspace: steps must be non-negative, got ", steps));
+  if (!std::isfinite(start) || !std::isfinite(end))
+    throw ValueError(message("linspace: start and end must be finite, got ", start, " and ", end));
+  Tensor t = empty({steps}, dtype);
+  dispatch_numeric(dtype, "linspace", [&](auto tag) {
+    using T = decltype(tag);
+    // torch's kernel: the first half counts up from start and the second down from end, in the
+    // dtype's own arithmetic (double for integers, then truncated), so that both ends are exact.
+    using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
+    const C a = static_cast<C>(start), b = static_cast<C>(end);
+    const C step = steps > 1 ? (b - a) / static_cast<C>(steps - 1) : C(0);
+    const std::int64_t half = steps / 2;
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < steps; ++i)
+      p[i] = static_cast<T>(i < half ? a + step * static_cast<C>(i) : b - step * static_cast<C>(steps - 1 - i));
+  });
+  return t;
+}
+
+Tensor eye(std::int64_t n, std::optional<std::int64_t> m, DType dtype) {
+  const std::int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) throw ValueError(message("eye: sizes must be non-negative, got ", n, " and ", cols));
+  Tensor t = zeros({n, cols}, dtype);
+  dispatch_all(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data_ptr<T>();
+    for (std::int64_t i = 0; i < std::min(n, cols); ++i) p[i * cols + i] = static_cast<T>(1);
+  });
+  return t;
+}
 
 namespace {
 

@@ -36,6 +36,12 @@ Tensor Tensor::std(const Dims& axes, std::int64_t correction, bool keepdim) cons
 }
 Tensor Tensor::argmax(std::int64_t axis, bool keepdim) const { return tapegrad::argmax(*this, axis, keepdim); }
 Tensor Tensor::cumsum(std::int64_t axis) const { return tapegrad::cumsum(*this, axis); }
+Tensor Tensor::repeat(const Dims& reps) const {
+  if (reps.size() < dim())
+    throw ValueError(message("repeat: ", reps.size(), " repetitions ", reps.str(), " for a tensor of rank ", dim(),
+                             " (use tile() to repeat only the last axes)"));
+  return tapegrad::tile(*this, reps);
+}
 Tensor Tensor::matmul(const Tensor& other) const { return tapegrad::matmul(*this, other); }
 Tensor Tensor::pow(double exponent) const { return tapegrad::pow(*this, exponent); }
 Tensor Tensor::exp() const { return tapegrad::exp(*this); }

@@ -500,7 +500,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axi
   Tensor values = empty(out_shape, x.dtype());  // values: (..., k, ...)
   Tensor indices = empty(out_shape, kInt64);    // indices: (..., k, ...)
 
-  dispatch_floating(x.dtype(), "topk", [&](auto tag) {
+  dispatch_numeric(x.dtype(), "topk", [&](auto tag) {
     using T = decltype(tag);
     const Tensor xd = kernels::dense(x);  // xd: (outer, size, inner)
     std::int64_t outer = 1, inner = 1;
@@ -515,6 +515,14 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, std::int64_t k, std::int64_t axi
     });
   return {values, indices};
 }
+
+std::pair<Tensor, Tensor> sort(const Tensor& x, std::int64_t axis, bool descending) {
+  if (x.dim() == 0) return {x.clone(), zeros({}, kInt64)};
+  const int a = normalize_axis(axis, x.dim(), "sort");
+  return topk(x, x.size(a), a, descending, true);  // every entry, in order, ties by index
+}
+
+Tensor argsort(const Tensor& x, std::int64_t axis, bool descending) { return sort(x, axis, descending).second; }
 
 // ---------------------------------------------------------------- one_hot
 Tensor one_hot(const Tensor& indices, std::int64_t num_classes, DType dtype) {

@@ -325,6 +325,77 @@ Tensor flip(const Tensor& x, const Dims& axes) {
   return copied ? out : x.clone();  // a copy in every case, as torch's
 }
 
+Tensor roll(const Tensor& x, const Dims& shifts, const Dims& axes) {
+  if (axes.size() == 0) {  // over the flattened tensor, then back to x's shape
+    if (shifts.size() != 1) throw ValueError(message("roll: without axes, expected one shift, got ", shifts.str()));
+    return reshape(roll(reshape(x, {-1}), shifts, {0}), x.shape());
+  }
+  if (shifts.size() != axes.size())
+    throw ValueError(
+        message("roll: ", shifts.size(), " shifts for ", axes.size(), " axes: ", shifts.str(), " and ", axes.str()));
+  Tensor out = x;
+  for (int i = 0; i < axes.size(); ++i) {
+    const int a = normalize_axis(axes[i], x.dim(), "roll");
+    const std::int64_t n = x.dim() == 0 ? 1 : x.size(a);
+    if (n == 0) continue;
+    const std::int64_t shift = ((shifts[i] % n) + n) % n;
+    if (shift == 0 || x.dim() == 0) continue;
+    // Entry j of the result is entry (j - shift) mod n of the input: the last `shift` first.
+    const Tensor from = concat({arange(static_cast<double>(n - shift), static_cast<double>(n), 1.0, kInt64),
+                                arange(0.0, static_cast<double>(n - shift), 1.0, kInt64)},
+                               0);
+    out = index_select(out, a, from);
+  }
+  return out.impl()->storage == x.impl()->storage ? out.clone() : out;  // a copy in every case, as torch's
+}
+
+Tensor tile(const Tensor& x, const Dims& reps) {
+  for (const std::int64_t r : reps)
+    if (r < 0) throw ValueError(message("tile: repetitions must be non-negative, got ", reps.str()));
+  // Both padded with leading 1s to the same rank; then x (s0, s1, ...) is viewed as (1, s0, 1, s1,
+  // ...), expanded to (r0, s0, r1, s1, ...) and reshaped to (r0 s0, r1 s1, ...): one copy, and the
+  // gradient sums the copies through expand's backward.
+  const int rank = std::max(x.dim(), reps.size());
+  Shape in = x.shape(), counts = reps;
+  while (in.size() < rank) in.insert(0, 1);
+  while (counts.size() < rank) counts.insert(0, 1);
+  Shape interleaved, expanded, out;
+  for (int i = 0; i < rank; ++i) {
+    interleaved.push_back(1);
+    interleaved.push_back(in[i]);
+    expanded.push_back(counts[i]);
+    expanded.push_back(in[i]);
+    out.push_back(counts[i] * in[i]);
+  }
+  const Tensor tiled = reshape(expand(reshape(x, interleaved), expanded), out);
+  return tiled.impl()->storage == x.impl()->storage ? tiled.clone() : tiled;  // a copy, also of reps all 1
+}
+
+namespace {
+
+// The mask of the entries of an (n, m) matrix with column - row <= diagonal (lower) or >= diagonal
+// (upper).
+Tensor triangle_mask(std::int64_t n, std::int64_t m, std::int64_t diagonal, bool lower) {
+  Tensor mask = empty({n, m}, kBool);  // mask: (n, m)
+  bool* p = mask.data_ptr<bool>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < m; ++j) p[i * m + j] = lower ? j - i <= diagonal : j - i >= diagonal;
+  return mask;
+}
+
+Tensor triangle(const Tensor& x, std::int64_t diagonal, bool lower, const char* op) {
+  if (x.dim() < 2)
+    throw ShapeError(message(op, ": expected a tensor of at least 2 dimensions, got shape ", x.shape().str()));
+  const Tensor keep = triangle_mask(x.size(-2), x.size(-1), diagonal, lower);
+  return where(keep, x, scalar_tensor(0.0, x.dtype()));
+}
+
+}  // namespace
+
+Tensor tril(const Tensor& x, std::int64_t diagonal) { return triangle(x, diagonal, true, "tril"); }
+
+Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle(x, diagonal, false, "triu"); }
+
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
   if (tensors.empty()) throw ValueError("concat: expected at least one tensor");
   // Type promotion: bfloat16 beside float32 or float64 is widened to the widest of them.

@@ -1,10 +1,12 @@
-// Unary math and activations: neg, pow, exp, log, expm1, log1p, sqrt, abs, tanh, sigmoid, relu, gelu, silu
-// and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's maps
-// and kernels/unary.h's vectorised kernels.
+// Unary math and activations: neg, pow, exp, log, expm1, log1p, sqrt, abs, tanh, sigmoid, sin, cos,
+// rsqrt, reciprocal, the roundings (sign, floor, ceil, round, trunc), the tests isnan, isinf and
+// isfinite, relu, gelu, silu and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's
+// maps and kernels/unary.h's vectorised kernels.
 
 #include <cmath>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
@@ -202,6 +204,116 @@ Tensor log1p(const Tensor& x) {
       return {backward_map(g, x, [](auto gv, auto xv) { return gv / (xv + 1); })};
     });
   return out;
+}
+
+Tensor sin(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return sin(x.to(kFloat32)).to(kBFloat16);  // computed in float32
+  Tensor out = dispatch_floating(x.dtype(), "sin", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sin(e); });
+  });
+  if (any_requires_grad({&x}))
+    record("sin", out, {x},
+           [saved = SavedTensor(x)](const Tensor& g) -> TensorList { return {g * cos(saved.unpack())}; });
+  return out;
+}
+
+Tensor cos(const Tensor& x) {
+  if (x.dtype() == kBFloat16) return cos(x.to(kFloat32)).to(kBFloat16);  // computed in float32
+  Tensor out = dispatch_floating(x.dtype(), "cos", [&](auto tag) {
+    return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::cos(e); });
+  });
+  if (any_requires_grad({&x}))
+    record("cos", out, {x},
+           [saved = SavedTensor(x)](const Tensor& g) -> TensorList { return {neg(g * sin(saved.unpack()))}; });
+  return out;
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor out = floating_map(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); });
+  if (any_requires_grad({&x}))
+    record("rsqrt", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor& y = saved.unpack();  // d/dx x^(-1/2) = -y^3 / 2
+      if (any_requires_grad({&g, &y})) return {g * y * y * y * -0.5};
+      return {backward_map(g, y, [](auto gv, auto yv) { return static_cast<decltype(yv)>(gv * yv * yv * yv * -0.5); })};
+    });
+  return out;
+}
+
+Tensor reciprocal(const Tensor& x) {
+  Tensor out = floating_map(x, "reciprocal", [](auto v) { return 1 / v; });
+  if (any_requires_grad({&x}))
+    record("reciprocal", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+      const Tensor& y = saved.unpack();  // d/dx 1/x = -y^2
+      if (any_requires_grad({&g, &y})) return {neg(g * y * y)};
+      return {backward_map(g, y, [](auto gv, auto yv) { return -(gv * yv * yv); })};
+    });
+  return out;
+}
+
+namespace {
+
+// An op that is constant between its jumps (sign, floor, ...): its gradient is 0 everywhere, as
+// torch's, recorded so that the graph stays connected.
+Tensor piecewise_constant(const Tensor& x, Tensor out, const char* op) {
+  if (any_requires_grad({&x})) record(op, out, {x}, [](const Tensor& g) -> TensorList { return {zeros_like(g)}; });
+  return out;
+}
+
+}  // namespace
+
+Tensor sign(const Tensor& x) {
+  return piecewise_constant(
+      x,
+      floating_map(x, "sign",
+                   [](auto v) {
+                     using T = decltype(v);
+                     return v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0));  // NaN and -0 give 0, as torch's
+                   }),
+      "sign");
+}
+
+Tensor floor(const Tensor& x) {
+  return piecewise_constant(x, floating_map(x, "floor", [](auto v) { return std::floor(v); }), "floor");
+}
+
+Tensor ceil(const Tensor& x) {
+  return piecewise_constant(x, floating_map(x, "ceil", [](auto v) { return std::ceil(v); }), "ceil");
+}
+
+Tensor round(const Tensor& x) {
+  // std::nearbyint under the default rounding mode rounds halves to even, as torch.round.
+  return piecewise_constant(x, floating_map(x, "round", [](auto v) { return std::nearbyint(v); }), "round");
+}
+
+Tensor trunc(const Tensor& x) {
+  return piecewise_constant(x, floating_map(x, "trunc", [](auto v) { return std::trunc(v); }), "trunc");
+}
+
+namespace {
+
+template <class Test>
+Tensor classify(const Tensor& x, Test test) {
+  return dispatch_all(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return kernels::map<bool, T>(x, [test](T v) {
+      if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>) return test(static_cast<double>(v));
+      else return test(0.0);  // integers and Bool are finite numbers
+    });
+  });
+}
+
+}  // namespace
+
+Tensor isnan(const Tensor& x) {
+  return classify(x, [](double v) { return std::isnan(v); });
+}
+
+Tensor isinf(const Tensor& x) {
+  return classify(x, [](double v) { return std::isinf(v); });
+}
+
+Tensor isfinite(const Tensor& x) {
+  return classify(x, [](double v) { return std::isfinite(v); });
 }
 
 Tensor erf(const Tensor& x) {
