@@ -771,3 +771,96 @@ TEST_CASE(
   CHECK_THROWS_WITH_AS(nn::cross_entropy(logits, targets, bad),
                        "cross_entropy: weight is float32 but the input is float64", TypeError);
 }
+
+TEST_CASE("losses: binary_cross_entropy on probabilities matches PyTorch, clamped logs at 0 and 1") {
+  // F.binary_cross_entropy(p, t) and with weight w and reduction sum, and the gradients, PyTorch 1.13.
+  const Tensor t = tensor({0.0, 1.0, 0.3, 0.0}, kFloat64);
+  const Tensor p = tensor({0.1, 0.8, 0.5, 0.999}, kFloat64).requires_grad_(true);
+  const Tensor mean_loss = nn::binary_cross_entropy(p, t);
+  CHECK(mean_loss.item() == doctest::Approx(1.9823516316285292).epsilon(1e-14));
+  mean_loss.backward();
+  check_values(p.grad(), {0.27777777777777773, -0.3125, 0.2, 249.99999999999974}, 1e-12);
+  const Tensor pw = p.detach().requires_grad_(true);
+  const Tensor summed = nn::binary_cross_entropy(pw, t, nn::Reduction::Sum, tensor({1.0, 2.0, 0.5, 1.0}, kFloat64));
+  CHECK(summed.item() == doctest::Approx(7.805976487548355).epsilon(1e-14));
+  summed.backward();
+  check_values(pw.grad(), {1.111111111111111, -2.5, 0.4, 999.999999999999}, 1e-12);
+  // At p = t = 0 and 1 the loss and gradient are 0; against the opposite label each log is clamped
+  // at -100, as torch's.
+  const Tensor edges = tensor({0.0, 1.0}, kFloat64).requires_grad_(true);
+  const Tensor right = nn::binary_cross_entropy(edges, tensor({0.0, 1.0}, kFloat64));
+  CHECK(right.item() == 0.0);
+  right.backward();
+  check_values(edges.grad(), {0.0, 0.0}, 1e-15);
+  check_values(nn::binary_cross_entropy(edges.detach(), tensor({1.0, 0.0}, kFloat64), nn::Reduction::None),
+               {100.0, 100.0}, 1e-15);
+  Generator gen(15);
+  check_gradients(
+      [](const TensorList& in) { return nn::binary_cross_entropy(sigmoid(in[0]), in[1], nn::Reduction::Mean, in[2]); },
+      {randn({3, 2}, gen, kFloat64), rand({3, 2}, gen, kFloat64), rand({3, 2}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(nn::binary_cross_entropy(tensor({0.5, 1.5}), tensor({0.0, 1.0})),
+                       "binary_cross_entropy: probs must lie in [0, 1], got values from 0.5 to 1.5", ValueError);
+  CHECK_THROWS_WITH_AS(nn::binary_cross_entropy(tensor({0.5, 0.5}), tensor({0.0})),
+                       "binary_cross_entropy: targets of shape (1) must match probs of shape (2)", ShapeError);
+}
+
+TEST_CASE("losses: soft margin, margin ranking, triplet and cosine embedding losses match PyTorch") {
+  // Each value and gradient from PyTorch 1.13's F.* of the same float64 inputs.
+  const Tensor x = tensor({0.5, -1.0, 2.0, 0.0}, kFloat64).requires_grad_(true);
+  const Tensor soft = nn::soft_margin_loss(x, tensor({1.0, 1.0, -1.0, -1.0}, kFloat64));
+  CHECK(soft.item() == doctest::Approx(1.151853465825312).epsilon(1e-14));
+  soft.backward();
+  check_values(x.grad(), {-0.09438516719953637, -0.18276464465750122, 0.2201992694944706, 0.125}, 1e-14);
+
+  // margin 0.2; the last pair ties, so its hinge is exactly the margin.
+  const Tensor a = tensor({0.5, -1.0, 2.0, 0.3}, kFloat64).requires_grad_(true);
+  const Tensor b = tensor({1.0, -2.0, 2.5, 0.3}, kFloat64).requires_grad_(true);
+  const Tensor ranking = nn::margin_ranking_loss(a, b, tensor({1.0, 1.0, -1.0, 1.0}, kFloat64), 0.2);
+  CHECK(ranking.item() == doctest::Approx(0.22499999999999998).epsilon(1e-14));
+  ranking.backward();
+  check_values(a.grad(), {-0.25, 0.0, 0.0, -0.25}, 1e-15);
+  check_values(b.grad(), {0.25, 0.0, 0.0, 0.25}, 1e-15);
+
+  const Tensor anchor = tensor({{1.0, 2.0, 0.0}, {0.0, -1.0, 1.0}}, kFloat64).requires_grad_(true);
+  const Tensor positive = tensor({{1.5, 1.0, 0.0}, {0.0, -1.0, 1.2}}, kFloat64).requires_grad_(true);
+  const Tensor negative = tensor({{0.0, 2.0, 1.0}, {1.0, 0.0, 1.0}}, kFloat64).requires_grad_(true);
+  const Tensor triplet = nn::triplet_margin_loss(anchor, positive, negative);
+  CHECK(triplet.item() == doctest::Approx(0.3519104367952933).epsilon(1e-14));
+  triplet.backward();
+  check_values(anchor.grad(), {-0.5771600052400278, 0.4472135102741164, 0.3535534842530346, 0, 0, 0}, 1e-13);
+  check_values(positive.grad(), {0.2236062610936286, -0.447213863827507, -4.472134166140904e-07, 0, 0, 0}, 1e-13);
+  check_values(negative.grad(), {0.3535537441463992, 3.535533905930086e-07, -0.353553037039618, 0, 0, 0}, 1e-13);
+  const Tensor swapped = nn::triplet_margin_loss(
+      anchor, positive, negative,
+      nn::TripletMarginLossOptions().margin(0.5).p(1.0).swap(true).reduction(nn::Reduction::None));
+  check_values(swapped, {4.440892098500626e-16, 0.0}, 1e-15);
+
+  const Tensor x1 = tensor({{1.0, 2.0, 0.0}, {0.0, -1.0, 1.0}, {1.0, 1.0, 1.0}}, kFloat64).requires_grad_(true);
+  const Tensor x2 = tensor({{1.5, 1.0, 0.0}, {0.0, 1.0, 1.2}, {-1.0, -1.0, 0.5}}, kFloat64).requires_grad_(true);
+  const Tensor embedding = nn::cosine_embedding_loss(x1, x2, tensor({1.0, -1.0, -1.0}, kFloat64), 0.1);
+  CHECK(embedding.item() == doctest::Approx(0.04391895262525369).epsilon(1e-14));
+  embedding.backward();
+  check_values(x1.grad(), {-0.0661518584475726, 0.033075929223757405, 0, 0, 0, 0, 0, 0, 0}, 1e-14);
+  check_values(x2.grad(), {0.050886044959621304, -0.07632906743952089, 0, 0, 0, 0, 0, 0, 0}, 1e-14);
+
+  Generator gen(16);
+  const Tensor r1 = randn({3, 4}, gen, kFloat64), r2 = randn({3, 4}, gen, kFloat64), r3 = randn({3, 4}, gen, kFloat64);
+  const Tensor labels = tensor({{1.0, -1.0, 1.0, -1.0}, {-1.0, 1.0, 1.0, 1.0}, {1.0, -1.0, -1.0, 1.0}}, kFloat64);
+  check_gradients([&](const TensorList& in) { return nn::soft_margin_loss(in[0], labels); }, {r1});
+  check_gradients([&](const TensorList& in) { return nn::margin_ranking_loss(in[0], in[1], labels, 0.3); }, {r1, r2});
+  check_gradients([](const TensorList& in) { return nn::triplet_margin_loss(in[0], in[1], in[2]); }, {r1, r2, r3});
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::cosine_embedding_loss(in[0], in[1], tensor({1.0, -1.0, -1.0}, kFloat64), -0.5, nn::Reduction::Sum);
+      },
+      {r1, r2});
+  CHECK_THROWS_WITH_AS(nn::margin_ranking_loss(r1, r2, tensor({1.0})),
+                       "margin_ranking_loss: input1 (3,4), input2 (3,4) and target (1) must have the same shape",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::triplet_margin_loss(r1, r2, r3, nn::TripletMarginLossOptions().p(0.0)),
+                       "triplet_margin_loss: p must be positive, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(nn::cosine_embedding_loss(r1, r2, tensor({1.0})),
+                       "cosine_embedding_loss: expected input1 and input2 (N, D) and target (N), got (3,4), (3,4) "
+                       "and (1)",
+                       ShapeError);
+}

@@ -48,6 +48,18 @@ void check_floating(const Tensor& t, const char* op, const char* what) {
     throw TypeError(message(op, ": ", what, " must be a floating-point tensor, got ", dtype_name(t.dtype())));
 }
 
+// The arguments of an elementwise loss of input against target: both floating, the same shape
+// (PyTorch only warns; a (N, 1) prediction against (N) targets broadcasting to (N, N) is nearly
+// always a bug, so it is an error), a reduction other than BatchMean.
+void check_elementwise_pair(const Tensor& input, const Tensor& target, Reduction reduction, const char* op) {
+  check_floating(input, op, "input");
+  check_floating(target, op, "target");
+  if (input.shape() != target.shape())
+    throw ShapeError(
+        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
+  reject_batch_mean(reduction, op);
+}
+
 // A loss of each element of input against the same element of target, `pointwise` of their
 // difference, reduced. bfloat16 operands follow the float32 policy (autograd/autocast.h).
 template <class Pointwise>
@@ -56,14 +68,7 @@ Tensor pointwise_loss(const Tensor& input, const Tensor& target, Reduction reduc
   if (is_bf16(input) || is_bf16(target))
     return detail::precision_result(
         pointwise_loss(detail::widen_bf16(input), detail::widen_bf16(target), reduction, op, pointwise), kBFloat16);
-  check_floating(input, op, "input");
-  check_floating(target, op, "target");
-  // PyTorch only warns here; a (N, 1) prediction against (N) targets broadcasting to (N, N) is
-  // nearly always a bug, so it is an error.
-  if (input.shape() != target.shape())
-    throw ShapeError(
-        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
-  reject_batch_mean(reduction, op);
+  check_elementwise_pair(input, target, reduction, op);
   return reduce_loss(pointwise(input - target), reduction, op);
 }
 
@@ -301,6 +306,122 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targ
                              logits.shape().str()));
   reject_batch_mean(reduction, op);
   return reduce_loss(logistic_loss(logits, targets, pos_weight, weight), reduction, op);
+}
+
+namespace {
+
+// log p clamped at -100, as torch's, so that p = 0 gives a finite loss (log reads 1 there).
+Tensor clamped_log(const Tensor& p) {
+  const Tensor positive = gt(p.detach(), 0.0);
+  return where(positive, clamp(log(where(positive, p, 1.0)), -100.0, std::nullopt), -100.0);
+}
+
+// -(y log p + (1 - y) log(1 - p)) elementwise, with torch's gradient (p - y) / max(p (1 - p), 1e-12)
+// for p (0, not the 1 / (1 - p) of the clamped logs, at p = y = 0) and log(1 - p) - log p for y;
+// both written with ops, so they differentiate again.
+Tensor binary_cross_entropy_terms(const Tensor& p, const Tensor& y) {
+  Tensor out;
+  {
+    NoGradGuard values_only;
+    out = neg(y * clamped_log(p) + rsub(1.0, y) * clamped_log(rsub(1.0, p)));
+  }
+  if (any_requires_grad({&p, &y}))
+    record("binary_cross_entropy", out, {p, y},
+           [sp = SavedTensor(p), sy = SavedTensor(y)](const Tensor& g) -> TensorList {
+             const Tensor& p = sp.unpack();
+             const Tensor& y = sy.unpack();
+             return {g * (p - y) / clamp(p * rsub(1.0, p), 1e-12, std::nullopt),
+                     g * (clamped_log(rsub(1.0, p)) - clamped_log(p))};
+           });
+  return out;
+}
+
+}  // namespace
+
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& targets, Reduction reduction, const Tensor& weight) {
+  if (is_bf16(probs) || is_bf16(targets) || is_bf16(weight)) {  // float32 policy (autocast.h)
+    const Tensor out = binary_cross_entropy(detail::widen_bf16(probs), detail::widen_bf16(targets), reduction,
+                                            detail::widen_bf16(weight));
+    return is_bf16(probs) ? detail::precision_result(out, kBFloat16) : out;
+  }
+  const char* op = "binary_cross_entropy";
+  check_floating(probs, op, "probs");
+  check_floating(targets, op, "targets");
+  if (weight.defined()) check_floating(weight, op, "weight");
+  if (probs.shape() != targets.shape())
+    throw ShapeError(
+        message(op, ": targets of shape ", targets.shape().str(), " must match probs of shape ", probs.shape().str()));
+  reject_batch_mean(reduction, op);
+  if (probs.numel() > 0) {
+    const double low = min(probs.detach()).item(), high = max(probs.detach()).item();
+    if (!(low >= 0.0 && high <= 1.0))
+      throw ValueError(message(op, ": probs must lie in [0, 1], got values from ", low, " to ", high));
+  }
+  Tensor loss = binary_cross_entropy_terms(probs, targets);
+  if (weight.defined()) loss = loss * weight;
+  return reduce_loss(loss, reduction, op);
+}
+
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "soft_margin_loss";
+  check_elementwise_pair(input, target, reduction, op);
+  return reduce_loss(softplus(neg(input * target)), reduction, op);
+}
+
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin,
+                           Reduction reduction) {
+  const char* op = "margin_ranking_loss";
+  check_floating(input1, op, "input1");
+  check_floating(input2, op, "input2");
+  check_floating(target, op, "target");
+  if (input1.shape() != input2.shape() || input1.shape() != target.shape())
+    throw ShapeError(message(op, ": input1 ", input1.shape().str(), ", input2 ", input2.shape().str(), " and target ",
+                             target.shape().str(), " must have the same shape"));
+  reject_batch_mean(reduction, op);
+  // clamp, not relu: torch's clamp_min passes the gradient where the hinge is exactly 0.
+  return reduce_loss(clamp(neg(target) * (input1 - input2) + margin, 0.0, std::nullopt), reduction, op);
+}
+
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& options) {
+  const char* op = "triplet_margin_loss";
+  check_floating(anchor, op, "anchor");
+  check_floating(positive, op, "positive");
+  check_floating(negative, op, "negative");
+  if (anchor.dim() < 1 || anchor.shape() != positive.shape() || anchor.shape() != negative.shape())
+    throw ShapeError(message(op, ": anchor ", anchor.shape().str(), ", positive ", positive.shape().str(),
+                             " and negative ", negative.shape().str(),
+                             " must have the same shape, of at least one axis"));
+  if (!(options.p() > 0.0)) throw ValueError(message(op, ": p must be positive, got ", options.p()));
+  reject_batch_mean(options.reduction(), op);
+  // torch's pairwise_distance: the p-norm of x1 - x2 + eps over the last axis.
+  const auto distance = [&](const Tensor& a, const Tensor& b) {
+    return norm(a - b + options.eps(), options.p(), {-1});
+  };
+  const Tensor to_positive = distance(anchor, positive);
+  Tensor to_negative = distance(anchor, negative);
+  if (options.swap()) to_negative = minimum(to_negative, distance(positive, negative));
+  return reduce_loss(clamp(to_positive - to_negative + options.margin(), 0.0, std::nullopt), options.reduction(), op);
+}
+
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin,
+                             Reduction reduction) {
+  const char* op = "cosine_embedding_loss";
+  check_floating(input1, op, "input1");
+  check_floating(input2, op, "input2");
+  check_floating(target, op, "target");
+  if (input1.dim() != 2 || input1.shape() != input2.shape() || target.shape() != Shape{input1.size(0)})
+    throw ShapeError(message(op, ": expected input1 and input2 (N, D) and target (N), got ", input1.shape().str(), ", ",
+                             input2.shape().str(), " and ", target.shape().str()));
+  reject_batch_mean(reduction, op);
+  // torch's formula: the squared norms each get 1e-12 before the square root of their product.
+  constexpr double kEps = 1e-12;
+  const Tensor dot = sum(input1 * input2, {1});
+  const Tensor cos = dot / sqrt((sum(input1 * input1, {1}) + kEps) * (sum(input2 * input2, {1}) + kEps));
+  const Tensor zero = zeros_like(cos);
+  const Tensor loss = where(eq(target, 1.0), rsub(1.0, cos), zero) +
+                      where(eq(target, -1.0), clamp(cos - margin, 0.0, std::nullopt), zero);
+  return reduce_loss(loss, reduction, op);
 }
 
 Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "tapegrad/autograd/arg.h"
 #include "tapegrad/autograd/ops.h"
 #include "tapegrad/autograd/tensor.h"
 
@@ -76,6 +77,38 @@ Tensor kl_div(const Tensor& input, const Tensor& target, Reduction reduction = R
 Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& targets,
                                         Reduction reduction = Reduction::Mean, const Tensor& pos_weight = Tensor(),
                                         const Tensor& weight = Tensor());
+
+// Binary cross-entropy on probabilities p in [0, 1] (after a sigmoid), targets y of p's shape:
+//   loss = -w (y log p + (1 - y) log(1 - p)),  each log clamped at -100 as torch's,
+// so p = 0 or 1 gives a finite loss. Gradient torch's (p - y) / max(p (1 - p), 1e-12) for p and
+// log(1 - p) - log p for y. Prefer binary_cross_entropy_with_logits on logits (stable).
+// ValueError for a p outside [0, 1] (the message gives the range found).
+Tensor binary_cross_entropy(const Tensor& probs, const Tensor& targets, Reduction reduction = Reduction::Mean,
+                            const Tensor& weight = Tensor());
+
+// ---------------------------------------------------------------- margins
+// torch's soft_margin_loss: log(1 + exp(-y x)) for labels y in {-1, 1}.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// torch's margin_ranking_loss: max(0, -y (x1 - x2) + margin), y = 1 when x1 should rank higher.
+Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                           Reduction reduction = Reduction::Mean);
+
+struct TripletMarginLossOptions {
+  TAPEGRAD_ARG(double, margin) = 1.0;
+  TAPEGRAD_ARG(double, p) = 2.0;
+  TAPEGRAD_ARG(double, eps) = 1e-6;
+  TAPEGRAD_ARG(bool, swap) = false;
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+// torch's triplet_margin_loss over the last axis: max(0, d(a, p) - d(a, n) + margin), d(x, y) the
+// p-norm of x - y + eps; with swap, d(a, n) is replaced by d(p, n) where that is smaller.
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           const TripletMarginLossOptions& options = {});
+// torch's cosine_embedding_loss on rows of (N, D): 1 - cos(x1, x2) where y = 1, max(0, cos - margin)
+// where y = -1 (other labels add 0); cos as torch computes it, dot / sqrt((|x1|^2 + 1e-12) (|x2|^2
+// + 1e-12)).
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
+                             Reduction reduction = Reduction::Mean);
 
 // ---------------------------------------------------------------- word2vec's losses
 // Losses that train an output layer over a large vocabulary without its full softmax. hidden
