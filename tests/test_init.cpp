@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "tapegrad/nn/nn.h"
 
@@ -78,4 +80,69 @@ TEST_CASE("init: random tensors and initialisers without a generator draw from t
   CHECK(w.to_vector<float>() == v.to_vector<float>());
   CHECK(ints == randint(0, 10, {8}, gen).to_vector<std::int64_t>());
   for (double u : uniform_default) CHECK((u >= -2.0 && u < 3.0));
+}
+
+TEST_CASE("init: trunc_normal_ draws the truncated normal, constant_ fills") {
+  Generator gen(3);
+  Tensor w = empty({200, 100});
+  nn::init::trunc_normal_(w, 0.0, 1.0, -2.0, 2.0, gen);
+  CHECK(w.min().item() >= -2.0);
+  CHECK(w.max().item() <= 2.0);
+  CHECK(w.max().item() > 1.9);
+  CHECK(std::abs(w.mean().item()) < 0.02);
+  // The standard normal truncated to [-2, 2] has variance 1 - 4 phi(2) / (Phi(2) - Phi(-2)).
+  const double phi2 = std::exp(-2.0) / std::sqrt(2.0 * M_PI), mass = std::erf(2.0 / std::sqrt(2.0));
+  CHECK(stddev(w) == doctest::Approx(std::sqrt(1.0 - 4.0 * phi2 / mass)).epsilon(0.02));
+  // One side only: the half normal N(1, 0.5^2) above its mean, mean 1 + 0.5 sqrt(2 / pi).
+  nn::init::trunc_normal_(w, 1.0, 0.5, 1.0, INFINITY, gen);
+  CHECK(w.min().item() >= 1.0);
+  CHECK(w.mean().item() == doctest::Approx(1.0 + 0.5 * std::sqrt(2.0 / M_PI)).epsilon(0.01));
+  Generator first(5), second(5);
+  Tensor u = empty({4, 3}), v = empty({4, 3});
+  nn::init::trunc_normal_(u, 0.0, 1.0, -2.0, 2.0, first);
+  nn::init::trunc_normal_(v, 0.0, 1.0, -2.0, 2.0, second);
+  CHECK(u.to_vector<float>() == v.to_vector<float>());
+  nn::init::constant_(w, 0.25);
+  CHECK(w.min().item() == 0.25);
+  CHECK(w.max().item() == 0.25);
+  CHECK_THROWS_WITH_AS(nn::init::trunc_normal_(w, 0.0, 0.0, -2.0, 2.0, gen),
+                       "init: trunc_normal_ needs a finite std > 0, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(nn::init::trunc_normal_(w, 0.0, 1.0, 2.0, 2.0, gen),
+                       "init: trunc_normal_ needs a < b, got a 2 and b 2", ValueError);
+  CHECK_THROWS_WITH_AS(nn::init::trunc_normal_(w, 0.0, 1.0, 10.0, 11.0, gen),
+                       doctest::Contains("init: trunc_normal_'s bounds [10, 11] hold"), ValueError);
+}
+
+TEST_CASE("init: orthogonal_ gives orthonormal rows or columns, times the gain") {
+  Generator gen(4);
+  const auto gram_error = [](const Tensor& m, double scale) {
+    // m (r, c) with r <= c: m m^T should be scale^2 I.
+    const Tensor gram = matmul(m.to(kFloat64), m.to(kFloat64).transpose(0, 1));
+    return (gram - eye(m.size(0), std::nullopt, kFloat64) * (scale * scale)).abs().max().item();
+  };
+  Tensor wide = empty({3, 5});
+  nn::init::orthogonal_(wide, gen);
+  CHECK(gram_error(wide, 1.0) < 1e-6);
+  Tensor tall = empty({6, 4}, kFloat64);
+  nn::init::orthogonal_(tall, gen, 2.0);
+  CHECK(gram_error(tall.transpose(0, 1), 2.0) < 1e-12);
+  Tensor square = empty({4, 4}, kFloat64);
+  nn::init::orthogonal_(square, gen);
+  CHECK(gram_error(square, 1.0) < 1e-12);
+  CHECK(gram_error(square.transpose(0, 1), 1.0) < 1e-12);
+  // A convolution-shaped weight is viewed as (out, in * kernel).
+  Tensor conv = empty({4, 2, 3}, kFloat64);
+  nn::init::orthogonal_(conv, gen);
+  CHECK(gram_error(conv.reshape({4, 6}), 1.0) < 1e-12);
+  // Uniform over the orthogonal group: the diagonal is not always positive (as it would be if the
+  // signs were left to the factorisation).
+  int negative = 0;
+  for (int i = 0; i < 20; ++i) {
+    nn::init::orthogonal_(square, gen);
+    const std::vector<double> d = diagonal(square).to_vector<double>();
+    negative += std::any_of(d.begin(), d.end(), [](double x) { return x < 0.0; }) ? 1 : 0;
+  }
+  CHECK(negative > 5);
+  CHECK_THROWS_WITH_AS(nn::init::orthogonal_(empty({3}), gen),
+                       "init: orthogonal_ needs a tensor with at least 2 dimensions, got shape (3)", ShapeError);
 }

@@ -1,7 +1,7 @@
 // Unary math and activations: neg, pow, exp, log, expm1, log1p, sqrt, abs, tanh, sigmoid, sin, cos,
 // rsqrt, reciprocal, the roundings (sign, floor, ceil, round, trunc), the tests isnan, isinf and
-// isfinite, relu, gelu, silu and clamp, each forward followed by its backward. The loops are kernels/elementwise.h's
-// maps and kernels/unary.h's vectorised kernels.
+// isfinite, relu, gelu, silu and clamp, each forward followed by its backward. The loops are
+// kernels/elementwise.h's maps and kernels/unary.h's vectorised kernels.
 
 #include <cmath>
 #include <optional>
