@@ -30,14 +30,12 @@ void uniform_(const Tensor& t, double low, double high, Generator& gen) {
 void normal_(const Tensor& t, double mean, double std, Generator& gen) {
   assign(t, normal(t.shape(), mean, std, gen, t.dtype()));
 }
-void zeros_(const Tensor& t) {
+void constant_(const Tensor& t, double value) {
   NoGradGuard guard;
-  t.fill_(0.0);
+  t.fill_(value);
 }
-void ones_(const Tensor& t) {
-  NoGradGuard guard;
-  t.fill_(1.0);
-}
+void zeros_(const Tensor& t) { constant_(t, 0.0); }
+void ones_(const Tensor& t) { constant_(t, 1.0); }
 
 void xavier_uniform_(const Tensor& t, Generator& gen, double gain) {
   const auto [fan_in, fan_out] = fans(t);
@@ -69,11 +67,6 @@ void kaiming_uniform_(const Tensor& t, Generator& gen, double a, FanMode mode) {
 
 void kaiming_normal_(const Tensor& t, Generator& gen, double a, FanMode mode) {
   normal_(t, 0.0, kaiming_std(t, a, mode), gen);
-}
-
-void constant_(const Tensor& t, double value) {
-  NoGradGuard guard;
-  t.fill_(value);
 }
 
 void trunc_normal_(const Tensor& t, double mean, double std, double a, double b, Generator& gen) {

@@ -325,6 +325,16 @@ Tensor flip(const Tensor& x, const Dims& axes) {
   return copied ? out : x.clone();  // a copy in every case, as torch's
 }
 
+namespace {
+
+// out, or a copy of it when it still shares x's storage: roll and tile return a copy in every case,
+// as torch's, also when there was nothing to move or repeat.
+Tensor copy_unless_new(const Tensor& out, const Tensor& x) {
+  return out.impl()->storage == x.impl()->storage ? out.clone() : out;
+}
+
+}  // namespace
+
 Tensor roll(const Tensor& x, const Dims& shifts, const Dims& axes) {
   if (axes.size() == 0) {  // over the flattened tensor, then back to x's shape
     if (shifts.size() != 1) throw ValueError(message("roll: without axes, expected one shift, got ", shifts.str()));
@@ -346,7 +356,7 @@ Tensor roll(const Tensor& x, const Dims& shifts, const Dims& axes) {
                                0);
     out = index_select(out, a, from);
   }
-  return out.impl()->storage == x.impl()->storage ? out.clone() : out;  // a copy in every case, as torch's
+  return copy_unless_new(out, x);  // no shift left x itself
 }
 
 Tensor tile(const Tensor& x, const Dims& reps) {
@@ -367,8 +377,7 @@ Tensor tile(const Tensor& x, const Dims& reps) {
     expanded.push_back(in[i]);
     out.push_back(counts[i] * in[i]);
   }
-  const Tensor tiled = reshape(expand(reshape(x, interleaved), expanded), out);
-  return tiled.impl()->storage == x.impl()->storage ? tiled.clone() : tiled;  // a copy, also of reps all 1
+  return copy_unless_new(reshape(expand(reshape(x, interleaved), expanded), out), x);  // reps all 1: a view
 }
 
 namespace {
