@@ -235,24 +235,6 @@ TEST_CASE("module: load_state_dict converts float64 state into a float32 module 
   CHECK(b->first->scale.to_vector<float>() == before);
 }
 
-TEST_CASE("ops: no implicit type promotion, mixed dtypes throw TypeError, scalars take the tensor's dtype") {
-  const Tensor f32 = from_vector(std::vector<float>{1, 2}, {2});
-  const Tensor f64 = from_vector(std::vector<double>{1, 2}, {2});
-  const Tensor i64 = from_vector(std::vector<std::int64_t>{1, 2}, {2});
-  CHECK_THROWS_WITH_AS(f32 + f64, "add: dtype mismatch, float32 and float64", TypeError);
-  CHECK_THROWS_WITH_AS(f64 * f32, "mul: dtype mismatch, float64 and float32", TypeError);
-  CHECK_THROWS_WITH_AS(i64 + f32, "add: dtype mismatch, int64 and float32", TypeError);
-  CHECK_THROWS_WITH_AS(matmul(f32, f64), "matmul: dtype mismatch, float32 and float64", TypeError);
-  CHECK_THROWS_WITH_AS(eq(f32, f64), "eq: dtype mismatch, float32 and float64", TypeError);
-  CHECK_THROWS_WITH_AS(i64 + i64, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
-  CHECK_THROWS_WITH_AS(i64 + 2.5, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
-  CHECK((f32 + 2.5).dtype() == kFloat32);
-  CHECK((f64 * 2.5).dtype() == kFloat64);
-  CHECK(eq(i64, i64).dtype() == kBool);
-  // The explicit conversion is the way: float32 -> float64 then add.
-  check_values(f32.to(kFloat64) + f64, {2.0, 4.0});
-}
-
 TEST_CASE("module: named_generators lists each module's generators with hierarchical names, own first") {
   struct Noisy : nn::Module {
     Generator own{5};

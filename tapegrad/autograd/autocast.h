@@ -14,7 +14,7 @@
 // - precision-sensitive ops (softmax, log_softmax, logsumexp, layer_norm, rms_norm, the losses, sum,
 //   mean, exp, log) cast bfloat16 inputs to float32 and return float32;
 // - every other op follows its inputs: bfloat16 in, bfloat16 out; a bfloat16 and a float32 operand
-//   of one elementwise op meet in float32 (type promotion).
+//   of one elementwise op meet in float32 (type promotion, ops.h), unless the float32 one is 0-dim.
 // float64 is never touched: gradcheck runs as without autocast. The casts are ops on the tape (to),
 // so their gradients are cast back: a float32 leaf gets a float32 gradient. Backward runs with
 // autocast off, whatever scope it is called in: each backward formula runs in the dtypes its forward

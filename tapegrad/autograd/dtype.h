@@ -58,6 +58,17 @@ inline bool is_floating(DType dtype) {
   return dtype == DType::Float32 || dtype == DType::Float64 || dtype == DType::BFloat16;
 }
 
+// torch.promote_types: the smallest dtype that holds values of both, by category first (bool below
+// int64 below the floating types), then by width among the floating types (bfloat16 and float32
+// meet in float32, either and float64 in float64).
+inline DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  if (!is_floating(a)) return DType::Int64;  // bool and int64
+  if (a == DType::Float64 || b == DType::Float64) return DType::Float64;
+  return DType::Float32;  // bfloat16 and float32
+}
+
 // The C++ type stored for each dtype (Bool is stored as one byte).
 template <class T>
 constexpr DType dtype_of() {

@@ -3,14 +3,19 @@
 // methods. Binary elementwise ops broadcast their operands with NumPy's rules. Axis arguments
 // may be negative.
 //
-// Dtypes: there is no implicit type promotion. Every op taking two tensors (arithmetic,
-// maximum/minimum, comparisons, where, matmul, ...) requires both to have the same dtype and
-// throws TypeError otherwise ("add: dtype mismatch, float32 and float64"): float32 + float64 and
-// int64 + float32 throw, where torch would promote to float64 and float32. Convert explicitly with
-// .to(dtype). A C++ double operand (x + 2.5) takes the tensor's dtype, as a Python scalar does in
-// torch (float32 stays float32). Arithmetic and math need floating-point tensors: int64 + int64
-// and int64 + 2.5 throw TypeError (torch gives int64 and float32); comparisons accept any dtype,
-// integer tensors included, and return Bool.
+// Dtypes: the ops of two or more tensors (arithmetic, maximum/minimum, comparisons, where,
+// concat and stack) promote as PyTorch does: their operands meet in result_type(), by
+// promote_types (dtype.h: bool < int64 < bfloat16, float32 < float64) over the tensors with axes,
+// where a 0-dim tensor counts only when its category (bool, integer, floating) is higher: float32
+// (3,) + float64 (3,) is float64, float32 (3,) + float64 () is float32, int64 (3,) + float64 () is
+// float64. The conversions are recorded to()s, so each operand's gradient arrives in its own
+// dtype. Arithmetic on int64 stays int64 (wrapping around on overflow) and on bool stays bool (+
+// is or, * is and; - is a TypeError); div divides integers in float32 (true division, as torch's
+// /). Products do not promote: matmul, linear and the fused ops throw TypeError on mixed dtypes
+// ("matmul: dtype mismatch, float32 and float64"), as torch's do. A C++ double operand (x + 2.5)
+// takes the tensor's dtype, as a Python scalar does in torch (float32 stays float32), and needs a
+// floating-point tensor, as unary math does: int64 + 2.5 throws TypeError (torch gives float32).
+// Comparisons accept any dtypes and return Bool.
 //
 // Each op's backward lives right below its forward, in the file of its family (the loops over
 // raw buffers are in kernels/):
@@ -37,6 +42,12 @@
 #include "tapegrad/autograd/tensor.h"
 
 namespace tapegrad {
+
+// ---------------------------------------------------------------- type promotion
+// torch.result_type: the dtype the tensors of one op meet in (see Dtypes above). ValueError for no
+// tensors.
+DType result_type(const std::vector<Tensor>& tensors);
+DType result_type(const Tensor& a, const Tensor& b);
 
 // ---------------------------------------------------------------- elementwise arithmetic
 Tensor add(const Tensor& a, const Tensor& b);

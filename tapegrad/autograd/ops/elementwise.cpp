@@ -3,8 +3,12 @@
 // (contiguous, clone, to). Each forward is followed by its backward; the loops are
 // kernels/elementwise.h's maps. Unary math and activations are in ops/unary.cpp.
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "tapegrad/autograd/kernels/convert.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
@@ -20,37 +24,59 @@ using kernels::map;
 using kernels::map2;
 using kernels::map3;
 
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
-  if (a.dtype() != b.dtype())
-    throw TypeError(message(op, ": dtype mismatch, ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype())));
+int category(DType dtype) { return dtype == kBool ? 0 : (is_floating(dtype) ? 2 : 1); }
+
+// a and b converted to their result type: recorded to()s, so each gradient returns in its
+// operand's dtype.
+std::pair<Tensor, Tensor> promoted(const Tensor& a, const Tensor& b) {
+  const DType dtype = result_type(a, b);
+  return {a.to(dtype), b.to(dtype)};
 }
 
-// Type promotion: a bfloat16 operand beside a float32 or float64 one is widened to the other's
-// dtype (a recorded to()), which holds it exactly, as PyTorch promotes.
-bool promotes(const Tensor& a, const Tensor& b) {
-  if (a.dtype() == b.dtype()) return false;
-  if (a.dtype() == kBFloat16) return b.dtype() == kFloat32 || b.dtype() == kFloat64;
-  return b.dtype() == kBFloat16 && (a.dtype() == kFloat32 || a.dtype() == kFloat64);
-}
-Tensor promoted(const Tensor& t, const Tensor& other) { return t.dtype() == kBFloat16 ? t.to(other.dtype()) : t; }
-
-// The binary arithmetic ops share their shape and dtype checks; bfloat16 is computed in float32
-// and rounded.
+// The binary arithmetic ops share their shape checks and kernels, on operands of one dtype:
+// bfloat16 is computed in float32 and rounded, bool and int64 stay in their dtype. int64 wraps
+// around on overflow, as torch's does (computed in uint64, so without undefined behaviour), where
+// `wraps`; maximum and minimum compare.
 template <class F>
-Tensor arithmetic(const Tensor& a, const Tensor& b, const char* op, F f) {
-  check_same_dtype(a, b, op);
+Tensor arithmetic(const Tensor& a, const Tensor& b, const char* op, F f, bool wraps = true) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
-  return dispatch_floating_or_bf16(a.dtype(), op, [&](auto tag) {
+  return dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
+    if constexpr (std::is_same_v<T, std::int64_t>) {
+      if (wraps)
+        return map2<T, T>(a, b, shape, [f](T x, T y) {
+          return static_cast<T>(f(static_cast<std::uint64_t>(x), static_cast<std::uint64_t>(y)));
+        });
+    }
     return map2<T, T>(a, b, shape, [f](T x, T y) { return static_cast<T>(f(x, y)); });
   });
 }
 
 }  // namespace
 
+// ---------------------------------------------------------------- type promotion
+DType result_type(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw ValueError("result_type: expected at least one tensor");
+  // The dimensioned tensors' dtypes and the 0-dim ones' are promoted apart; the 0-dim ones count
+  // only when their category is higher.
+  std::optional<DType> dimensioned, zero_dim;
+  for (const Tensor& t : tensors) {
+    std::optional<DType>& tier = t.dim() ? dimensioned : zero_dim;
+    tier = tier ? promote_types(*tier, t.dtype()) : t.dtype();
+  }
+  if (!dimensioned) return *zero_dim;
+  if (!zero_dim || category(*zero_dim) <= category(*dimensioned)) return *dimensioned;
+  return promote_types(*dimensioned, *zero_dim);
+}
+
+DType result_type(const Tensor& a, const Tensor& b) { return result_type(std::vector<Tensor>{a, b}); }
+
 // ---------------------------------------------------------------- arithmetic
 Tensor add(const Tensor& a, const Tensor& b) {
-  if (promotes(a, b)) return add(promoted(a, b), promoted(b, a));
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return add(x, y);
+  }
   Tensor out = arithmetic(a, b, "add", [](auto x, auto y) { return x + y; });
   if (any_requires_grad({&a, &b}))
     record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> TensorList {
@@ -60,7 +86,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  if (promotes(a, b)) return sub(promoted(a, b), promoted(b, a));
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return sub(x, y);
+  }
+  if (a.dtype() == kBool)
+    throw TypeError("sub: subtraction of bool tensors is not supported; invert a mask with logical_not");
   Tensor out = arithmetic(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (any_requires_grad({&a, &b}))
     record("sub", out, {a, b},
@@ -71,7 +102,10 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  if (promotes(a, b)) return mul(promoted(a, b), promoted(b, a));
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return mul(x, y);
+  }
   Tensor out = arithmetic(a, b, "mul", [](auto x, auto y) { return x * y; });
   if (any_requires_grad({&a, &b}))
     record("mul", out, {a, b},
@@ -85,7 +119,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (promotes(a, b)) return div(promoted(a, b), promoted(b, a));
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return div(x, y);
+  }
+  if (!is_floating(a.dtype())) return div(a.to(kFloat32), b.to(kFloat32));  // true division, as torch's
   Tensor out = arithmetic(a, b, "div", [](auto x, auto y) { return x / y; });
   if (any_requires_grad({&a, &b}))
     record("div", out, {a, b},
@@ -143,7 +181,12 @@ namespace {
 
 // maximum and minimum: the gradient goes to the chosen operand, half to each on a tie.
 Tensor extremum(const Tensor& a, const Tensor& b, const char* op, bool take_max) {
-  Tensor out = arithmetic(a, b, op, [take_max](auto x, auto y) { return (x > y) == take_max ? x : (x == y ? x : y); });
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return extremum(x, y, op, take_max);
+  }
+  Tensor out = arithmetic(
+      a, b, op, [take_max](auto x, auto y) { return (x > y) == take_max ? x : (x == y ? x : y); }, false);
   if (any_requires_grad({&a, &b}))
     record(op, out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b), take_max](const Tensor& g) -> TensorList {
       // The shares are piecewise constant in a and b: constants to a gradient of the gradient.
@@ -168,7 +211,10 @@ namespace {
 
 template <class F>
 Tensor compare(const Tensor& a, const Tensor& b, const char* op, F f) {
-  check_same_dtype(a, b, op);
+  if (a.dtype() != b.dtype()) {
+    const DType dtype = result_type(a, b);
+    return compare(a.detach().to(dtype), b.detach().to(dtype), op, f);
+  }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   return dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -254,7 +300,10 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 // ---------------------------------------------------------------- selection
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   check_bool(condition, "where", "the condition");
-  check_same_dtype(a, b, "where");
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return where(condition, x, y);
+  }
   const Shape shape = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor out = dispatch_all(a.dtype(), [&](auto tag) {
     using T = decltype(tag);

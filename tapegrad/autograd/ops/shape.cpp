@@ -2,6 +2,7 @@
 // narrow, slice, select, expand, squeeze, unsqueeze), flip, and the joins that copy (concat, stack).
 // A view's backward maps the gradient back onto the input's shape.
 
+#include <algorithm>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -407,17 +408,12 @@ Tensor triu(const Tensor& x, std::int64_t diagonal) { return triangle(x, diagona
 
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
   if (tensors.empty()) throw ValueError("concat: expected at least one tensor");
-  // Type promotion: bfloat16 beside float32 or float64 is widened to the widest of them.
-  bool any_bf16 = false;
-  DType widest = kBFloat16;
-  for (const Tensor& t : tensors) {
-    if (t.dtype() == kBFloat16) any_bf16 = true;
-    else if (t.dtype() == kFloat64 || (t.dtype() == kFloat32 && widest != kFloat64)) widest = t.dtype();
-  }
-  if (any_bf16 && widest != kBFloat16) {
+  // Type promotion: the tensors meet in their result type (recorded to()s).
+  const DType dtype = result_type(tensors);
+  if (std::any_of(tensors.begin(), tensors.end(), [dtype](const Tensor& t) { return t.dtype() != dtype; })) {
     std::vector<Tensor> promoted;
     promoted.reserve(tensors.size());
-    for (const Tensor& t : tensors) promoted.push_back(t.dtype() == kBFloat16 ? t.to(widest) : t);
+    for (const Tensor& t : tensors) promoted.push_back(t.to(dtype));
     return concat(promoted, axis);
   }
   const Tensor& first = tensors.front();
@@ -427,9 +423,6 @@ Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis) {
   shape[a] = 0;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    if (t.dtype() != first.dtype())
-      throw TypeError("concat: tensor " + str(static_cast<std::int64_t>(i)) + " is " + dtype_name(t.dtype()) +
-                      ", tensor 0 is " + dtype_name(first.dtype()));
     bool fits = t.dim() == first.dim();
     for (int d = 0; fits && d < t.dim(); ++d) fits = d == a || t.shape()[d] == first.shape()[d];
     if (!fits)

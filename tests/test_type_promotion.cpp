@@ -1,0 +1,176 @@
+// Type promotion: the dtypes that ops of several tensors meet in, as torch.result_type gives them
+// (the table below was read off PyTorch 1.13), the values computed in that dtype, gradients back in
+// each operand's own dtype, integer and bool arithmetic, and the ops that do not promote.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_values;
+
+namespace {
+
+// A tensor of `dtype` holding 1, 2, 3 (shape (3,)) or 2 (0-dim).
+Tensor operand(DType dtype, bool zero_dim) {
+  const Tensor t = zero_dim ? scalar_tensor(2.0, kFloat64) : tensor({1.0, 2.0, 3.0}, kFloat64);
+  return dtype == kBool ? gt(t, 0.0) : t.to(dtype);
+}
+
+struct Case {
+  DType a;
+  bool a_zero_dim;
+  DType b;
+  bool b_zero_dim;
+  DType expected;  // torch.result_type, from PyTorch 1.13
+};
+
+}  // namespace
+
+TEST_CASE("promotion: promote_types orders bool, int64 and the floating types as torch's") {
+  CHECK(promote_types(kFloat32, kFloat64) == kFloat64);
+  CHECK(promote_types(kBFloat16, kFloat32) == kFloat32);
+  CHECK(promote_types(kFloat64, kBFloat16) == kFloat64);
+  CHECK(promote_types(kInt64, kBFloat16) == kBFloat16);
+  CHECK(promote_types(kInt64, kFloat32) == kFloat32);
+  CHECK(promote_types(kBool, kInt64) == kInt64);
+  CHECK(promote_types(kBool, kFloat64) == kFloat64);
+  CHECK(promote_types(kBool, kBool) == kBool);
+  for (const DType a : {kBool, kInt64, kBFloat16, kFloat32, kFloat64})
+    for (const DType b : {kBool, kInt64, kBFloat16, kFloat32, kFloat64})
+      CHECK(promote_types(a, b) == promote_types(b, a));
+}
+
+TEST_CASE("promotion: result_type and the ops follow torch's table, 0-dim tensors included") {
+  const std::vector<Case> cases = {
+      {kFloat32, false, kFloat64, false, kFloat64},   {kFloat32, false, kFloat64, true, kFloat32},
+      {kInt64, false, kFloat32, false, kFloat32},     {kInt64, false, kFloat64, true, kFloat64},
+      {kBool, false, kFloat32, false, kFloat32},      {kBool, false, kInt64, false, kInt64},
+      {kBFloat16, false, kFloat32, false, kFloat32},  {kBFloat16, false, kFloat32, true, kBFloat16},
+      {kBFloat16, true, kFloat32, false, kFloat32},   {kBFloat16, true, kInt64, false, kBFloat16},
+      {kFloat64, true, kFloat32, true, kFloat64},     {kInt64, true, kFloat32, false, kFloat32},
+      {kBool, false, kInt64, true, kInt64},           {kBool, true, kFloat32, false, kFloat32},
+      {kFloat64, true, kBFloat16, false, kBFloat16},  {kBFloat16, false, kFloat64, false, kFloat64},
+      {kInt64, false, kBool, true, kInt64},           {kBool, false, kBool, true, kBool},
+  };
+  const Tensor condition = from_vector(std::vector<bool>{true, false, true}, {3});
+  for (const Case& c : cases) {
+    const Tensor a = operand(c.a, c.a_zero_dim), b = operand(c.b, c.b_zero_dim);
+    CAPTURE(dtype_name(c.a));
+    CAPTURE(c.a_zero_dim);
+    CAPTURE(dtype_name(c.b));
+    CAPTURE(c.b_zero_dim);
+    CHECK(result_type(a, b) == c.expected);
+    CHECK(result_type(b, a) == c.expected);
+    CHECK((a + b).dtype() == c.expected);
+    CHECK((b * a).dtype() == c.expected);
+    CHECK(maximum(a, b).dtype() == c.expected);
+    CHECK(minimum(b, a).dtype() == c.expected);
+    CHECK(where(condition, a, b).dtype() == c.expected);
+    CHECK(eq(a, b).dtype() == kBool);
+    // Division is true division: integer and bool operands divide in float32.
+    CHECK((a / b).dtype() == (is_floating(c.expected) ? c.expected : kFloat32));
+  }
+}
+
+TEST_CASE("promotion: values are computed in the promoted dtype") {
+  const Tensor f32 = from_vector(std::vector<float>{0.1f, 1.5f, -2.25f}, {3});
+  const Tensor f64 = tensor({0.2, 0.25, 1e-12}, kFloat64);
+  const Tensor sum = f32 + f64;
+  REQUIRE(sum.dtype() == kFloat64);
+  // float32 0.1 widened exactly, then added in float64: 1e-12 survives, as it would not in float32.
+  check_values(sum, {static_cast<double>(0.1f) + 0.2, 1.75, -2.25 + 1e-12}, 1e-15);
+  const Tensor ids = tensor({3, -1, 7}, kInt64);
+  check_values(ids * f32, {3 * 0.1f, -1.5f, 7 * -2.25f}, 1e-15);
+  CHECK((ids * f32).dtype() == kFloat32);
+  // A 0-dim float64 does not widen a float32 tensor: the product is float32, rounded as float32's.
+  const Tensor third = scalar_tensor(1.0 / 3.0, kFloat64);
+  const Tensor scaled = f32 * third;
+  REQUIRE(scaled.dtype() == kFloat32);
+  CHECK(scaled.to_vector<float>() ==
+        std::vector<float>{0.1f * static_cast<float>(1.0 / 3.0), 1.5f * static_cast<float>(1.0 / 3.0),
+                           -2.25f * static_cast<float>(1.0 / 3.0)});
+  // Comparisons compare in the promoted dtype: float32 0.1 is not float64 0.1.
+  CHECK(eq(f32, tensor({0.1, 1.5, -2.25}, kFloat64)).to_vector<int>() == std::vector<int>{0, 1, 1});
+  CHECK(lt(ids, f32).to_vector<int>() == std::vector<int>{0, 1, 0});
+  // where and concat take every operand's values in the promoted dtype.
+  const Tensor mask = from_vector(std::vector<bool>{false, true, false}, {3});
+  check_values(where(mask, ids, f64), {0.2, -1.0, 1e-12}, 1e-15);
+  const Tensor joined = concat({ids, f32, f64}, 0);
+  REQUIRE(joined.dtype() == kFloat64);
+  check_values(joined, {3, -1, 7, static_cast<double>(0.1f), 1.5, -2.25, 0.2, 0.25, 1e-12}, 1e-15);
+  CHECK(stack({ids, f32}, 0).dtype() == kFloat32);
+  CHECK(stack({scalar_tensor(1.0, kFloat32), scalar_tensor(2.0, kFloat64)}, 0).dtype() == kFloat64);
+}
+
+TEST_CASE("promotion: gradients return to each operand in its own dtype") {
+  const Tensor a = from_vector(std::vector<float>{0.5f, -1.25f}, {2}).requires_grad_();
+  const Tensor b = tensor({2.0, 4.0}, kFloat64).requires_grad_();
+  const Tensor c = scalar_tensor(3.0, kFloat64).requires_grad_();
+  const Tensor loss = (a * b + a / b).sum() + (a * c).sum() + maximum(a, b).sum() + where(gt(b, 3.0), a, b).sum();
+  CHECK(loss.dtype() == kFloat64);
+  loss.backward();
+  REQUIRE(a.grad().defined());
+  REQUIRE(b.grad().defined());
+  REQUIRE(c.grad().defined());
+  CHECK(a.grad().dtype() == kFloat32);
+  CHECK(b.grad().dtype() == kFloat64);
+  CHECK(c.grad().dtype() == kFloat64);
+  // d/da: b + 1/b + c + [a > b] + [b > 3];  d/db: a - a/b^2 + [b >= a] + [b <= 3];  d/dc: sum a.
+  check_values(a.grad(), {2.0 + 0.5 + 3.0 + 0.0 + 0.0, 4.0 + 0.25 + 3.0 + 0.0 + 1.0});
+  check_values(b.grad(), {0.5 - 0.5 / 4.0 + 1.0 + 1.0, -1.25 + 1.25 / 16.0 + 1.0 + 0.0});
+  check_values(c.grad(), {0.5 - 1.25});
+  // float64 gradcheck through a promotion: the float64 operand is checked, the float32 one is fixed.
+  const Tensor fixed = from_vector(std::vector<float>{0.75f, -0.5f, 2.0f}, {3});
+  testing::check_gradients([&](const TensorList& t) { return t[0] * fixed + concat({fixed, t[0]}, 0).sum(); },
+                           {tensor({0.3, -1.1, 0.6}, kFloat64)});
+}
+
+TEST_CASE("promotion: int64 and bool arithmetic stay in their dtype, as torch's") {
+  const Tensor i = tensor({7, -3, 4}, kInt64), j = tensor({2, 5, -4}, kInt64);
+  CHECK((i + j).dtype() == kInt64);
+  CHECK((i + j).to_vector<std::int64_t>() == std::vector<std::int64_t>{9, 2, 0});
+  CHECK((i - j).to_vector<std::int64_t>() == std::vector<std::int64_t>{5, -8, 8});
+  CHECK((i * j).to_vector<std::int64_t>() == std::vector<std::int64_t>{14, -15, -16});
+  CHECK(maximum(i, j).to_vector<std::int64_t>() == std::vector<std::int64_t>{7, 5, 4});
+  CHECK(minimum(i, j).to_vector<std::int64_t>() == std::vector<std::int64_t>{2, -3, -4});
+  const Tensor quotient = i / j;
+  CHECK(quotient.dtype() == kFloat32);
+  check_values(quotient, {3.5, -0.6, -1.0}, 1e-7);
+  // int64 wraps around on overflow, as torch's does.
+  const Tensor big = from_vector(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max()}, {1});
+  CHECK((big + from_vector(std::vector<std::int64_t>{1}, {1})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
+  CHECK((big * from_vector(std::vector<std::int64_t>{2}, {1})).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{-2});
+  // bool: + is or, * is and, maximum and minimum too; bool with int64 counts in int64.
+  const Tensor p = from_vector(std::vector<bool>{true, true, false, false}, {4});
+  const Tensor q = from_vector(std::vector<bool>{true, false, true, false}, {4});
+  CHECK((p + q).dtype() == kBool);
+  CHECK((p + q).to_vector<int>() == std::vector<int>{1, 1, 1, 0});
+  CHECK((p * q).to_vector<int>() == std::vector<int>{1, 0, 0, 0});
+  CHECK(maximum(p, q).to_vector<int>() == std::vector<int>{1, 1, 1, 0});
+  CHECK(minimum(p, q).to_vector<int>() == std::vector<int>{1, 0, 0, 0});
+  CHECK((p + tensor({1, 1, 1, 1}, kInt64)).to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 2, 1, 1});
+  CHECK((p / q).dtype() == kFloat32);
+}
+
+TEST_CASE("promotion: what does not promote throws a TypeError naming the op and the dtypes") {
+  const Tensor f32 = from_vector(std::vector<float>{1, 2}, {2});
+  const Tensor f64 = tensor({1.0, 2.0}, kFloat64);
+  const Tensor i64 = tensor({1, 2}, kInt64);
+  const Tensor mask = from_vector(std::vector<bool>{true, false}, {2});
+  CHECK_THROWS_WITH_AS(mask - mask, "sub: subtraction of bool tensors is not supported; invert a mask with logical_not",
+                       TypeError);
+  CHECK_THROWS_WITH_AS(matmul(f32, f64), "matmul: dtype mismatch, float32 and float64", TypeError);
+  CHECK_THROWS_WITH_AS(i64 + 2.5, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+  CHECK_THROWS_WITH_AS(result_type({}), "result_type: expected at least one tensor", ValueError);
+  // A C++ number takes the tensor's dtype.
+  CHECK((f32 + 2.5).dtype() == kFloat32);
+  CHECK((f64 * 2.5).dtype() == kFloat64);
+  CHECK(eq(i64, 1.0).dtype() == kBool);
+}
