@@ -282,6 +282,26 @@ TEST_CASE("reduce: cumsum carries float32 sums in double, counts Bool in int64, 
   check_values(b, {0.5, 0.75, 0.875}, 1e-15);
 }
 
+TEST_CASE("reduce: sum counts Bool in int64 and keeps int64, as torch's, mean wants floating point") {
+  const Tensor pred = tensor({{0, 2, 1}, {1, 1, 0}}, kInt64), labels = tensor({{0, 1, 1}, {1, 1, 1}}, kInt64);
+  const Tensor correct = eq(pred, labels).sum();
+  CHECK(correct.dtype() == kInt64);
+  CHECK(correct.dim() == 0);
+  CHECK(correct.item() == 4.0);
+  const Tensor by_row = eq(pred, labels).sum({1}, true);
+  CHECK(by_row.shape() == Shape{2, 1});
+  CHECK(by_row.to_vector<std::int64_t>() == std::vector<std::int64_t>{2, 2});
+  // int64 over a strided view, a large enough tensor to take the pool's path, and negatives.
+  CHECK(sum(pred.transpose(0, 1), {1}).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 3, 1});
+  const Tensor big = arange(100000).reshape({1000, 100}) - 50000;
+  const Tensor column_sums = sum(big, {0});
+  CHECK(column_sums.dtype() == kInt64);
+  // column c holds 100 i + c - 50000 for i < 1000: 100 * 499500 + 1000 (c - 50000).
+  CHECK(column_sums.narrow(0, 7, 1).item() == 100.0 * 499500 + 1000.0 * (7 - 50000));
+  CHECK(sum(big).item() == static_cast<double>(99999) * 100000 / 2 - 50000.0 * 100000);
+  CHECK_THROWS_WITH_AS(mean(pred), doctest::Contains("mean"), TypeError);
+}
+
 TEST_CASE("reduce: cumsum gradients (float64 gradcheck) and errors") {
   Generator gen(7);
   const Tensor x = randn({3, 4, 2}, gen, kFloat64);

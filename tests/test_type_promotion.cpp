@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "tests/testing.h"
@@ -47,15 +48,15 @@ TEST_CASE("promotion: promote_types orders bool, int64 and the floating types as
 
 TEST_CASE("promotion: result_type and the ops follow torch's table, 0-dim tensors included") {
   const std::vector<Case> cases = {
-      {kFloat32, false, kFloat64, false, kFloat64},   {kFloat32, false, kFloat64, true, kFloat32},
-      {kInt64, false, kFloat32, false, kFloat32},     {kInt64, false, kFloat64, true, kFloat64},
-      {kBool, false, kFloat32, false, kFloat32},      {kBool, false, kInt64, false, kInt64},
-      {kBFloat16, false, kFloat32, false, kFloat32},  {kBFloat16, false, kFloat32, true, kBFloat16},
-      {kBFloat16, true, kFloat32, false, kFloat32},   {kBFloat16, true, kInt64, false, kBFloat16},
-      {kFloat64, true, kFloat32, true, kFloat64},     {kInt64, true, kFloat32, false, kFloat32},
-      {kBool, false, kInt64, true, kInt64},           {kBool, true, kFloat32, false, kFloat32},
-      {kFloat64, true, kBFloat16, false, kBFloat16},  {kBFloat16, false, kFloat64, false, kFloat64},
-      {kInt64, false, kBool, true, kInt64},           {kBool, false, kBool, true, kBool},
+      {kFloat32, false, kFloat64, false, kFloat64},  {kFloat32, false, kFloat64, true, kFloat32},
+      {kInt64, false, kFloat32, false, kFloat32},    {kInt64, false, kFloat64, true, kFloat64},
+      {kBool, false, kFloat32, false, kFloat32},     {kBool, false, kInt64, false, kInt64},
+      {kBFloat16, false, kFloat32, false, kFloat32}, {kBFloat16, false, kFloat32, true, kBFloat16},
+      {kBFloat16, true, kFloat32, false, kFloat32},  {kBFloat16, true, kInt64, false, kBFloat16},
+      {kFloat64, true, kFloat32, true, kFloat64},    {kInt64, true, kFloat32, false, kFloat32},
+      {kBool, false, kInt64, true, kInt64},          {kBool, true, kFloat32, false, kFloat32},
+      {kFloat64, true, kBFloat16, false, kBFloat16}, {kBFloat16, false, kFloat64, false, kFloat64},
+      {kInt64, false, kBool, true, kInt64},          {kBool, false, kBool, true, kBool},
   };
   const Tensor condition = from_vector(std::vector<bool>{true, false, true}, {3});
   for (const Case& c : cases) {
@@ -91,9 +92,9 @@ TEST_CASE("promotion: values are computed in the promoted dtype") {
   const Tensor third = scalar_tensor(1.0 / 3.0, kFloat64);
   const Tensor scaled = f32 * third;
   REQUIRE(scaled.dtype() == kFloat32);
-  CHECK(scaled.to_vector<float>() ==
-        std::vector<float>{0.1f * static_cast<float>(1.0 / 3.0), 1.5f * static_cast<float>(1.0 / 3.0),
-                           -2.25f * static_cast<float>(1.0 / 3.0)});
+  CHECK(scaled.to_vector<float>() == std::vector<float>{0.1f * static_cast<float>(1.0 / 3.0),
+                                                        1.5f * static_cast<float>(1.0 / 3.0),
+                                                        -2.25f * static_cast<float>(1.0 / 3.0)});
   // Comparisons compare in the promoted dtype: float32 0.1 is not float64 0.1.
   CHECK(eq(f32, tensor({0.1, 1.5, -2.25}, kFloat64)).to_vector<int>() == std::vector<int>{0, 1, 1});
   CHECK(lt(ids, f32).to_vector<int>() == std::vector<int>{0, 1, 0});
@@ -126,8 +127,11 @@ TEST_CASE("promotion: gradients return to each operand in its own dtype") {
   check_values(c.grad(), {0.5 - 1.25});
   // float64 gradcheck through a promotion: the float64 operand is checked, the float32 one is fixed.
   const Tensor fixed = from_vector(std::vector<float>{0.75f, -0.5f, 2.0f}, {3});
-  testing::check_gradients([&](const TensorList& t) { return t[0] * fixed + concat({fixed, t[0]}, 0).sum(); },
-                           {tensor({0.3, -1.1, 0.6}, kFloat64)});
+  testing::check_gradients(
+      [&](const TensorList& t) {
+        return t[0] * fixed + concat({fixed, t[0]}, 0).sum();
+      },
+      {tensor({0.3, -1.1, 0.6}, kFloat64)});
 }
 
 TEST_CASE("promotion: int64 and bool arithmetic stay in their dtype, as torch's") {
@@ -164,13 +168,54 @@ TEST_CASE("promotion: what does not promote throws a TypeError naming the op and
   const Tensor f64 = tensor({1.0, 2.0}, kFloat64);
   const Tensor i64 = tensor({1, 2}, kInt64);
   const Tensor mask = from_vector(std::vector<bool>{true, false}, {2});
-  CHECK_THROWS_WITH_AS(mask - mask, "sub: subtraction of bool tensors is not supported; invert a mask with logical_not",
-                       TypeError);
+  // Subtraction with a bool tensor is refused whatever the other operand, as torch's.
+  const char* const refused = "subtraction with a bool tensor is not supported; invert a mask with logical_not";
+  CHECK_THROWS_WITH_AS(mask - mask, (std::string("sub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(mask - f32, (std::string("sub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(f64 - mask, (std::string("sub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(mask - 1, (std::string("sub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(mask - 0.5, (std::string("sub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(1 - mask, (std::string("rsub: ") + refused).c_str(), TypeError);
+  CHECK_THROWS_WITH_AS(0.5 - mask, (std::string("rsub: ") + refused).c_str(), TypeError);
   CHECK_THROWS_WITH_AS(matmul(f32, f64), "matmul: dtype mismatch, float32 and float64", TypeError);
-  CHECK_THROWS_WITH_AS(i64 + 2.5, "add: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+  CHECK_THROWS_WITH_AS(exp(i64), "exp: expected a floating-point tensor (float32 or float64), got int64", TypeError);
   CHECK_THROWS_WITH_AS(result_type({}), "result_type: expected at least one tensor", ValueError);
-  // A C++ number takes the tensor's dtype.
+}
+
+TEST_CASE("promotion: C++ numbers take a floating tensor's dtype, integral tensors stay integral with integers") {
+  const Tensor f32 = from_vector(std::vector<float>{1.5f, -2}, {2});
+  const Tensor f64 = tensor({1.5, -2.0}, kFloat64);
+  const Tensor ids = tensor({7, -3}, kInt64);
+  const Tensor mask = from_vector(std::vector<bool>{true, false}, {2});
   CHECK((f32 + 2.5).dtype() == kFloat32);
   CHECK((f64 * 2.5).dtype() == kFloat64);
-  CHECK(eq(i64, 1.0).dtype() == kBool);
+  CHECK((f32 + 1).dtype() == kFloat32);
+  check_values(f32 * 2, {3.0, -4.0});
+  check_values(3 - f64, {1.5, 5.0});
+  CHECK((2 * f64).dtype() == kFloat64);
+  // int64 with an integer: int64.
+  const auto values = [](const Tensor& t) {
+    CHECK(t.dtype() == kInt64);
+    return t.to_vector<std::int64_t>();
+  };
+  CHECK(values(ids + 1) == std::vector<std::int64_t>{8, -2});
+  CHECK(values(1 + ids) == std::vector<std::int64_t>{8, -2});
+  CHECK(values(ids - std::int64_t{3}) == std::vector<std::int64_t>{4, -6});
+  CHECK(values(5 - ids) == std::vector<std::int64_t>{-2, 8});
+  CHECK(values(ids * 2) == std::vector<std::int64_t>{14, -6});
+  CHECK(values(2u * ids) == std::vector<std::int64_t>{14, -6});
+  CHECK(values(add(ids, 10)) == std::vector<std::int64_t>{17, 7});
+  // bool with an integer counts in int64.
+  CHECK(values(mask + 1) == std::vector<std::int64_t>{2, 1});
+  CHECK(values(mask * 3) == std::vector<std::int64_t>{3, 0});
+  const Tensor big = from_vector(std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max()}, {1});
+  CHECK(values(big + 1) == std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::min()});
+  // int64 or bool with a double, and division: float32.
+  for (const Tensor& t : {ids + 2.5, ids * 0.5, ids / 2, 1.0 / ids, mask + 0.5, mask * 0.5, ids - 0.5, 0.5 - ids})
+    CHECK(t.dtype() == kFloat32);
+  check_values(ids / 2, {3.5, -1.5});
+  check_values(ids + 2.5, {9.5, -0.5});
+  check_values(1.0 / ids, {1.0 / 7, -1.0 / 3});
+  check_values(mask + 0.5, {1.5, 0.5});
+  CHECK(eq(ids, 7).to_vector<int>() == std::vector<int>{1, 0});
 }

@@ -10,12 +10,14 @@
 // (3,) + float64 (3,) is float64, float32 (3,) + float64 () is float32, int64 (3,) + float64 () is
 // float64. The conversions are recorded to()s, so each operand's gradient arrives in its own
 // dtype. Arithmetic on int64 stays int64 (wrapping around on overflow) and on bool stays bool (+
-// is or, * is and; - is a TypeError); div divides integers in float32 (true division, as torch's
-// /). Products do not promote: matmul, linear and the fused ops throw TypeError on mixed dtypes
-// ("matmul: dtype mismatch, float32 and float64"), as torch's do. A C++ double operand (x + 2.5)
-// takes the tensor's dtype, as a Python scalar does in torch (float32 stays float32), and needs a
-// floating-point tensor, as unary math does: int64 + 2.5 throws TypeError (torch gives float32).
-// Comparisons accept any dtypes and return Bool.
+// is or, * is and); subtraction with a bool tensor is a TypeError, whatever the other operand, and
+// div divides integers in float32 (true division), as torch's. Products do not promote: matmul, linear and the fused
+// ops throw TypeError on mixed dtypes
+// ("matmul: dtype mismatch, float32 and float64"), as torch's do. A C++ number takes a floating
+// tensor's dtype, as a Python scalar does in torch (float32 + 2.5 stays float32); with an int64 or
+// bool tensor, a double gives float32 (int64 + 2.5) and an integer stays integral (int64 + 1, see
+// the integer operands below), as torch's. Unary math needs floating-point tensors. Comparisons
+// accept any dtypes and return Bool.
 //
 // Each op's backward lives right below its forward, in the file of its family (the loops over
 // raw buffers are in kernels/):
@@ -35,6 +37,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -63,6 +66,59 @@ Tensor rdiv(double a, const Tensor& b);  // a / b
 Tensor neg(const Tensor& x);
 Tensor maximum(const Tensor& a, const Tensor& b);  // gradient split evenly on ties
 Tensor minimum(const Tensor& a, const Tensor& b);
+
+// An integer C++ operand (x + 1, 2 * ids): an int64 or bool tensor stays integral (bool becomes
+// int64, wrapping around as int64 arithmetic does), as torch's tensor + Python int; a floating
+// tensor takes the number as a double. Division has no integer form: ids / 2 is true division,
+// float32.
+namespace detail {
+template <class I>
+using if_integer = std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int>;
+Tensor add_integer(const Tensor& a, std::int64_t b);
+Tensor sub_integer(const Tensor& a, std::int64_t b);
+Tensor rsub_integer(std::int64_t a, const Tensor& b);
+Tensor mul_integer(const Tensor& a, std::int64_t b);
+}  // namespace detail
+template <class I, detail::if_integer<I> = 0>
+Tensor add(const Tensor& a, I b) {
+  return detail::add_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor sub(const Tensor& a, I b) {
+  return detail::sub_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor rsub(I a, const Tensor& b) {
+  return detail::rsub_integer(static_cast<std::int64_t>(a), b);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor mul(const Tensor& a, I b) {
+  return detail::mul_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator+(const Tensor& a, I b) {
+  return add(a, b);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator-(const Tensor& a, I b) {
+  return sub(a, b);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator*(const Tensor& a, I b) {
+  return mul(a, b);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator+(I a, const Tensor& b) {
+  return add(b, a);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator-(I a, const Tensor& b) {
+  return rsub(a, b);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator*(I a, const Tensor& b) {
+  return mul(b, a);
+}
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -143,6 +199,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
 // ---------------------------------------------------------------- reductions
 // An empty axis list reduces over every axis. keepdim keeps reduced axes with size 1.
+// sum of int64 is int64 and of Bool counts in int64 ((pred == labels).sum()), as torch's; mean
+// wants floating point, as torch's.
 Tensor sum(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // Largest (smallest) value; the gradient is shared evenly among tied maxima (minima).

@@ -24,6 +24,12 @@ using kernels::map;
 using kernels::map2;
 using kernels::map3;
 
+// torch refuses subtraction with a bool tensor, whatever the other operand.
+void check_not_bool_sub(const Tensor& t, const char* op) {
+  if (t.dtype() == kBool)
+    throw TypeError(message(op, ": subtraction with a bool tensor is not supported; invert a mask with logical_not"));
+}
+
 int category(DType dtype) { return dtype == kBool ? 0 : (is_floating(dtype) ? 2 : 1); }
 
 // a and b converted to their result type: recorded to()s, so each gradient returns in its
@@ -86,12 +92,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  check_not_bool_sub(a, "sub");
+  check_not_bool_sub(b, "sub");
   if (a.dtype() != b.dtype()) {
     const auto [x, y] = promoted(a, b);
     return sub(x, y);
   }
-  if (a.dtype() == kBool)
-    throw TypeError("sub: subtraction of bool tensors is not supported; invert a mask with logical_not");
   Tensor out = arithmetic(a, b, "sub", [](auto x, auto y) { return x - y; });
   if (any_requires_grad({&a, &b}))
     record("sub", out, {a, b},
@@ -139,32 +145,46 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
+  if (!is_floating(a.dtype()))
+    return add(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
   Tensor out = floating_map(a, "add", [b](auto x) { return x + b; });
   if (any_requires_grad({&a})) record("add", out, {a}, [](const Tensor& g) -> TensorList { return {g}; });
   return out;
 }
 
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor sub(const Tensor& a, double b) {
+  check_not_bool_sub(a, "sub");
+  return add(a, -b);
+}
 
 Tensor rsub(double a, const Tensor& b) {
+  check_not_bool_sub(b, "rsub");
+  if (!is_floating(b.dtype()))
+    return rsub(a, b.to(kFloat32));  // an integral tensor with a C++ double: float32, as torch's
   Tensor out = floating_map(b, "rsub", [a](auto x) { return a - x; });
   if (any_requires_grad({&b})) record("rsub", out, {b}, [](const Tensor& g) -> TensorList { return {neg(g)}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
+  if (!is_floating(a.dtype()))
+    return mul(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
   Tensor out = floating_map(a, "mul", [b](auto x) { return x * b; });
   if (any_requires_grad({&a})) record("mul", out, {a}, [b](const Tensor& g) -> TensorList { return {g * b}; });
   return out;
 }
 
 Tensor div(const Tensor& a, double b) {
+  if (!is_floating(a.dtype()))
+    return div(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
   Tensor out = floating_map(a, "div", [b](auto x) { return x / b; });
   if (any_requires_grad({&a})) record("div", out, {a}, [b](const Tensor& g) -> TensorList { return {g / b}; });
   return out;
 }
 
 Tensor rdiv(double a, const Tensor& b) {
+  if (!is_floating(b.dtype()))
+    return rdiv(a, b.to(kFloat32));  // an integral tensor with a C++ double: float32, as torch's
   Tensor out = floating_map(b, "rdiv", [a](auto x) { return a / x; });
   if (any_requires_grad({&b}))
     record("rdiv", out, {b}, [sy = SavedTensor::output(out), sb = SavedTensor(b)](const Tensor& g) -> TensorList {
@@ -340,6 +360,43 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
            [mask = SavedTensor(mask)](const Tensor& g) -> TensorList { return {masked_fill(g, mask.unpack(), 0.0)}; });
   return out;
 }
+
+// ---------------------------------------------------------------- integer operands
+namespace detail {
+namespace {
+
+// integral(a) op b in int64, wrapping around (computed in uint64); a bool tensor counts as int64.
+template <class F>
+Tensor integer_map(const Tensor& a, F f) {
+  return map<std::int64_t, std::int64_t>(
+      a.to(kInt64), [f](std::int64_t x) { return static_cast<std::int64_t>(f(static_cast<std::uint64_t>(x))); });
+}
+
+}  // namespace
+
+Tensor add_integer(const Tensor& a, std::int64_t b) {
+  if (is_floating(a.dtype())) return add(a, static_cast<double>(b));
+  return integer_map(a, [u = static_cast<std::uint64_t>(b)](std::uint64_t x) { return x + u; });
+}
+
+Tensor sub_integer(const Tensor& a, std::int64_t b) {
+  check_not_bool_sub(a, "sub");
+  if (is_floating(a.dtype())) return sub(a, static_cast<double>(b));
+  return integer_map(a, [u = static_cast<std::uint64_t>(b)](std::uint64_t x) { return x - u; });
+}
+
+Tensor rsub_integer(std::int64_t a, const Tensor& b) {
+  check_not_bool_sub(b, "rsub");
+  if (is_floating(b.dtype())) return rsub(static_cast<double>(a), b);
+  return integer_map(b, [u = static_cast<std::uint64_t>(a)](std::uint64_t x) { return u - x; });
+}
+
+Tensor mul_integer(const Tensor& a, std::int64_t b) {
+  if (is_floating(a.dtype())) return mul(a, static_cast<double>(b));
+  return integer_map(a, [u = static_cast<std::uint64_t>(b)](std::uint64_t x) { return x * u; });
+}
+
+}  // namespace detail
 
 // ---------------------------------------------------------------- copies
 Tensor Tensor::contiguous() const {

@@ -68,6 +68,8 @@ Tensor sum(const Tensor& x, const Dims& axes, bool keepdim) {
     return detail::precision_result(out, kBFloat16);
   }
   const ReducedAxes r = resolve_axes(x.shape(), axes, "sum");
+  if (x.dtype() == kInt64 || x.dtype() == kBool)  // counts: not differentiable
+    return finish_shape(kernels::sum_reduced<std::int64_t>(x.to(kInt64), r), r, keepdim);
   Tensor kept =
       dispatch_floating(x.dtype(), "sum", [&](auto tag) { return kernels::sum_reduced<decltype(tag)>(x, r); });
   Tensor out = finish_shape(kept, r, keepdim);
