@@ -102,7 +102,7 @@ TEST_CASE("elementwise: expm1 and log1p keep the digits exp(x) - 1 and log(1 + x
   CHECK(expm1(tensor({0.5}).to(kBFloat16)).item() == tensor({0.6487212707001282}).to(kBFloat16).item());
   check_gradients([](const TensorList& t) { return expm1(t[0]); }, {away_from_kinks()});
   check_gradients([](const TensorList& t) { return log1p(t[0]); }, {positive() - 0.25});
-  CHECK_THROWS_WITH_AS(expm1(tensor({1, 2}, kInt64)), doctest::Contains("expm1"), TypeError);
+  CHECK(expm1(tensor({1, 2}, kInt64)).dtype() == kFloat32);  // as torch's
 }
 
 TEST_CASE("elementwise: sin, cos, rsqrt and reciprocal match torch, values and gradients") {
@@ -158,7 +158,7 @@ TEST_CASE("elementwise: sign and the roundings are torch's with gradient 0, and 
   CHECK(isfinite(special.to(kBFloat16)).to_vector<int>() == std::vector<int>{1, 0, 0, 0, 1});
   CHECK(isnan(tensor({1, 2}, kInt64)).to_vector<int>() == std::vector<int>{0, 0});
   CHECK(isfinite(from_vector(std::vector<bool>{true}, {1})).to_vector<int>() == std::vector<int>{1});
-  CHECK_THROWS_WITH_AS(floor(tensor({1, 2}, kInt64)), doctest::Contains("floor"), TypeError);
+  CHECK_THROWS_WITH_AS(floor(from_vector(std::vector<bool>{true}, {1})), doctest::Contains("floor"), TypeError);
 }
 
 TEST_CASE("elementwise: large float32 tensors take the vectorised path with the same values") {
@@ -347,8 +347,7 @@ TEST_CASE("elementwise: errors name the op and the shapes") {
                        ShapeError);
   CHECK_THROWS_WITH_AS(zeros({2, 3}) * zeros({3, 2}), "mul: shapes (2,3) and (3,2) cannot be broadcast together",
                        ShapeError);
-  CHECK_THROWS_WITH_AS(exp(arange(3)), "exp: expected a floating-point tensor (float32 or float64), got int64",
-                       TypeError);
+  CHECK_THROWS_WITH_AS(silu(arange(3)), doctest::Contains("silu"), TypeError);
   CHECK_THROWS_WITH_AS(clamp(zeros({2}), 1.0, 0.0), "clamp: min must not exceed max, got min 1, max 0", ValueError);
   CHECK_THROWS_WITH_AS(where(ones({2}), zeros({2}), zeros({2})),
                        "where: the condition must be a bool tensor, got float32", TypeError);

@@ -16,8 +16,10 @@
 // ("matmul: dtype mismatch, float32 and float64"), as torch's do. A C++ number takes a floating
 // tensor's dtype, as a Python scalar does in torch (float32 + 2.5 stays float32); with an int64 or
 // bool tensor, a double gives float32 (int64 + 2.5) and an integer stays integral (int64 + 1, see
-// the integer operands below), as torch's. Unary math needs floating-point tensors. Comparisons
-// accept any dtypes and return Bool.
+// the integer operands below), as torch's. Unary math takes int64 and Bool inputs as float32
+// where its results are not whole numbers (exp, log, sqrt, tanh, sigmoid, sin, ...), keeps int64
+// in neg, abs, sign, the roundings and relu, and wants floating point elsewhere (gelu, silu,
+// softplus, reductions but sum), as torch's. Comparisons accept any dtypes and return Bool.
 //
 // Each op's backward lives right below its forward, in the file of its family (the loops over
 // raw buffers are in kernels/):

@@ -1,9 +1,12 @@
 // Unary math and activations: neg, pow, exp, log, expm1, log1p, sqrt, abs, tanh, sigmoid, sin, cos,
 // rsqrt, reciprocal, the roundings (sign, floor, ceil, round, trunc), the tests isnan, isinf and
 // isfinite, relu, gelu, silu and clamp, each forward followed by its backward. The loops are
-// kernels/elementwise.h's maps and kernels/unary.h's vectorised kernels.
+// kernels/elementwise.h's maps and kernels/unary.h's vectorised kernels. As torch's, the ops whose
+// results are not whole numbers (exp, log, sqrt, tanh, sigmoid, ...) take int64 and Bool inputs
+// as float32, and neg, abs, sign, the roundings and relu keep int64.
 
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -19,6 +22,15 @@ namespace {
 
 using kernels::backward_map;
 using kernels::floating_map;
+using kernels::map;
+
+// f(x) of an int64 tensor, computed in uint64 so that it wraps around (-INT64_MIN is INT64_MIN),
+// as torch's does.
+template <class F>
+Tensor integer_map(const Tensor& x, F f) {
+  return map<std::int64_t, std::int64_t>(
+      x, [f](std::int64_t v) { return static_cast<std::int64_t>(f(static_cast<std::uint64_t>(v))); });
+}
 
 // gelu''(x), written with ops (so that it is differentiable in turn).
 Tensor gelu_second_derivative(const Tensor& x, bool use_tanh) {
@@ -57,6 +69,7 @@ Tensor gelu_backward(const Tensor& g, const Tensor& x, bool use_tanh) {
 
 // ---------------------------------------------------------------- unary math
 Tensor neg(const Tensor& x) {
+  if (x.dtype() == kInt64) return integer_map(x, [](std::uint64_t v) { return 0 - v; });
   Tensor out = floating_map(x, "neg", [](auto v) { return -v; });
   if (any_requires_grad({&x})) record("neg", out, {x}, [](const Tensor& g) -> TensorList { return {neg(g)}; });
   return out;
@@ -85,6 +98,7 @@ Tensor pow(const Tensor& x, double exponent) {
 }
 
 Tensor exp(const Tensor& x) {
+  if (!is_floating(x.dtype())) return exp(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return detail::precision_result(exp(x.to(kFloat32)), kBFloat16);
   Tensor out = dispatch_floating(x.dtype(), "exp", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::exp(e); });
@@ -95,6 +109,7 @@ Tensor exp(const Tensor& x) {
 }
 
 Tensor log(const Tensor& x) {
+  if (!is_floating(x.dtype())) return log(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return detail::precision_result(log(x.to(kFloat32)), kBFloat16);
   Tensor out = dispatch_floating(x.dtype(), "log", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::log(e); });
@@ -105,6 +120,7 @@ Tensor log(const Tensor& x) {
 }
 
 Tensor sqrt(const Tensor& x) {
+  if (!is_floating(x.dtype())) return sqrt(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return sqrt(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "sqrt", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sqrt(e); });
@@ -119,6 +135,8 @@ Tensor sqrt(const Tensor& x) {
 }
 
 Tensor abs(const Tensor& x) {
+  if (x.dtype() == kInt64)
+    return integer_map(x, [](std::uint64_t v) { return static_cast<std::int64_t>(v) < 0 ? 0 - v : v; });
   Tensor out = floating_map(x, "abs", [](auto v) { return std::abs(v); });
   if (any_requires_grad({&x}))
     record("abs", out, {x}, [saved = SavedTensor(x)](const Tensor& g) -> TensorList {
@@ -136,6 +154,7 @@ Tensor abs(const Tensor& x) {
 }
 
 Tensor tanh(const Tensor& x) {
+  if (!is_floating(x.dtype())) return tanh(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return tanh(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "tanh", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::tanh(e); });
@@ -150,6 +169,7 @@ Tensor tanh(const Tensor& x) {
 }
 
 Tensor sigmoid(const Tensor& x) {
+  if (!is_floating(x.dtype())) return sigmoid(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return sigmoid(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "sigmoid", [&](auto tag) {
     using T = decltype(tag);
@@ -183,6 +203,7 @@ Tensor softplus(const Tensor& x) {
 // expm1 and log1p keep the digits that exp(x) - 1 and log(1 + x) lose for small |x| (float32 gives
 // exp(1e-8) - 1 = 0, expm1(1e-8) = 1e-8).
 Tensor expm1(const Tensor& x) {
+  if (!is_floating(x.dtype())) return expm1(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return detail::precision_result(expm1(x.to(kFloat32)), kBFloat16);
   Tensor out = floating_map(x, "expm1", [](auto v) { return std::expm1(v); });
   if (any_requires_grad({&x}))
@@ -195,6 +216,7 @@ Tensor expm1(const Tensor& x) {
 }
 
 Tensor log1p(const Tensor& x) {
+  if (!is_floating(x.dtype())) return log1p(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return detail::precision_result(log1p(x.to(kFloat32)), kBFloat16);
   Tensor out = floating_map(x, "log1p", [](auto v) { return std::log1p(v); });
   if (any_requires_grad({&x}))
@@ -207,6 +229,7 @@ Tensor log1p(const Tensor& x) {
 }
 
 Tensor sin(const Tensor& x) {
+  if (!is_floating(x.dtype())) return sin(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return sin(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "sin", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::sin(e); });
@@ -218,6 +241,7 @@ Tensor sin(const Tensor& x) {
 }
 
 Tensor cos(const Tensor& x) {
+  if (!is_floating(x.dtype())) return cos(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return cos(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = dispatch_floating(x.dtype(), "cos", [&](auto tag) {
     return kernels::vector_map<decltype(tag)>(x, [](const auto& e) { return xt::cos(e); });
@@ -229,6 +253,7 @@ Tensor cos(const Tensor& x) {
 }
 
 Tensor rsqrt(const Tensor& x) {
+  if (!is_floating(x.dtype())) return rsqrt(x.to(kFloat32));
   Tensor out = floating_map(x, "rsqrt", [](auto v) { return 1 / std::sqrt(v); });
   if (any_requires_grad({&x}))
     record("rsqrt", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
@@ -240,6 +265,7 @@ Tensor rsqrt(const Tensor& x) {
 }
 
 Tensor reciprocal(const Tensor& x) {
+  if (!is_floating(x.dtype())) return reciprocal(x.to(kFloat32));
   Tensor out = floating_map(x, "reciprocal", [](auto v) { return 1 / v; });
   if (any_requires_grad({&x}))
     record("reciprocal", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
@@ -262,6 +288,9 @@ Tensor piecewise_constant(const Tensor& x, Tensor out, const char* op) {
 }  // namespace
 
 Tensor sign(const Tensor& x) {
+  if (x.dtype() == kInt64)
+    return map<std::int64_t, std::int64_t>(x,
+                                           [](std::int64_t v) { return static_cast<std::int64_t>((v > 0) - (v < 0)); });
   return piecewise_constant(
       x,
       floating_map(x, "sign",
@@ -273,19 +302,23 @@ Tensor sign(const Tensor& x) {
 }
 
 Tensor floor(const Tensor& x) {
+  if (x.dtype() == kInt64) return x.clone();  // already whole
   return piecewise_constant(x, floating_map(x, "floor", [](auto v) { return std::floor(v); }), "floor");
 }
 
 Tensor ceil(const Tensor& x) {
+  if (x.dtype() == kInt64) return x.clone();  // already whole
   return piecewise_constant(x, floating_map(x, "ceil", [](auto v) { return std::ceil(v); }), "ceil");
 }
 
 Tensor round(const Tensor& x) {
+  if (x.dtype() == kInt64) return x.clone();  // already whole
   // std::nearbyint under the default rounding mode rounds halves to even, as torch.round.
   return piecewise_constant(x, floating_map(x, "round", [](auto v) { return std::nearbyint(v); }), "round");
 }
 
 Tensor trunc(const Tensor& x) {
+  if (x.dtype() == kInt64) return x.clone();  // already whole
   return piecewise_constant(x, floating_map(x, "trunc", [](auto v) { return std::trunc(v); }), "trunc");
 }
 
@@ -317,6 +350,7 @@ Tensor isfinite(const Tensor& x) {
 }
 
 Tensor erf(const Tensor& x) {
+  if (!is_floating(x.dtype())) return erf(x.to(kFloat32));
   if (x.dtype() == kBFloat16) return erf(x.to(kFloat32)).to(kBFloat16);  // computed in float32
   Tensor out = floating_map(x, "erf", [](auto v) { return std::erf(v); });
   if (any_requires_grad({&x}))
@@ -333,6 +367,7 @@ Tensor erf(const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) {
+  if (x.dtype() == kInt64) return map<std::int64_t, std::int64_t>(x, [](std::int64_t v) { return v > 0 ? v : 0; });
   Tensor out = floating_map(x, "relu", [](auto v) { return v > 0 ? v : decltype(v)(0); });
   if (any_requires_grad({&x}))
     record("relu", out, {x}, [saved = SavedTensor::output(out)](const Tensor& g) -> TensorList {
