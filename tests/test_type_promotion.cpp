@@ -258,3 +258,39 @@ TEST_CASE("promotion: unary math takes int64 and Bool as float32, and keeps int6
   CHECK_THROWS_WITH_AS(neg(mask), doctest::Contains("neg"), TypeError);
   CHECK_THROWS_WITH_AS(silu(ids), doctest::Contains("silu"), TypeError);
 }
+
+TEST_CASE("promotion: pow and clamp keep int64 with C++ integers and give float32 with doubles") {
+  const Tensor ids = tensor({3, -2, 0, 7}, kInt64);
+  const Tensor squared = pow(ids, 2);
+  CHECK(squared.dtype() == kInt64);
+  CHECK(squared.to_vector<std::int64_t>() == std::vector<std::int64_t>{9, 4, 0, 49});
+  CHECK(pow(ids, 3).to_vector<std::int64_t>() == std::vector<std::int64_t>{27, -8, 0, 343});
+  CHECK(pow(ids, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1, 1, 1});
+  // 3^41 overflows int64: wraps around as repeated multiplication in int64 would.
+  std::uint64_t wrapped = 1;
+  for (int i = 0; i < 41; ++i) wrapped *= 3;
+  CHECK(pow(tensor({3}, kInt64), 41).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{static_cast<std::int64_t>(wrapped)});
+  CHECK_THROWS_WITH_AS(pow(ids, -1),
+                       "pow: an integer tensor to a negative integer power (-1) is not allowed; convert it with "
+                       "to(kFloat32) first",
+                       ValueError);
+  const Tensor root = pow(ids, 0.5);
+  CHECK(root.dtype() == kFloat32);
+  CHECK(root.to_vector<float>()[0] == std::sqrt(3.0f));
+  // A floating tensor takes an integer power as a double: the same values and gradient.
+  const Tensor x = tensor({1.5, -2.0}, kFloat64).requires_grad_();
+  pow(x, 3).sum().backward();
+  check_values(x.grad(), {3 * 1.5 * 1.5, 3 * 4.0});
+  // clamp between integers keeps int64; double bounds give float32.
+  const Tensor clamped = clamp(ids, 0, 5);
+  CHECK(clamped.dtype() == kInt64);
+  CHECK(clamped.to_vector<std::int64_t>() == std::vector<std::int64_t>{3, 0, 0, 5});
+  CHECK(clamp(from_vector(std::vector<bool>{true, false}, {2}), 0, 0).to_vector<std::int64_t>() ==
+        std::vector<std::int64_t>{0, 0});
+  const Tensor halves = clamp(ids, -0.5, 2.5);
+  CHECK(halves.dtype() == kFloat32);
+  check_values(halves, {2.5, -0.5, 0, 2.5});
+  CHECK_THROWS_WITH_AS(clamp(ids, 2, 1), "clamp: min must not exceed max, got min 2, max 1", ValueError);
+  check_values(clamp(tensor({-3.0, 0.25, 9.0}), -1, 1), {-1, 0.25, 1});
+}

@@ -137,7 +137,18 @@ inline Tensor operator/(double a, const Tensor& b) { return rdiv(a, b); }
 inline Tensor operator-(const Tensor& x) { return neg(x); }
 
 // ---------------------------------------------------------------- elementwise math
+// x^exponent. An int64 (or Bool) tensor to a C++ integer power stays int64, wrapping around as
+// int64 arithmetic does (ValueError for a negative power), and to a double power is float32, as
+// torch's.
 Tensor pow(const Tensor& x, double exponent);
+namespace detail {
+Tensor pow_integer(const Tensor& x, std::int64_t exponent);
+Tensor clamp_integer(const Tensor& x, std::int64_t min, std::int64_t max);
+}  // namespace detail
+template <class I, detail::if_integer<I> = 0>
+Tensor pow(const Tensor& x, I exponent) {
+  return detail::pow_integer(x, static_cast<std::int64_t>(exponent));
+}
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 // exp(x) - 1 and log(1 + x), exact to the last digits also where |x| is small (exp(x) - 1 in float32
@@ -173,8 +184,14 @@ enum class GeluApproximation { None, Tanh };
 // None: x * Phi(x) with the erf; Tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
-// Limits x to [min, max]; either bound may be absent. Gradient 1 where min <= x <= max.
+// Limits x to [min, max]; either bound may be absent. Gradient 1 where min <= x <= max. An int64
+// (or Bool) tensor clamped between two C++ integers stays int64 (clamp(ids, 0, vocab - 1)), and
+// with double bounds is float32, as torch's.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+template <class I, class J, detail::if_integer<I> = 0, detail::if_integer<J> = 0>
+Tensor clamp(const Tensor& x, I min, J max) {
+  return detail::clamp_integer(x, static_cast<std::int64_t>(min), static_cast<std::int64_t>(max));
+}
 
 // ---------------------------------------------------------------- comparisons and selection
 // Comparisons return Bool tensors and are not differentiable.

@@ -76,6 +76,7 @@ Tensor neg(const Tensor& x) {
 }
 
 Tensor pow(const Tensor& x, double exponent) {
+  if (!is_floating(x.dtype())) return pow(x.to(kFloat32), exponent);
   Tensor out = floating_map(x, "pow", [exponent](auto v) {
     using T = decltype(v);
     if (exponent == 2.0) return static_cast<T>(v * v);
@@ -420,6 +421,7 @@ Tensor silu(const Tensor& x) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+  if (!is_floating(x.dtype())) return clamp(x.to(kFloat32), min, max);
   const double lo = min.value_or(-INFINITY);
   const double hi = max.value_or(INFINITY);
   if (std::isnan(lo) || std::isnan(hi)) throw ValueError("clamp: bounds must not be NaN");
@@ -442,3 +444,30 @@ Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> m
 }
 
 }  // namespace tapegrad
+
+namespace tapegrad::detail {
+
+Tensor pow_integer(const Tensor& x, std::int64_t exponent) {
+  if (is_floating(x.dtype())) return pow(x, static_cast<double>(exponent));
+  if (exponent < 0)
+    throw ValueError(message("pow: an integer tensor to a negative integer power (", exponent,
+                             ") is not allowed; convert it with to(kFloat32) first"));
+  // Squaring and multiplying in uint64: wraps around as int64 arithmetic does.
+  return integer_map(x.to(kInt64), [exponent](std::uint64_t base) {
+    std::uint64_t result = 1;
+    for (std::uint64_t e = static_cast<std::uint64_t>(exponent); e != 0; e >>= 1) {
+      if (e & 1) result *= base;
+      base *= base;
+    }
+    return result;
+  });
+}
+
+Tensor clamp_integer(const Tensor& x, std::int64_t min, std::int64_t max) {
+  if (is_floating(x.dtype())) return clamp(x, static_cast<double>(min), static_cast<double>(max));
+  if (min > max) throw ValueError(message("clamp: min must not exceed max, got min ", min, ", max ", max));
+  return map<std::int64_t, std::int64_t>(x.to(kInt64),
+                                         [min, max](std::int64_t v) { return v < min ? min : (v > max ? max : v); });
+}
+
+}  // namespace tapegrad::detail
