@@ -96,6 +96,14 @@ static Tensor floating_map(const Tensor& x, const char* op, F f) {
   });
 }
 
+// out = f(x) in int64 for an int64 or Bool x (Bool read as 0 and 1), f taking and returning
+// uint64 so that the arithmetic wraps around as torch's int64 does, without undefined behaviour.
+template <class F>
+static Tensor integer_map(const Tensor& x, F f) {
+  return map<std::int64_t, std::int64_t>(
+      x.to(DType::Int64), [f](std::int64_t v) { return static_cast<std::int64_t>(f(static_cast<std::uint64_t>(v))); });
+}
+
 // grad_in = f(g, saved) where g and saved have the same shape (unary backward formulas).
 template <class F>
 static Tensor backward_map(const Tensor& g, const Tensor& saved, F f) {

@@ -144,9 +144,9 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// An int64 or Bool tensor with a C++ double is float32, as torch's with a Python float.
 Tensor add(const Tensor& a, double b) {
-  if (!is_floating(a.dtype()))
-    return add(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
+  if (!is_floating(a.dtype())) return add(a.to(kFloat32), b);
   Tensor out = floating_map(a, "add", [b](auto x) { return x + b; });
   if (any_requires_grad({&a})) record("add", out, {a}, [](const Tensor& g) -> TensorList { return {g}; });
   return out;
@@ -159,32 +159,28 @@ Tensor sub(const Tensor& a, double b) {
 
 Tensor rsub(double a, const Tensor& b) {
   check_not_bool_sub(b, "rsub");
-  if (!is_floating(b.dtype()))
-    return rsub(a, b.to(kFloat32));  // an integral tensor with a C++ double: float32, as torch's
+  if (!is_floating(b.dtype())) return rsub(a, b.to(kFloat32));
   Tensor out = floating_map(b, "rsub", [a](auto x) { return a - x; });
   if (any_requires_grad({&b})) record("rsub", out, {b}, [](const Tensor& g) -> TensorList { return {neg(g)}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
-  if (!is_floating(a.dtype()))
-    return mul(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
+  if (!is_floating(a.dtype())) return mul(a.to(kFloat32), b);
   Tensor out = floating_map(a, "mul", [b](auto x) { return x * b; });
   if (any_requires_grad({&a})) record("mul", out, {a}, [b](const Tensor& g) -> TensorList { return {g * b}; });
   return out;
 }
 
 Tensor div(const Tensor& a, double b) {
-  if (!is_floating(a.dtype()))
-    return div(a.to(kFloat32), b);  // an integral tensor with a C++ double: float32, as torch's
+  if (!is_floating(a.dtype())) return div(a.to(kFloat32), b);
   Tensor out = floating_map(a, "div", [b](auto x) { return x / b; });
   if (any_requires_grad({&a})) record("div", out, {a}, [b](const Tensor& g) -> TensorList { return {g / b}; });
   return out;
 }
 
 Tensor rdiv(double a, const Tensor& b) {
-  if (!is_floating(b.dtype()))
-    return rdiv(a, b.to(kFloat32));  // an integral tensor with a C++ double: float32, as torch's
+  if (!is_floating(b.dtype())) return rdiv(a, b.to(kFloat32));
   Tensor out = floating_map(b, "rdiv", [a](auto x) { return a / x; });
   if (any_requires_grad({&b}))
     record("rdiv", out, {b}, [sy = SavedTensor::output(out), sb = SavedTensor(b)](const Tensor& g) -> TensorList {
@@ -363,16 +359,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
 
 // ---------------------------------------------------------------- integer operands
 namespace detail {
-namespace {
 
-// integral(a) op b in int64, wrapping around (computed in uint64); a bool tensor counts as int64.
-template <class F>
-Tensor integer_map(const Tensor& a, F f) {
-  return map<std::int64_t, std::int64_t>(
-      a.to(kInt64), [f](std::int64_t x) { return static_cast<std::int64_t>(f(static_cast<std::uint64_t>(x))); });
-}
-
-}  // namespace
+using kernels::integer_map;
 
 Tensor add_integer(const Tensor& a, std::int64_t b) {
   if (is_floating(a.dtype())) return add(a, static_cast<double>(b));

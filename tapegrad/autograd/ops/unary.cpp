@@ -22,15 +22,8 @@ namespace {
 
 using kernels::backward_map;
 using kernels::floating_map;
+using kernels::integer_map;
 using kernels::map;
-
-// f(x) of an int64 tensor, computed in uint64 so that it wraps around (-INT64_MIN is INT64_MIN),
-// as torch's does.
-template <class F>
-Tensor integer_map(const Tensor& x, F f) {
-  return map<std::int64_t, std::int64_t>(
-      x, [f](std::int64_t v) { return static_cast<std::int64_t>(f(static_cast<std::uint64_t>(v))); });
-}
 
 // gelu''(x), written with ops (so that it is differentiable in turn).
 Tensor gelu_second_derivative(const Tensor& x, bool use_tanh) {
@@ -453,7 +446,7 @@ Tensor pow_integer(const Tensor& x, std::int64_t exponent) {
     throw ValueError(message("pow: an integer tensor to a negative integer power (", exponent,
                              ") is not allowed; convert it with to(kFloat32) first"));
   // Squaring and multiplying in uint64: wraps around as int64 arithmetic does.
-  return integer_map(x.to(kInt64), [exponent](std::uint64_t base) {
+  return integer_map(x, [exponent](std::uint64_t base) {
     std::uint64_t result = 1;
     for (std::uint64_t e = static_cast<std::uint64_t>(exponent); e != 0; e >>= 1) {
       if (e & 1) result *= base;
