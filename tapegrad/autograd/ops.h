@@ -11,15 +11,15 @@
 // float64. The conversions are recorded to()s, so each operand's gradient arrives in its own
 // dtype. Arithmetic on int64 stays int64 (wrapping around on overflow) and on bool stays bool (+
 // is or, * is and); subtraction with a bool tensor is a TypeError, whatever the other operand, and
-// div divides integers in float32 (true division), as torch's. Products do not promote: matmul, linear and the fused
-// ops throw TypeError on mixed dtypes
-// ("matmul: dtype mismatch, float32 and float64"), as torch's do. A C++ number takes a floating
-// tensor's dtype, as a Python scalar does in torch (float32 + 2.5 stays float32); with an int64 or
-// bool tensor, a double gives float32 (int64 + 2.5) and an integer stays integral (int64 + 1, see
-// the integer operands below), as torch's. Unary math takes int64 and Bool inputs as float32
-// where its results are not whole numbers (exp, log, sqrt, tanh, sigmoid, sin, ...), keeps int64
-// in neg, abs, sign, the roundings and relu, and wants floating point elsewhere (gelu, silu,
-// softplus, reductions but sum), as torch's. Comparisons accept any dtypes and return Bool.
+// div divides integers in float32 (true division), as torch's. Products do not promote: matmul,
+// linear and the fused ops throw TypeError on mixed dtypes ("matmul: dtype mismatch, float32 and
+// float64"), as torch's do. A C++ number takes a floating tensor's dtype, as a Python scalar
+// does in torch (float32 + 2.5 stays float32); with an int64 or bool tensor, a double gives
+// float32 (int64 + 2.5) and an integer stays integral (int64 + 1, see the integer operands
+// below), as torch's. Unary math takes int64 and Bool inputs as float32 where its results are not
+// whole numbers (exp, log, sqrt, tanh, sigmoid, sin, ...), keeps int64 in neg, abs, sign, the
+// roundings and relu, and wants floating point elsewhere (gelu, silu, softplus, reductions but
+// sum and max/min), as torch's. Comparisons accept any dtypes and return Bool.
 //
 // Each op's backward lives right below its forward, in the file of its family (the loops over
 // raw buffers are in kernels/):
