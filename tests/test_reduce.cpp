@@ -1,10 +1,12 @@
-// Reductions (sum, mean, max, min, var, std, argmax, logsumexp) and cumsum: forward values worked by hand
+// Reductions (sum, prod, mean, max, min, var, std, argmax, logsumexp), cumsum and cumprod: forward
+// values worked by hand
 // (cross-checked with PyTorch 1.13), keepdim / negative / multiple axes, non-contiguous inputs,
 // float64 gradchecks and error messages. The softmax family is in test_softmax.cpp.
 
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "tests/testing.h"
@@ -302,6 +304,23 @@ TEST_CASE("reduce: sum counts Bool in int64 and keeps int64, as torch's, mean wa
   CHECK_THROWS_WITH_AS(mean(pred), doctest::Contains("mean"), TypeError);
 }
 
+TEST_CASE("reduce: int64 sum and cumsum wrap around past 2^63, as torch's") {
+  // torch.tensor([2**62, 2**62, 5]).sum() = -2**63 + 5, and cumsum gives [2**62, -2**63, -2**63 + 5]:
+  // int64 arithmetic modulo 2^64 (signed overflow would be undefined behaviour, which the sanitizer
+  // build traps).
+  constexpr std::int64_t big = std::int64_t(1) << 62, lowest = std::numeric_limits<std::int64_t>::min();
+  const Tensor x = from_vector(std::vector<std::int64_t>{big, big, 5}, {3});
+  CHECK(sum(x).to_vector<std::int64_t>() == std::vector<std::int64_t>{lowest + 5});
+  CHECK(cumsum(x, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{big, lowest, lowest + 5});
+  // The pool's paths: 4 x 20000 with every entry 2^62, summed down the columns (leading axis) and
+  // along the rows (trailing axis); 4 * 2^62 = 2^64 wraps to 0, 20000 * 2^62 = 5000 * 2^64 to 0.
+  const Tensor wide = full({4, 20000}, 0.0, kInt64) + big;
+  const Tensor columns = sum(wide, {0}), rows = sum(wide, {1});
+  CHECK(columns.to_vector<std::int64_t>() == std::vector<std::int64_t>(20000, 0));
+  CHECK(rows.to_vector<std::int64_t>() == std::vector<std::int64_t>(4, 0));
+  CHECK(sum(wide + 1).item() == 80000.0);
+}
+
 TEST_CASE("reduce: cumsum gradients (float64 gradcheck) and errors") {
   Generator gen(7);
   const Tensor x = randn({3, 4, 2}, gen, kFloat64);
@@ -330,4 +349,105 @@ TEST_CASE("reduce: std matches PyTorch, with a zero gradient where the variance 
                        IndexError);
   CHECK_THROWS_WITH_AS(tapegrad::std(tensor({1, 2}, kInt64)),
                        "std: expected a floating-point tensor (float32 or float64), got int64", TypeError);
+}
+
+// ---------------------------------------------------------------- prod, cumprod
+
+TEST_CASE("reduce: prod over axes matches PyTorch, keepdim, views, empty axes") {
+  // a = torch.arange(24.).reshape(2, 3, 4) / 10 + 0.5 in float64.
+  const Tensor a = arange(24).to(kFloat64).reshape({2, 3, 4}) / 10.0 + 0.5;
+  CHECK(prod(a).item() == doctest::Approx(12703.6810).epsilon(1e-8));
+  check_values(prod(a, {1}), {0.5850, 0.8400, 1.1550, 1.5360, 8.9250, 10.2960, 11.7990, 13.4400}, 1e-12);
+  const Tensor last = a.prod({-1}, /*keepdim=*/true);
+  CHECK(last.shape() == Shape{2, 3, 1});
+  check_values(last, {0.1680, 1.1880, 4.3680, 11.6280, 25.5024, 49.1400}, 1e-12);
+  // Axes that are not torch's one-or-all (here 0 and 2, around a kept axis) and a transposed view:
+  // the same as reducing one axis after the other.
+  check_close(prod(a, {0, 2}), prod(prod(a, {2}), {0}), 1e-12);
+  check_close(prod(a.transpose(0, 2), {1}), prod(a, {1}).transpose(0, 1), 1e-12);
+  check_values(prod(zeros({2, 0}), {1}), {1, 1});  // the empty product
+  CHECK(prod(scalar_tensor(2.5, kFloat64)).item() == 2.5);
+  CHECK_THROWS_WITH_AS(prod(a, {3}), "prod: axis 3 is out of range for a tensor of rank 3", IndexError);
+}
+
+TEST_CASE("reduce: prod and cumprod gradients are exact where entries are zero") {
+  // torch: x.prod(1).sum().backward() gives each entry the product of the others in its row,
+  // [[0, 6, 0], [0, 0, 0], [8, 4, 2]]; a division by x would give NaN at the zeros.
+  const Tensor x = tensor({{2, 0, 3}, {0, 0, 5}, {1, 2, 4}}, kFloat64).requires_grad_(true);
+  sum(prod(x, {1})).backward();
+  check_values(x.grad(), {0, 6, 0, 0, 0, 0, 8, 4, 2}, 1e-15);
+  // torch: (x.cumprod(0) * [1, 2, 3, 4]).sum() for x = [2, 0, 3, 4]: running products [2, 0, 0, 0],
+  // gradient [1, 118, 0, 0].
+  const Tensor y = tensor({2, 0, 3, 4}, kFloat64).requires_grad_(true);
+  const Tensor running = cumprod(y, 0);
+  check_values(running, {2, 0, 0, 0}, 1e-15);
+  sum(running * tensor({1, 2, 3, 4}, kFloat64)).backward();
+  check_values(y.grad(), {1, 118, 0, 0}, 1e-15);
+}
+
+TEST_CASE("reduce: prod and cumprod gradcheck, first and second order, with zeros") {
+  // Both are multilinear in each entry, so the finite differences are exact at zeros too.
+  std::vector<double> values = distinct_3d().to_vector<double>();
+  for (std::size_t i = 0; i < values.size(); i += 5) values[i] = 0.0;  // every fifth entry 0
+  const Tensor x = from_vector(values, {2, 3, 4});
+  for (const Dims& axes : {Dims{}, Dims{1}, Dims{0, 2}, Dims{-1}}) {
+    CAPTURE(axes.str());
+    check_gradients([axes](const TensorList& in) { return prod(in[0], axes); }, {x});
+  }
+  check_gradients([](const TensorList& in) { return prod(in[0].transpose(0, 2), {0}, true); }, {x});
+  for (std::int64_t axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    check_gradients([axis](const TensorList& in) { return cumprod(in[0], axis); }, {x});
+  }
+  check_gradients([](const TensorList& in) { return cumprod(in[0].transpose(0, 1), 2); }, {x});
+}
+
+TEST_CASE("reduce: prod and cumprod give the same first gradient taped (create_graph) as from their kernels") {
+  // gradgradcheck differentiates the taped gradient, so it would pass a taped formula that is
+  // smooth but wrong; this compares its values with the kernels' (which gradcheck checks).
+  std::vector<double> values = distinct_3d().to_vector<double>();
+  values[3] = values[10] = values[11] = 0.0;  // one zero in a row of 4, two in another
+  const Tensor x = from_vector(values, {2, 3, 4}).requires_grad_(true);
+  Generator gen(3);
+  autograd::GradOptions taped;
+  taped.create_graph = true;
+  const std::vector<std::function<Tensor(const Tensor&)>> functions = {[](const Tensor& t) { return prod(t, {-1}); },
+                                                                       [](const Tensor& t) {
+                                                                         return prod(t, {0, 2});
+                                                                       },
+                                                                       [](const Tensor& t) { return prod(t); },
+                                                                       [](const Tensor& t) { return cumprod(t, -1); },
+                                                                       [](const Tensor& t) { return cumprod(t, 0); }};
+  for (std::size_t i = 0; i < functions.size(); ++i) {
+    CAPTURE(i);
+    const Tensor y = functions[i](x);
+    const Tensor u = randn(y.shape(), gen, kFloat64);
+    const Tensor plain = autograd::grad({y}, {x}, {u}, {false, true})[0];
+    const Tensor with_graph = autograd::grad({y}, {x}, {u}, taped)[0];
+    CHECK(with_graph.requires_grad());
+    check_close(with_graph, plain, 1e-12);
+  }
+}
+
+TEST_CASE("reduce: prod and cumprod of int64 wrap around, Bool gives int64, bfloat16 as float32") {
+  // torch.tensor([2**32, 2**32, 3]).prod() = 0 (2^64 wraps), cumprod [2**32, 0, 0].
+  constexpr std::int64_t half = std::int64_t(1) << 32;
+  const Tensor ids = from_vector(std::vector<std::int64_t>{half, half, 3}, {3});
+  CHECK(prod(ids).dtype() == kInt64);
+  CHECK(prod(ids).to_vector<std::int64_t>() == std::vector<std::int64_t>{0});
+  CHECK(cumprod(ids, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{half, 0, 0});
+  CHECK(cumprod(tensor({3, -2, 5}, kInt64), 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{3, -6, -30});
+  const Tensor flags = tensor({1, 1, 0}).to(kBool);
+  CHECK(prod(flags).dtype() == kInt64);
+  CHECK(prod(flags).item() == 0.0);
+  CHECK(cumprod(flags, 0).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 1, 0});
+  // float32 carries the running product in double: 1e20 * 1e20 overflows float32, * 1e-20 brings it back.
+  const Tensor wide = from_vector(std::vector<float>{1e20f, 1e20f, 1e-20f}, {3});
+  CHECK(prod(wide).item() == doctest::Approx(1e20).epsilon(1e-6));
+  const Tensor b = cumprod(tensor({0.5, 4.0, 0.25}).to(kBFloat16), 0);
+  CHECK(b.dtype() == kBFloat16);
+  check_values(b, {0.5, 2.0, 0.5}, 1e-15);
+  CHECK(prod(tensor({0.5, 4.0}).to(kBFloat16)).dtype() == kBFloat16);
+  CHECK_THROWS_WITH_AS(cumprod(zeros({2, 3}), -3), "cumprod: axis -3 is out of range for a tensor of rank 2",
+                       IndexError);
 }

@@ -25,7 +25,7 @@
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
 //   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
-//   ops/reduce.cpp       sum, mean, max, min, var, std, norm, argmax, argmin, logsumexp, cumsum
+//   ops/reduce.cpp       sum, prod, mean, max, min, var, std, norm, argmax, argmin, logsumexp, cumsum, cumprod
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
@@ -221,6 +221,10 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 // sum of int64 is int64 and of Bool counts in int64 ((pred == labels).sum()), as torch's; mean
 // wants floating point, as torch's.
 Tensor sum(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
+// The product over axes (all of them by default; torch.prod takes one axis or all), 1 over an
+// empty axis. Dtypes as cumprod's. The gradient of each entry is the incoming one times the
+// product of the other entries reduced with it, exact where they hold zeros (no division by x).
+Tensor prod(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
 // Largest (smallest) value; the gradient is shared evenly among tied maxima (minima).
 Tensor max(const Tensor& x, const Dims& axes = {}, bool keepdim = false);
@@ -245,6 +249,10 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim = false);
 // counts in int64, bfloat16 follows the float32 policy of sum. Gradient: the running sum of the
 // incoming gradient from the end of the axis.
 Tensor cumsum(const Tensor& x, std::int64_t axis);
+// Running products along axis, x's shape, as torch.cumprod: float32 carries the product in double,
+// int64 stays int64 (wrapping around), Bool gives int64, bfloat16 follows the float32 policy.
+// Gradient exact where x has zeros (no division by x).
+Tensor cumprod(const Tensor& x, std::int64_t axis);
 // exp(x) / sum(exp(x)) along axis, stable; a row of -inf gives NaN as in PyTorch.
 Tensor softmax(const Tensor& x, std::int64_t axis);
 // x - logsumexp(x) along axis, stable.

@@ -180,6 +180,7 @@ class Tensor {
   Tensor slice(std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor select(std::int64_t axis, std::int64_t index) const;
   Tensor sum(const Dims& axes = {}, bool keepdim = false) const;
+  Tensor prod(const Dims& axes = {}, bool keepdim = false) const;
   Tensor mean(const Dims& axes = {}, bool keepdim = false) const;
   Tensor max(const Dims& axes = {}, bool keepdim = false) const;
   Tensor min(const Dims& axes = {}, bool keepdim = false) const;
@@ -187,6 +188,7 @@ class Tensor {
   Tensor std(const Dims& axes = {}, std::int64_t correction = 1, bool keepdim = false) const;
   Tensor argmax(std::int64_t axis, bool keepdim = false) const;
   Tensor cumsum(std::int64_t axis) const;
+  Tensor cumprod(std::int64_t axis) const;
   // torch's Tensor.repeat: the tensor tiled reps[i] times along axis i; reps may have more entries
   // than axes (new leading axes), not fewer. tile() takes fewer.
   Tensor repeat(const Dims& reps) const;

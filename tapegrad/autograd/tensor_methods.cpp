@@ -27,6 +27,7 @@ Tensor Tensor::select(std::int64_t axis, std::int64_t index) const { return tape
 Tensor Tensor::sum(const Dims& axes, bool keepdim) const { return tapegrad::sum(*this, axes, keepdim); }
 Tensor Tensor::mean(const Dims& axes, bool keepdim) const { return tapegrad::mean(*this, axes, keepdim); }
 Tensor Tensor::max(const Dims& axes, bool keepdim) const { return tapegrad::max(*this, axes, keepdim); }
+Tensor Tensor::prod(const Dims& axes, bool keepdim) const { return tapegrad::prod(*this, axes, keepdim); }
 Tensor Tensor::min(const Dims& axes, bool keepdim) const { return tapegrad::min(*this, axes, keepdim); }
 Tensor Tensor::var(const Dims& axes, std::int64_t correction, bool keepdim) const {
   return tapegrad::var(*this, axes, correction, keepdim);
@@ -36,6 +37,7 @@ Tensor Tensor::std(const Dims& axes, std::int64_t correction, bool keepdim) cons
 }
 Tensor Tensor::argmax(std::int64_t axis, bool keepdim) const { return tapegrad::argmax(*this, axis, keepdim); }
 Tensor Tensor::cumsum(std::int64_t axis) const { return tapegrad::cumsum(*this, axis); }
+Tensor Tensor::cumprod(std::int64_t axis) const { return tapegrad::cumprod(*this, axis); }
 Tensor Tensor::repeat(const Dims& reps) const {
   if (reps.size() < dim())
     throw ValueError(message("repeat: ", reps.size(), " repetitions ", reps.str(), " for a tensor of rank ", dim(),

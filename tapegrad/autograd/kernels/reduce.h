@@ -29,6 +29,12 @@ struct ReducedAxes {
   std::int64_t count = 1;  // elements folded into each output element
 };
 
+// The type a sum of T adds in: T's unsigned twin for an integer T (the same bits, with arithmetic
+// modulo 2^64, as torch's int64 sums wrap around, where signed overflow would be undefined), T
+// otherwise.
+template <class T>
+using Wrapping = typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>, std::common_type<T>>::type;
+
 // Strides of a keepdim-shaped contiguous output seen from the input's shape (0 on reduced axes).
 static inline Dims reduced_strides(const ReducedAxes& r) {
   Dims strides = contiguous_strides(r.kept_shape);
@@ -59,25 +65,27 @@ static inline ReducedBlock reduced_block(const Shape& shape, const ReducedAxes& 
   return ReducedBlock::kMixed;
 }
 
-// Sum over the reduced axes into a new tensor of the keepdim shape.
+// Sum over the reduced axes into a new tensor of the keepdim shape. int64 adds in uint64 (the same
+// bits read unsigned), so a sum past 2^63 wraps around as torch's does rather than overflowing.
 template <class T>
 static Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
+  using U = Wrapping<T>;
   Tensor out = zeros(r.kept_shape, x.dtype());
-  T* po = out.data_ptr<T>();
-  const T* px = x.data_ptr<T>();
+  U* po = reinterpret_cast<U*>(out.data_ptr<T>());
+  const U* px = reinterpret_cast<const U*>(x.data_ptr<T>());
   // One run of the layout below adds n elements into one output (st[0] == 0) or n inputs into n
   // outputs; the runs come in the input's order.
   auto add_run = [&](Offsets<2> off, std::int64_t n, Offsets<2> st) {
-    T* o = po + off[0];
-    const T* a = px + off[1];
+    U* o = po + off[0];
+    const U* a = px + off[1];
     if (st[0] == 0) {
       // Eight partial sums: vectorisable, and more accurate than one.
-      T partial[8] = {};
+      U partial[8] = {};
       std::int64_t i = 0;
       if (st[1] == 1)
         for (; i + 8 <= n; i += 8)
           for (int k = 0; k < 8; ++k) partial[k] += a[i + k];
-      T total = 0;
+      U total = 0;
       for (; i < n; ++i) total += a[i * st[1]];
       for (int k = 0; k < 8; ++k) total += partial[k];
       *o += total;
@@ -98,7 +106,7 @@ static Tensor sum_reduced(const Tensor& x, const ReducedAxes& r) {
     if (block == ReducedBlock::kLeading) {
       parallel_for(0, outputs, row_grain(count), [&](std::int64_t c0, std::int64_t c1) {
         for (std::int64_t row = 0; row < count; ++row) {
-          const T* a = px + row * outputs;  // a: (outputs)
+          const U* a = px + row * outputs;  // a: (outputs)
           for (std::int64_t i = c0; i < c1; ++i) po[i] += a[i];
         }
       });
@@ -306,24 +314,85 @@ static void norm_backward(const T* x, const T* norm, const T* g, const T* ties, 
   }
 }
 
-// Running sums along the axis: out[o, k, j] = x[o, 0, j] + ... + x[o, k, j], or from the end
-// (x[o, k, j] + ... + x[o, n - 1, j]) when reverse. x and out: (outer, n, inner) contiguous. The sum
-// is carried in Acc and rounded to T at each position (torch's CPU cumsum carries float in double).
-template <class T, class Acc>
-static void cumulative_sum(const T* x, T* out, const AxisSplit& s, bool reverse) {
+// Running sums (or products, with combine = multiplication and identity 1) along the axis:
+// out[o, k, j] = x[o, 0, j] + ... + x[o, k, j], or from the end (x[o, k, j] + ... + x[o, n - 1, j])
+// when reverse. x and out: (outer, n, inner) contiguous. The running value is carried in Acc and
+// rounded to T at each position (torch's CPU cumsum and cumprod carry float in double).
+template <class T, class Acc, class Combine>
+static void cumulative(const T* x, T* out, const AxisSplit& s, bool reverse, Acc identity, Combine combine) {
   std::vector<Acc> carry(static_cast<std::size_t>(s.inner));
   for (std::int64_t o = 0; o < s.outer; ++o) {
     const T* block = x + o * s.n * s.inner;
     T* out_block = out + o * s.n * s.inner;
-    std::fill(carry.begin(), carry.end(), Acc(0));
+    std::fill(carry.begin(), carry.end(), identity);
     for (std::int64_t step = 0; step < s.n; ++step) {
       const std::int64_t k = reverse ? s.n - 1 - step : step;
       const T* row = block + k * s.inner;
       T* out_row = out_block + k * s.inner;
       for (std::int64_t j = 0; j < s.inner; ++j) {
-        carry[j] += static_cast<Acc>(row[j]);
+        carry[j] = combine(carry[j], static_cast<Acc>(row[j]));
         out_row[j] = static_cast<T>(carry[j]);
       }
+    }
+  }
+}
+
+// The gradient of cumprod along the axis, exact where x has zeros (no division): with E[i] the
+// product of x[0 .. i) and R[i] = g[i] + x[i + 1] R[i + 1] (R[n - 1] = g[n - 1]), that is
+// R[i] = sum over k >= i of g[k] x[i + 1] ... x[k], the gradient is
+// gx[i] = sum over k >= i of g[k] prod_{j <= k, j != i} x[j] = E[i] R[i].
+// x, g and gx: (outer, n, inner) contiguous; carried in Acc.
+template <class T, class Acc>
+static void cumprod_backward(const T* x, const T* g, T* gx, const AxisSplit& s) {
+  std::vector<Acc> r(static_cast<std::size_t>(s.n * s.inner)), e(static_cast<std::size_t>(s.inner));
+  for (std::int64_t o = 0; o < s.outer; ++o) {
+    const T* xb = x + o * s.n * s.inner;
+    const T* gb = g + o * s.n * s.inner;
+    T* gxb = gx + o * s.n * s.inner;
+    for (std::int64_t k = s.n - 1; k >= 0; --k)  // R, from the end of the axis
+      for (std::int64_t j = 0; j < s.inner; ++j) {
+        const std::int64_t at = k * s.inner + j;
+        r[at] = static_cast<Acc>(gb[at]);
+        if (k + 1 < s.n) r[at] += static_cast<Acc>(xb[at + s.inner]) * r[at + s.inner];
+      }
+    std::fill(e.begin(), e.end(), Acc(1));
+    for (std::int64_t k = 0; k < s.n; ++k)  // times E, from the start
+      for (std::int64_t j = 0; j < s.inner; ++j) {
+        const std::int64_t at = k * s.inner + j;
+        gxb[at] = static_cast<T>(e[j] * r[at]);
+        e[j] *= static_cast<Acc>(xb[at]);
+      }
+  }
+}
+
+// The product of each row of a contiguous (rows, n): out[r] = x[r, 0] x[r, 1] ... x[r, n - 1] (1 for
+// n = 0), carried in Acc.
+template <class T, class Acc>
+static void row_products(const T* x, T* out, std::int64_t rows, std::int64_t n) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    Acc p(1);
+    for (std::int64_t i = 0; i < n; ++i) p *= static_cast<Acc>(x[r * n + i]);
+    out[r] = static_cast<T>(p);
+  }
+}
+
+// The gradient of row_products, exact where a row has zeros (no division): gx[r, i] = g[r] times the
+// product of the row's other entries, the product of x[r, 0 .. i) (running from the start) times that
+// of x[r, i + 1 .. n) (running from the end).
+template <class T, class Acc>
+static void row_products_backward(const T* x, const T* g, T* gx, std::int64_t rows, std::int64_t n) {
+  std::vector<Acc> after(static_cast<std::size_t>(n));  // after[i]: the product of a[i + 1 .. n)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* a = x + r * n;
+    Acc p(1);
+    for (std::int64_t i = n - 1; i >= 0; --i) {
+      after[i] = p;
+      p *= static_cast<Acc>(a[i]);
+    }
+    Acc before = static_cast<Acc>(g[r]);  // g[r] times the product of a[0 .. i)
+    for (std::int64_t i = 0; i < n; ++i) {
+      gx[r * n + i] = static_cast<T>(before * after[i]);
+      before *= static_cast<Acc>(a[i]);
     }
   }
 }

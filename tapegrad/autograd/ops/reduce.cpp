@@ -1,9 +1,10 @@
-// Reductions over any set of axes (sum, mean, max, min, var, std, norm, logsumexp) and along one
-// axis (argmax, argmin), and the running sum along one axis (cumsum): argument checks, the call to
-// the kernels of kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
+// Reductions over any set of axes (sum, prod, mean, max, min, var, std, norm, logsumexp) and along
+// one axis (argmax, argmin), and the running sum and product along one axis (cumsum, cumprod): argument checks, the
+// call to the kernels of kernels/reduce.h, and each op's backward. The softmax family is in ops/softmax.cpp.
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -315,11 +316,12 @@ Tensor cumulative_sum(const Tensor& x, std::int64_t axis, bool reverse) {
   const int a = normalize_axis(axis, x.dim(), op);
   Tensor out = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, kernels::Wrapping<T>>;
     Tensor result = empty(x.shape(), x.dtype());
     if (result.numel() == 0) return result;
     const Tensor xd = kernels::dense(x);
-    kernels::cumulative_sum<T, Acc>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a), reverse);
+    kernels::cumulative<T, Acc>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a), reverse,
+                                Acc(0), std::plus<Acc>());
     return result;
   });
   if (any_requires_grad({&x}))
@@ -331,5 +333,117 @@ Tensor cumulative_sum(const Tensor& x, std::int64_t axis, bool reverse) {
 }  // namespace
 
 Tensor cumsum(const Tensor& x, std::int64_t axis) { return cumulative_sum(x, axis, /*reverse=*/false); }
+
+// ---------------------------------------------------------------- cumprod
+
+namespace {
+
+// Products carry in double for floating point, in uint64 for int64 (wrapping around as torch's).
+template <class T>
+using ProductCarry = std::conditional_t<std::is_floating_point_v<T>, double, kernels::Wrapping<T>>;
+
+// The gradient of cumprod as taped ops, for a gradient of the gradient; quadratic in the axis'
+// length, so only taken then. With the axis last, Y[..., i, j] = x[..., j] but 1 where j == i: its
+// running products along j are C[..., i, k] = the product of x[..., j] over j <= k but i, and
+// gx[..., i] = sum over k >= i of g[..., k] C[..., i, k].
+Tensor cumprod_grad_taped(const Tensor& x, const Tensor& g, int axis) {
+  if (x.dim() == 0) return g;
+  const Tensor xt = transpose(x, axis, -1), gt = transpose(g, axis, -1);
+  const std::int64_t n = xt.shape()[xt.dim() - 1];
+  Shape square = xt.shape();
+  square.push_back(n);
+  const Tensor off_diagonal = eq(eye(n, std::nullopt, x.dtype()), 0.0);
+  const Tensor y = where(off_diagonal, expand(unsqueeze(xt, -2), square), 1.0);
+  const Tensor gxt = sum(triu(cumprod(y, -1)) * unsqueeze(gt, -2), {-1});
+  return transpose(gxt, axis, -1);
+}
+
+}  // namespace
+
+Tensor cumprod(const Tensor& x, std::int64_t axis) {
+  const char* op = "cumprod";
+  if (x.dtype() == kBFloat16)  // float32 policy (autocast.h), as cumsum
+    return detail::precision_result(cumprod(x.to(kFloat32), axis), kBFloat16);
+  if (x.dtype() == kBool) return cumprod(x.to(kInt64), axis);  // as torch's
+  const int a = normalize_axis(axis, x.dim(), op);
+  const Tensor xd = kernels::dense(x.detach());
+  Tensor out = dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = ProductCarry<T>;
+    Tensor result = empty(x.shape(), x.dtype());
+    if (result.numel() > 0)
+      kernels::cumulative<T, Acc>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a),
+                                  /*reverse=*/false, Acc(1), std::multiplies<Acc>());
+    return result;
+  });
+  if (any_requires_grad({&x}))
+    record(op, out, {x}, [sx = SavedTensor(x), a](const Tensor& g) -> TensorList {
+      const Tensor& x = sx.unpack();
+      if (any_requires_grad({&g, &x})) return {cumprod_grad_taped(x, g, a)};
+      return {dispatch_floating(x.dtype(), "cumprod backward", [&](auto tag) {
+        using T = decltype(tag);
+        const Tensor xd = kernels::dense(x), gd = kernels::dense(g);
+        Tensor gx = empty(x.shape(), x.dtype());
+        if (gx.numel() > 0)
+          kernels::cumprod_backward<T, ProductCarry<T>>(xd.data_ptr<T>(), gd.data_ptr<T>(), gx.data_ptr<T>(),
+                                                        kernels::split_at(x.shape(), a));
+        return gx;
+      })};
+    });
+  return out;
+}
+
+// ---------------------------------------------------------------- prod
+
+Tensor prod(const Tensor& x, const Dims& axes, bool keepdim) {
+  const char* op = "prod";
+  if (x.dtype() == kBFloat16)  // float32 policy (autocast.h), as sum
+    return detail::precision_result(prod(x.to(kFloat32), axes, keepdim), kBFloat16);
+  if (x.dtype() == kBool) return prod(x.to(kInt64), axes, keepdim);  // as torch's
+  const ReducedAxes r = resolve_axes(x.shape(), axes, op);
+  // The kept axes first, then the reduced ones: x as (outputs, count) rows.
+  Dims order, inverse = Dims::filled(x.dim(), 0);
+  for (int d = 0; d < x.dim(); ++d)
+    if (!r.reduced[d]) order.push_back(d);
+  for (int d = 0; d < x.dim(); ++d)
+    if (r.reduced[d]) order.push_back(d);
+  for (int i = 0; i < x.dim(); ++i) inverse[order[i]] = i;
+  const Tensor rows = kernels::dense(permute(x.detach(), order));
+  const std::int64_t outputs = r.kept_shape.numel(), count = r.count;
+  Tensor kept = dispatch_numeric(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor result = empty(r.kept_shape, x.dtype());
+    kernels::row_products<T, ProductCarry<T>>(rows.data_ptr<T>(), result.data_ptr<T>(), outputs, count);
+    return result;
+  });
+  Tensor out = finish_shape(kept, r, keepdim);
+  if (any_requires_grad({&x}))
+    record(op, out, {x},
+           [sx = SavedTensor(x), r, order, inverse, permuted = rows.shape()](const Tensor& g) -> TensorList {
+             // Each entry's gradient is g times the product of the other entries of its row.
+             const Tensor& x = sx.unpack();
+             const std::int64_t outputs = r.kept_shape.numel(), count = r.count;
+             Tensor others;  // (outputs, count)
+             if (any_requires_grad({&g, &x})) {
+               // Taped, for a gradient of the gradient: the rows repeated count times with the entry itself
+               // replaced by 1, and multiplied out. Quadratic in count, so only taken then.
+               const Tensor xr = reshape(permute(x, order), {outputs, count});
+               const Tensor off_diagonal = eq(eye(count, std::nullopt, x.dtype()), 0.0);
+               const Tensor y = where(off_diagonal, expand(unsqueeze(xr, 1), {outputs, count, count}), 1.0);
+               others = prod(y, {-1}) * reshape(g, {outputs, 1});
+             } else {
+               others = dispatch_floating(x.dtype(), "prod backward", [&](auto tag) {
+                 using T = decltype(tag);
+                 const Tensor xr = kernels::dense(permute(x, order)), gd = kernels::dense(g);
+                 Tensor gx = empty({outputs, count}, x.dtype());
+                 kernels::row_products_backward<T, ProductCarry<T>>(xr.data_ptr<T>(), gd.data_ptr<T>(),
+                                                                    gx.data_ptr<T>(), outputs, count);
+                 return gx;
+               });
+             }
+             return {permute(reshape(others, permuted), inverse)};
+           });
+  return out;
+}
 
 }  // namespace tapegrad
