@@ -357,3 +357,101 @@ TEST_CASE("elementwise: errors name the op and the shapes") {
                        "masked_fill: mask of shape (2,1) does not broadcast to the input's shape (2)", ShapeError);
   CHECK_THROWS_WITH_AS(logical_not(zeros({2})), "logical_not: the input must be a bool tensor, got float32", TypeError);
 }
+
+// ---------------------------------------------------------------- floor division and remainders
+
+TEST_CASE("elementwise: floor_divide, remainder and fmod on floating point are torch's, edge cases included") {
+  // torch.floor_divide / remainder / fmod of these float32 pairs: signs, a non-integer quotient,
+  // -0, a tiny negative (remainder rounds to b), inf on either side, and a divisor that is not
+  // exact in float32.
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor a = from_vector(std::vector<float>{5, -5, 5, -5, 5.5f, -0.0f, -1e-30f, inf, 5, -5, 7, -7}, {12});
+  const Tensor b = from_vector(std::vector<float>{3, 3, -3, -3, 2, 3, 3, 3, inf, inf, 0.5f, 0.7f}, {12});
+  const double nan = std::nan("");
+  check_values(floor_divide(a, b), {1, -2, -2, 1, 2, -0.0, -1, nan, 0, -1, 14, -11}, 1e-15);
+  check_values(remainder(a, b), {2, 1, -1, -2, 1.5, -0.0, 3, nan, 5, INFINITY, 0, 0.6999998688697815}, 1e-15);
+  check_values(a % b, remainder(a, b).to_vector<double>(), 1e-15);
+  check_values(fmod(a, b), {2, -2, 2, -2, 1.5, -0.0, -1.0000000031710769e-30, nan, 5, -5, 0, -1.1920928955078125e-07},
+               1e-15);
+  CHECK(std::signbit(floor_divide(a, b).to_vector<float>()[5]));  // -0, as torch's
+  // A floating divisor of 0: a / b for floor_divide, NaN for both remainders.
+  const Tensor z = tensor({5.0, -5.0, 0.0});
+  check_values(floor_divide(z, 0.0), {INFINITY, -INFINITY, nan});
+  check_values(remainder(z, 0.0), {nan, nan, nan});
+  check_values(fmod(z, 0.0), {nan, nan, nan});
+  // bfloat16 computed in float32 and rounded: torch gives [0.19921875, 0.08984375].
+  const Tensor r = remainder(tensor({0.5, 4.0}).to(kBFloat16), tensor({0.3}).to(kBFloat16));
+  CHECK(r.dtype() == kBFloat16);
+  check_values(r, {0.19921875, 0.08984375}, 1e-15);
+}
+
+TEST_CASE("elementwise: floor_divide, remainder and fmod on int64 stay int64, with torch's dtypes") {
+  const Tensor i = tensor({5, -5, 7, -7, 0, 9}, kInt64), j = tensor({3, 3, -2, -2, 4, -3}, kInt64);
+  using V = std::vector<std::int64_t>;
+  CHECK(floor_divide(i, j).to_vector<std::int64_t>() == V{1, -2, -4, 3, 0, -3});
+  CHECK(remainder(i, j).to_vector<std::int64_t>() == V{2, 1, -1, -1, 0, 0});
+  CHECK(fmod(i, j).to_vector<std::int64_t>() == V{2, -2, 1, -1, 0, 0});
+  CHECK(floor_divide(i, 2).to_vector<std::int64_t>() == V{2, -3, 3, -4, 0, 4});
+  CHECK((i % 2).to_vector<std::int64_t>() == V{1, 1, 1, 1, 0, 1});
+  CHECK((i % 2).dtype() == kInt64);
+  CHECK(fmod(i, 2).to_vector<std::int64_t>() == V{1, -1, 1, -1, 0, 1});
+  // A double divisor makes them float32: torch gives these for i and 2.5.
+  CHECK(remainder(i, 2.5).dtype() == kFloat32);
+  check_values(floor_divide(i, 2.5), {2, -2, 2, -3, 0, 3}, 1e-15);
+  check_values(remainder(i, 2.5), {0, -0.0, 2, 0.5, 0, 1.5}, 1e-15);
+  check_values(fmod(i, 2.5), {0, -0.0, 2, -2, 0, 1.5}, 1e-15);
+  // Promotion as the arithmetic ops: float32 with float64 (3,) is float64, with float64 () float32;
+  // int64 with float32 is float32.
+  const Tensor f = tensor({5.0, -5.0});
+  CHECK(remainder(f, tensor({3.0}, kFloat64)).dtype() == kFloat64);
+  CHECK(remainder(f, scalar_tensor(3.0, kFloat64)).dtype() == kFloat32);
+  CHECK(remainder(tensor({5, -5}, kInt64), tensor({3.0})).dtype() == kFloat32);
+  // INT64_MIN by -1 overflows: the quotient wraps around to itself, the remainders are 0.
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  const Tensor m = from_vector(V{lowest, 7}, {2});
+  CHECK(floor_divide(m, -1).to_vector<std::int64_t>() == V{lowest, -7});
+  CHECK(remainder(m, -1).to_vector<std::int64_t>() == V{0, 0});
+  CHECK(fmod(m, -1).to_vector<std::int64_t>() == V{0, 0});
+}
+
+TEST_CASE("elementwise: remainder and fmod gradients are torch's, floor_divide has none") {
+  // torch: (remainder(x, y) * w).sum().backward() gives x.grad = w and y.grad = -sum(w floor(x / y))
+  // over the broadcast rows; fmod the same with trunc.
+  const Tensor w = tensor({{1, 2, 3}, {-1, 0.5, 2}}, kFloat64);
+  struct Case {
+    std::function<Tensor(const Tensor&, const Tensor&)> f;
+    std::vector<double> value, grad_y;
+  };
+  const std::vector<Case> cases = {
+      {[](const Tensor& x, const Tensor& y) { return remainder(x, y); },
+       {0.7999999999999998, 1.9000000000000004, -0.19999999999999996, 0.20000000000000018, 0.7, -0.35000000000000003},
+       {2, 6.5, 22}},
+      {[](const Tensor& x, const Tensor& y) { return fmod(x, y); },
+       {0.7999999999999998, -0.09999999999999964, 0.20000000000000007, 0.20000000000000018, -1.3, 0.04999999999999999},
+       {2, 4, 17}}};
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    CAPTURE(c);
+    const Tensor x = tensor({{5.3, -4.1, 2.2}, {7.7, -1.3, 0.45}}, kFloat64).requires_grad_(true);
+    const Tensor y = tensor({1.5, 2.0, -0.4}, kFloat64).requires_grad_(true);
+    const Tensor out = cases[c].f(x, y);
+    check_values(out, cases[c].value, 1e-14);
+    sum(out * w).backward();
+    check_values(x.grad(), w.to_vector<double>(), 1e-15);
+    check_values(y.grad(), cases[c].grad_y, 1e-15);
+    check_gradients([f = cases[c].f](const TensorList& in) { return f(in[0], in[1]); }, {x.detach(), y.detach()});
+  }
+  const Tensor x = tensor({5.5, -2.5}, kFloat64).requires_grad_(true);
+  CHECK_FALSE(floor_divide(x, 2.0).requires_grad());
+  CHECK(remainder(x, 2).requires_grad());
+}
+
+TEST_CASE("elementwise: floor_divide, remainder and fmod errors") {
+  const Tensor i = tensor({5, -5}, kInt64);
+  CHECK_THROWS_WITH_AS(floor_divide(i, tensor({3, 0}, kInt64)),
+                       "floor_divide: integer division by zero (the divisor of shape (2) holds a 0)", ValueError);
+  CHECK_THROWS_WITH_AS(i % 0, "remainder: integer division by zero (the divisor of shape () holds a 0)", ValueError);
+  CHECK_THROWS_WITH_AS(fmod(tensor({1.0, 0.0}).to(kBool), tensor({1.0}).to(kBool)),
+                       "fmod: not implemented for bool tensors (convert them with to(kInt64))", TypeError);
+  CHECK_THROWS_WITH_AS(remainder(tensor({1.0, 2.0}), tensor({1.0, 2.0, 3.0})), doctest::Contains("remainder"),
+                       ShapeError);
+}

@@ -144,13 +144,14 @@ inline void check_first_order_gradients(const char* reason, const GradcheckFunct
   CHECK_MESSAGE(first.passed, first.message());
 }
 
-// Checks every element of t against expected (row-major) within tol.
+// Checks every element of t against expected (row-major) within tol; NaN and infinities exactly.
 inline void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
   const std::vector<double> got = t.to_vector<double>();
   REQUIRE(got.size() == expected.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i << " of " << t.str());
     if (std::isnan(expected[i])) CHECK(std::isnan(got[i]));
+    else if (std::isinf(expected[i])) CHECK(got[i] == expected[i]);  // Approx's difference would be NaN
     else CHECK(got[i] == doctest::Approx(expected[i]).epsilon(tol));
   }
 }

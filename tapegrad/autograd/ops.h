@@ -71,8 +71,8 @@ Tensor minimum(const Tensor& a, const Tensor& b);
 
 // An integer C++ operand (x + 1, 2 * ids): an int64 or bool tensor stays integral (bool becomes
 // int64, wrapping around as int64 arithmetic does), as torch's tensor + Python int; a floating
-// tensor takes the number as a double. Division has no integer form: ids / 2 is true division,
-// float32.
+// tensor takes the number as a double. ids / 2 is true division, float32; floor_divide(ids, 2) and
+// ids % 2 (below) stay int64.
 namespace detail {
 template <class I>
 using if_integer = std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int>;
@@ -121,6 +121,45 @@ template <class I, detail::if_integer<I> = 0>
 Tensor operator*(I a, const Tensor& b) {
   return mul(b, a);
 }
+
+// Floor division and remainders, with torch's rules (Python's): floor_divide(a, b) = floor(a / b)
+// (a / b itself for a floating b == 0: inf or NaN); remainder(a, b) = a - b floor_divide(a, b), with
+// b's sign (Python's %, and operator% here); fmod(a, b) = a - b trunc(a / b), with a's sign (C's
+// fmod). Operands promote as the arithmetic ops; an int64 result stays int64, and an int64 divisor
+// holding 0 is a ValueError (torch's ZeroDivisionError); INT64_MIN floor-divided by -1 wraps around to
+// itself, where torch's crashes. Bool operands are a TypeError, as torch's. A double makes an int64
+// tensor float32; an integer keeps it int64. floor_divide is not differentiable (its result never
+// requires grad; torch has no derivative for it); remainder and fmod pass the gradient to a
+// unchanged and to b times minus the floored or truncated quotient.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, double b);
+Tensor fmod(const Tensor& a, double b);
+namespace detail {
+Tensor floor_divide_integer(const Tensor& a, std::int64_t b);
+Tensor remainder_integer(const Tensor& a, std::int64_t b);
+Tensor fmod_integer(const Tensor& a, std::int64_t b);
+}  // namespace detail
+template <class I, detail::if_integer<I> = 0>
+Tensor floor_divide(const Tensor& a, I b) {
+  return detail::floor_divide_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor remainder(const Tensor& a, I b) {
+  return detail::remainder_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor fmod(const Tensor& a, I b) {
+  return detail::fmod_integer(a, static_cast<std::int64_t>(b));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor operator%(const Tensor& a, I b) {
+  return remainder(a, b);
+}
+inline Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+inline Tensor operator%(const Tensor& a, double b) { return remainder(a, b); }
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -1,8 +1,9 @@
-// Binary elementwise ops: arithmetic with broadcasting (and with a scalar), maximum and
-// minimum, comparisons and logical ops, selection (where, masked_fill), and the copies
-// (contiguous, clone, to). Each forward is followed by its backward; the loops are
+// Binary elementwise ops: arithmetic with broadcasting (and with a scalar), floor division and
+// remainders, maximum and minimum, comparisons and logical ops, selection (where, masked_fill),
+// and the copies (contiguous, clone, to). Each forward is followed by its backward; the loops are
 // kernels/elementwise.h's maps. Unary math and activations are in ops/unary.cpp.
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -143,6 +144,124 @@ Tensor div(const Tensor& a, const Tensor& b) {
            });
   return out;
 }
+
+// ---------------------------------------------------------------- floor division and remainders
+namespace {
+
+enum class Division { kFloor, kRemainder, kFmod };
+
+const char* division_name(Division kind) {
+  switch (kind) {
+    case Division::kFloor:
+      return "floor_divide";
+    case Division::kRemainder:
+      return "remainder";
+    case Division::kFmod:
+      return "fmod";
+  }
+  return "";
+}
+
+// One element of the three ops on int64. The divisor is not 0 (checked before); -1 is apart,
+// since INT64_MIN / -1 overflows: the quotient wraps around (as int64 arithmetic does here) and
+// both remainders are 0.
+std::int64_t divide_integer(std::int64_t a, std::int64_t b, Division kind) {
+  if (b == -1) return kind == Division::kFloor ? static_cast<std::int64_t>(0 - static_cast<std::uint64_t>(a)) : 0;
+  std::int64_t q = a / b, r = a % b;  // truncated: r takes a's sign
+  if (kind == Division::kFmod) return r;
+  if (r != 0 && ((r < 0) != (b < 0))) {  // floored: r takes b's sign
+    q -= 1;
+    r += b;
+  }
+  return kind == Division::kFloor ? q : r;
+}
+
+// The same on floating point, as torch's CPU kernels (Python's rules): fmod is C's; remainder is
+// fmod moved to b's sign; the floored quotient comes from (a - fmod(a, b)) / b, rounded to the
+// nearest whole number, and is a / b (inf or NaN) for b == 0.
+template <class T>
+T divide_floating(T a, T b, Division kind) {
+  const T mod = std::fmod(a, b);
+  const bool moved = mod != T(0) && ((b < T(0)) != (mod < T(0)));
+  if (kind == Division::kFmod) return mod;
+  if (kind == Division::kRemainder) return moved ? mod + b : mod;
+  if (b == T(0)) return a / b;
+  T quotient = (a - mod) / b;
+  if (moved) quotient -= T(1);
+  if (quotient == T(0)) return std::copysign(T(0), a / b);
+  T floored = std::floor(quotient);
+  if (quotient - floored > T(0.5)) floored += T(1);
+  return floored;
+}
+
+Tensor divide(const Tensor& a, const Tensor& b, Division kind) {
+  const char* op = division_name(kind);
+  if (a.dtype() != b.dtype()) {
+    const auto [x, y] = promoted(a, b);
+    return divide(x, y, kind);
+  }
+  if (a.dtype() == kBool)
+    throw TypeError(message(op, ": not implemented for bool tensors (convert them with to(kInt64))"));
+  if (a.dtype() == kBFloat16)  // computed in float32 and rounded, as the arithmetic ops
+    return divide(a.to(kFloat32), b.to(kFloat32), kind).to(kBFloat16);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  if (a.dtype() == kInt64) {
+    if (sum(eq(b, 0.0)).item() > 0)
+      throw ValueError(
+          message(op, ": integer division by zero (the divisor of shape ", b.shape().str(), " holds a 0)"));
+    return map2<std::int64_t, std::int64_t>(
+        a, b, shape, [kind](std::int64_t x, std::int64_t y) { return divide_integer(x, y, kind); });
+  }
+  Tensor out = dispatch_floating(a.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    return map2<T, T>(a, b, shape, [kind](T x, T y) { return divide_floating(x, y, kind); });
+  });
+  // floor_divide is piecewise constant: not differentiable (torch has no derivative for it), so its
+  // result does not require grad. The remainders' gradients: 1 for a, and for b minus the floored
+  // (remainder) or truncated (fmod) quotient, taken as a constant.
+  if (kind != Division::kFloor && any_requires_grad({&a, &b}))
+    record(op, out, {a, b},
+           [sa = SavedTensor(a), sb = SavedTensor(b), need_b = b.requires_grad(), kind](const Tensor& g) -> TensorList {
+             const Tensor& a = sa.unpack();
+             const Tensor& b = sb.unpack();
+             Tensor gb;
+             if (need_b) {
+               const Tensor quotient = kind == Division::kRemainder ? floor_divide(a.detach(), b.detach())
+                                                                    : trunc(div(a.detach(), b.detach()));
+               gb = sum_to(neg(g) * quotient, b.shape());
+             }
+             return {sum_to(g, a.shape()), gb};
+           });
+  return out;
+}
+
+// The divisor as a 0-dim tensor: an integer keeps an integral x integral, a double makes it float32
+// (as a Python float does in torch); with a floating x, either takes x's dtype.
+Tensor divisor_tensor(const Tensor& x, std::int64_t b) {
+  if (is_floating(x.dtype())) return scalar_tensor(static_cast<double>(b), x.dtype());
+  return from_vector(std::vector<std::int64_t>{b}, {});
+}
+
+Tensor divide(const Tensor& a, double b, Division kind) {
+  const Tensor x = is_floating(a.dtype()) ? a : a.to(kFloat32);
+  return divide(x, scalar_tensor(b, x.dtype()), kind);
+}
+
+}  // namespace
+
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return divide(a, b, Division::kFloor); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return divide(a, b, Division::kRemainder); }
+Tensor fmod(const Tensor& a, const Tensor& b) { return divide(a, b, Division::kFmod); }
+
+Tensor floor_divide(const Tensor& a, double b) { return divide(a, b, Division::kFloor); }
+Tensor remainder(const Tensor& a, double b) { return divide(a, b, Division::kRemainder); }
+Tensor fmod(const Tensor& a, double b) { return divide(a, b, Division::kFmod); }
+
+namespace detail {
+Tensor floor_divide_integer(const Tensor& a, std::int64_t b) { return floor_divide(a, divisor_tensor(a, b)); }
+Tensor remainder_integer(const Tensor& a, std::int64_t b) { return remainder(a, divisor_tensor(a, b)); }
+Tensor fmod_integer(const Tensor& a, std::int64_t b) { return fmod(a, divisor_tensor(a, b)); }
+}  // namespace detail
 
 // An int64 or Bool tensor with a C++ double is float32, as torch's with a Python float.
 Tensor add(const Tensor& a, double b) {
