@@ -69,6 +69,15 @@ inline DType promote_types(DType a, DType b) {
   return DType::Float32;  // bfloat16 and float32
 }
 
+// torch.can_cast: whether an op's result of dtype `from` may be written into a tensor of dtype `to`
+// (the rule of in-place ops): anything into a floating type, bool and int64 into int64, only bool into
+// bool.
+inline bool can_cast(DType from, DType to) {
+  if (is_floating(to)) return true;
+  if (to == DType::Int64) return !is_floating(from);
+  return from == DType::Bool;
+}
+
 // The C++ type stored for each dtype (Bool is stored as one byte).
 template <class T>
 constexpr DType dtype_of() {

@@ -243,15 +243,43 @@ void store_bf16(const Tensor& target, const Tensor& values) {
   target.impl()->storage->bump_version();
 }
 
+// Writes the result of an in-place op, computed out of place, into target, with torch's rules: the
+// result must have target's shape (the operands broadcast to target, not target to them) and a
+// dtype that casts to target's.
+const Tensor& write_result(const Tensor& target, const Tensor& result, const char* op) {
+  if (result.shape() != target.shape())
+    throw ShapeError(message(op, ": the result's broadcast shape ", result.shape().str(),
+                             " does not match the shape of the tensor written in place, ", target.shape().str()));
+  if (!can_cast(result.dtype(), target.dtype()))
+    throw TypeError(message(op, ": the result's dtype ", dtype_name(result.dtype()),
+                            " cannot be written into a tensor of dtype ", dtype_name(target.dtype())));
+  return target.copy_(result);
+}
+
+// other * alpha, with other itself for alpha 1 (so an integral other stays integral).
+Tensor scaled(const Tensor& other, double alpha) { return alpha == 1.0 ? other : other * alpha; }
+
+// The out-of-place result of an in-place op, computed without recording.
+template <class F>
+const Tensor& compute_in_place(const Tensor& target, const char* op, F compute) {
+  detail::check_inplace(target, op);
+  Tensor result;
+  {
+    NoGradGuard no_grad;
+    result = compute();
+  }
+  return write_result(target, result, op);
+}
+
 }  // namespace
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
   detail::check_inplace(*this, "add_");
-  if (other.dtype() != dtype())
-    throw TypeError(message("add_: dtype mismatch, ", dtype_name(dtype()), " += ", dtype_name(other.dtype())));
-  if (broadcast_shapes(other.shape(), shape(), "add_") != shape())
-    throw ShapeError("add_: cannot add a tensor of shape " + other.shape().str() + " into one of shape " +
-                     shape().str());
+  if (other.dtype() != dtype() || !is_floating(dtype()))
+    return compute_in_place(*this, "add_", [&] { return *this + scaled(other, alpha); });
+  if (const Shape result = broadcast_shapes(other.shape(), shape(), "add_"); result != shape())
+    throw ShapeError(message("add_: the result's broadcast shape ", result.str(),
+                             " does not match the shape of the tensor written in place, ", shape().str()));
   if (dtype() == kBFloat16) {  // computed in float32, rounded once
     NoGradGuard no_grad;
     store_bf16(*this, to(kFloat32) + other.to(kFloat32) * alpha);
@@ -272,6 +300,7 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
 
 const Tensor& Tensor::mul_(double factor) const {
   detail::check_inplace(*this, "mul_");
+  if (!is_floating(dtype())) return compute_in_place(*this, "mul_", [&] { return *this * factor; });
   if (dtype() == kBFloat16) {  // computed in float32, rounded once
     NoGradGuard no_grad;
     store_bf16(*this, to(kFloat32) * factor);
@@ -284,6 +313,46 @@ const Tensor& Tensor::mul_(double factor) const {
   });
   impl_->storage->bump_version();
   return *this;
+}
+
+const Tensor& Tensor::add_(double value) const {
+  return compute_in_place(*this, "add_", [&] { return *this + value; });
+}
+const Tensor& Tensor::add_integer_(std::int64_t value) const {
+  return compute_in_place(*this, "add_", [&] { return *this + value; });
+}
+const Tensor& Tensor::sub_integer_(std::int64_t value) const {
+  return compute_in_place(*this, "sub_", [&] { return *this - value; });
+}
+const Tensor& Tensor::mul_integer_(std::int64_t factor) const {
+  return compute_in_place(*this, "mul_", [&] { return *this * factor; });
+}
+const Tensor& Tensor::sub_(const Tensor& other, double alpha) const {
+  return compute_in_place(*this, "sub_", [&] { return *this - scaled(other, alpha); });
+}
+const Tensor& Tensor::sub_(double value) const {
+  return compute_in_place(*this, "sub_", [&] { return *this - value; });
+}
+const Tensor& Tensor::mul_(const Tensor& other) const {
+  return compute_in_place(*this, "mul_", [&] { return *this * other; });
+}
+const Tensor& Tensor::div_(const Tensor& other) const {
+  return compute_in_place(*this, "div_", [&] { return *this / other; });
+}
+const Tensor& Tensor::div_(double divisor) const {
+  return compute_in_place(*this, "div_", [&] { return *this / divisor; });
+}
+const Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, double value) const {
+  return compute_in_place(*this, "addcmul_", [&] { return *this + scaled(a * b, value); });
+}
+const Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, double value) const {
+  return compute_in_place(*this, "addcdiv_", [&] { return *this + scaled(a / b, value); });
+}
+const Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) const {
+  return compute_in_place(*this, "clamp_", [&] { return tapegrad::clamp(*this, min, max); });
+}
+const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
+  return compute_in_place(*this, "masked_fill_", [&] { return tapegrad::masked_fill(*this, mask, value); });
 }
 
 // ---------------------------------------------------------------- printing

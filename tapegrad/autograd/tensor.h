@@ -157,11 +157,39 @@ class Tensor {
 
   // --- in-place writes (never recorded; a leaf that requires grad may be written only under
   // NoGradGuard, as an optimiser does) ---
+  // As torch's: the other operands broadcast to this tensor's shape (not the other way: ShapeError),
+  // the result is computed as the out-of-place op computes it (type promotion included) and must
+  // cast to this tensor's dtype (torch.can_cast: no floating result into int64 or bool, nothing
+  // but bool into bool; TypeError otherwise). add_ and mul_ of floating tensors of one dtype run
+  // in place; the others compute the result apart and copy it in.
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
   const Tensor& copy_(const Tensor& src) const;                       // src broadcast to this shape
   const Tensor& add_(const Tensor& other, double alpha = 1.0) const;  // this += alpha * other
+  const Tensor& add_(double value) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;  // this -= alpha * other
+  const Tensor& sub_(double value) const;
+  const Tensor& mul_(const Tensor& other) const;
   const Tensor& mul_(double factor) const;
+  // A C++ integer keeps an int64 tensor int64 (ids.add_(1), counts.mul_(2)), as the out-of-place ops.
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  const Tensor& add_(I value) const {
+    return add_integer_(static_cast<std::int64_t>(value));
+  }
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  const Tensor& sub_(I value) const {
+    return sub_integer_(static_cast<std::int64_t>(value));
+  }
+  template <class I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+  const Tensor& mul_(I factor) const {
+    return mul_integer_(static_cast<std::int64_t>(factor));
+  }
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(double divisor) const;
+  const Tensor& addcmul_(const Tensor& a, const Tensor& b, double value = 1.0) const;  // this += value * a * b
+  const Tensor& addcdiv_(const Tensor& a, const Tensor& b, double value = 1.0) const;  // this += value * a / b
+  const Tensor& clamp_(std::optional<double> min, std::optional<double> max) const;
+  const Tensor& masked_fill_(const Tensor& mask, double value) const;
 
   // --- printing ---
   std::string str() const;
@@ -208,6 +236,9 @@ class Tensor {
   Tensor masked_fill(const Tensor& mask, double value) const;
 
  private:
+  const Tensor& add_integer_(std::int64_t value) const;
+  const Tensor& sub_integer_(std::int64_t value) const;
+  const Tensor& mul_integer_(std::int64_t factor) const;
   TensorImpl& checked() const;
   std::shared_ptr<TensorImpl> impl_;
 };
