@@ -93,8 +93,8 @@ TEST_CASE("inplace: the operands broadcast to the written tensor, not the other 
 
 TEST_CASE("inplace: grad mode guards and saved-tensor versions hold for the new writes") {
   const Tensor w = tensor({1.0, 2.0}, kFloat64).requires_grad_(true);
-  CHECK_THROWS_WITH_AS(w.mul_(tensor({2.0, 2.0}, kFloat64)), doctest::Contains("mul_: a leaf tensor that requires grad"),
-                       GraphError);
+  CHECK_THROWS_WITH_AS(w.mul_(tensor({2.0, 2.0}, kFloat64)),
+                       doctest::Contains("mul_: a leaf tensor that requires grad"), GraphError);
   CHECK_THROWS_WITH_AS((w * 2.0).addcmul_(w, w), doctest::Contains("addcmul_: a tensor made by mul"), GraphError);
   // Under no grad a leaf may be written (an optimiser's update), and a backward that saved it
   // before the write is refused.

@@ -2,7 +2,8 @@
 // tapegrad against PyTorch 1.13, in float64: values and gradients of MultiHeadAttention (self,
 // causal, key padding, cross, cross with kv_dim, grouped-query and multi-query heads, the last
 // against the attention written with PyTorch's ops), scaled_dot_product_attention (scales, masks,
-// causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss,
+// causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss, the
+// convolutions, pools, unfold and fold,
 // TransformerEncoderLayer and TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
 // MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, and, against their
 // formulas written with PyTorch's ops, RMSNorm, rotary and sinusoidal positions, multi-head latent
@@ -133,6 +134,11 @@ struct BuiltModule {
   std::function<TensorMap(const TensorMap& inputs)> forward;  // inputs by fixture name -> outputs by name
 };
 
+// A list of integers of the config (a window option).
+Dims dims_of(const json& config, const std::string& key) {
+  return Dims(config.at(key).get<std::vector<std::int64_t>>());
+}
+
 Tensor optional_input(const TensorMap& inputs, const std::string& name) {
   auto it = inputs.find(name);
   return it == inputs.end() ? Tensor() : it->second;
@@ -232,6 +238,44 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     const nn::Reduction r = reduction_of(config.at("reduction").get<std::string>());
     built.forward = [r](const TensorMap& in) {
       return TensorMap{{"output", nn::mse_loss(in.at("input"), in.at("target"), r)}};
+    };
+  } else if (kind == "conv") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      // x: (N, C, [H,] W) or unbatched, weight: (out, C / groups, [kh,] kw), bias: (out) or undefined
+      const auto conv = config.at("dims").get<int>() == 1 ? nn::functional::conv1d : nn::functional::conv2d;
+      return TensorMap{{"output", conv(in.at("x"), in.at("weight"), optional_input(in, "bias"),
+                                       dims_of(config, "stride"), dims_of(config, "padding"),
+                                       dims_of(config, "dilation"), config.at("groups").get<std::int64_t>())}};
+    };
+  } else if (kind == "pool") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      namespace F = nn::functional;
+      const bool max = config.at("kind").get<std::string>() == "max", one = config.at("dims").get<int>() == 1;
+      const Tensor& x = in.at("x");
+      const Dims kernel = dims_of(config, "kernel_size"), stride = dims_of(config, "stride"),
+                 padding = dims_of(config, "padding");
+      Tensor y;
+      if (max) {
+        const Dims dilation = dims_of(config, "dilation");
+        y = one ? F::max_pool1d(x, kernel, stride, padding, dilation)
+                : F::max_pool2d(x, kernel, stride, padding, dilation);
+      } else {
+        const bool count_pad = config.at("count_include_pad").get<bool>();
+        y = one ? F::avg_pool1d(x, kernel, stride, padding, count_pad)
+                : F::avg_pool2d(x, kernel, stride, padding, count_pad);
+      }
+      return TensorMap{{"output", y}};
+    };
+  } else if (kind == "unfold") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      const Dims kernel = dims_of(config, "kernel_size"), dilation = dims_of(config, "dilation"),
+                 padding = dims_of(config, "padding"), stride = dims_of(config, "stride");
+      if (config.at("fold_to").is_null())
+        return TensorMap{{"output", unfold(in.at("x"), kernel, dilation, padding, stride)}};
+      return TensorMap{{"output", fold(in.at("x"), dims_of(config, "fold_to"), kernel, dilation, padding, stride)}};
     };
   } else if (kind == "TransformerEncoderLayer") {
     nn::TransformerEncoderLayer layer(layer_options(config, gen));
@@ -533,6 +577,15 @@ const std::vector<std::string> kEinsumCases = {"einsum_matmul",
 const std::vector<std::string> kFunctionCases = {"embedding_bag_sum",  "embedding_bag_sum_weighted",
                                                  "embedding_bag_mean", "mse_loss_none",
                                                  "mse_loss_mean",      "mse_loss_sum"};
+const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
+                                               "conv2d_groups_unbatched_no_bias",
+                                               "conv1d_stride_padding_dilation_groups",
+                                               "max_pool2d_padding_dilation",
+                                               "max_pool1d_default_stride",
+                                               "avg_pool2d_count_include_pad_false",
+                                               "avg_pool1d_unbatched",
+                                               "unfold",
+                                               "fold"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
@@ -570,7 +623,7 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases,
                             &kEinsumCases, &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases,
                             &kRecurrentCases, &kCellCases, &kPositionAndNormCases, &kLatentAttentionCases,
-                            &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases})
+                            &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases, &kWindowCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -610,6 +663,12 @@ TEST_CASE(
     "(every "
     "reduction) match F.embedding_bag and F.mse_loss") {
   check_cases(kFunctionCases);
+}
+
+TEST_CASE(
+    "torch reference: conv1d and conv2d (stride, padding, dilation, groups, unbatched, no bias), max and average pools "
+    "(padding, dilation, count_include_pad) and unfold and fold match torch.nn.functional's") {
+  check_cases(kWindowCases);
 }
 
 TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {

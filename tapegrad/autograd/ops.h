@@ -30,6 +30,7 @@
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
 //   ops/shape.cpp        reshape, transpose, permute, slicing, flip, roll, tile, tril/triu, concat, stack, split
+//   ops/windows.cpp      unfold and fold (im2col and col2im)
 //   ops/index.cpp        index_select, gather, embedding, topk, sort, one_hot
 //   ops/nn.cpp           layer_norm, logistic_loss, dropout
 //   ops/attention.cpp    fused_attention
@@ -374,6 +375,20 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<std::int64_t>& size
 std::vector<Tensor> chunk(const Tensor& x, std::int64_t chunks, std::int64_t axis);
 // The slices of x along axis, each with that axis removed (views; one node for all of them).
 std::vector<Tensor> unbind(const Tensor& x, std::int64_t axis = 0);
+
+// ---------------------------------------------------------------- sliding windows
+// torch's F.unfold (im2col): every kernel_size window of an (N, C, H, W) image batch, zero-padded by
+// `padding` on each side, taken every `stride` pixels with taps `dilation` apart, as a column of
+// (N, C * kh * kw, windows); rows ordered (channel, kernel row, kernel column), windows row-major.
+// Each option takes one value (both axes) or two (height, width). A (C, H, W) input gives (C * kh *
+// kw, windows). ShapeError when no window fits, ValueError for a kernel, dilation or stride below 1 or
+// a negative padding. fold is its adjoint, as torch's F.fold: the columns added back into images of
+// output_size, overlapping windows summed; each is the other's gradient. The convolutions and pools
+// (nn/conv.h) are unfold and a matmul or a reduction.
+Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
+              const Dims& stride = {1});
+Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, const Dims& dilation = {1},
+            const Dims& padding = {0}, const Dims& stride = {1});
 
 // ---------------------------------------------------------------- indexing
 // The entries of x at `index` (Int64, 1-D) along axis.

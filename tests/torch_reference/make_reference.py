@@ -889,6 +889,60 @@ def cell_case(seed, cell, *, input_size=3, hidden=4, batch=3):
     return finish_case("RecurrentCell", config, inputs, parameters_state(module), outputs, cotangents)
 
 
+# ---------------------------------------------------------------- convolutions, pools and windows
+
+def conv_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, dilation=1, groups=1):
+    """F.conv1d / F.conv2d: inputs x, weight and (optionally) bias."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape)), "weight": leaf(randn(*w_shape))}
+    if bias:
+        inputs["bias"] = leaf(randn(w_shape[0]))
+    conv = F.conv1d if dims == 1 else F.conv2d
+    outputs = {"output": conv(inputs["x"], inputs["weight"], inputs.get("bias"), stride=stride, padding=padding,
+                              dilation=dilation, groups=groups)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"dims": dims, "stride": listed(stride), "padding": listed(padding), "dilation": listed(dilation),
+              "groups": groups}
+    return finish_case("conv", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def listed(v):
+    return list(v) if isinstance(v, (tuple, list)) else [v]
+
+
+def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True):
+    """F.max_pool1d/2d and F.avg_pool1d/2d (stride None: the kernel size)."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape))}
+    if kind == "max":
+        pool = F.max_pool1d if dims == 1 else F.max_pool2d
+        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, dilation=dilation)
+    else:
+        pool = F.avg_pool1d if dims == 1 else F.avg_pool2d
+        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, count_include_pad=count_include_pad)
+    outputs = {"output": output}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"kind": kind, "dims": dims, "kernel_size": listed(kernel_size),
+              "stride": [] if stride is None else listed(stride), "padding": listed(padding),
+              "dilation": listed(dilation), "count_include_pad": count_include_pad}
+    return finish_case("pool", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def unfold_case(seed, *, x_shape, kernel_size, dilation=1, padding=0, stride=1, fold_to=None):
+    """F.unfold, or F.fold into fold_to when given (then x holds the columns)."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape))}
+    if fold_to is None:
+        output = F.unfold(inputs["x"], kernel_size, dilation=dilation, padding=padding, stride=stride)
+    else:
+        output = F.fold(inputs["x"], fold_to, kernel_size, dilation=dilation, padding=padding, stride=stride)
+    outputs = {"output": output}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"fold_to": None if fold_to is None else listed(fold_to), "kernel_size": listed(kernel_size),
+              "dilation": listed(dilation), "padding": listed(padding), "stride": listed(stride)}
+    return finish_case("unfold", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -969,6 +1023,21 @@ def main():
         "cross_entropy_between_axis_1": information_case(115, "cross_entropy_between", axis=1, log_base=None),
         "kl_divergence_axis_0": information_case(116, "kl_divergence", axis=0, log_base=None),
         "pointer_sentinel": pointer_sentinel_case(117),
+        "conv2d_stride_padding_dilation": conv_case(120, 2, x_shape=(2, 3, 6, 7), w_shape=(4, 3, 3, 2), stride=(2, 1),
+                                                    padding=(1, 0), dilation=(1, 2)),
+        "conv2d_groups_unbatched_no_bias": conv_case(121, 2, x_shape=(4, 5, 5), w_shape=(6, 2, 2, 2), bias=False,
+                                                     padding=1, groups=2),
+        "conv1d_stride_padding_dilation_groups": conv_case(122, 1, x_shape=(2, 4, 9), w_shape=(6, 2, 3), stride=2,
+                                                           padding=1, dilation=2, groups=2),
+        "max_pool2d_padding_dilation": pool_case(123, "max", 2, x_shape=(2, 3, 7, 6), kernel_size=(3, 2),
+                                                 stride=(2, 2), padding=(1, 1), dilation=(1, 2)),
+        "max_pool1d_default_stride": pool_case(124, "max", 1, x_shape=(2, 3, 10), kernel_size=3, padding=1),
+        "avg_pool2d_count_include_pad_false": pool_case(125, "avg", 2, x_shape=(2, 3, 7, 6), kernel_size=(3, 2),
+                                                        stride=(2, 1), padding=(1, 1), count_include_pad=False),
+        "avg_pool1d_unbatched": pool_case(126, "avg", 1, x_shape=(3, 9), kernel_size=4, stride=3, padding=2),
+        "unfold": unfold_case(127, x_shape=(2, 3, 5, 6), kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2),
+                              stride=(1, 2)),
+        "fold": unfold_case(128, x_shape=(2, 12, 12), kernel_size=(2, 2), padding=1, stride=2, fold_to=(6, 5)),
     }
     fixture = {
         "generator": "tests/torch_reference/make_reference.py",

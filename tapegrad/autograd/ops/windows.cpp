@@ -1,0 +1,110 @@
+// Sliding windows over images: unfold (im2col) and fold (col2im), each the other's gradient, so
+// gradients of every order follow. The loops are kernels/windows.h's; the convolutions and
+// pools of nn/conv.h are built on these and matmul.
+
+#include <string>
+
+#include "tapegrad/autograd/format.h"
+#include "tapegrad/autograd/kernels/elementwise.h"
+#include "tapegrad/autograd/kernels/windows.h"
+#include "tapegrad/autograd/ops.h"
+
+namespace tapegrad {
+
+namespace {
+
+// One of the window options for the two spatial axes: a list of one entry (both axes) or two.
+void read_pair(const Dims& values, std::int64_t (&out)[2], std::int64_t minimum, const char* op, const char* name) {
+  if (values.size() != 1 && values.size() != 2)
+    throw ValueError(message(op, ": ", name, " takes one value (both axes) or two (height, width), got ",
+                             values.size(), " in ", values.str()));
+  for (int a = 0; a < 2; ++a) {
+    out[a] = values[values.size() == 1 ? 0 : a];
+    if (out[a] < minimum)
+      throw ValueError(message(op, ": ", name, " must be at least ", minimum, ", got ", values.str()));
+  }
+}
+
+// The windows over a height x width image, checked: at least one must fit along each axis.
+kernels::Windows windows(std::int64_t height, std::int64_t width, const Dims& kernel_size, const Dims& dilation,
+                         const Dims& padding, const Dims& stride, const char* op) {
+  kernels::Windows w;
+  read_pair(kernel_size, w.kernel, 1, op, "kernel_size");
+  read_pair(dilation, w.dilation, 1, op, "dilation");
+  read_pair(padding, w.padding, 0, op, "padding");
+  read_pair(stride, w.stride, 1, op, "stride");
+  w.in[0] = height;
+  w.in[1] = width;
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t padded = w.in[a] + 2 * w.padding[a], span = w.dilation[a] * (w.kernel[a] - 1) + 1;
+    if (padded < span)
+      throw ShapeError(message(op, ": the windows do not fit: a kernel of ", w.kernel[0], " x ", w.kernel[1],
+                               " with dilation ", w.dilation[0], " x ", w.dilation[1], " spans ",
+                               w.dilation[0] * (w.kernel[0] - 1) + 1, " x ", w.dilation[1] * (w.kernel[1] - 1) + 1,
+                               " pixels, and the padded input is ", w.in[0] + 2 * w.padding[0], " x ",
+                               w.in[1] + 2 * w.padding[1]));
+    w.out[a] = (padded - span) / w.stride[a] + 1;
+  }
+  return w;
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation, const Dims& padding,
+              const Dims& stride) {
+  const char* op = "unfold";
+  if (x.dim() == 3) return squeeze(unfold(unsqueeze(x, 0), kernel_size, dilation, padding, stride), 0);
+  if (x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  if (x.dtype() == kBFloat16)  // a copy: exact through float32
+    return unfold(x.to(kFloat32), kernel_size, dilation, padding, stride).to(kBFloat16);
+  const std::int64_t n = x.shape()[0], channels = x.shape()[1];
+  const kernels::Windows w = windows(x.shape()[2], x.shape()[3], kernel_size, dilation, padding, stride, op);
+  const Tensor images = kernels::dense(x.detach());
+  Tensor out = dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor cols = empty({n, channels * w.kernel_size(), w.count()}, x.dtype());
+    if (cols.numel() > 0) kernels::im2col(images.data_ptr<T>(), cols.data_ptr<T>(), n, channels, w);
+    return cols;
+  });
+  if (any_requires_grad({&x}))
+    record(op, out, {x},
+           [size = Dims{x.shape()[2], x.shape()[3]}, kernel_size, dilation, padding, stride](const Tensor& g) -> TensorList {
+             return {fold(g, size, kernel_size, dilation, padding, stride)};
+           });
+  return out;
+}
+
+Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, const Dims& dilation,
+            const Dims& padding, const Dims& stride) {
+  const char* op = "fold";
+  if (x.dim() == 2) return squeeze(fold(unsqueeze(x, 0), output_size, kernel_size, dilation, padding, stride), 0);
+  if (x.dim() != 3)
+    throw ShapeError(message(op, ": expected an input of shape (N, C * kh * kw, windows) or (C * kh * kw, windows), got ",
+                             x.shape().str()));
+  if (x.dtype() == kBFloat16)  // sums: in float32, rounded once
+    return fold(x.to(kFloat32), output_size, kernel_size, dilation, padding, stride).to(kBFloat16);
+  std::int64_t size[2];
+  read_pair(output_size, size, 1, op, "output_size");
+  const kernels::Windows w = windows(size[0], size[1], kernel_size, dilation, padding, stride, op);
+  const std::int64_t n = x.shape()[0], rows = x.shape()[1];
+  if (rows % w.kernel_size() != 0 || x.shape()[2] != w.count())
+    throw ShapeError(message(op, ": an input of shape ", x.shape().str(), " does not hold the windows of a ", w.kernel[0],
+                             " x ", w.kernel[1], " kernel over ", size[0], " x ", size[1], ": expected (N, C * ",
+                             w.kernel_size(), ", ", w.count(), ")"));
+  const std::int64_t channels = rows / w.kernel_size();
+  const Tensor cols = kernels::dense(x.detach());
+  Tensor out = dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor images = zeros({n, channels, size[0], size[1]}, x.dtype());
+    if (cols.numel() > 0) kernels::col2im(cols.data_ptr<T>(), images.data_ptr<T>(), n, channels, w);
+    return images;
+  });
+  if (any_requires_grad({&x}))
+    record(op, out, {x}, [kernel_size, dilation, padding, stride](const Tensor& g) -> TensorList {
+      return {unfold(g, kernel_size, dilation, padding, stride)};
+    });
+  return out;
+}
+
+}  // namespace tapegrad

@@ -1,0 +1,156 @@
+#pragma once
+// Convolutions and pools over one or two spatial axes, with PyTorch's names, layouts, options and
+// initialisation: Conv1d / Conv2d and MaxPool1d / MaxPool2d / AvgPool1d / AvgPool2d, and their
+// functional forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the
+// convolutions) or a reduction over the window (the pools), so their gradients are those ops'.
+//
+//   nn::Conv2d conv{nn::ConvOptions(/*in_channels=*/3, /*out_channels=*/16, /*kernel_size=*/{3}).padding({1})};
+//   nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
+//   Tensor y = pool(relu(conv(images)));   // images: (N, 3, 32, 32) -> y: (N, 16, 16, 16)
+//   nn::Conv1d causal{nn::ConvOptions(64, 64, {3}).padding({2})};  // then narrow the last axis
+//
+// Layouts: 2-D inputs (N, C, H, W) or unbatched (C, H, W), weights (out, in / groups, kh, kw); 1-D
+// inputs (N, C, L) or (C, L), weights (out, in / groups, k). Every window option takes one value
+// for all spatial axes or one per axis (two for the 2-D forms). Not offered: torch's ceil_mode,
+// string paddings ("same", "valid") and padding modes other than zeros.
+
+#include <cstdint>
+
+#include "tapegrad/nn/module.h"
+
+namespace tapegrad::nn {
+
+namespace functional {
+
+// torch's F.conv2d and F.conv1d: the cross-correlation of x with weight, plus bias (out_channels)
+// when given; groups split the channels into that many independent convolutions. ShapeError names
+// the shapes that disagree, ValueError the options out of range.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
+              const Dims& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
+              const Dims& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
+
+// torch's F.max_pool2d and F.max_pool1d: the largest value of each window (stride defaults to the
+// kernel size; the padding, at most half the kernel, is -inf). The gradient goes to the window's
+// first largest entry, as torch's; NaN counts as the largest.
+Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  const Dims& dilation = {1});
+Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  const Dims& dilation = {1});
+
+// torch's F.avg_pool2d and F.avg_pool1d: the mean of each window, the zero padding counted in the
+// divisor unless count_include_pad is false.
+Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool count_include_pad = true);
+Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
+                  bool count_include_pad = true);
+
+}  // namespace functional
+
+struct ConvOptions {
+  ConvOptions(std::int64_t in_channels, std::int64_t out_channels, const Dims& kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TAPEGRAD_ARG(std::int64_t, in_channels);
+  TAPEGRAD_ARG(std::int64_t, out_channels);
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {1};
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(Dims, dilation) = {1};
+  TAPEGRAD_ARG(std::int64_t, groups) = 1;
+  TAPEGRAD_ARG(bool, bias) = true;
+  // Draws the initial weights from *generator instead of the default generator (not owned; used
+  // only while the module is constructed).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
+};
+
+// Conv1d and Conv2d: weight (out, in / groups, kernel...) and bias (out), both uniform in
+// +-1/sqrt(fan_in), fan_in = in / groups * the kernel's size, as torch's (kaiming_uniform_ with
+// a = sqrt(5)).
+class ConvImpl : public UnaryModule {
+ public:
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }  // undefined when built without bias
+  const ConvOptions& options() const { return options_; }
+
+ protected:
+  ConvImpl(const ConvOptions& options, int spatial_axes, const char* name);
+  ConvOptions options_;
+  Tensor weight_;
+  Tensor bias_;
+};
+
+class Conv1dImpl : public ConvImpl {
+ public:
+  explicit Conv1dImpl(const ConvOptions& options) : ConvImpl(options, 1, "Conv1d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Conv1d);
+
+class Conv2dImpl : public ConvImpl {
+ public:
+  explicit Conv2dImpl(const ConvOptions& options) : ConvImpl(options, 2, "Conv2d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Conv2d);
+
+struct MaxPoolOptions {
+  MaxPoolOptions(const Dims& kernel_size) : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(Dims, dilation) = {1};
+};
+
+struct AvgPoolOptions {
+  AvgPoolOptions(const Dims& kernel_size) : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(bool, count_include_pad) = true;
+};
+
+class MaxPool1dImpl : public UnaryModule {
+ public:
+  explicit MaxPool1dImpl(const MaxPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const MaxPoolOptions& options() const { return options_; }
+
+ private:
+  MaxPoolOptions options_;
+};
+TAPEGRAD_MODULE(MaxPool1d);
+
+class MaxPool2dImpl : public UnaryModule {
+ public:
+  explicit MaxPool2dImpl(const MaxPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const MaxPoolOptions& options() const { return options_; }
+
+ private:
+  MaxPoolOptions options_;
+};
+TAPEGRAD_MODULE(MaxPool2d);
+
+class AvgPool1dImpl : public UnaryModule {
+ public:
+  explicit AvgPool1dImpl(const AvgPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const AvgPoolOptions& options() const { return options_; }
+
+ private:
+  AvgPoolOptions options_;
+};
+TAPEGRAD_MODULE(AvgPool1d);
+
+class AvgPool2dImpl : public UnaryModule {
+ public:
+  explicit AvgPool2dImpl(const AvgPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const AvgPoolOptions& options() const { return options_; }
+
+ private:
+  AvgPoolOptions options_;
+};
+TAPEGRAD_MODULE(AvgPool2d);
+
+}  // namespace tapegrad::nn

@@ -1,0 +1,189 @@
+// Convolutions, pools, unfold and fold (nn/conv.h, autograd/ops.h): values and gradients of both
+// orders by gradcheck, torch's tie rule of max pooling, the modules' parameters and initialisation,
+// bfloat16 and autocast, the errors, and a small CNN that learns. Values against PyTorch are in
+// test_torch_reference.cpp's window cases.
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "tapegrad/nn/nn.h"
+#include "tapegrad/optim/optim.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+namespace F = tapegrad::nn::functional;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+using tapegrad::testing::names;
+
+TEST_CASE("conv: unfold of a small image, worked by hand, and fold as its adjoint") {
+  // A 1 x 1 x 3 x 3 image 1..9, 2 x 2 windows, stride 1: four windows, rows (kernel row, column).
+  const Tensor image = arange(1.0, 10.0, 1.0, kFloat64).reshape({1, 1, 3, 3});
+  const Tensor cols = unfold(image, {2});
+  CHECK(cols.shape() == Shape{1, 4, 4});
+  check_values(cols, {1, 2, 4, 5, 2, 3, 5, 6, 4, 5, 7, 8, 5, 6, 8, 9}, 1e-15);
+  // Padding 1 puts zeros around: the first window of a 2 x 2 kernel is (0, 0, 0, 1).
+  check_values(unfold(image, {2}, {1}, {1}).select(2, 0), {0, 0, 0, 1}, 1e-15);
+  // fold adds every window back: the centre pixel is in all four windows.
+  check_values(fold(cols, {3}, {2}), {1, 4, 3, 8, 20, 12, 7, 16, 9}, 1e-15);
+  // <unfold(x), c> = <x, fold(c)> for any x and c: fold is unfold's adjoint.
+  Generator gen(5);
+  const Tensor x = randn({2, 3, 5, 6}, gen, kFloat64);
+  const Tensor u = unfold(x, {2, 3}, {2, 1}, {1, 2}, {1, 2});
+  const Tensor c = randn(u.shape(), gen, kFloat64);
+  CHECK(sum(u * c).item() == doctest::Approx(sum(x * fold(c, {5, 6}, {2, 3}, {2, 1}, {1, 2}, {1, 2})).item()).epsilon(1e-12));
+}
+
+TEST_CASE("conv: gradcheck of unfold, fold, the convolutions and the pools, first and second order") {
+  Generator gen(3);
+  const Tensor x = randn({2, 4, 5, 6}, gen, kFloat64);
+  const Tensor w = randn({6, 2, 2, 3}, gen, kFloat64), b = randn({6}, gen, kFloat64);
+  check_gradients([](const TensorList& in) { return unfold(in[0], {2, 3}, {1, 2}, {1}, {2, 1}); }, {x});
+  check_gradients([](const TensorList& in) { return fold(in[0], {4, 5}, {2}, {1}, {1}, {2}); },
+                  {randn({2, 12, 9}, gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) { return F::conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 2}, /*groups=*/2); },
+      {x, w, b});
+  check_gradients([](const TensorList& in) { return F::conv2d(in[0].transpose(2, 3), in[1], Tensor(), {1}, {1}); },
+                  {x, randn({3, 4, 2, 2}, gen, kFloat64)});
+  check_gradients([](const TensorList& in) { return F::conv1d(in[0], in[1], in[2], {2}, {1}, {2}); },
+                  {randn({2, 3, 9}, gen, kFloat64), randn({4, 3, 3}, gen, kFloat64), randn({4}, gen, kFloat64)});
+  // Random values: no ties in a window, where the max is not differentiable.
+  check_gradients([](const TensorList& in) { return F::max_pool2d(in[0], {3, 2}, {2}, {1}, {1, 2}); }, {x});
+  check_gradients([](const TensorList& in) { return F::avg_pool2d(in[0], {3, 2}, {2, 1}, {1}, false); }, {x});
+  check_gradients([](const TensorList& in) { return F::avg_pool1d(in[0], {3}, {}, {1}); },
+                  {randn({2, 3, 8}, gen, kFloat64)});
+}
+
+TEST_CASE("conv: max pooling sends a tie's gradient to the window's first largest entry, as torch's") {
+  // torch: F.max_pool2d(ones(1, 1, 3, 3), 2, stride=1).sum().backward() gives [[1, 1, 0], [1, 1, 0], [0, 0, 0]];
+  // max_pool1d over [1, nan, 3, 2] with kernel 2 gives [nan, 3] and the gradient [0, 1, 1, 0].
+  const Tensor x = ones({1, 1, 3, 3}, kFloat64).requires_grad_(true);
+  sum(F::max_pool2d(x, {2}, {1})).backward();
+  check_values(x.grad(), {1, 1, 0, 1, 1, 0, 0, 0, 0}, 1e-15);
+  const Tensor y = tensor({1.0, std::nan(""), 3.0, 2.0}, kFloat64).reshape({1, 1, 4}).requires_grad_(true);
+  const Tensor pooled = F::max_pool1d(y, {2});
+  check_values(pooled, {std::nan(""), 3}, 1e-15);
+  sum(pooled).backward();
+  check_values(y.grad(), {0, 1, 1, 0}, 1e-15);
+}
+
+TEST_CASE("conv: Conv1d and Conv2d parameters, initialisation and shapes, and the pool modules") {
+  Generator gen(0);
+  nn::Conv2d conv{nn::ConvOptions(4, 6, {3, 2}).padding({1}).groups(2).generator(&gen)};
+  CHECK(names(conv->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(conv->weight().shape() == Shape{6, 2, 3, 2});
+  // torch's bound: 1 / sqrt(fan_in), fan_in = 2 input channels a group * 3 * 2.
+  const double bound = 1.0 / std::sqrt(12.0);
+  CHECK(max(abs(conv->weight())).item() <= bound);
+  CHECK(max(abs(conv->bias())).item() <= bound);
+  CHECK(max(abs(conv->weight())).item() > 0.8 * bound);  // drawn over the whole range, not a narrower one
+  CHECK(conv(zeros({2, 4, 5, 5})).shape() == Shape{2, 6, 5, 6});
+  CHECK(conv(zeros({4, 5, 5})).shape() == Shape{6, 5, 6});  // unbatched
+  nn::Conv1d causal{nn::ConvOptions(3, 5, {3}).padding({2}).bias(false).generator(&gen)};
+  CHECK(names(causal->named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(causal(zeros({2, 3, 7})).shape() == Shape{2, 5, 9});
+  nn::MaxPool2d max_pool{nn::MaxPoolOptions({2})};
+  nn::AvgPool2d avg_pool{nn::AvgPoolOptions({3}).stride({1}).padding({1})};
+  nn::MaxPool1d max_pool_1d{nn::MaxPoolOptions({2}).stride({1})};
+  nn::AvgPool1d avg_pool_1d{nn::AvgPoolOptions({2})};
+  CHECK(max_pool(zeros({2, 3, 8, 7})).shape() == Shape{2, 3, 4, 3});
+  CHECK(avg_pool(zeros({2, 3, 8, 7})).shape() == Shape{2, 3, 8, 7});
+  CHECK(max_pool_1d(zeros({3, 8})).shape() == Shape{3, 7});
+  CHECK(avg_pool_1d(zeros({2, 3, 9})).shape() == Shape{2, 3, 4});
+  CHECK(max_pool->parameters().empty());
+  // The same generator state gives the same weights.
+  Generator a(42), b(42);
+  nn::Conv2d first{nn::ConvOptions(2, 3, {2}).generator(&a)}, second{nn::ConvOptions(2, 3, {2}).generator(&b)};
+  CHECK(first->weight().to_vector<float>() == second->weight().to_vector<float>());
+}
+
+TEST_CASE("conv: bfloat16 inputs and autocast") {
+  Generator gen(9);
+  const Tensor x = randn({2, 3, 6, 6}, gen), w = randn({4, 3, 3, 3}, gen), b = randn({4}, gen);
+  const Tensor reference = F::conv2d(x, w, b, {1}, {1});
+  {
+    AutocastGuard autocast(kBFloat16);
+    const Tensor y = F::conv2d(x, w, b, {1}, {1});
+    CHECK(y.dtype() == kBFloat16);  // a product, as torch's CPU autocast runs conv2d
+    // 27 products a sum, each input rounded to 8 significant bits: within a few percent of the scale.
+    CHECK(max(abs(y.to(kFloat32) - reference)).item() < 0.05 * max(abs(reference)).item());
+  }
+  // Pools of bfloat16 stay bfloat16; the max is exact.
+  const Tensor xb = x.to(kBFloat16);
+  const Tensor pooled = F::max_pool2d(xb, {2});
+  CHECK(pooled.dtype() == kBFloat16);
+  CHECK(pooled.to_vector<float>() == F::max_pool2d(xb.to(kFloat32), {2}).to_vector<float>());
+  CHECK(unfold(xb, {2}).dtype() == kBFloat16);
+}
+
+TEST_CASE("conv: errors name the op, the option and the shapes") {
+  const Tensor x = zeros({2, 4, 5, 5});
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({6, 3, 3, 3})),
+                       "conv2d: a weight of shape (6,3,3,3) with groups 1 expects 3 input channels, got an input of "
+                       "shape (2,4,5,5)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({6, 2, 3, 3}), zeros({5}), {1}, {0}, {1}, 2),
+                       "conv2d: expected a bias of shape (6), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({5, 2, 3, 3}), Tensor(), {1}, {0}, {1}, 2),
+                       "conv2d: the weight's 5 output channels do not split into 2 groups", ValueError);
+  CHECK_THROWS_WITH_AS(F::conv2d(zeros({4, 5}), zeros({6, 4, 3, 3})),
+                       "conv2d: expected an input of shape (N, C, H, W) or (C, H, W), got (4,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv1d(zeros({2, 4, 5}), zeros({6, 4, 3}), Tensor(), {1, 2}),
+                       "conv1d: stride takes one value, got 2 in (1,2)", ValueError);
+  CHECK_THROWS_WITH_AS(unfold(x, {7}),
+                       "unfold: the windows do not fit: a kernel of 7 x 7 with dilation 1 x 1 spans 7 x 7 pixels, and "
+                       "the padded input is 5 x 5",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(unfold(x, {2}, {1}, {0}, {0}), "unfold: stride must be at least 1, got (0)", ValueError);
+  CHECK_THROWS_WITH_AS(unfold(x, {2, 2, 2}),
+                       "unfold: kernel_size takes one value (both axes) or two (height, width), got 3 in (2,2,2)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(fold(zeros({2, 8, 5}), {3}, {2}),
+                       "fold: an input of shape (2,8,5) does not hold the windows of a 2 x 2 kernel over 3 x 3: "
+                       "expected (N, C * 4, 4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::max_pool2d(x, {2}, {}, {2}),
+                       "max_pool2d: padding (2) must be between 0 and half the kernel size (2) (a kernel of at least 1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::Conv2d(nn::ConvOptions(4, 6, {3}).groups(4)),
+                       "Conv2d: groups 4 must divide in_channels 4 and out_channels 6", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Conv1d(nn::ConvOptions(4, 6, {3, 3})), "Conv1d: kernel_size takes one value, got (3,3)",
+                       ValueError);
+}
+
+TEST_CASE("conv: a small CNN learns to tell horizontal from vertical bars") {
+  // 8 x 8 images with one bar of ones, horizontal (class 0) or vertical (class 1), at rows and columns
+  // 0..7, with noise: Conv2d(1, 4, 3) -> ReLU -> MaxPool2d(2) -> Linear(36, 2). SGD, 150 steps on the
+  // 16 images; the loss falls and every image is classified right.
+  Generator gen(1);
+  std::vector<Tensor> images;
+  std::vector<std::int64_t> labels;
+  for (int k = 0; k < 8; ++k)
+    for (int cls = 0; cls < 2; ++cls) {
+      Tensor image = randn({1, 8, 8}, gen) * 0.1;
+      (cls == 0 ? image.select(1, k) : image.select(2, k)).add_(1.0);
+      images.push_back(image);
+      labels.push_back(cls);
+    }
+  const Tensor x = stack(images, 0), y = from_vector(labels, {16});
+  nn::Conv2d conv{nn::ConvOptions(1, 4, {3}).generator(&gen)};
+  nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
+  nn::Linear head{nn::LinearOptions(36, 2).generator(&gen)};
+  TensorList params = conv->parameters();
+  for (const Tensor& p : head->parameters()) params.push_back(p);
+  optim::SGD opt(params, optim::SGDOptions(0.5));
+  auto logits = [&] { return head(flatten(pool(relu(conv(x))), 1)); };
+  const double first = nn::cross_entropy(logits(), y).item();
+  for (int step = 0; step < 150; ++step) {
+    opt.zero_grad();
+    nn::cross_entropy(logits(), y).backward();
+    opt.step();
+  }
+  const double last = nn::cross_entropy(logits(), y).item();
+  CHECK(last < 0.1 * first);
+  CHECK(argmax(logits(), 1).to_vector<std::int64_t>() == labels);
+}
