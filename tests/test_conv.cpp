@@ -34,7 +34,8 @@ TEST_CASE("conv: unfold of a small image, worked by hand, and fold as its adjoin
   const Tensor x = randn({2, 3, 5, 6}, gen, kFloat64);
   const Tensor u = unfold(x, {2, 3}, {2, 1}, {1, 2}, {1, 2});
   const Tensor c = randn(u.shape(), gen, kFloat64);
-  CHECK(sum(u * c).item() == doctest::Approx(sum(x * fold(c, {5, 6}, {2, 3}, {2, 1}, {1, 2}, {1, 2})).item()).epsilon(1e-12));
+  CHECK(sum(u * c).item() ==
+        doctest::Approx(sum(x * fold(c, {5, 6}, {2, 3}, {2, 1}, {1, 2}, {1, 2})).item()).epsilon(1e-12));
 }
 
 TEST_CASE("conv: gradcheck of unfold, fold, the convolutions and the pools, first and second order") {
@@ -42,10 +43,15 @@ TEST_CASE("conv: gradcheck of unfold, fold, the convolutions and the pools, firs
   const Tensor x = randn({2, 4, 5, 6}, gen, kFloat64);
   const Tensor w = randn({6, 2, 2, 3}, gen, kFloat64), b = randn({6}, gen, kFloat64);
   check_gradients([](const TensorList& in) { return unfold(in[0], {2, 3}, {1, 2}, {1}, {2, 1}); }, {x});
-  check_gradients([](const TensorList& in) { return fold(in[0], {4, 5}, {2}, {1}, {1}, {2}); },
-                  {randn({2, 12, 9}, gen, kFloat64)});
   check_gradients(
-      [](const TensorList& in) { return F::conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 2}, /*groups=*/2); },
+      [](const TensorList& in) {
+        return fold(in[0], {4, 5}, {2}, {1}, {1}, {2});
+      },
+      {randn({2, 12, 9}, gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) {
+        return F::conv2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 2}, /*groups=*/2);
+      },
       {x, w, b});
   check_gradients([](const TensorList& in) { return F::conv2d(in[0].transpose(2, 3), in[1], Tensor(), {1}, {1}); },
                   {x, randn({3, 4, 2, 2}, gen, kFloat64)});
@@ -146,9 +152,9 @@ TEST_CASE("conv: errors name the op, the option and the shapes") {
                        "fold: an input of shape (2,8,5) does not hold the windows of a 2 x 2 kernel over 3 x 3: "
                        "expected (N, C * 4, 4)",
                        ShapeError);
-  CHECK_THROWS_WITH_AS(F::max_pool2d(x, {2}, {}, {2}),
-                       "max_pool2d: padding (2) must be between 0 and half the kernel size (2) (a kernel of at least 1)",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      F::max_pool2d(x, {2}, {}, {2}),
+      "max_pool2d: padding (2) must be between 0 and half the kernel size (2) (a kernel of at least 1)", ValueError);
   CHECK_THROWS_WITH_AS(nn::Conv2d(nn::ConvOptions(4, 6, {3}).groups(4)),
                        "Conv2d: groups 4 must divide in_channels 4 and out_channels 6", ValueError);
   CHECK_THROWS_WITH_AS(nn::Conv1d(nn::ConvOptions(4, 6, {3, 3})), "Conv1d: kernel_size takes one value, got (3,3)",

@@ -293,4 +293,13 @@ TEST_CASE("promotion: pow and clamp keep int64 with C++ integers and give float3
   check_values(halves, {2.5, -0.5, 0, 2.5});
   CHECK_THROWS_WITH_AS(clamp(ids, 2, 1), "clamp: min must not exceed max, got min 2, max 1", ValueError);
   check_values(clamp(tensor({-3.0, 0.25, 9.0}), -1, 1), {-1, 0.25, 1});
+  // One integer bound keeps int64 too (torch: ids.clamp(min=0), ids.clamp(max=2), clamp_min, clamp_max).
+  using V = std::vector<std::int64_t>;
+  CHECK(clamp(ids, 0, std::nullopt).dtype() == kInt64);
+  CHECK(clamp(ids, 0, std::nullopt).to_vector<std::int64_t>() == V{3, 0, 0, 7});
+  CHECK(clamp(ids, std::nullopt, 2).to_vector<std::int64_t>() == V{2, -2, 0, 2});
+  CHECK(clamp_min(ids, 1).to_vector<std::int64_t>() == V{3, 1, 1, 7});
+  CHECK(clamp_max(ids, 0).to_vector<std::int64_t>() == V{0, -2, 0, 0});
+  CHECK(clamp_min(ids, 0.5).dtype() == kFloat32);
+  check_values(clamp_max(tensor({-3.0, 0.25, 9.0}), 1.0), {-3, 0.25, 1});
 }

@@ -38,6 +38,7 @@
 //   ops/recurrent.cpp    recurrent_layer (Elman, LSTM, GRU) and the one-step cells
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -225,12 +226,31 @@ enum class GeluApproximation { None, Tanh };
 Tensor gelu(const Tensor& x, GeluApproximation approximate = GeluApproximation::None);
 Tensor silu(const Tensor& x);  // x * sigmoid(x)
 // Limits x to [min, max]; either bound may be absent. Gradient 1 where min <= x <= max. An int64
-// (or Bool) tensor clamped between two C++ integers stays int64 (clamp(ids, 0, vocab - 1)), and
-// with double bounds is float32, as torch's.
+// (or Bool) tensor clamped by C++ integers stays int64 (clamp(ids, 0, vocab - 1), clamp(ids, 0,
+// std::nullopt), clamp_min(ids, 0)), and with double bounds is float32, as torch's. clamp_min and
+// clamp_max are torch's one-sided forms.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 template <class I, class J, detail::if_integer<I> = 0, detail::if_integer<J> = 0>
 Tensor clamp(const Tensor& x, I min, J max) {
   return detail::clamp_integer(x, static_cast<std::int64_t>(min), static_cast<std::int64_t>(max));
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor clamp(const Tensor& x, I min, std::nullopt_t) {
+  return detail::clamp_integer(x, static_cast<std::int64_t>(min), std::numeric_limits<std::int64_t>::max());
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor clamp(const Tensor& x, std::nullopt_t, I max) {
+  return detail::clamp_integer(x, std::numeric_limits<std::int64_t>::min(), static_cast<std::int64_t>(max));
+}
+inline Tensor clamp_min(const Tensor& x, double min) { return clamp(x, min, std::nullopt); }
+inline Tensor clamp_max(const Tensor& x, double max) { return clamp(x, std::nullopt, max); }
+template <class I, detail::if_integer<I> = 0>
+Tensor clamp_min(const Tensor& x, I min) {
+  return clamp(x, min, std::nullopt);
+}
+template <class I, detail::if_integer<I> = 0>
+Tensor clamp_max(const Tensor& x, I max) {
+  return clamp(x, std::nullopt, max);
 }
 
 // ---------------------------------------------------------------- comparisons and selection

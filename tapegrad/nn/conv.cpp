@@ -75,8 +75,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
   const std::int64_t n = x.shape()[0], channels = x.shape()[1], out_channels = weight.shape()[0];
   const std::int64_t group_channels = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
   if (out_channels % groups != 0)
-    throw ValueError(message(op, ": the weight's ", out_channels, " output channels do not split into ", groups,
-                             " groups"));
+    throw ValueError(
+        message(op, ": the weight's ", out_channels, " output channels do not split into ", groups, " groups"));
   if (group_channels * groups != channels)
     throw ShapeError(message(op, ": a weight of shape ", weight.shape().str(), " with groups ", groups, " expects ",
                              group_channels * groups, " input channels, got an input of shape ", x.shape().str()));
@@ -89,8 +89,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
     y = matmul(reshape(weight, {out_channels, channels * kh * kw}), cols);  // (N, out, L)
   } else {
     const std::int64_t rows = group_channels * kh * kw;
-    y = reshape(matmul(reshape(weight, {groups, out_channels / groups, rows}), reshape(cols, {n, groups, rows, windows})),
-                {n, out_channels, windows});
+    y = reshape(
+        matmul(reshape(weight, {groups, out_channels / groups, rows}), reshape(cols, {n, groups, rows, windows})),
+        {n, out_channels, windows});
   }
   if (bias.defined()) y = y + reshape(bias.to(y.dtype()), {1, out_channels, 1});  // bfloat16 under autocast, as torch's
   const std::int64_t oh = windows_along(x.shape()[2], {kh, kw}, dilation, padding, stride, 0);
@@ -181,8 +182,8 @@ ConvImpl::ConvImpl(const ConvOptions& options, int spatial_axes, const char* nam
     throw ValueError(message(name, ": groups ", groups, " must divide in_channels ", in, " and out_channels ", out));
   const Dims& kernel = options.kernel_size();
   if (kernel.size() != 1 && kernel.size() != spatial_axes)
-    throw ValueError(message(name, ": kernel_size takes one value", spatial_axes == 2 ? " or two" : "", ", got ",
-                             kernel.str()));
+    throw ValueError(
+        message(name, ": kernel_size takes one value", spatial_axes == 2 ? " or two" : "", ", got ", kernel.str()));
   Shape shape{out, in / groups};
   std::int64_t fan_in = in / groups;
   for (int a = 0; a < spatial_axes; ++a) {

@@ -16,8 +16,8 @@ namespace {
 // One of the window options for the two spatial axes: a list of one entry (both axes) or two.
 void read_pair(const Dims& values, std::int64_t (&out)[2], std::int64_t minimum, const char* op, const char* name) {
   if (values.size() != 1 && values.size() != 2)
-    throw ValueError(message(op, ": ", name, " takes one value (both axes) or two (height, width), got ",
-                             values.size(), " in ", values.str()));
+    throw ValueError(message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", values.size(),
+                             " in ", values.str()));
   for (int a = 0; a < 2; ++a) {
     out[a] = values[values.size() == 1 ? 0 : a];
     if (out[a] < minimum)
@@ -50,8 +50,7 @@ kernels::Windows windows(std::int64_t height, std::int64_t width, const Dims& ke
 
 }  // namespace
 
-Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation, const Dims& padding,
-              const Dims& stride) {
+Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation, const Dims& padding, const Dims& stride) {
   const char* op = "unfold";
   if (x.dim() == 3) return squeeze(unfold(unsqueeze(x, 0), kernel_size, dilation, padding, stride), 0);
   if (x.dim() != 4)
@@ -69,9 +68,8 @@ Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation, co
   });
   if (any_requires_grad({&x}))
     record(op, out, {x},
-           [size = Dims{x.shape()[2], x.shape()[3]}, kernel_size, dilation, padding, stride](const Tensor& g) -> TensorList {
-             return {fold(g, size, kernel_size, dilation, padding, stride)};
-           });
+           [size = Dims{x.shape()[2], x.shape()[3]}, kernel_size, dilation, padding,
+            stride](const Tensor& g) -> TensorList { return {fold(g, size, kernel_size, dilation, padding, stride)}; });
   return out;
 }
 
@@ -80,8 +78,8 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
   const char* op = "fold";
   if (x.dim() == 2) return squeeze(fold(unsqueeze(x, 0), output_size, kernel_size, dilation, padding, stride), 0);
   if (x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C * kh * kw, windows) or (C * kh * kw, windows), got ",
-                             x.shape().str()));
+    throw ShapeError(message(
+        op, ": expected an input of shape (N, C * kh * kw, windows) or (C * kh * kw, windows), got ", x.shape().str()));
   if (x.dtype() == kBFloat16)  // sums: in float32, rounded once
     return fold(x.to(kFloat32), output_size, kernel_size, dilation, padding, stride).to(kBFloat16);
   std::int64_t size[2];
@@ -89,9 +87,9 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
   const kernels::Windows w = windows(size[0], size[1], kernel_size, dilation, padding, stride, op);
   const std::int64_t n = x.shape()[0], rows = x.shape()[1];
   if (rows % w.kernel_size() != 0 || x.shape()[2] != w.count())
-    throw ShapeError(message(op, ": an input of shape ", x.shape().str(), " does not hold the windows of a ", w.kernel[0],
-                             " x ", w.kernel[1], " kernel over ", size[0], " x ", size[1], ": expected (N, C * ",
-                             w.kernel_size(), ", ", w.count(), ")"));
+    throw ShapeError(message(op, ": an input of shape ", x.shape().str(), " does not hold the windows of a ",
+                             w.kernel[0], " x ", w.kernel[1], " kernel over ", size[0], " x ", size[1],
+                             ": expected (N, C * ", w.kernel_size(), ", ", w.count(), ")"));
   const std::int64_t channels = rows / w.kernel_size();
   const Tensor cols = kernels::dense(x.detach());
   Tensor out = dispatch_floating(x.dtype(), op, [&](auto tag) {
