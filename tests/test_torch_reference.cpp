@@ -3,7 +3,7 @@
 // causal, key padding, cross, cross with kv_dim, grouped-query and multi-query heads, the last
 // against the attention written with PyTorch's ops), scaled_dot_product_attention (scales, masks,
 // causal alignments; also against PyTorch's ops), einsum, embedding_bag, mse_loss, the
-// convolutions, pools, unfold and fold,
+// convolutions, pools, unfold and fold, batch_norm,
 // TransformerEncoderLayer and TransformerDecoderLayer (pre- and post-norm, ReLU and GELU), LayerNorm, FeedForward and
 // MixtureOfExperts (output and auxiliary losses), RNN/LSTM/GRU and their cells, and, against their
 // formulas written with PyTorch's ops, RMSNorm, rotary and sinusoidal positions, multi-head latent
@@ -276,6 +276,17 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       if (config.at("fold_to").is_null())
         return TensorMap{{"output", unfold(in.at("x"), kernel, dilation, padding, stride)}};
       return TensorMap{{"output", fold(in.at("x"), dims_of(config, "fold_to"), kernel, dilation, padding, stride)}};
+    };
+  } else if (kind == "batch_norm") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      // x: (N, C, ...), weight and bias: (C) or undefined; running_mean and running_var: (C) constants, updated
+      // in copies when training, which are outputs too.
+      const Tensor running_mean = in.at("running_mean").clone(), running_var = in.at("running_var").clone();
+      const Tensor y = nn::functional::batch_norm(in.at("x"), running_mean, running_var, optional_input(in, "weight"),
+                                                  optional_input(in, "bias"), config.at("training").get<bool>(),
+                                                  config.at("momentum").get<double>(), config.at("eps").get<double>());
+      return TensorMap{{"output", y}, {"running_mean", running_mean}, {"running_var", running_var}};
     };
   } else if (kind == "TransformerEncoderLayer") {
     nn::TransformerEncoderLayer layer(layer_options(config, gen));
@@ -586,6 +597,8 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "avg_pool1d_unbatched",
                                                "unfold",
                                                "fold"};
+const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training", "batch_norm_1d_training_momentum_no_affine",
+                                                  "batch_norm_2d_eval", "batch_norm_1d_training_2d_input"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
@@ -620,10 +633,11 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group : {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases,
-                            &kEinsumCases, &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases,
-                            &kRecurrentCases, &kCellCases, &kPositionAndNormCases, &kLatentAttentionCases,
-                            &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases, &kWindowCases})
+  for (const auto* group :
+       {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases, &kEinsumCases,
+        &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases,
+        &kPositionAndNormCases, &kLatentAttentionCases, &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases,
+        &kWindowCases, &kBatchNormCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -669,6 +683,12 @@ TEST_CASE(
     "torch reference: conv1d and conv2d (stride, padding, dilation, groups, unbatched, no bias), max and average pools "
     "(padding, dilation, count_include_pad) and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);
+}
+
+TEST_CASE(
+    "torch reference: batch_norm (training with the running statistics' update, momentum, no affine, 2-D input, "
+    "eval) matches F.batch_norm") {
+  check_cases(kBatchNormCases);
 }
 
 TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {

@@ -943,6 +943,25 @@ def unfold_case(seed, *, x_shape, kernel_size, dilation=1, padding=0, stride=1, 
     return finish_case("unfold", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def batch_norm_case(seed, *, x_shape, training, momentum=0.1, eps=1e-5, affine=True):
+    """F.batch_norm with running statistics (constant inputs; training updates copies of them, given as the
+    extra outputs running_mean and running_var)."""
+    torch.manual_seed(seed)
+    channels = x_shape[1]
+    inputs = {"x": leaf(randn(*x_shape)), "running_mean": randn(channels), "running_var": randn(channels).abs() + 0.5}
+    if affine:
+        inputs["weight"] = leaf(randn(channels))
+        inputs["bias"] = leaf(randn(channels))
+    running_mean, running_var = inputs["running_mean"].clone(), inputs["running_var"].clone()
+    output = F.batch_norm(inputs["x"], running_mean, running_var, inputs.get("weight"), inputs.get("bias"),
+                          training=training, momentum=momentum, eps=eps)
+    outputs = {"output": output}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"training": training, "momentum": momentum, "eps": eps}
+    return finish_case("batch_norm", config, inputs, lambda grad: {}, outputs, cotangents,
+                       extra_outputs={"running_mean": running_mean, "running_var": running_var})
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1037,6 +1056,11 @@ def main():
         "avg_pool1d_unbatched": pool_case(126, "avg", 1, x_shape=(3, 9), kernel_size=4, stride=3, padding=2),
         "unfold": unfold_case(127, x_shape=(2, 3, 5, 6), kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2),
                               stride=(1, 2)),
+        "batch_norm_2d_training": batch_norm_case(129, x_shape=(3, 4, 3, 2), training=True),
+        "batch_norm_1d_training_momentum_no_affine": batch_norm_case(130, x_shape=(5, 3, 4), training=True,
+                                                                     momentum=0.3, eps=1e-3, affine=False),
+        "batch_norm_2d_eval": batch_norm_case(131, x_shape=(2, 3, 2, 2), training=False),
+        "batch_norm_1d_training_2d_input": batch_norm_case(132, x_shape=(6, 4), training=True),
         "fold": unfold_case(128, x_shape=(2, 12, 12), kernel_size=(2, 2), padding=1, stride=2, fold_to=(6, 5)),
     }
     fixture = {

@@ -1,0 +1,113 @@
+#include "tapegrad/nn/batch_norm.h"
+
+#include <string>
+
+#include "tapegrad/autograd/autocast.h"
+
+namespace tapegrad::nn {
+
+namespace functional {
+
+namespace {
+
+// A (C) tensor of the op, checked, as (1, C, 1, ...) to broadcast against x.
+Tensor per_channel(const Tensor& t, const Tensor& x, const char* what) {
+  const std::int64_t channels = x.shape()[1];
+  if (t.shape() != Shape{channels})
+    throw ShapeError(message("batch_norm: expected ", what, " of shape (", channels, ") for an input of shape ",
+                             x.shape().str(), ", got ", t.shape().str()));
+  Shape shape = Shape::filled(x.dim(), 1);
+  shape[1] = channels;
+  return reshape(t, shape);
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  if (x.dim() < 2)
+    throw ShapeError(message("batch_norm: expected an input of shape (N, C, ...), got ", x.shape().str()));
+  if (x.dtype() == kBFloat16)  // statistics in float32, as the norms' policy (autocast.h)
+    return tapegrad::detail::precision_result(
+        batch_norm(x.to(kFloat32), running_mean, running_var, weight, bias, training, momentum, eps), kBFloat16);
+  if (running_mean.defined() != running_var.defined())
+    throw ValueError("batch_norm: give both running_mean and running_var, or neither");
+  Dims axes;  // every axis but the channels'
+  for (int d = 0; d < x.dim(); ++d)
+    if (d != 1) axes.push_back(d);
+  const std::int64_t count = x.numel() / x.shape()[1];
+  Tensor y;
+  if (training) {
+    if (count <= 1)
+      throw ValueError(message("batch_norm: training needs more than one value per channel, got an input of shape ",
+                               x.shape().str()));
+    const Tensor mean_b = mean(x, axes, /*keepdim=*/true);
+    const Tensor var_b = var(x, axes, /*correction=*/0, /*keepdim=*/true);
+    y = (x - mean_b) * rsqrt(var_b + eps);
+    if (running_mean.defined()) {
+      const Tensor rm = per_channel(running_mean, x, "running_mean"), rv = per_channel(running_var, x, "running_var");
+      NoGradGuard no_grad;
+      const double unbiased = static_cast<double>(count) / static_cast<double>(count - 1);
+      rm.mul_(1.0 - momentum).add_(mean_b.to(rm.dtype()), momentum);
+      rv.mul_(1.0 - momentum).add_(var_b.to(rv.dtype()), momentum * unbiased);
+    }
+  } else {
+    if (!running_mean.defined())
+      throw ValueError("batch_norm: evaluation (training false) needs running_mean and running_var");
+    const Tensor rm = per_channel(running_mean, x, "running_mean"), rv = per_channel(running_var, x, "running_var");
+    y = (x - rm) * rsqrt(rv + eps);
+  }
+  if (weight.defined()) y = y * per_channel(weight, x, "weight");
+  if (bias.defined()) y = y + per_channel(bias, x, "bias");
+  return y;
+}
+
+}  // namespace functional
+
+BatchNormImpl::BatchNormImpl(const BatchNormOptions& options, const char* name, int min_rank, int max_rank)
+    : options_(options), name_(name), min_rank_(min_rank), max_rank_(max_rank) {
+  const std::int64_t c = options.num_features();
+  if (c <= 0) throw ValueError(message(name, ": num_features must be positive, got ", c));
+  if (options.momentum() && (*options.momentum() < 0.0 || *options.momentum() > 1.0))
+    throw ValueError(message(name, ": momentum must be in [0, 1], got ", *options.momentum()));
+  if (options.affine()) {
+    weight_ = register_parameter("weight", ones({c}));
+    bias_ = register_parameter("bias", zeros({c}));
+  }
+  if (options.track_running_stats()) {
+    running_mean_ = register_buffer("running_mean", zeros({c}));
+    running_var_ = register_buffer("running_var", ones({c}));
+    num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+}
+
+void BatchNormImpl::reset_running_stats() {
+  if (!options_.track_running_stats()) return;
+  NoGradGuard no_grad;
+  running_mean_.zero_();
+  running_var_.fill_(1.0);
+  num_batches_tracked_.zero_();
+}
+
+Tensor BatchNormImpl::forward(const Tensor& x) {
+  if (x.dim() < min_rank_ || x.dim() > max_rank_ || x.shape()[1] != options_.num_features())
+    throw ShapeError(message(name_, ": expected an input of shape ", min_rank_ == 2 ? "(N, C) or (N, C, L)" : "(N, C, H, W)",
+                             " with C = ", options_.num_features(), ", got ", x.shape().str()));
+  // Training updates the running statistics; eval mode reads them, or uses the batch's without them.
+  const bool update = is_training() && options_.track_running_stats();
+  const bool use_batch = is_training() || !options_.track_running_stats();
+  double momentum = options_.momentum().value_or(0.0);
+  if (update && !options_.momentum())  // the cumulative average: batch k weighs 1 / k
+    momentum = 1.0 / (num_batches_tracked_.item() + 1.0);
+  const Tensor statistics_mean = update || !use_batch ? running_mean_ : Tensor();
+  const Tensor statistics_var = update || !use_batch ? running_var_ : Tensor();
+  Tensor y = functional::batch_norm(x, statistics_mean, statistics_var, weight_, bias_, use_batch, momentum,
+                                    options_.eps());
+  if (update) {  // counted once the batch went through
+    NoGradGuard no_grad;
+    num_batches_tracked_.add_(1);
+  }
+  return y;
+}
+
+}  // namespace tapegrad::nn

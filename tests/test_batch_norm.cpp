@@ -1,0 +1,106 @@
+// BatchNorm1d and BatchNorm2d (nn/batch_norm.h): the running statistics over several batches
+// (momentum and the cumulative average), eval mode, track_running_stats false, the state dict,
+// gradcheck of both orders, and the errors. F.batch_norm's values and gradients against PyTorch are
+// in test_torch_reference.cpp.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tapegrad/nn/nn.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+using tapegrad::testing::names;
+
+TEST_CASE("batch norm: running statistics as a cumulative average, the batch count, then eval, as torch's") {
+  // torch.nn.BatchNorm1d(2, momentum=None) in float64 over two batches, then eval on [[1, 1]]:
+  // running mean [4/3, 2] and variance [7/3, 9] after the first, [13/6, 1.25] and [13/6, 4.75] after
+  // the second, num_batches_tracked 1 then 2, and eval gives [-0.7925920948, -0.1147077462].
+  nn::BatchNorm1d bn{nn::BatchNormOptions(2).momentum(std::nullopt)};
+  bn->to(kFloat64);
+  bn(tensor({{1, 2}, {3, -1}, {0, 5}}, kFloat64));
+  check_values(bn->running_mean(), {4.0 / 3.0, 2.0}, 1e-12);
+  check_values(bn->running_var(), {7.0 / 3.0, 9.0}, 1e-12);
+  CHECK(bn->num_batches_tracked().item() == 1.0);
+  bn(tensor({{2, 0}, {4, 1}}, kFloat64));
+  check_values(bn->running_mean(), {13.0 / 6.0, 1.25}, 1e-12);
+  check_values(bn->running_var(), {13.0 / 6.0, 4.75}, 1e-12);
+  CHECK(bn->num_batches_tracked().dtype() == kInt64);
+  CHECK(bn->num_batches_tracked().item() == 2.0);
+  bn->eval();
+  check_values(bn(tensor({{1, 1}}, kFloat64)), {-0.7925920948, -0.1147077462}, 1e-9);
+  CHECK(bn->num_batches_tracked().item() == 2.0);  // eval leaves the statistics alone
+  CHECK(names(bn->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(names(bn->named_buffers()) == std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
+  bn->reset_running_stats();
+  check_values(bn->running_var(), {1, 1}, 1e-15);
+  CHECK(bn->num_batches_tracked().item() == 0.0);
+}
+
+TEST_CASE("batch norm: without running statistics eval mode uses the batch's, and a state dict round-trips") {
+  // torch: BatchNorm2d(3, track_running_stats=False).eval() on arange(12).reshape(1, 3, 2, 2) normalises
+  // each channel's [0, 1, 2, 3] + 4c to [-1.3416, -0.4472, 0.4472, 1.3416].
+  nn::BatchNorm2d bn{nn::BatchNormOptions(3).track_running_stats(false)};
+  bn->eval();
+  const Tensor y = bn(arange(12).to(kFloat32).reshape({1, 3, 2, 2}));
+  check_values(y.select(1, 2), {-1.3416357040, -0.4472121000, 0.4472115040, 1.3416351080}, 1e-5);
+  CHECK(bn->named_buffers().empty());
+  // Training statistics saved and loaded into another module give the same eval output.
+  nn::BatchNorm2d a(4), b(4);
+  Generator gen(2);
+  a(randn({5, 4, 3, 3}, gen) * 3.0 + 1.0);
+  a->eval();
+  b->load_state_dict(a->state_dict());
+  b->eval();
+  const Tensor x = randn({2, 4, 3, 3}, gen);
+  CHECK(a(x).to_vector<float>() == b(x).to_vector<float>());
+}
+
+TEST_CASE("batch norm: gradcheck in training and eval, first and second order") {
+  Generator gen(4);
+  const Tensor x = randn({4, 3, 2, 2}, gen, kFloat64), w = randn({3}, gen, kFloat64), b = randn({3}, gen, kFloat64);
+  const Tensor rm = randn({3}, gen, kFloat64), rv = rand({3}, gen, kFloat64) + 0.5;
+  check_gradients(
+      [](const TensorList& in) { return nn::functional::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },
+      {x, w, b});
+  check_gradients([rm, rv](const TensorList& in) {
+    return nn::functional::batch_norm(in[0], rm, rv, in[1], in[2], false);
+  }, {x, w, b});
+}
+
+TEST_CASE("batch norm: errors name the module and the shapes") {
+  nn::BatchNorm2d bn(3);
+  CHECK_THROWS_WITH_AS(bn(zeros({2, 4, 5, 5})),
+                       "BatchNorm2d: expected an input of shape (N, C, H, W) with C = 3, got (2,4,5,5)", ShapeError);
+  nn::BatchNorm1d bn1(3);
+  CHECK_THROWS_WITH_AS(bn1(zeros({2, 3, 4, 5})),
+                       "BatchNorm1d: expected an input of shape (N, C) or (N, C, L) with C = 3, got (2,3,4,5)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(bn1(zeros({1, 3})),
+                       "batch_norm: training needs more than one value per channel, got an input of shape (1,3)",
+                       ValueError);
+  CHECK(bn1->num_batches_tracked().item() == 0.0);  // a refused batch is not counted
+  CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({2, 3}), zeros({2}), ones({2})),
+                       "batch_norm: expected running_mean of shape (3) for an input of shape (2,3), got (2)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({2, 3}), Tensor(), Tensor()),
+                       "batch_norm: evaluation (training false) needs running_mean and running_var", ValueError);
+  CHECK_THROWS_WITH_AS(nn::BatchNorm1d(nn::BatchNormOptions(3).momentum(1.5)),
+                       "BatchNorm1d: momentum must be in [0, 1], got 1.5", ValueError);
+}
+
+TEST_CASE("batch norm: under autocast a bfloat16 input (a convolution's output) is normalised in float32") {
+  Generator gen(6);
+  nn::BatchNorm2d bn(3);
+  const Tensor x = randn({4, 3, 2, 2}, gen);
+  const Tensor reference = bn(x);
+  nn::BatchNorm2d bn16(3);
+  AutocastGuard autocast(kBFloat16);
+  const Tensor y = bn16(x.to(kBFloat16));
+  CHECK(y.dtype() == kFloat32);  // the statistics follow the float32 policy of mean and var
+  CHECK(max(abs(y - reference)).item() < 0.05);
+  CHECK(max(abs(bn16->running_mean() - bn->running_mean())).item() < 0.01);
+}
