@@ -67,9 +67,9 @@ TEST_CASE("batch norm: gradcheck in training and eval, first and second order") 
   check_gradients(
       [](const TensorList& in) { return nn::functional::batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true); },
       {x, w, b});
-  check_gradients([rm, rv](const TensorList& in) {
-    return nn::functional::batch_norm(in[0], rm, rv, in[1], in[2], false);
-  }, {x, w, b});
+  check_gradients(
+      [rm, rv](const TensorList& in) { return nn::functional::batch_norm(in[0], rm, rv, in[1], in[2], false); },
+      {x, w, b});
 }
 
 TEST_CASE("batch norm: errors name the module and the shapes") {
@@ -85,7 +85,8 @@ TEST_CASE("batch norm: errors name the module and the shapes") {
                        ValueError);
   CHECK(bn1->num_batches_tracked().item() == 0.0);  // a refused batch is not counted
   CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({2, 3}), zeros({2}), ones({2})),
-                       "batch_norm: expected running_mean of shape (3) for an input of shape (2,3), got (2)", ShapeError);
+                       "batch_norm: expected running_mean of shape (3) for an input of shape (2,3), got (2)",
+                       ShapeError);
   CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({2, 3}), Tensor(), Tensor()),
                        "batch_norm: evaluation (training false) needs running_mean and running_var", ValueError);
   CHECK_THROWS_WITH_AS(nn::BatchNorm1d(nn::BatchNormOptions(3).momentum(1.5)),

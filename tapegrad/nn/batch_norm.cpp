@@ -91,7 +91,8 @@ void BatchNormImpl::reset_running_stats() {
 
 Tensor BatchNormImpl::forward(const Tensor& x) {
   if (x.dim() < min_rank_ || x.dim() > max_rank_ || x.shape()[1] != options_.num_features())
-    throw ShapeError(message(name_, ": expected an input of shape ", min_rank_ == 2 ? "(N, C) or (N, C, L)" : "(N, C, H, W)",
+    throw ShapeError(message(name_, ": expected an input of shape ",
+                             min_rank_ == 2 ? "(N, C) or (N, C, L)" : "(N, C, H, W)",
                              " with C = ", options_.num_features(), ", got ", x.shape().str()));
   // Training updates the running statistics; eval mode reads them, or uses the batch's without them.
   const bool update = is_training() && options_.track_running_stats();
@@ -101,8 +102,8 @@ Tensor BatchNormImpl::forward(const Tensor& x) {
     momentum = 1.0 / (num_batches_tracked_.item() + 1.0);
   const Tensor statistics_mean = update || !use_batch ? running_mean_ : Tensor();
   const Tensor statistics_var = update || !use_batch ? running_var_ : Tensor();
-  Tensor y = functional::batch_norm(x, statistics_mean, statistics_var, weight_, bias_, use_batch, momentum,
-                                    options_.eps());
+  Tensor y =
+      functional::batch_norm(x, statistics_mean, statistics_var, weight_, bias_, use_batch, momentum, options_.eps());
   if (update) {  // counted once the batch went through
     NoGradGuard no_grad;
     num_batches_tracked_.add_(1);
