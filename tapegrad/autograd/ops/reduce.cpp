@@ -306,6 +306,11 @@ Tensor logsumexp(const Tensor& x, const Dims& axes, bool keepdim) {
 
 namespace {
 
+// What cumsum, cumprod and prod carry their running value in: double for floating point, uint64
+// for int64 (wrapping around as torch's).
+template <class T>
+using Carry = std::conditional_t<std::is_floating_point_v<T>, double, kernels::Wrapping<T>>;
+
 // cumsum, or the running sum from the end of the axis (reverse): the gradient of each is the other
 // applied to the incoming gradient.
 Tensor cumulative_sum(const Tensor& x, std::int64_t axis, bool reverse) {
@@ -316,7 +321,7 @@ Tensor cumulative_sum(const Tensor& x, std::int64_t axis, bool reverse) {
   const int a = normalize_axis(axis, x.dim(), op);
   Tensor out = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, kernels::Wrapping<T>>;
+    using Acc = Carry<T>;
     Tensor result = empty(x.shape(), x.dtype());
     if (result.numel() == 0) return result;
     const Tensor xd = kernels::dense(x);
@@ -337,10 +342,6 @@ Tensor cumsum(const Tensor& x, std::int64_t axis) { return cumulative_sum(x, axi
 // ---------------------------------------------------------------- cumprod
 
 namespace {
-
-// Products carry in double for floating point, in uint64 for int64 (wrapping around as torch's).
-template <class T>
-using ProductCarry = std::conditional_t<std::is_floating_point_v<T>, double, kernels::Wrapping<T>>;
 
 // The gradient of cumprod as taped ops, for a gradient of the gradient; quadratic in the axis'
 // length, so only taken then. With the axis last, Y[..., i, j] = x[..., j] but 1 where j == i: its
@@ -369,7 +370,7 @@ Tensor cumprod(const Tensor& x, std::int64_t axis) {
   const Tensor xd = kernels::dense(x.detach());
   Tensor out = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = ProductCarry<T>;
+    using Acc = Carry<T>;
     Tensor result = empty(x.shape(), x.dtype());
     if (result.numel() > 0)
       kernels::cumulative<T, Acc>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a),
@@ -385,8 +386,8 @@ Tensor cumprod(const Tensor& x, std::int64_t axis) {
         const Tensor xd = kernels::dense(x), gd = kernels::dense(g);
         Tensor gx = empty(x.shape(), x.dtype());
         if (gx.numel() > 0)
-          kernels::cumprod_backward<T, ProductCarry<T>>(xd.data_ptr<T>(), gd.data_ptr<T>(), gx.data_ptr<T>(),
-                                                        kernels::split_at(x.shape(), a));
+          kernels::cumprod_backward<T, Carry<T>>(xd.data_ptr<T>(), gd.data_ptr<T>(), gx.data_ptr<T>(),
+                                                 kernels::split_at(x.shape(), a));
         return gx;
       })};
     });
@@ -413,7 +414,7 @@ Tensor prod(const Tensor& x, const Dims& axes, bool keepdim) {
   Tensor kept = dispatch_numeric(x.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
     Tensor result = empty(r.kept_shape, x.dtype());
-    kernels::row_products<T, ProductCarry<T>>(rows.data_ptr<T>(), result.data_ptr<T>(), outputs, count);
+    kernels::row_products<T, Carry<T>>(rows.data_ptr<T>(), result.data_ptr<T>(), outputs, count);
     return result;
   });
   Tensor out = finish_shape(kept, r, keepdim);
@@ -436,8 +437,8 @@ Tensor prod(const Tensor& x, const Dims& axes, bool keepdim) {
                  using T = decltype(tag);
                  const Tensor xr = kernels::dense(permute(x, order)), gd = kernels::dense(g);
                  Tensor gx = empty({outputs, count}, x.dtype());
-                 kernels::row_products_backward<T, ProductCarry<T>>(xr.data_ptr<T>(), gd.data_ptr<T>(),
-                                                                    gx.data_ptr<T>(), outputs, count);
+                 kernels::row_products_backward<T, Carry<T>>(xr.data_ptr<T>(), gd.data_ptr<T>(), gx.data_ptr<T>(),
+                                                             outputs, count);
                  return gx;
                });
              }
