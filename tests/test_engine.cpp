@@ -129,6 +129,11 @@ TEST_CASE("engine: no-grad scope records nothing and restores the mode") {
     CHECK(!y.grad_fn());
     { NoGradGuard nested; }
     CHECK_FALSE(is_grad_enabled());
+    {
+      GradModeGuard on(true);  // records again inside, as torch's enable_grad
+      CHECK((w * 2.0).requires_grad());
+    }
+    CHECK_FALSE(is_grad_enabled());
   }
   CHECK(is_grad_enabled());
   CHECK((w * 2.0).requires_grad());
@@ -164,14 +169,18 @@ TEST_CASE("engine: gradients flow through views into the base leaf") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 4, 6, 0, 10, 12});
 }
 
-TEST_CASE("engine: in-place writes are refused where they would corrupt the graph") {
+TEST_CASE("engine: in-place writes into a leaf that requires grad are refused under grad mode") {
   Tensor w = ones({2}).requires_grad_();
   CHECK_THROWS_WITH_AS(w.fill_(0.0),
                        "fill_: a leaf tensor that requires grad cannot be modified in place while grad mode is on (use "
                        "NoGradGuard, as optimisers do)",
                        GraphError);
-  CHECK_THROWS_WITH_AS((w * 2.0).add_(ones({2})),
-                       "add_: a tensor made by mul cannot be modified in place while grad mode is on", GraphError);
+  CHECK_THROWS_WITH_AS(
+      w.narrow(0, 0, 1).fill_(0.0),
+      "fill_: a view of a leaf tensor that requires grad (shape (2)) cannot be modified in place while "
+      "grad mode is on (use NoGradGuard, as optimisers do)",
+      GraphError);
+  CHECK(w.to_vector<float>() == std::vector<float>{1, 1});
   {
     NoGradGuard guard;
     w.add_(ones({2}), -0.5);

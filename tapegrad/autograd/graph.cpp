@@ -256,7 +256,11 @@ namespace {
 
 // True when nothing else can see t's buffer, so it may be reused or written in place.
 bool exclusively_owned(const Tensor& t) {
-  return t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 && t.is_contiguous() && !t.requires_grad();
+  // A view's base shares the storage too; it counts as the view's own when nothing else holds it.
+  const TensorImpl& impl = *t.impl();
+  const long base_owns = impl.view_base && impl.view_base.use_count() == 1 && impl.view_base->storage == impl.storage;
+  return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 + base_owns && t.is_contiguous() &&
+         !t.requires_grad();
 }
 
 // Sets or adds to a .grad. grad is taken by value: a gradient the caller moves in is exclusively

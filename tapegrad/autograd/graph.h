@@ -133,16 +133,22 @@ class SavedTensor {
 bool is_grad_enabled();
 void set_grad_enabled(bool enabled);
 
-// Disables recording for its lifetime: ops run, nothing is taped.
-class NoGradGuard {
+// Sets grad mode for its lifetime (torch's AutoGradMode), restoring the previous mode after.
+class GradModeGuard {
  public:
-  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
-  ~NoGradGuard() { set_grad_enabled(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  explicit GradModeGuard(bool enabled) : previous_(is_grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeGuard() { set_grad_enabled(previous_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
 
  private:
   bool previous_;
+};
+
+// Disables recording for its lifetime: ops run, nothing is taped.
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
 };
 
 // Whether an op with these inputs must be recorded.

@@ -14,6 +14,7 @@
 
 #include "tapegrad/autograd/block_pool.h"
 #include "tapegrad/autograd/graph.h"
+#include "tapegrad/autograd/inplace.h"
 #include "tapegrad/autograd/kernels/strided.h"
 #include "tapegrad/autograd/live_counts.h"
 #include "tapegrad/autograd/ops.h"
@@ -28,10 +29,7 @@ TensorImpl::~TensorImpl() {
   if (grad_fn) detail::release_node(std::move(grad_fn));
 }
 
-TensorImpl& Tensor::checked() const {
-  if (!impl_) throw Error("tensor: the tensor is undefined (default-constructed)");
-  return *impl_;
-}
+void Tensor::throw_undefined() { throw Error("tensor: the tensor is undefined (default-constructed)"); }
 
 std::int64_t Tensor::size(std::int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
 
@@ -100,7 +98,10 @@ double Tensor::item() const {
 double Tensor::at(const Dims& index) const { return load(checked(), element_offset(*this, index, "at")); }
 
 void Tensor::set(const Dims& index, double value) const {
-  detail::check_inplace(*this, "set");
+  if (is_grad_enabled() && requires_grad())
+    throw GraphError(
+        "set: a tensor that requires grad cannot be written element by element while grad mode is on "
+        "(use NoGradGuard, or an in-place op such as masked_fill_, which the tape records)");
   store(checked(), element_offset(*this, index, "set"), value);
   impl_->storage->bump_version();
 }
@@ -122,10 +123,7 @@ template std::vector<std::int64_t> Tensor::to_vector<std::int64_t>() const;
 template std::vector<int> Tensor::to_vector<int>() const;
 
 // ---------------------------------------------------------------- autograd
-bool Tensor::requires_grad() const {
-  const TensorImpl& t = checked();
-  return t.requires_grad || t.grad_fn != nullptr;
-}
+void Tensor::refresh_stale_view() const { detail::refresh_view(*this); }
 
 const Tensor& Tensor::requires_grad_(bool on) const {
   TensorImpl& t = checked();
@@ -191,7 +189,7 @@ void Tensor::zero_grad(bool set_to_none) const {
 void Tensor::retain_grad() const {
   TensorImpl& t = checked();
   if (!requires_grad()) throw GraphError("retain_grad: the tensor does not require grad");
-  if (t.grad_fn) {  // leaves keep their gradient anyway
+  if (grad_fn()) {  // leaves keep their gradient anyway
     t.retains_grad = true;
     t.grad_fn->retains_output_grads = true;
   }
@@ -207,8 +205,25 @@ void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool
 }
 
 // ---------------------------------------------------------------- in-place writes
+namespace {
+
+// A GraphError naming op when writing into t in place must be recorded and is not (set); a
+// ValueError when t has elements that share memory (an expanded tensor).
+void check_unrecorded_write(const Tensor& t, const char* op) {
+  for (int d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] > 1 && t.strides()[d] == 0)
+      throw ValueError(message(op, ": the tensor written in place (shape ", t.shape().str(), ", strides ",
+                               t.strides().str(),
+                               ") has elements that share memory, as an expanded tensor does; clone() it first"));
+}
+
+}  // namespace
+
 const Tensor& Tensor::fill_(double value) const {
-  detail::check_inplace(*this, "fill_");
+  if (detail::records_in_place(*this, {}))
+    return detail::record_in_place(*this, "fill_", {}, false,
+                                   [value](const Tensor& self, const TensorList&) { return full_like(self, value); });
+  check_unrecorded_write(*this, "fill_");
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T v = static_cast<T>(value);
@@ -219,10 +234,14 @@ const Tensor& Tensor::fill_(double value) const {
 }
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
-  detail::check_inplace(*this, "copy_");
   if (broadcast_shapes(src.shape(), shape(), "copy_") != shape())
     throw ShapeError("copy_: cannot copy a tensor of shape " + src.shape().str() + " into one of shape " +
                      shape().str());
+  if (detail::records_in_place(*this, {src}))
+    return detail::record_in_place(*this, "copy_", {src}, false, [](const Tensor& self, const TensorList& a) {
+      return a[0].to(self.dtype()).expand(self.shape());  // copy_ converts whatever the dtypes
+    });
+  check_unrecorded_write(*this, "copy_");
   Tensor s = src.dtype() == dtype() ? src : src.detach().to(dtype());
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -243,40 +262,39 @@ void store_bf16(const Tensor& target, const Tensor& values) {
   target.impl()->storage->bump_version();
 }
 
-// Writes the result of an in-place op, computed out of place, into target, with torch's rules: the
-// result must have target's shape (the operands broadcast to target, not target to them) and a
-// dtype that casts to target's.
-const Tensor& write_result(const Tensor& target, const Tensor& result, const char* op) {
-  if (result.shape() != target.shape())
-    throw ShapeError(message(op, ": the result's broadcast shape ", result.shape().str(),
-                             " does not match the shape of the tensor written in place, ", target.shape().str()));
-  if (!can_cast(result.dtype(), target.dtype()))
-    throw TypeError(message(op, ": the result's dtype ", dtype_name(result.dtype()),
-                            " cannot be written into a tensor of dtype ", dtype_name(target.dtype())));
-  return target.copy_(result);
-}
-
 // other * alpha, with other itself for alpha 1 (so an integral other stays integral).
 Tensor scaled(const Tensor& other, double alpha) { return alpha == 1.0 ? other : other * alpha; }
 
-// The out-of-place result of an in-place op, computed without recording.
-template <class F>
-const Tensor& compute_in_place(const Tensor& target, const char* op, F compute) {
-  detail::check_inplace(target, op);
+// An in-place op computed out of place, compute(self, operands), and written in: recorded when it
+// must be (inplace.h), else computed without recording, checked (check_in_place_result) and copied
+// in. reads_self: the op's backward needs target's values from before the write.
+const Tensor& compute_in_place(const Tensor& target, const char* op, const TensorList& operands, bool reads_self,
+                               const detail::InPlaceCompute& compute) {
+  if (detail::records_in_place(target, operands))
+    return detail::record_in_place(target, op, operands, reads_self, compute);
+  check_unrecorded_write(target, op);
   Tensor result;
   {
     NoGradGuard no_grad;
-    result = compute();
+    result = compute(target, operands);
   }
-  return write_result(target, result, op);
+  detail::check_in_place_result(target, result, op);
+  return target.copy_(result);
+}
+
+// compute_in_place for an op of the tensor and one number.
+template <class F>
+const Tensor& with_number(const Tensor& target, const char* op, bool reads_self, F f) {
+  return compute_in_place(target, op, {}, reads_self, [f](const Tensor& self, const TensorList&) { return f(self); });
 }
 
 }  // namespace
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
-  detail::check_inplace(*this, "add_");
-  if (other.dtype() != dtype() || !is_floating(dtype()))
-    return compute_in_place(*this, "add_", [&] { return *this + scaled(other, alpha); });
+  if (detail::records_in_place(*this, {other}) || other.dtype() != dtype() || !is_floating(dtype()))
+    return compute_in_place(*this, "add_", {other}, false,
+                            [alpha](const Tensor& self, const TensorList& a) { return self + scaled(a[0], alpha); });
+  check_unrecorded_write(*this, "add_");
   if (const Shape result = broadcast_shapes(other.shape(), shape(), "add_"); result != shape())
     throw ShapeError(message("add_: the result's broadcast shape ", result.str(),
                              " does not match the shape of the tensor written in place, ", shape().str()));
@@ -299,8 +317,9 @@ const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
 }
 
 const Tensor& Tensor::mul_(double factor) const {
-  detail::check_inplace(*this, "mul_");
-  if (!is_floating(dtype())) return compute_in_place(*this, "mul_", [&] { return *this * factor; });
+  if (detail::records_in_place(*this, {}) || !is_floating(dtype()))
+    return with_number(*this, "mul_", false, [factor](const Tensor& self) { return self * factor; });
+  check_unrecorded_write(*this, "mul_");
   if (dtype() == kBFloat16) {  // computed in float32, rounded once
     NoGradGuard no_grad;
     store_bf16(*this, to(kFloat32) * factor);
@@ -316,43 +335,52 @@ const Tensor& Tensor::mul_(double factor) const {
 }
 
 const Tensor& Tensor::add_(double value) const {
-  return compute_in_place(*this, "add_", [&] { return *this + value; });
+  return with_number(*this, "add_", false, [value](const Tensor& self) { return self + value; });
 }
 const Tensor& Tensor::add_integer_(std::int64_t value) const {
-  return compute_in_place(*this, "add_", [&] { return *this + value; });
+  return with_number(*this, "add_", false, [value](const Tensor& self) { return self + value; });
 }
 const Tensor& Tensor::sub_integer_(std::int64_t value) const {
-  return compute_in_place(*this, "sub_", [&] { return *this - value; });
+  return with_number(*this, "sub_", false, [value](const Tensor& self) { return self - value; });
 }
 const Tensor& Tensor::mul_integer_(std::int64_t factor) const {
-  return compute_in_place(*this, "mul_", [&] { return *this * factor; });
+  return with_number(*this, "mul_", false, [factor](const Tensor& self) { return self * factor; });
 }
 const Tensor& Tensor::sub_(const Tensor& other, double alpha) const {
-  return compute_in_place(*this, "sub_", [&] { return *this - scaled(other, alpha); });
+  return compute_in_place(*this, "sub_", {other}, false,
+                          [alpha](const Tensor& self, const TensorList& a) { return self - scaled(a[0], alpha); });
 }
 const Tensor& Tensor::sub_(double value) const {
-  return compute_in_place(*this, "sub_", [&] { return *this - value; });
+  return with_number(*this, "sub_", false, [value](const Tensor& self) { return self - value; });
 }
 const Tensor& Tensor::mul_(const Tensor& other) const {
-  return compute_in_place(*this, "mul_", [&] { return *this * other; });
+  return compute_in_place(*this, "mul_", {other}, true,
+                          [](const Tensor& self, const TensorList& a) { return self * a[0]; });
 }
 const Tensor& Tensor::div_(const Tensor& other) const {
-  return compute_in_place(*this, "div_", [&] { return *this / other; });
+  return compute_in_place(*this, "div_", {other}, true,
+                          [](const Tensor& self, const TensorList& a) { return self / a[0]; });
 }
 const Tensor& Tensor::div_(double divisor) const {
-  return compute_in_place(*this, "div_", [&] { return *this / divisor; });
+  return with_number(*this, "div_", false, [divisor](const Tensor& self) { return self / divisor; });
 }
 const Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, double value) const {
-  return compute_in_place(*this, "addcmul_", [&] { return *this + scaled(a * b, value); });
+  return compute_in_place(*this, "addcmul_", {a, b}, false, [value](const Tensor& self, const TensorList& o) {
+    return self + scaled(o[0] * o[1], value);
+  });
 }
 const Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, double value) const {
-  return compute_in_place(*this, "addcdiv_", [&] { return *this + scaled(a / b, value); });
+  return compute_in_place(*this, "addcdiv_", {a, b}, false, [value](const Tensor& self, const TensorList& o) {
+    return self + scaled(o[0] / o[1], value);
+  });
 }
 const Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) const {
-  return compute_in_place(*this, "clamp_", [&] { return tapegrad::clamp(*this, min, max); });
+  return with_number(*this, "clamp_", true, [min, max](const Tensor& self) { return tapegrad::clamp(self, min, max); });
 }
 const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
-  return compute_in_place(*this, "masked_fill_", [&] { return tapegrad::masked_fill(*this, mask, value); });
+  return compute_in_place(*this, "masked_fill_", {mask}, false, [value](const Tensor& self, const TensorList& a) {
+    return tapegrad::masked_fill(self, a[0], value);
+  });
 }
 
 // ---------------------------------------------------------------- printing
@@ -425,18 +453,11 @@ Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& shape, const D
 }
 
 Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::int64_t offset) {
-  return make_tensor(t.impl()->storage, shape, strides, offset, t.dtype());
-}
-
-void check_inplace(const Tensor& t, const char* op) {
-  if (is_grad_enabled() && t.requires_grad()) {
-    if (t.is_leaf())
-      throw GraphError(message(op,
-                               ": a leaf tensor that requires grad cannot be modified in place while grad mode is on "
-                               "(use NoGradGuard, as optimisers do)"));
-    throw GraphError(
-        message(op, ": a tensor made by ", t.grad_fn()->name, " cannot be modified in place while grad mode is on"));
-  }
+  Tensor view = make_tensor(t.impl()->storage, shape, strides, offset, t.dtype());
+  const std::shared_ptr<TensorImpl>& base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
+  view.impl()->view_base = base;
+  view.impl()->base_history = base->history;
+  return view;
 }
 
 }  // namespace detail

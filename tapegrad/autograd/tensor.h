@@ -45,6 +45,11 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<SparseRows> sparse_grad;  // a leaf's row-sparse gradient (sparse_rows.h), instead of grad
   std::shared_ptr<LeafHooks> hooks;         // a leaf's hooks (graph.h), null until one is registered
+  // A view's base: the tensor (never itself a view) whose storage the view shares; null for a tensor
+  // that owns its storage. An in-place op through a view rewrites the base's history (inplace.h).
+  std::shared_ptr<TensorImpl> view_base;
+  std::uint64_t history = 0;       // bumped each time an in-place op rewrites this tensor's history
+  std::uint64_t base_history = 0;  // a view's: the base's history when the view's grad_fn was made
 
   TensorImpl();
   TensorImpl(const TensorImpl&) = delete;
@@ -100,17 +105,17 @@ class Tensor {
   }
   // One element, converted to double; negative indices count from the end.
   double at(const Dims& index) const;
-  // Writes one element in place (not recorded on the tape).
+  // Writes one element in place (never recorded on the tape).
   void set(const Dims& index, double value) const;
   // All elements in row-major order, converted to T.
   template <class T>
   std::vector<T> to_vector() const;
 
   // --- autograd ---
-  bool requires_grad() const;
+  bool requires_grad() const { return checked().requires_grad || grad_fn() != nullptr; }
   // Marks a floating-point leaf as needing its gradient; returns *this for chaining.
   const Tensor& requires_grad_(bool on = true) const;
-  bool is_leaf() const { return checked().grad_fn == nullptr; }
+  bool is_leaf() const { return grad_fn() == nullptr; }
   // The accumulated gradient (undefined until a backward reaches this tensor). A GraphError when
   // the gradient is row-sparse (has_sparse_grad): read that one with sparse_grad().
   Tensor grad() const;
@@ -138,7 +143,13 @@ class Tensor {
   // A hook on a leaf that requires grad, run after a backward has updated its .grad (what a
   // data-parallel wrapper starts its gradient all-reduce from).
   RemovableHandle register_post_accumulate_grad_hook(std::function<void(const Tensor&)> fn) const;
-  const std::shared_ptr<Node>& grad_fn() const { return checked().grad_fn; }
+  // The op that made this tensor (null for a leaf). A view whose base an in-place op has rewritten
+  // since gets its history anew here, as a view of the base's new history.
+  const std::shared_ptr<Node>& grad_fn() const {
+    const TensorImpl& t = checked();
+    if (t.view_base && t.view_base->history != t.base_history) refresh_stale_view();
+    return t.grad_fn;
+  }
   // A tensor sharing this one's storage, cut from the graph.
   Tensor detach() const;
   // Backpropagates from this tensor. A scalar needs no gradient (1 is used); any other shape
@@ -155,13 +166,17 @@ class Tensor {
   Tensor clone() const;
   Tensor to(DType dtype) const;
 
-  // --- in-place writes (never recorded; a leaf that requires grad may be written only under
-  // NoGradGuard, as an optimiser does) ---
+  // --- in-place writes ---
   // As torch's: the other operands broadcast to this tensor's shape (not the other way: ShapeError),
   // the result is computed as the out-of-place op computes it (type promotion included) and must
   // cast to this tensor's dtype (torch.can_cast: no floating result into int64 or bool, nothing
   // but bool into bool; TypeError otherwise). add_ and mul_ of floating tensors of one dtype run
   // in place; the others compute the result apart and copy it in.
+  // Under grad mode, a write into a tensor that requires grad, or of operands that do, is recorded
+  // on the tape (inplace.h): the tensor's history becomes the op's, and through a view the base's
+  // history is rewritten too, so gradients flow as if the op had been out of place. A leaf that
+  // requires grad, or a view of one, may be written only under NoGradGuard (as an optimiser does):
+  // a GraphError otherwise.
   const Tensor& fill_(double value) const;
   const Tensor& zero_() const { return fill_(0.0); }
   const Tensor& copy_(const Tensor& src) const;                       // src broadcast to this shape
@@ -239,7 +254,12 @@ class Tensor {
   const Tensor& add_integer_(std::int64_t value) const;
   const Tensor& sub_integer_(std::int64_t value) const;
   const Tensor& mul_integer_(std::int64_t factor) const;
-  TensorImpl& checked() const;
+  TensorImpl& checked() const {
+    if (!impl_) throw_undefined();
+    return *impl_;
+  }
+  [[noreturn]] static void throw_undefined();
+  void refresh_stale_view() const;  // inplace.h
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -305,10 +325,8 @@ namespace detail {
 // A tensor of the given dtype over an existing storage.
 Tensor make_tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Dims& strides, std::int64_t offset,
                    DType dtype);
-// A view of t (shared storage, no graph edge of its own).
+// A view of t (shared storage, no graph edge of its own; its view_base is t's base, or t).
 Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::int64_t offset);
-// Throws a GraphError naming op if t is a leaf that requires grad while grad mode is on.
-void check_inplace(const Tensor& t, const char* op);
 }  // namespace detail
 
 }  // namespace tapegrad
