@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tests/testing.h"
@@ -67,6 +68,63 @@ TEST_CASE("inplace autograd: every write is recorded and its gradients match fin
     REQUIRE(y.grad_fn());
     CHECK(std::string(y.grad_fn()->name) == name);
   }
+}
+
+TEST_CASE("inplace autograd: elementwise math in place equals the out-of-place op, values and gradients") {
+  Generator gen(4);
+  const Tensor x = rand({2, 3}, gen, kFloat64) + 0.25;  // positive, away from 0 (log, sqrt, reciprocal)
+  using Method = const Tensor& (Tensor::*)() const;
+  using Op = Tensor (*)(const Tensor&);
+  const std::vector<std::tuple<std::string, Method, Op>> ops{
+      {"relu_", &Tensor::relu_, tapegrad::relu},
+      {"sigmoid_", &Tensor::sigmoid_, tapegrad::sigmoid},
+      {"tanh_", &Tensor::tanh_, tapegrad::tanh},
+      {"exp_", &Tensor::exp_, tapegrad::exp},
+      {"log_", &Tensor::log_, tapegrad::log},
+      {"sqrt_", &Tensor::sqrt_, tapegrad::sqrt},
+      {"abs_", &Tensor::abs_, tapegrad::abs},
+      {"neg_", &Tensor::neg_, tapegrad::neg},
+      {"reciprocal_", &Tensor::reciprocal_, tapegrad::reciprocal},
+      {"sin_", &Tensor::sin_, tapegrad::sin},
+      {"cos_", &Tensor::cos_, tapegrad::cos},
+      {"floor_", &Tensor::floor_, tapegrad::floor},
+      {"ceil_", &Tensor::ceil_, tapegrad::ceil},
+      {"round_", &Tensor::round_, tapegrad::round},
+      {"trunc_", &Tensor::trunc_, tapegrad::trunc},
+  };
+  const Tensor g = randn({2, 3}, gen, kFloat64);
+  for (const auto& [name, method, op] : ops) {
+    CAPTURE(name);
+    const Tensor a = x.clone().requires_grad_(), b = x.clone().requires_grad_();
+    const Tensor ya = a * 3.0;
+    (ya.*method)();
+    CHECK(std::string(ya.grad_fn()->name) == name);
+    const Tensor yb = op(b * 3.0);
+    check_close(ya, yb, 0.0);
+    ya.backward(g);
+    yb.backward(g);
+    check_close(a.grad(), b.grad(), 0.0);
+    check_write(name,
+                [method = method](const TensorList& in) {
+                  const Tensor y = in[0] * 3.0;
+                  (y.*method)();
+                  return y * in[0];
+                },
+                {x});
+  }
+  check_write("pow_",
+              [](const TensorList& in) {
+                const Tensor y = in[0] * 3.0;
+                y.pow_(1.5);
+                return y;
+              },
+              {x});
+  // Without grad mode they write, whatever needs grad; an int64 tensor keeps what casts back.
+  const Tensor ids = tensor({-2, 3}, kInt64);
+  check_values(ids.abs_().neg_(), {-2, -3}, 1e-15);
+  CHECK_THROWS_WITH_AS(ids.exp_(), "exp_: the result's dtype float32 cannot be written into a tensor of dtype int64",
+                       TypeError);
+  check_values(ids, {-2, -3}, 1e-15);
 }
 
 TEST_CASE("inplace autograd: values worked by hand, and grad_fn printed") {
@@ -239,4 +297,79 @@ TEST_CASE("inplace autograd: refused writes leave the tensor and its history as 
   CHECK(y.grad_fn().get() == history);
   // set() cannot be recorded, so it is refused where a write would be.
   CHECK_THROWS_AS(y.set({0}, 1.0), GraphError);
+}
+
+TEST_CASE("index writes: index_add, index_copy, index_fill and scatter give torch's values and gradients") {
+  // torch 1.13 on x = arange(12).reshape(3, 4), float64.
+  const Tensor x = arange(0.0, 12.0, 1.0, kFloat64).reshape({3, 4});
+  const Tensor src = tensor({{10, 20, 30, 40}, {50, 60, 70, 80}}, kFloat64);
+  const Tensor rows = tensor({2, 0}, kInt64);
+  check_values(index_add(x, 0, rows, src, 0.5), {25, 31, 37, 43, 4, 5, 6, 7, 13, 19, 25, 31}, 1e-15);
+  check_values(index_copy(x, 0, rows, src), {50, 60, 70, 80, 4, 5, 6, 7, 10, 20, 30, 40}, 1e-15);
+  check_values(index_fill(x, 1, tensor({1, 3}, kInt64), -1.0), {0, -1, 2, -1, 4, -1, 6, -1, 8, -1, 10, -1}, 1e-15);
+  const Tensor cols = tensor({{1, 2}, {0, 3}}, kInt64);
+  const Tensor wide = tensor({{100, 200, 300}, {400, 500, 600}}, kFloat64);  // only its (2, 2) corner is read
+  check_values(scatter(x, 1, cols, wide), {0, 100, 200, 3, 400, 5, 6, 500, 8, 9, 10, 11}, 1e-15);
+  check_values(scatter(x, 1, cols, 7.0), {0, 7, 7, 3, 7, 5, 6, 7, 8, 9, 10, 11}, 1e-15);
+
+  // Gradients, torch's for the weights w = x + 1: index_copy's x gets w where it was kept, src
+  // w's rows 2 and 0; scatter's src gets w at the written entries.
+  const Tensor w = x + 1.0;
+  const Tensor xa = x.clone().requires_grad_(), sa = src.clone().requires_grad_();
+  (index_copy(xa, 0, rows, sa) * w).sum().backward();
+  check_values(xa.grad(), {0, 0, 0, 0, 5, 6, 7, 8, 0, 0, 0, 0}, 1e-15);
+  check_values(sa.grad(), {9, 10, 11, 12, 1, 2, 3, 4}, 1e-15);
+  const Tensor xb = x.clone().requires_grad_(), sb = tensor({{100, 200}, {400, 500}}, kFloat64).requires_grad_();
+  (scatter(xb, 1, cols, sb) * w).sum().backward();
+  check_values(xb.grad(), {1, 0, 0, 4, 0, 6, 7, 0, 9, 10, 11, 12}, 1e-15);
+  check_values(sb.grad(), {2, 3, 5, 8}, 1e-15);
+
+  Generator gen(9);
+  const Tensor xs = randn({3, 4}, gen, kFloat64), ss = randn({2, 4}, gen, kFloat64);
+  check_write("index_add", [&](const TensorList& in) { return index_add(in[0], 0, rows, in[1], -2.0); }, {xs, ss});
+  check_write("index_copy", [&](const TensorList& in) { return index_copy(in[0] * in[0], 0, rows, in[1]); }, {xs, ss});
+  check_write("index_fill", [&](const TensorList& in) { return index_fill(in[0], 1, cols.select(0, 0), 2.0); }, {xs});
+  check_write("scatter", [&](const TensorList& in) { return scatter(in[0], 1, cols, in[1] * in[1]); },
+              {xs, randn({2, 3}, gen, kFloat64)});
+  // In place, through a view, recorded.
+  check_write("scatter_ into a view",
+              [&](const TensorList& in) {
+                const Tensor y = in[0] * 1.0;
+                y.narrow(0, 1, 2).scatter_(1, cols, in[1]);
+                y.index_add_(1, tensor({3, 3}, kInt64), in[0].narrow(1, 0, 2));  // a repeated index adds twice
+                y.index_fill_(0, tensor({0}, kInt64), 0.5);
+                return y * in[0];
+              },
+              {xs, randn({2, 2}, gen, kFloat64)});
+  check_write("index_copy_ and scatter_add_",
+              [&](const TensorList& in) {
+                const Tensor buffer = zeros({3, 4}, kFloat64);
+                buffer.index_copy_(0, rows, in[1]);
+                buffer.scatter_add_(1, cols, in[0].narrow(0, 0, 2));
+                buffer.scatter_(1, cols.narrow(0, 0, 1), 3.0);
+                return buffer * buffer;
+              },
+              {xs, ss});
+}
+
+TEST_CASE("index writes: errors name the op and the values, and leave the tensor as it was") {
+  const Tensor x = zeros({3, 4});
+  CHECK_THROWS_WITH_AS(index_add(x, 0, tensor({3}, kInt64), ones({1, 4})),
+                       "index_add: index 3 is out of range for size 3 along axis 0", IndexError);
+  CHECK_THROWS_WITH_AS(index_copy(x, 1, tensor({0, 1}, kInt64), ones({3, 3})),
+                       "index_copy: src of shape (3,3) does not fit x of shape (3,4) and 2 indices along axis 1 "
+                       "(expected (3,2))",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(index_fill(x, 0, tensor({{0}}, kInt64), 1.0), "index_fill: index must be 1-D, got shape (1,1)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(index_add(x, 0, tensor({0}), ones({1, 4})),
+                       "index_add: index must be an int64 tensor, got float32", TypeError);
+  CHECK_THROWS_WITH_AS(index_copy(x, 0, tensor({0}, kInt64), ones({1, 4}, kFloat64)),
+                       "index_copy: x is float32 but src is float64", TypeError);
+  CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0, -1}}, kInt64), 1.0),
+                       "scatter: index -1 is out of range for size 4 along axis 1", IndexError);
+  CHECK_THROWS_WITH_AS(scatter(x, 1, tensor({{0, 1}}, kInt64), ones({1, 1})),
+                       "scatter: index of shape (1,2) is larger than src of shape (1,1) at axis 1", ShapeError);
+  CHECK_THROWS_AS(x.index_fill_(0, tensor({5}, kInt64), 1.0), IndexError);
+  check_values(x, std::vector<double>(12, 0.0), 1e-15);
 }

@@ -31,7 +31,8 @@
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
 //   ops/shape.cpp        reshape, transpose, permute, slicing, flip, roll, tile, tril/triu, concat, stack, split
 //   ops/windows.cpp      unfold and fold (im2col and col2im)
-//   ops/index.cpp        index_select, gather, embedding, topk, sort, one_hot
+//   ops/index.cpp        index_select, gather, scatter(_add), index_add/copy/fill, embedding, topk, sort,
+//                        one_hot
 //   ops/nn.cpp           layer_norm, logistic_loss, dropout
 //   ops/attention.cpp    fused_attention
 //   ops/random.cpp       multinomial
@@ -417,6 +418,18 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
 // x with src added at `index` along axis (the adjoint of gather).
 Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
+// torch.scatter: x with out[index[i][j]][j] = src[i][j] (axis 0), etc.; index as scatter_add's;
+// or the number value written there. An entry that index names twice gets the sum of its src
+// values (torch leaves which one wins undefined).
+Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, double value);
+// torch.index_add / index_copy / index_fill along axis, index 1-D int64 in [0, x.size(axis)) and src
+// of x's shape but for index.numel() entries along the axis: out[.., index[i], ..] is x's plus
+// alpha * src[.., i, ..] (repeated indices add up), src[.., i, ..] (repeated: the sum, as scatter),
+// or value. IndexError for an index out of range, ShapeError for src's shape, TypeError for its dtype.
+Tensor index_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
+Tensor index_copy(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
+Tensor index_fill(const Tensor& x, std::int64_t axis, const Tensor& index, double value);
 // Rows of weight (V, D) picked by indices (Int64, any shape): (..., D). Backward scatter-adds
 // into weight's gradient; rows at padding_idx (if given) receive no gradient. With sparse, weight
 // must be a leaf, and backward appends the rows used to its row-sparse gradient

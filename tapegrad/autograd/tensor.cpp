@@ -383,6 +383,66 @@ const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
   });
 }
 
+const Tensor& Tensor::index_add_(std::int64_t axis, const Tensor& index, const Tensor& src, double alpha) const {
+  return compute_in_place(*this, "index_add_", {index, src}, false,
+                          [axis, alpha](const Tensor& self, const TensorList& a) {
+                            return tapegrad::index_add(self, axis, a[0], a[1], alpha);
+                          });
+}
+const Tensor& Tensor::index_copy_(std::int64_t axis, const Tensor& index, const Tensor& src) const {
+  return compute_in_place(*this, "index_copy_", {index, src}, false, [axis](const Tensor& self, const TensorList& a) {
+    return tapegrad::index_copy(self, axis, a[0], a[1]);
+  });
+}
+const Tensor& Tensor::index_fill_(std::int64_t axis, const Tensor& index, double value) const {
+  return compute_in_place(*this, "index_fill_", {index}, false, [axis, value](const Tensor& self, const TensorList& a) {
+    return tapegrad::index_fill(self, axis, a[0], value);
+  });
+}
+const Tensor& Tensor::scatter_(std::int64_t axis, const Tensor& index, const Tensor& src) const {
+  return compute_in_place(*this, "scatter_", {index, src}, false, [axis](const Tensor& self, const TensorList& a) {
+    return tapegrad::scatter(self, axis, a[0], a[1]);
+  });
+}
+const Tensor& Tensor::scatter_(std::int64_t axis, const Tensor& index, double value) const {
+  return compute_in_place(*this, "scatter_", {index}, false, [axis, value](const Tensor& self, const TensorList& a) {
+    return tapegrad::scatter(self, axis, a[0], value);
+  });
+}
+const Tensor& Tensor::scatter_add_(std::int64_t axis, const Tensor& index, const Tensor& src) const {
+  return compute_in_place(*this, "scatter_add_", {index, src}, false, [axis](const Tensor& self, const TensorList& a) {
+    return tapegrad::scatter_add(self, axis, a[0], a[1]);
+  });
+}
+
+// Elementwise math in place. reads_self: the op's backward reads its input or output (a copy of
+// the old values is kept when recorded); neg and the roundings read neither.
+namespace {
+template <Tensor (*Op)(const Tensor&)>
+const Tensor& unary_in_place(const Tensor& target, const char* op, bool reads_self) {
+  return with_number(target, op, reads_self, [](const Tensor& self) { return Op(self); });
+}
+}  // namespace
+
+const Tensor& Tensor::relu_() const { return unary_in_place<tapegrad::relu>(*this, "relu_", true); }
+const Tensor& Tensor::sigmoid_() const { return unary_in_place<tapegrad::sigmoid>(*this, "sigmoid_", true); }
+const Tensor& Tensor::tanh_() const { return unary_in_place<tapegrad::tanh>(*this, "tanh_", true); }
+const Tensor& Tensor::exp_() const { return unary_in_place<tapegrad::exp>(*this, "exp_", true); }
+const Tensor& Tensor::log_() const { return unary_in_place<tapegrad::log>(*this, "log_", true); }
+const Tensor& Tensor::sqrt_() const { return unary_in_place<tapegrad::sqrt>(*this, "sqrt_", true); }
+const Tensor& Tensor::abs_() const { return unary_in_place<tapegrad::abs>(*this, "abs_", true); }
+const Tensor& Tensor::neg_() const { return unary_in_place<tapegrad::neg>(*this, "neg_", false); }
+const Tensor& Tensor::reciprocal_() const { return unary_in_place<tapegrad::reciprocal>(*this, "reciprocal_", true); }
+const Tensor& Tensor::sin_() const { return unary_in_place<tapegrad::sin>(*this, "sin_", true); }
+const Tensor& Tensor::cos_() const { return unary_in_place<tapegrad::cos>(*this, "cos_", true); }
+const Tensor& Tensor::floor_() const { return unary_in_place<tapegrad::floor>(*this, "floor_", false); }
+const Tensor& Tensor::ceil_() const { return unary_in_place<tapegrad::ceil>(*this, "ceil_", false); }
+const Tensor& Tensor::round_() const { return unary_in_place<tapegrad::round>(*this, "round_", false); }
+const Tensor& Tensor::trunc_() const { return unary_in_place<tapegrad::trunc>(*this, "trunc_", false); }
+const Tensor& Tensor::pow_(double exponent) const {
+  return with_number(*this, "pow_", true, [exponent](const Tensor& self) { return tapegrad::pow(self, exponent); });
+}
+
 // ---------------------------------------------------------------- printing
 namespace {
 

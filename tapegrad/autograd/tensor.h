@@ -205,6 +205,31 @@ class Tensor {
   const Tensor& addcdiv_(const Tensor& a, const Tensor& b, double value = 1.0) const;  // this += value * a / b
   const Tensor& clamp_(std::optional<double> min, std::optional<double> max) const;
   const Tensor& masked_fill_(const Tensor& mask, double value) const;
+  // Writes at indices (ops.h's index_add, index_copy, index_fill, scatter, scatter_add) in place.
+  const Tensor& index_add_(std::int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0) const;
+  const Tensor& index_copy_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
+  const Tensor& index_fill_(std::int64_t axis, const Tensor& index, double value) const;
+  const Tensor& scatter_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
+  const Tensor& scatter_(std::int64_t axis, const Tensor& index, double value) const;
+  const Tensor& scatter_add_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
+  // Elementwise math in place, torch's relu_, sigmoid_ ...: the out-of-place op's result written in
+  // (so exp_ of an int64 tensor is a TypeError: its float32 result does not cast back).
+  const Tensor& relu_() const;
+  const Tensor& sigmoid_() const;
+  const Tensor& tanh_() const;
+  const Tensor& exp_() const;
+  const Tensor& log_() const;
+  const Tensor& sqrt_() const;
+  const Tensor& abs_() const;
+  const Tensor& neg_() const;
+  const Tensor& reciprocal_() const;
+  const Tensor& sin_() const;
+  const Tensor& cos_() const;
+  const Tensor& pow_(double exponent) const;
+  const Tensor& floor_() const;
+  const Tensor& ceil_() const;
+  const Tensor& round_() const;
+  const Tensor& trunc_() const;
 
   // --- printing ---
   std::string str() const;

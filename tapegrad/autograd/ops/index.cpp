@@ -1,4 +1,5 @@
-// Indexing ops: index_select, gather, scatter_add, embedding, topk, one_hot.
+// Indexing ops: index_select, gather, scatter_add, index_add, index_copy, index_fill, scatter,
+// embedding, topk, one_hot.
 //
 // index_select, gather and the backward of index_select, gather and topk all go through two
 // strided kernels, kernels::gather and kernels::scatter_add (kernels/index.h, with the other
@@ -160,6 +161,102 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
              return {x_needs ? g : Tensor(), gsrc};
            });
   return out;
+}
+
+// ---------------------------------------------------------------- writes at indices
+// index_add, index_copy, index_fill and scatter, composed of scatter_add, where and masked_fill,
+// which carry their gradients: x's flows where x was kept, src's is read back where src was written.
+namespace {
+
+// Every entry of index in [0, size): an IndexError naming op otherwise (the kernels would name
+// scatter_add).
+void check_index_range(const Tensor& index, std::int64_t size, int axis, const char* op) {
+  const Tensor c = index.contiguous();
+  const std::int64_t* p = c.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < c.numel(); ++i)
+    if (p[i] < 0 || p[i] >= size)
+      throw IndexError(message(op, ": index ", p[i], " is out of range for size ", size, " along axis ", axis));
+}
+
+// The checks of index_add, index_copy and index_fill: a 1-D int64 index into x's axis, and src
+// (when given) of x's shape but for index.numel() entries along the axis, in x's dtype. Returns the axis.
+int check_index_write(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor* src, const char* op) {
+  check_index_dtype(index, op);
+  check_has_axes(x, op);
+  const int axis = normalize_axis(axis_arg, x.dim(), op);
+  if (index.dim() != 1) throw ShapeError(message(op, ": index must be 1-D, got shape ", index.shape().str()));
+  check_index_range(index, x.shape()[axis], axis, op);
+  if (src) {
+    Shape expected = x.shape();
+    expected[axis] = index.numel();
+    if (src->shape() != expected)
+      throw ShapeError(message(op, ": src of shape ", src->shape().str(), " does not fit x of shape ", x.shape().str(),
+                               " and ", index.numel(), " indices along axis ", axis, " (expected ", expected.str(),
+                               ")"));
+    if (src->dtype() != x.dtype())
+      throw TypeError(message(op, ": x is ", dtype_name(x.dtype()), " but src is ", dtype_name(src->dtype())));
+  }
+  return axis;
+}
+
+// A 1-D index as a scatter index of `shape`: its entries along axis, broadcast over the other axes.
+Tensor spread_index(const Tensor& index, int axis, Shape shape) {
+  Shape along = Shape::filled(shape.size(), 1);
+  along[axis] = index.numel();
+  shape[axis] = index.numel();
+  return index.reshape(along).expand(shape);
+}
+
+// Bool of x's shape: the entries a scatter along axis at `index` writes.
+Tensor written_mask(const Tensor& x, int axis, const Tensor& index) {
+  return ne(scatter_add(zeros(x.shape(), kInt64), axis, index, ones(index.shape(), kInt64)), 0.0);
+}
+
+// The checks of scatter (as scatter_add's, with the op's name). Returns the axis.
+int check_scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const char* op) {
+  check_index_dtype(index, op);
+  check_has_axes(x, op);
+  const int axis = normalize_axis(axis_arg, x.dim(), op);
+  check_index_fits(x, axis, index, op);
+  check_index_range(index, x.shape()[axis], axis, op);
+  return axis;
+}
+
+}  // namespace
+
+Tensor index_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src, double alpha) {
+  const int axis = check_index_write(x, axis_arg, index, &src, "index_add");
+  return scatter_add(x, axis, spread_index(index, axis, x.shape()), alpha == 1.0 ? src : src * alpha);
+}
+
+Tensor index_copy(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src) {
+  const int axis = check_index_write(x, axis_arg, index, &src, "index_copy");
+  const Tensor spread = spread_index(index, axis, x.shape());
+  return where(written_mask(x, axis, spread), scatter_add(zeros_like(x), axis, spread, src), x);
+}
+
+Tensor index_fill(const Tensor& x, std::int64_t axis_arg, const Tensor& index, double value) {
+  const int axis = check_index_write(x, axis_arg, index, nullptr, "index_fill");
+  return masked_fill(x, written_mask(x, axis, spread_index(index, axis, x.shape())), value);
+}
+
+Tensor scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src) {
+  const int axis = check_scatter(x, axis_arg, index, "scatter");
+  if (src.dtype() != x.dtype())
+    throw TypeError(message("scatter: x is ", dtype_name(x.dtype()), " but src is ", dtype_name(src.dtype())));
+  if (src.dim() != index.dim())
+    throw ShapeError(message("scatter: src has rank ", src.dim(), " but index has rank ", index.dim(), " (shapes ",
+                             src.shape().str(), " and ", index.shape().str(), ")"));
+  for (int d = 0; d < src.dim(); ++d)
+    if (index.shape()[d] > src.shape()[d])
+      throw ShapeError(message("scatter: index of shape ", index.shape().str(), " is larger than src of shape ",
+                               src.shape().str(), " at axis ", d));
+  return where(written_mask(x, axis, index), scatter_add(zeros_like(x), axis, index, src), x);
+}
+
+Tensor scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, double value) {
+  const int axis = check_scatter(x, axis_arg, index, "scatter");
+  return masked_fill(x, written_mask(x, axis, index), value);
 }
 
 // ---------------------------------------------------------------- embedding
