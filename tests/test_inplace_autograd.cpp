@@ -373,3 +373,79 @@ TEST_CASE("index writes: errors name the op and the values, and leave the tensor
   CHECK_THROWS_AS(x.index_fill_(0, tensor({5}, kInt64), 1.0), IndexError);
   check_values(x, std::vector<double>(12, 0.0), 1e-15);
 }
+
+TEST_CASE("index writes: a repeated index keeps the last write, as torch's CPU kernels") {
+  // torch 1.13: zeros(5).index_put_((tensor([1, 3, 1]),), tensor([10, 20, 30])) and index_copy give
+  // [0, 30, 0, 20, 0]; scatter along axis 1 of zeros(2, 5) with [[1, 3, 1], [0, 0, 4]] and
+  // [[10, 20, 30], [1, 2, 3]] gives [[0, 30, 0, 20, 0], [2, 0, 0, 0, 3]].
+  const Tensor v = tensor({10, 20, 30}, kFloat64).requires_grad_();
+  const Tensor at = tensor({1, 3, 1}, kInt64);
+  check_values(index_put(zeros({5}, kFloat64), {at}, v), {0, 30, 0, 20, 0}, 1e-15);
+  const Tensor y = index_copy(zeros({5}, kFloat64), 0, at, v);
+  check_values(y, {0, 30, 0, 20, 0}, 1e-15);
+  // The overwritten 10 had no effect, so no gradient (torch gives it the written entry's, 2).
+  (y * arange(1.0, 6.0, 1.0, kFloat64)).sum().backward();
+  check_values(v.grad(), {0, 4, 2}, 1e-15);
+  check_values(scatter(zeros({2, 5}, kFloat64), 1, tensor({{1, 3, 1}, {0, 0, 4}}, kInt64),
+                       tensor({{10, 20, 30}, {1, 2, 3}}, kFloat64)),
+               {0, 30, 0, 20, 0, 2, 0, 0, 0, 3}, 1e-15);
+  check_write("scatter with repeats",
+              [](const TensorList& in) {
+                return scatter(in[0], 1, tensor({{1, 3, 1}, {0, 0, 4}}, kInt64), in[1] * in[1]) * in[0];
+              },
+              {tensor({{0.1, 0.2, 0.3, 0.4, 0.5}, {0.6, 0.7, 0.8, 0.9, 1.0}}, kFloat64),
+               tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, kFloat64)});
+}
+
+TEST_CASE("advanced indexing: index and index_put are torch's x[i, j] and x[i, j] = v") {
+  // torch 1.13, x = arange(24).reshape(2, 3, 4), r = [[1], [0]], c = [2, -1] (broadcast to (2, 2)).
+  const Tensor x = arange(0.0, 24.0, 1.0, kFloat64).reshape({2, 3, 4});
+  const Tensor r = tensor({{1}, {0}}, kInt64), c = tensor({2, -1}, kInt64);
+  const Tensor picked = index(x, {r, c});
+  CHECK(picked.shape() == Shape{2, 2, 4});
+  check_values(picked, {20, 21, 22, 23, 20, 21, 22, 23, 8, 9, 10, 11, 8, 9, 10, 11}, 1e-15);
+  const Tensor v = tensor({100, 200, 300, 400}, kFloat64);
+  std::vector<double> put(24);
+  for (int i = 0; i < 24; ++i) put[i] = i;
+  for (int j = 0; j < 4; ++j) put[8 + j] = put[20 + j] = 100.0 * (j + 1);
+  check_values(index_put(x, {r, c}, v), put, 1e-15);
+  check_values(index_put(x, {tensor({0, 0}, kInt64), tensor({1, 1}, kInt64)}, tensor({1, 2, 3, 4}, kFloat64), true)
+                   .narrow(1, 1, 1),
+               {6, 9, 12, 15, 16, 17, 18, 19}, 1e-15);
+  // Gradients: x's where it was kept (torch: w there, 0 at rows (0, 2) and (1, 2)), v's the sum of
+  // w over the places it was written... once each: torch gives [60, 64, 68, 72] counting the
+  // repeated (1, 2) twice; here the repeat's first write is overwritten and gets none: w[0][2] +
+  // w[1][2] = [9 + 21, ...] = [30, 32, 34, 36].
+  const Tensor w = x + 1.0;
+  const Tensor xa = x.clone().requires_grad_(), va = v.clone().requires_grad_();
+  (index_put(xa, {r, c}, va) * w).sum().backward();
+  std::vector<double> gx(24);
+  for (int i = 0; i < 24; ++i) gx[i] = (i / 4 == 2 || i / 4 == 5) ? 0.0 : i + 1.0;
+  check_values(xa.grad(), gx, 1e-15);
+  check_values(va.grad(), {30, 32, 34, 36}, 1e-15);
+
+  Generator gen(11);
+  const Tensor xs = randn({3, 4, 2}, gen, kFloat64);
+  const Tensor rows = tensor({2, 0, 2}, kInt64), cols = tensor({1, 3, -4}, kInt64);
+  check_write("index", [&](const TensorList& in) { return index(in[0] * in[0], {rows, cols}); }, {xs});
+  check_write("index_put_",
+              [&](const TensorList& in) {
+                const Tensor y = in[0] * 1.0;
+                y.index_put_({rows, cols}, in[1]);
+                y.index_put_({tensor({1}, kInt64)}, in[1].narrow(0, 0, 1).sum({0}, true).expand({1, 4, 2}), true);
+                return y * in[0];
+              },
+              {xs, randn({3, 2}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(index(x, {r, c, c, c}),
+                       "index: 4 index tensors for a tensor of shape (2,3,4) (one for each of its first axes, at least "
+                       "one)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(index(x, {tensor({2}, kInt64)}), "index: index 2 is out of range for size 2 along axis 0",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(index_put(x, {r, c}, ones({3}, kFloat64)),
+                       "index_put: shapes (3) and (2,2,4) cannot be broadcast together", ShapeError);
+  CHECK_THROWS_WITH_AS(index_put(x, {r, c}, ones({3, 1, 1, 4}, kFloat64)),
+                       "index_put: values of shape (3,1,1,4) do not broadcast to the indexed shape (2,2,4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(index(x, {tensor({0})}), "index: index 0 must be an int64 tensor, got float32", TypeError);
+}

@@ -419,17 +419,25 @@ Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
 // x with src added at `index` along axis (the adjoint of gather).
 Tensor scatter_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
 // torch.scatter: x with out[index[i][j]][j] = src[i][j] (axis 0), etc.; index as scatter_add's;
-// or the number value written there. An entry that index names twice gets the sum of its src
-// values (torch leaves which one wins undefined).
+// or the number value written there. An entry that index names twice gets the last of its src
+// values in row-major order (as torch's CPU kernels; the others get no gradient).
 Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
 Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, double value);
 // torch.index_add / index_copy / index_fill along axis, index 1-D int64 in [0, x.size(axis)) and src
 // of x's shape but for index.numel() entries along the axis: out[.., index[i], ..] is x's plus
-// alpha * src[.., i, ..] (repeated indices add up), src[.., i, ..] (repeated: the sum, as scatter),
+// alpha * src[.., i, ..] (repeated indices add up), src[.., i, ..] (repeated: the last, as scatter),
 // or value. IndexError for an index out of range, ShapeError for src's shape, TypeError for its dtype.
 Tensor index_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
 Tensor index_copy(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
 Tensor index_fill(const Tensor& x, std::int64_t axis, const Tensor& index, double value);
+// Advanced indexing, torch's x[i0, i1, ...] with int64 index tensors for x's first axes: the
+// indices broadcast together (negative entries count from the end) and pick x's entries, giving
+// (broadcast shape) + x's remaining axes. index_put is the write x[i0, i1, ...] = values (values
+// broadcast to that shape), or += with accumulate, where repeated indices add up (without
+// accumulate the last write wins, as scatter's). IndexError for an index out of
+// range, ShapeError for too many indices or values that do not broadcast, TypeError for dtypes.
+Tensor index(const Tensor& x, const std::vector<Tensor>& indices);
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false);
 // Rows of weight (V, D) picked by indices (Int64, any shape): (..., D). Backward scatter-adds
 // into weight's gradient; rows at padding_idx (if given) receive no gradient. With sparse, weight
 // must be a leaf, and backward appends the rows used to its row-sparse gradient

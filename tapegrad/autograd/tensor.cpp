@@ -415,6 +415,14 @@ const Tensor& Tensor::scatter_add_(std::int64_t axis, const Tensor& index, const
   });
 }
 
+const Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const {
+  TensorList operands = indices;
+  operands.push_back(values);
+  return compute_in_place(*this, "index_put_", operands, false, [accumulate](const Tensor& self, const TensorList& a) {
+    return tapegrad::index_put(self, TensorList(a.begin(), a.end() - 1), a.back(), accumulate);
+  });
+}
+
 // Elementwise math in place. reads_self: the op's backward reads its input or output (a copy of
 // the old values is kept when recorded); neg and the roundings read neither.
 namespace {

@@ -212,6 +212,8 @@ class Tensor {
   const Tensor& scatter_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
   const Tensor& scatter_(std::int64_t axis, const Tensor& index, double value) const;
   const Tensor& scatter_add_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
+  // torch's x.index_put_({i0, i1}, values, accumulate): x[i0, i1] = values (ops.h's index_put).
+  const Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false) const;
   // Elementwise math in place, torch's relu_, sigmoid_ ...: the out-of-place op's result written in
   // (so exp_ of an int64 tensor is a TypeError: its float32 result does not cast back).
   const Tensor& relu_() const;

@@ -212,6 +212,43 @@ Tensor written_mask(const Tensor& x, int axis, const Tensor& index) {
   return ne(scatter_add(zeros(x.shape(), kInt64), axis, index, ones(index.shape(), kInt64)), 0.0);
 }
 
+// Bool of index's shape: whether each entry is the last, in row-major order, to write its entry of
+// x (a scatter along axis); undefined when every entry is (no entry of x is written twice).
+Tensor last_writes(const Tensor& x, int axis, const Tensor& index) {
+  const Tensor idx = index.contiguous();
+  const std::int64_t* p = idx.data_ptr<std::int64_t>();
+  const Dims x_strides = contiguous_strides(x.shape());
+  std::vector<std::int64_t> last(static_cast<std::size_t>(x.numel()), -1);  // x's entry -> the last writer
+  std::vector<std::int64_t> target(static_cast<std::size_t>(idx.numel()));
+  Dims coord = Dims::filled(idx.dim(), 0);
+  bool repeated = false;
+  for (std::int64_t i = 0; i < idx.numel(); ++i) {
+    std::int64_t offset = 0;
+    for (int d = 0; d < idx.dim(); ++d) offset += (d == axis ? p[i] : coord[d]) * x_strides[d];
+    std::int64_t& writer = last[static_cast<std::size_t>(offset)];
+    repeated |= writer >= 0;
+    writer = i;
+    target[static_cast<std::size_t>(i)] = offset;
+    for (int d = idx.dim() - 1; d >= 0 && ++coord[d] == idx.shape()[d]; --d) coord[d] = 0;  // next coordinate
+  }
+  if (!repeated) return Tensor();
+  std::vector<bool> keep(target.size());
+  for (std::size_t i = 0; i < target.size(); ++i)
+    keep[i] = last[static_cast<std::size_t>(target[i])] == static_cast<std::int64_t>(i);
+  return from_vector(keep, idx.shape());
+}
+
+// x with src's entries written where a scatter along axis at index puts them, the last writer of an
+// entry winning (as torch's CPU kernels); earlier writers of the same entry get no gradient.
+Tensor scatter_written(const Tensor& x, int axis, const Tensor& index, const Tensor& src) {
+  Tensor used = src;
+  if (const Tensor keep = last_writes(x, axis, index); keep.defined()) {
+    for (int d = 0; d < used.dim(); ++d) used = used.narrow(d, 0, index.shape()[d]);  // the corner scatter reads
+    used = where(keep, used, 0.0);
+  }
+  return where(written_mask(x, axis, index), scatter_add(zeros_like(x), axis, index, used), x);
+}
+
 // The checks of scatter (as scatter_add's, with the op's name). Returns the axis.
 int check_scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const char* op) {
   check_index_dtype(index, op);
@@ -231,8 +268,7 @@ Tensor index_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, co
 
 Tensor index_copy(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src) {
   const int axis = check_index_write(x, axis_arg, index, &src, "index_copy");
-  const Tensor spread = spread_index(index, axis, x.shape());
-  return where(written_mask(x, axis, spread), scatter_add(zeros_like(x), axis, spread, src), x);
+  return scatter_written(x, axis, spread_index(index, axis, x.shape()), src);
 }
 
 Tensor index_fill(const Tensor& x, std::int64_t axis_arg, const Tensor& index, double value) {
@@ -251,12 +287,84 @@ Tensor scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, cons
     if (index.shape()[d] > src.shape()[d])
       throw ShapeError(message("scatter: index of shape ", index.shape().str(), " is larger than src of shape ",
                                src.shape().str(), " at axis ", d));
-  return where(written_mask(x, axis, index), scatter_add(zeros_like(x), axis, index, src), x);
+  return scatter_written(x, axis, index, src);
 }
 
 Tensor scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, double value) {
   const int axis = check_scatter(x, axis_arg, index, "scatter");
   return masked_fill(x, written_mask(x, axis, index), value);
+}
+
+// ---------------------------------------------------------------- advanced indexing
+// index and index_put: k int64 index tensors for x's first k axes, broadcast together, read as one
+// linear index into those axes flattened, then index_select / index_copy / index_add along it.
+namespace {
+
+struct LinearIndex {
+  Tensor linear;      // int64, 1-D: the broadcast indices' entries as rows of x.reshape({lead, rest...})
+  Shape index_shape;  // the indices' broadcast shape
+  Shape rows_shape;   // {lead, x.shape[k:]...}
+  Shape rest;         // x.shape[k:]
+};
+
+LinearIndex linear_index(const Tensor& x, const std::vector<Tensor>& indices, const char* op) {
+  const int k = static_cast<int>(indices.size());
+  if (k == 0 || k > x.dim())
+    throw ShapeError(message(op, ": ", k, " index tensors for a tensor of shape ", x.shape().str(),
+                             " (one for each of its first axes, at least one)"));
+  Shape index_shape = indices[0].shape();
+  for (int d = 0; d < k; ++d) {
+    check_index_dtype(indices[d], op, d == 0 ? "index 0" : "every index");
+    index_shape = broadcast_shapes(index_shape, indices[d].shape(), op);
+  }
+  // Row-major linear index over the first k axes; negative entries count from the end, as torch's.
+  std::vector<std::int64_t> linear(static_cast<std::size_t>(index_shape.numel()), 0);
+  std::int64_t lead = 1;
+  for (int d = 0; d < k; ++d) {
+    const std::int64_t size = x.shape()[d];
+    const Tensor idx = indices[d].expand(index_shape).contiguous();
+    const std::int64_t* p = idx.data_ptr<std::int64_t>();
+    for (std::size_t i = 0; i < linear.size(); ++i) {
+      if (p[i] < -size || p[i] >= size)
+        throw IndexError(message(op, ": index ", p[i], " is out of range for size ", size, " along axis ", d));
+      linear[i] = linear[i] * size + (p[i] < 0 ? p[i] + size : p[i]);
+    }
+    lead *= size;
+  }
+  Shape rest;
+  for (int d = k; d < x.dim(); ++d) rest.push_back(x.shape()[d]);
+  Shape rows_shape{lead};
+  for (const std::int64_t n : rest) rows_shape.push_back(n);
+  return {from_vector(linear, {static_cast<std::int64_t>(linear.size())}), index_shape, rows_shape, rest};
+}
+
+Shape concat_shapes(const Shape& a, const Shape& b) {
+  Shape out = a;
+  for (const std::int64_t n : b) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+Tensor index(const Tensor& x, const std::vector<Tensor>& indices) {
+  const LinearIndex li = linear_index(x, indices, "index");
+  return index_select(x.reshape(li.rows_shape), 0, li.linear).reshape(concat_shapes(li.index_shape, li.rest));
+}
+
+Tensor index_put(const Tensor& x, const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) {
+  const char* op = accumulate ? "index_put (accumulate)" : "index_put";
+  const LinearIndex li = linear_index(x, indices, op);
+  if (values.dtype() != x.dtype())
+    throw TypeError(message(op, ": x is ", dtype_name(x.dtype()), " but values are ", dtype_name(values.dtype())));
+  const Shape written = concat_shapes(li.index_shape, li.rest);
+  if (broadcast_shapes(values.shape(), written, op) != written)
+    throw ShapeError(message(op, ": values of shape ", values.shape().str(), " do not broadcast to the indexed shape ",
+                             written.str()));
+  Shape rows_written = li.rows_shape;
+  rows_written[0] = li.linear.numel();
+  const Tensor rows = values.expand(written).reshape(rows_written);
+  const Tensor flat = x.reshape(li.rows_shape);
+  return (accumulate ? index_add(flat, 0, li.linear, rows) : index_copy(flat, 0, li.linear, rows)).reshape(x.shape());
 }
 
 // ---------------------------------------------------------------- embedding
