@@ -91,6 +91,11 @@ TEST_CASE("batch norm: errors name the module and the shapes") {
                        "batch_norm: evaluation (training false) needs running_mean and running_var", ValueError);
   CHECK_THROWS_WITH_AS(nn::BatchNorm1d(nn::BatchNormOptions(3).momentum(1.5)),
                        "BatchNorm1d: momentum must be in [0, 1], got 1.5", ValueError);
+  CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({3}), zeros({3}), ones({3})),
+                       "batch_norm: expected an input of shape (N, C, ...), got (3)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::batch_norm(zeros({2, 3}), zeros({3}), Tensor()),
+                       "batch_norm: give both running_mean and running_var, or neither", ValueError);
+  CHECK_THROWS_WITH_AS(nn::BatchNorm2d(0), "BatchNorm2d: num_features must be positive, got 0", ValueError);
 }
 
 TEST_CASE("batch norm: under autocast a bfloat16 input (a convolution's output) is normalised in float32") {

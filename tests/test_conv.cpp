@@ -159,6 +159,32 @@ TEST_CASE("conv: errors name the op, the option and the shapes") {
                        "Conv2d: groups 4 must divide in_channels 4 and out_channels 6", ValueError);
   CHECK_THROWS_WITH_AS(nn::Conv1d(nn::ConvOptions(4, 6, {3, 3})), "Conv1d: kernel_size takes one value, got (3,3)",
                        ValueError);
+  // Ranks and counts.
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({6, 4, 3})),
+                       "conv2d: expected a weight of shape (out_channels, in_channels / groups, kh, kw), got (6,4,3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({6, 4, 3, 3}), Tensor(), {1}, {0}, {1}, 0),
+                       "conv2d: groups must be at least 1, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(F::conv1d(x, zeros({6, 4, 3})),
+                       "conv1d: expected an input of shape (N, C, L) or (C, L), got (2,4,5,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv1d(zeros({2, 4, 5}), zeros({6, 4})),
+                       "conv1d: expected a weight of shape (out_channels, in_channels / groups, k), got (6,4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(unfold(zeros({4, 5}), {2}),
+                       "unfold: expected an input of shape (N, C, H, W) or (C, H, W), got (4,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(fold(zeros({4}), {3}, {2}),
+                       "fold: expected an input of shape (N, C * kh * kw, windows) or (C * kh * kw, windows), got (4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::max_pool1d(zeros({5}), {2}),
+                       "max_pool1d: expected an input of shape (N, C, L) or (C, L), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::avg_pool1d(zeros({5}), {2}),
+                       "avg_pool1d: expected an input of shape (N, C, L) or (C, L), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::max_pool2d(zeros({5, 5}), {2}),
+                       "max_pool2d: expected an input of shape (N, C, H, W) or (C, H, W), got (5,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::Conv2d(nn::ConvOptions(0, 6, {3})),
+                       "Conv2d: in_channels and out_channels must be positive, got 0 and 6", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Conv2d(nn::ConvOptions(4, 6, {0})), "Conv2d: kernel_size must be at least 1, got (0)",
+                       ValueError);
 }
 
 TEST_CASE("conv: a small CNN learns to tell horizontal from vertical bars") {

@@ -37,6 +37,15 @@ TEST_CASE("inplace: arithmetic values are torch's, with broadcasting and alpha")
   const Tensor base = zeros({2, 3});
   base.select(0, 1).add_(tensor({1, 2, 3}));
   check_values(base, {0, 0, 0, 1, 2, 3}, 1e-15);
+  // An operand overlapping the written entries shifted is read whole before the write (torch
+  // refuses these; each entry as if the op were out of place), and an exact alias entry by entry.
+  const Tensor shifted = tensor({1, 2, 3});
+  shifted.narrow(0, 1, 2).add_(shifted.narrow(0, 0, 2));
+  check_values(shifted, {1, 3, 5}, 1e-15);
+  shifted.narrow(0, 1, 2).copy_(shifted.narrow(0, 0, 2));
+  check_values(shifted, {1, 1, 3}, 1e-15);
+  shifted.add_(shifted);
+  check_values(shifted, {2, 2, 6}, 1e-15);
 }
 
 TEST_CASE("inplace: dtypes follow torch's casting rule") {

@@ -352,6 +352,24 @@ TEST_CASE("index writes: index_add, index_copy, index_fill and scatter give torc
               {xs, ss});
 }
 
+TEST_CASE("index writes: unrecorded in-place forms write row by row and equal the out-of-place ops") {
+  Generator gen(12);
+  const Tensor table = randn({50, 4}, gen, kFloat64);
+  const Tensor rows = tensor({7, 3, 7, 49}, kInt64);  // 7 twice: copy keeps the last, add adds both
+  const Tensor src = randn({4, 4}, gen, kFloat64);
+  check_close(table.clone().index_copy_(0, rows, src), index_copy(table, 0, rows, src), 0.0);
+  check_close(table.clone().index_add_(0, rows, src, -0.5), index_add(table, 0, rows, src, -0.5), 1e-15);
+  check_close(table.clone().index_fill_(1, tensor({0, 2}, kInt64), 9.0),
+              index_fill(table, 1, tensor({0, 2}, kInt64), 9.0), 0.0);
+  const Tensor cols = randn({50, 2}, gen, kFloat64);
+  check_close(table.clone().index_copy_(1, tensor({3, 1}, kInt64), cols),
+              index_copy(table, 1, tensor({3, 1}, kInt64), cols), 0.0);
+  const Tensor kept = table.clone();
+  CHECK_THROWS_WITH_AS(kept.index_copy_(0, tensor({1, 50}, kInt64), randn({2, 4}, gen, kFloat64)),
+                       "index_copy_: index 50 is out of range for size 50 along axis 0", IndexError);
+  check_close(kept, table, 0.0);
+}
+
 TEST_CASE("index writes: errors name the op and the values, and leave the tensor as it was") {
   const Tensor x = zeros({3, 4});
   CHECK_THROWS_WITH_AS(index_add(x, 0, tensor({3}, kInt64), ones({1, 4})),

@@ -430,6 +430,14 @@ Tensor scatter(const Tensor& x, std::int64_t axis, const Tensor& index, double v
 Tensor index_add(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src, double alpha = 1.0);
 Tensor index_copy(const Tensor& x, std::int64_t axis, const Tensor& index, const Tensor& src);
 Tensor index_fill(const Tensor& x, std::int64_t axis, const Tensor& index, double value);
+namespace detail {
+// Tensor::index_add_ (value: alpha), index_copy_ and index_fill_ (value) when not recorded: the
+// checks of the out-of-place ops (naming op), then row by row into target, so the cost follows the
+// index, not target (a few rows of a large table).
+enum class RowWrite { Add, Copy, Fill };
+void write_rows(const Tensor& target, std::int64_t axis, const Tensor& index, const Tensor& src, double value,
+                RowWrite mode, const char* op);
+}  // namespace detail
 // Advanced indexing, torch's x[i0, i1, ...] with int64 index tensors for x's first axes: the
 // indices broadcast together (negative entries count from the end) and pick x's entries, giving
 // (broadcast shape) + x's remaining axes. index_put is the write x[i0, i1, ...] = values (values

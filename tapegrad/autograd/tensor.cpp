@@ -242,7 +242,10 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
       return a[0].to(self.dtype()).expand(self.shape());  // copy_ converts whatever the dtypes
     });
   check_unrecorded_write(*this, "copy_");
-  Tensor s = src.dtype() == dtype() ? src : src.detach().to(dtype());
+  // A source sharing this storage is read whole before the write (a shifted view would otherwise
+  // read entries already written); a source of another dtype is converted first anyway.
+  const bool shares = src.impl()->storage == impl_->storage;
+  Tensor s = src.dtype() != dtype() ? src.detach().to(dtype()) : shares ? src.detach().clone() : src;
   dispatch_all(dtype(), [&](auto tag) {
     using T = decltype(tag);
     kernels::copy_strided(s.data_ptr<T>(), kernels::broadcast_strides(s, shape()), data_ptr<T>(), strides(), shape());
@@ -291,7 +294,11 @@ const Tensor& with_number(const Tensor& target, const char* op, bool reads_self,
 }  // namespace
 
 const Tensor& Tensor::add_(const Tensor& other, double alpha) const {
-  if (detail::records_in_place(*this, {other}) || other.dtype() != dtype() || !is_floating(dtype()))
+  // The kernel reads other while it writes: an other overlapping this tensor other than entry for
+  // entry (a shifted view of the same storage) goes through the out-of-place result instead.
+  const bool shifted = other.impl()->storage == impl_->storage &&
+                       (other.offset() != offset() || other.strides() != strides() || other.shape() != shape());
+  if (shifted || detail::records_in_place(*this, {other}) || other.dtype() != dtype() || !is_floating(dtype()))
     return compute_in_place(*this, "add_", {other}, false,
                             [alpha](const Tensor& self, const TensorList& a) { return self + scaled(a[0], alpha); });
   check_unrecorded_write(*this, "add_");
@@ -383,18 +390,32 @@ const Tensor& Tensor::masked_fill_(const Tensor& mask, double value) const {
   });
 }
 
+// Unrecorded, index_add_, index_copy_ and index_fill_ write row by row (detail::write_rows): their
+// cost follows the index, not this tensor.
 const Tensor& Tensor::index_add_(std::int64_t axis, const Tensor& index, const Tensor& src, double alpha) const {
+  if (!detail::records_in_place(*this, {index, src}) && src.impl()->storage != impl_->storage) {
+    detail::write_rows(*this, axis, index, src, alpha, detail::RowWrite::Add, "index_add_");
+    return *this;
+  }
   return compute_in_place(*this, "index_add_", {index, src}, false,
                           [axis, alpha](const Tensor& self, const TensorList& a) {
                             return tapegrad::index_add(self, axis, a[0], a[1], alpha);
                           });
 }
 const Tensor& Tensor::index_copy_(std::int64_t axis, const Tensor& index, const Tensor& src) const {
+  if (!detail::records_in_place(*this, {index, src}) && src.impl()->storage != impl_->storage) {
+    detail::write_rows(*this, axis, index, src, 0.0, detail::RowWrite::Copy, "index_copy_");
+    return *this;
+  }
   return compute_in_place(*this, "index_copy_", {index, src}, false, [axis](const Tensor& self, const TensorList& a) {
     return tapegrad::index_copy(self, axis, a[0], a[1]);
   });
 }
 const Tensor& Tensor::index_fill_(std::int64_t axis, const Tensor& index, double value) const {
+  if (!detail::records_in_place(*this, {index})) {
+    detail::write_rows(*this, axis, index, Tensor(), value, detail::RowWrite::Fill, "index_fill_");
+    return *this;
+  }
   return compute_in_place(*this, "index_fill_", {index}, false, [axis, value](const Tensor& self, const TensorList& a) {
     return tapegrad::index_fill(self, axis, a[0], value);
   });

@@ -17,6 +17,8 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tapegrad/autograd/kernels/elementwise.h"
 #include "tapegrad/autograd/kernels/index.h"
@@ -213,29 +215,30 @@ Tensor written_mask(const Tensor& x, int axis, const Tensor& index) {
 }
 
 // Bool of index's shape: whether each entry is the last, in row-major order, to write its entry of
-// x (a scatter along axis); undefined when every entry is (no entry of x is written twice).
+// x (a scatter along axis); undefined when every entry is (no entry of x is written twice). Memory
+// and time follow the index's size, not x's (an index_copy_ of a few rows into a large table).
 Tensor last_writes(const Tensor& x, int axis, const Tensor& index) {
   const Tensor idx = index.contiguous();
   const std::int64_t* p = idx.data_ptr<std::int64_t>();
   const Dims x_strides = contiguous_strides(x.shape());
-  std::vector<std::int64_t> last(static_cast<std::size_t>(x.numel()), -1);  // x's entry -> the last writer
-  std::vector<std::int64_t> target(static_cast<std::size_t>(idx.numel()));
+  std::vector<std::pair<std::int64_t, std::int64_t>> writes;  // (x's entry, the index entry writing it)
+  writes.reserve(static_cast<std::size_t>(idx.numel()));
   Dims coord = Dims::filled(idx.dim(), 0);
-  bool repeated = false;
   for (std::int64_t i = 0; i < idx.numel(); ++i) {
     std::int64_t offset = 0;
     for (int d = 0; d < idx.dim(); ++d) offset += (d == axis ? p[i] : coord[d]) * x_strides[d];
-    std::int64_t& writer = last[static_cast<std::size_t>(offset)];
-    repeated |= writer >= 0;
-    writer = i;
-    target[static_cast<std::size_t>(i)] = offset;
+    writes.emplace_back(offset, i);
     for (int d = idx.dim() - 1; d >= 0 && ++coord[d] == idx.shape()[d]; --d) coord[d] = 0;  // next coordinate
   }
-  if (!repeated) return Tensor();
-  std::vector<bool> keep(target.size());
-  for (std::size_t i = 0; i < target.size(); ++i)
-    keep[i] = last[static_cast<std::size_t>(target[i])] == static_cast<std::int64_t>(i);
-  return from_vector(keep, idx.shape());
+  std::sort(writes.begin(), writes.end());
+  std::vector<bool> keep(writes.size(), true);
+  bool repeated = false;
+  for (std::size_t k = 0; k + 1 < writes.size(); ++k)
+    if (writes[k].first == writes[k + 1].first) {  // a later write of the same entry follows
+      keep[static_cast<std::size_t>(writes[k].second)] = false;
+      repeated = true;
+    }
+  return repeated ? from_vector(keep, idx.shape()) : Tensor();
 }
 
 // x with src's entries written where a scatter along axis at index puts them, the last writer of an
@@ -260,6 +263,23 @@ int check_scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, c
 }
 
 }  // namespace
+
+namespace detail {
+
+void write_rows(const Tensor& target, std::int64_t axis_arg, const Tensor& index, const Tensor& src, double value,
+                RowWrite mode, const char* op) {
+  const int axis = check_index_write(target, axis_arg, index, mode == RowWrite::Fill ? nullptr : &src, op);
+  const Tensor idx = index.contiguous();
+  const std::int64_t* p = idx.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < idx.numel(); ++i) {
+    const Tensor row = target.select(axis, p[i]);
+    if (mode == RowWrite::Fill) row.fill_(value);
+    else if (mode == RowWrite::Copy) row.copy_(src.select(axis, i));
+    else row.add_(src.select(axis, i), value);
+  }
+}
+
+}  // namespace detail
 
 Tensor index_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, const Tensor& src, double alpha) {
   const int axis = check_index_write(x, axis_arg, index, &src, "index_add");
