@@ -103,6 +103,8 @@ void adopt(const std::shared_ptr<TensorImpl>& into, const Tensor& fresh) {
   release_node(std::move(previous));
 }
 
+}  // namespace
+
 void check_no_overlap(const TensorImpl& t, const char* op, const char* what) {
   for (int d = 0; d < t.shape.size(); ++d)
     if (t.shape[d] > 1 && t.strides[d] == 0)
@@ -110,8 +112,6 @@ void check_no_overlap(const TensorImpl& t, const char* op, const char* what) {
                                t.strides.str(),
                                ") has elements that share memory, as an expanded tensor does; clone() it first"));
 }
-
-}  // namespace
 
 void check_in_place_result(const Tensor& target, const Tensor& result, const char* op) {
   if (result.shape() != target.shape())

@@ -31,6 +31,10 @@ namespace tapegrad::detail {
 // write (`self`) and the other operands.
 using InPlaceCompute = std::function<Tensor(const Tensor& self, const std::vector<Tensor>& operands)>;
 
+// A ValueError naming op when t (`what`: "tensor", "view's base") has elements that share memory, as
+// an expanded tensor does: every in-place write checks its target, recorded or not.
+void check_no_overlap(const TensorImpl& t, const char* op, const char* what);
+
 // torch's rules for an in-place op's result: it has target's shape (the operands broadcast to
 // target, not target to them; a ShapeError) and a dtype that casts to target's (can_cast; a TypeError).
 void check_in_place_result(const Tensor& target, const Tensor& result, const char* op);

@@ -207,15 +207,7 @@ void Tensor::backward(const Tensor& grad, std::optional<bool> retain_graph, bool
 // ---------------------------------------------------------------- in-place writes
 namespace {
 
-// A GraphError naming op when writing into t in place must be recorded and is not (set); a
-// ValueError when t has elements that share memory (an expanded tensor).
-void check_unrecorded_write(const Tensor& t, const char* op) {
-  for (int d = 0; d < t.dim(); ++d)
-    if (t.shape()[d] > 1 && t.strides()[d] == 0)
-      throw ValueError(message(op, ": the tensor written in place (shape ", t.shape().str(), ", strides ",
-                               t.strides().str(),
-                               ") has elements that share memory, as an expanded tensor does; clone() it first"));
-}
+void check_unrecorded_write(const Tensor& t, const char* op) { detail::check_no_overlap(*t.impl(), op, "tensor"); }
 
 }  // namespace
 

@@ -74,6 +74,18 @@ void check_index_fits(const Tensor& x, int axis, const Tensor& index, const char
                                x.shape().str(), " at axis ", str(d), " (only axis ", str(axis), " may differ)"));
 }
 
+// The src check scatter_add and scatter share: src has index's rank and is no smaller along any
+// axis (as in PyTorch, a larger src is allowed: only its leading index-shaped corner is used).
+void check_src_fits(const Tensor& index, const Tensor& src, const char* op) {
+  if (src.dim() != index.dim())
+    throw ShapeError(message(op, ": src has rank ", src.dim(), " but index has rank ", index.dim(), " (shapes ",
+                             src.shape().str(), " and ", index.shape().str(), ")"));
+  for (int d = 0; d < src.dim(); ++d)
+    if (index.shape()[d] > src.shape()[d])
+      throw ShapeError(message(op, ": index of shape ", index.shape().str(), " is larger than src of shape ",
+                               src.shape().str(), " at axis ", d));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- index_select
@@ -120,14 +132,7 @@ Tensor scatter_add(const Tensor& x, std::int64_t axis_arg, const Tensor& index, 
     throw TypeError(message("scatter_add: x is ", dtype_name(x.dtype()), " but src is ", dtype_name(src.dtype())));
   const int axis = normalize_axis(axis_arg, x.dim(), "scatter_add");
   check_index_fits(x, axis, index, "scatter_add");
-  // As in PyTorch, src may be larger than index: only its leading index-shaped corner is used.
-  if (src.dim() != index.dim())
-    throw ShapeError("scatter_add: src has rank " + str(src.dim()) + " but index has rank " + str(index.dim()) +
-                     " (shapes " + src.shape().str() + " and " + index.shape().str() + ")");
-  for (int d = 0; d < src.dim(); ++d)
-    if (index.shape()[d] > src.shape()[d])
-      throw ShapeError("scatter_add: index of shape " + index.shape().str() + " is larger than src of shape " +
-                       src.shape().str() + " at axis " + str(d));
+  check_src_fits(index, src, "scatter_add");
 
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_numeric(x.dtype(), "scatter_add", [&](auto tag) {
@@ -300,13 +305,7 @@ Tensor scatter(const Tensor& x, std::int64_t axis_arg, const Tensor& index, cons
   const int axis = check_scatter(x, axis_arg, index, "scatter");
   if (src.dtype() != x.dtype())
     throw TypeError(message("scatter: x is ", dtype_name(x.dtype()), " but src is ", dtype_name(src.dtype())));
-  if (src.dim() != index.dim())
-    throw ShapeError(message("scatter: src has rank ", src.dim(), " but index has rank ", index.dim(), " (shapes ",
-                             src.shape().str(), " and ", index.shape().str(), ")"));
-  for (int d = 0; d < src.dim(); ++d)
-    if (index.shape()[d] > src.shape()[d])
-      throw ShapeError(message("scatter: index of shape ", index.shape().str(), " is larger than src of shape ",
-                               src.shape().str(), " at axis ", d));
+  check_src_fits(index, src, "scatter");
   return scatter_written(x, axis, index, src);
 }
 
