@@ -55,4 +55,10 @@ const Tensor& record_in_place(const Tensor& target, const char* op, const std::v
 // Makes a stale view's grad_fn anew from its base's current history (see above).
 void refresh_view(const Tensor& view);
 
+// ops.h's index_put written into target in place (recorded as "index_put_" when it must be): the
+// int64 tensors index target's leading axes. Tensor::index_put_ calls it on the view its other
+// items make (indexing.cpp).
+const Tensor& index_put_leading(const Tensor& target, const std::vector<Tensor>& indices, const Tensor& values,
+                                bool accumulate);
+
 }  // namespace tapegrad::detail

@@ -412,6 +412,9 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
             const Dims& padding = {0}, const Dims& stride = {1});
 
 // ---------------------------------------------------------------- indexing
+// torch.nonzero: the coordinates of x's nonzero entries (NaN counts as nonzero), Int64 (n, rank),
+// in row-major order. Not differentiable (a bool mask's Tensor::index goes through it).
+Tensor nonzero(const Tensor& x);
 // The entries of x at `index` (Int64, 1-D) along axis.
 Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
 // out[i][j][k] = x[index[i][j][k]][j][k] (axis 0), etc.; index has x's rank.

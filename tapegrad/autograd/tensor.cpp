@@ -428,10 +428,11 @@ const Tensor& Tensor::scatter_add_(std::int64_t axis, const Tensor& index, const
   });
 }
 
-const Tensor& Tensor::index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate) const {
+const Tensor& detail::index_put_leading(const Tensor& target, const TensorList& indices, const Tensor& values,
+                                        bool accumulate) {
   TensorList operands = indices;
   operands.push_back(values);
-  return compute_in_place(*this, "index_put_", operands, false, [accumulate](const Tensor& self, const TensorList& a) {
+  return compute_in_place(target, "index_put_", operands, false, [accumulate](const Tensor& self, const TensorList& a) {
     return tapegrad::index_put(self, TensorList(a.begin(), a.end() - 1), a.back(), accumulate);
   });
 }

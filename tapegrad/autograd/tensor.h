@@ -30,6 +30,9 @@ namespace tapegrad {
 struct Node;
 struct LeafHooks;
 class SparseRows;
+namespace indexing {
+class TensorIndex;
+}
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -212,8 +215,11 @@ class Tensor {
   const Tensor& scatter_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
   const Tensor& scatter_(std::int64_t axis, const Tensor& index, double value) const;
   const Tensor& scatter_add_(std::int64_t axis, const Tensor& index, const Tensor& src) const;
-  // torch's x.index_put_({i0, i1}, values, accumulate): x[i0, i1] = values (ops.h's index_put).
-  const Tensor& index_put_(const std::vector<Tensor>& indices, const Tensor& values, bool accumulate = false) const;
+  // torch's x.index_put_({...}, values, accumulate): x[...] = values, or x[...] += values with
+  // accumulate (repeated tensor indices adding up); the items are index()'s (indexing.h).
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& values,
+                           bool accumulate = false) const;
+  const Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, double value) const;
   // Elementwise math in place, torch's relu_, sigmoid_ ...: the out-of-place op's result written in
   // (so exp_ of an int64 tensor is a TypeError: its float32 result does not cast back).
   const Tensor& relu_() const;
@@ -249,6 +255,9 @@ class Tensor {
   Tensor narrow(std::int64_t axis, std::int64_t start, std::int64_t length) const;
   Tensor slice(std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor select(std::int64_t axis, std::int64_t index) const;
+  // torch's x.index({...}), Python's x[...]: integers, Slice, None, Ellipsis, int64 and bool tensors
+  // (indexing.h). A view of this tensor unless a tensor is among the items.
+  Tensor index(const std::vector<indexing::TensorIndex>& indices) const;
   Tensor sum(const Dims& axes = {}, bool keepdim = false) const;
   Tensor prod(const Dims& axes = {}, bool keepdim = false) const;
   Tensor mean(const Dims& axes = {}, bool keepdim = false) const;
@@ -357,3 +366,5 @@ Tensor make_view(const Tensor& t, const Shape& shape, const Dims& strides, std::
 }  // namespace detail
 
 }  // namespace tapegrad
+
+#include "tapegrad/autograd/indexing.h"  // after Tensor: its TensorIndex holds one

@@ -88,6 +88,23 @@ void check_src_fits(const Tensor& index, const Tensor& src, const char* op) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- nonzero
+Tensor nonzero(const Tensor& x) {
+  const std::vector<double> values = x.detach().to_vector<double>();
+  const int rank = x.dim();
+  std::vector<std::int64_t> coordinates;
+  std::int64_t n = 0;
+  Dims at = Dims::filled(rank, 0);  // the coordinates of the current value, counted in row-major order
+  for (const double v : values) {
+    if (v != 0.0) {
+      coordinates.insert(coordinates.end(), at.begin(), at.end());
+      ++n;
+    }
+    for (int d = rank - 1; d >= 0 && ++at[d] == x.shape()[d]; --d) at[d] = 0;
+  }
+  return from_vector(coordinates, {n, rank});
+}
+
 // ---------------------------------------------------------------- index_select
 Tensor index_select(const Tensor& x, std::int64_t axis_arg, const Tensor& index) {
   check_index_dtype(index, "index_select");
