@@ -64,7 +64,7 @@ TEST_CASE("conv: gradcheck of unfold, fold, the convolutions and the pools, firs
                   {randn({2, 3, 8}, gen, kFloat64)});
 }
 
-TEST_CASE("conv: max pooling sends a tie's gradient to the window's first largest entry, as torch's") {
+TEST_CASE("conv: max and adaptive max pooling send a tie's gradient to the window's first largest entry, as torch's") {
   // torch: F.max_pool2d(ones(1, 1, 3, 3), 2, stride=1).sum().backward() gives [[1, 1, 0], [1, 1, 0], [0, 0, 0]];
   // max_pool1d over [1, nan, 3, 2] with kernel 2 gives [nan, 3] and the gradient [0, 1, 1, 0].
   const Tensor x = ones({1, 1, 3, 3}, kFloat64).requires_grad_(true);
@@ -75,6 +75,16 @@ TEST_CASE("conv: max pooling sends a tie's gradient to the window's first larges
   check_values(pooled, {std::nan(""), 3}, 1e-15);
   sum(pooled).backward();
   check_values(y.grad(), {0, 1, 1, 0}, 1e-15);
+  // torch: adaptive_max_pool2d(ones(1, 1, 3, 3), 2) sends each of the four overlapping windows' gradient
+  // to its top-left entry, [[1, 1, 0], [1, 1, 0], [0, 0, 0]]; over [[1, 2, 2], [2, 1, 0], [0, 2, 1]] with
+  // output 1 the first 2 in row-major order, (0, 1), takes it (not (1, 0), the first down the columns).
+  const Tensor ones_image = ones({1, 1, 3, 3}, kFloat64).requires_grad_(true);
+  sum(F::adaptive_max_pool2d(ones_image, {2})).backward();
+  check_values(ones_image.grad(), {1, 1, 0, 1, 1, 0, 0, 0, 0}, 1e-15);
+  const Tensor z = tensor({{1.0, 2.0, 2.0}, {2.0, 1.0, 0.0}, {0.0, 2.0, 1.0}}, kFloat64).reshape({1, 1, 3, 3});
+  z.requires_grad_(true);
+  sum(F::adaptive_max_pool2d(z, {1})).backward();
+  check_values(z.grad(), {0, 1, 0, 0, 0, 0, 0, 0, 0}, 1e-15);
 }
 
 TEST_CASE("conv: Conv1d and Conv2d parameters, initialisation and shapes, and the pool modules") {
@@ -185,6 +195,118 @@ TEST_CASE("conv: errors name the op, the option and the shapes") {
                        "Conv2d: in_channels and out_channels must be positive, got 0 and 6", ValueError);
   CHECK_THROWS_WITH_AS(nn::Conv2d(nn::ConvOptions(4, 6, {0})), "Conv2d: kernel_size must be at least 1, got (0)",
                        ValueError);
+}
+
+TEST_CASE("conv: gradcheck of the transposed convolutions, ceil_mode and the adaptive pools, first and second order") {
+  Generator gen(11);
+  const Tensor x = randn({2, 4, 3, 4}, gen, kFloat64);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::conv_transpose2d(in[0], in[1], in[2], {2, 1}, {1, 0}, {1, 0}, /*groups=*/2, {1, 2});
+      },
+      {x, randn({4, 3, 3, 2}, gen, kFloat64), randn({6}, gen, kFloat64)});
+  check_gradients([](const TensorList& in) { return F::conv_transpose1d(in[0], in[1], Tensor(), {3}, {1}, {2}); },
+                  {randn({2, 3, 4}, gen, kFloat64), randn({3, 2, 3}, gen, kFloat64)});
+  const Tensor image = randn({2, 3, 8, 7}, gen, kFloat64);
+  check_gradients([](const TensorList& in) { return F::max_pool2d(in[0], {3, 2}, {2}, {1, 0}, {1}, true); }, {image});
+  check_gradients([](const TensorList& in) { return F::avg_pool2d(in[0], {3, 2}, {2}, {1}, false, true); }, {image});
+  check_gradients([](const TensorList& in) { return F::adaptive_avg_pool2d(in[0], {3, 4}); }, {image});
+  check_gradients([](const TensorList& in) { return F::adaptive_max_pool2d(in[0], {3, 4}); }, {image});
+  check_gradients([](const TensorList& in) { return F::adaptive_max_pool1d(in[0], {4}); },
+                  {randn({3, 9}, gen, kFloat64)});
+}
+
+TEST_CASE("conv: the transposed convolution is the convolution's adjoint") {
+  // <conv2d(x, w), y> == <x, conv_transpose2d(y, w)> for every option the two share: the transposed
+  // convolution is the gradient of conv2d's input.
+  Generator gen(12);
+  const Tensor w = randn({6, 2, 3, 2}, gen, kFloat64);
+  const Tensor x = randn({2, 4, 9, 8}, gen, kFloat64);
+  const Dims stride{2, 3}, padding{1, 2}, dilation{2, 1};
+  const Tensor y = F::conv2d(x, w, Tensor(), stride, padding, dilation, 2);
+  const Tensor u = randn(y.shape(), gen, kFloat64);
+  // 9 = (4 - 1) * 2 - 2 + 2 * 2 + 0 + 1 wants output_padding 0 along the height; 8 = (4 - 1) * 3 - 4 + 1 + 1 + 1
+  // wants 1 along the width.
+  const Tensor back = F::conv_transpose2d(u, w, Tensor(), stride, padding, {0, 1}, 2, dilation);
+  REQUIRE(back.shape() == x.shape());
+  CHECK(sum(y * u).item() == doctest::Approx(sum(x * back).item()).epsilon(1e-12));
+  const Tensor xg = x.detach().requires_grad_();
+  sum(F::conv2d(xg, w, Tensor(), stride, padding, dilation, 2) * u).backward();
+  tapegrad::testing::check_close(xg.grad(), back, 1e-12);
+}
+
+TEST_CASE("conv: ConvTranspose modules, ceil_mode options and the adaptive pool modules") {
+  Generator gen(0);
+  nn::ConvTranspose2d up{nn::ConvTransposeOptions(4, 6, {2, 3}).stride({2}).groups(2).generator(&gen)};
+  CHECK(names(up->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(up->weight().shape() == Shape{4, 3, 2, 3});
+  // torch's bound for this weight: 1 / sqrt(fan_in), fan_in = its dimension 1 (3) * 2 * 3.
+  const double bound = 1.0 / std::sqrt(18.0);
+  CHECK(max(abs(up->weight())).item() <= bound);
+  CHECK(max(abs(up->bias())).item() <= bound);
+  CHECK(max(abs(up->weight())).item() > 0.8 * bound);
+  CHECK(up(zeros({2, 4, 5, 5})).shape() == Shape{2, 6, 10, 11});
+  CHECK(up(zeros({4, 5, 5})).shape() == Shape{6, 10, 11});
+  nn::ConvTranspose1d up_1d{nn::ConvTransposeOptions(3, 5, {4}).stride({2}).padding({1}).bias(false)};
+  CHECK(names(up_1d->named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(up_1d(zeros({2, 3, 7})).shape() == Shape{2, 5, 14});
+  nn::MaxPool2d max_pool{nn::MaxPoolOptions({2}).ceil_mode(true)};
+  nn::AvgPool1d avg_pool{nn::AvgPoolOptions({2}).ceil_mode(true)};
+  CHECK(max_pool(zeros({2, 3, 7, 5})).shape() == Shape{2, 3, 4, 3});
+  CHECK(avg_pool(zeros({2, 3, 9})).shape() == Shape{2, 3, 5});
+  nn::AdaptiveAvgPool2d global{nn::AdaptivePoolOptions({1})};
+  nn::AdaptiveMaxPool2d grid{nn::AdaptivePoolOptions({2, 3})};
+  nn::AdaptiveAvgPool1d avg_1d{nn::AdaptivePoolOptions({4})};
+  nn::AdaptiveMaxPool1d max_1d{nn::AdaptivePoolOptions({1})};
+  const Tensor x = arange(0, 24, 1, kFloat64).reshape({1, 2, 3, 4});
+  check_values(global(x), {5.5, 17.5}, 1e-15);
+  CHECK(grid(x).shape() == Shape{1, 2, 2, 3});
+  check_values(grid(x).select(1, 0), {5, 6, 7, 9, 10, 11}, 1e-15);  // windows [0, 2) and [1, 3) of the rows
+  CHECK(avg_1d(zeros({3, 10})).shape() == Shape{3, 4});
+  check_values(max_1d(x.reshape({2, 12})), {11, 23}, 1e-15);
+  CHECK(global->parameters().empty());
+}
+
+TEST_CASE("conv: the new ops' errors name the op, the option and the values") {
+  const Tensor x = zeros({2, 4, 5, 5});
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({3, 2, 3, 3})),
+                       "conv_transpose2d: a weight of shape (3,2,3,3) expects 3 input channels, got an input of shape "
+                       "(2,4,5,5)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({4, 2, 3, 3}), zeros({2}), {1}, {0}, {0}, 2),
+                       "conv_transpose2d: expected a bias of shape (4), got (2)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({4, 2, 3, 3}), Tensor(), {2}, {0}, {2}),
+                       "conv_transpose2d: output_padding (2) must be at least 0 and smaller than the stride (2) or the "
+                       "dilation (1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(zeros({1, 4, 1, 1}), zeros({4, 2, 1, 1}), Tensor(), {1}, {1}),
+                       "conv_transpose2d: an input of shape (1,4,1,1) and a kernel of 1x1 give an output of size -1 "
+                       "along axis 2 with padding (1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({4, 2, 3})),
+                       "conv_transpose2d: expected a weight of shape (in_channels, out_channels / groups, kh, kw), got "
+                       "(4,2,3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({4, 2, 3, 3}), Tensor(), {1}, {0}, {0}, 3),
+                       "conv_transpose2d: the weight's 4 input channels do not split into 3 groups", ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({4, 2, 3, 3}), Tensor(), {1, 1, 1}),
+                       "conv_transpose2d: stride takes one value (both axes) or two (height, width), got (1,1,1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose1d(zeros({2, 4, 5}), zeros({4, 2, 3}), Tensor(), {1}, {0}, {0, 0}),
+                       "conv_transpose1d: output_padding takes one value, got 2 in (0,0)", ValueError);
+  CHECK_THROWS_WITH_AS(nn::ConvTranspose2d(nn::ConvTransposeOptions(4, 6, {3}).groups(4)),
+                       "ConvTranspose2d: groups 4 must divide in_channels 4 and out_channels 6", ValueError);
+  CHECK_THROWS_WITH_AS(F::adaptive_avg_pool2d(x, {0}), "adaptive_avg_pool2d: output_size must be at least 1, got (0)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::adaptive_max_pool2d(zeros({2, 3, 0, 4}), {2}),
+                       "adaptive_max_pool2d: the input of shape (2,3,0,4) has an empty spatial axis", ShapeError);
+  CHECK_THROWS_WITH_AS(F::adaptive_avg_pool2d(zeros({4, 4}, kInt64), {2}),
+                       "adaptive_avg_pool2d: expected an input of shape (N, C, H, W) or (C, H, W), got (4,4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::adaptive_avg_pool2d(zeros({1, 4, 4}, kInt64), {2}),
+                       "adaptive_avg_pool2d: expected a floating-point input, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(F::adaptive_max_pool1d(zeros({2, 4, 5}), {1, 2}),
+                       "adaptive_max_pool1d: output_size takes one value, got 2 in (1,2)", ValueError);
 }
 
 TEST_CASE("conv: a small CNN learns to tell horizontal from vertical bars") {

@@ -248,6 +248,28 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                        dims_of(config, "stride"), dims_of(config, "padding"),
                                        dims_of(config, "dilation"), config.at("groups").get<std::int64_t>())}};
     };
+  } else if (kind == "conv_transpose") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      // x: (N, in, [H,] W) or unbatched, weight: (in, out / groups, [kh,] kw), bias: (out) or undefined
+      const auto conv =
+          config.at("dims").get<int>() == 1 ? nn::functional::conv_transpose1d : nn::functional::conv_transpose2d;
+      return TensorMap{
+          {"output", conv(in.at("x"), in.at("weight"), optional_input(in, "bias"), dims_of(config, "stride"),
+                          dims_of(config, "padding"), dims_of(config, "output_padding"),
+                          config.at("groups").get<std::int64_t>(), dims_of(config, "dilation"))}};
+    };
+  } else if (kind == "adaptive_pool") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      namespace F = nn::functional;
+      const bool max = config.at("kind").get<std::string>() == "max", one = config.at("dims").get<int>() == 1;
+      const Dims size = dims_of(config, "output_size");
+      const Tensor& x = in.at("x");
+      const Tensor y = max ? (one ? F::adaptive_max_pool1d(x, size) : F::adaptive_max_pool2d(x, size))
+                           : (one ? F::adaptive_avg_pool1d(x, size) : F::adaptive_avg_pool2d(x, size));
+      return TensorMap{{"output", y}};
+    };
   } else if (kind == "pool") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -256,15 +278,16 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       const Tensor& x = in.at("x");
       const Dims kernel = dims_of(config, "kernel_size"), stride = dims_of(config, "stride"),
                  padding = dims_of(config, "padding");
+      const bool ceil = config.at("ceil_mode").get<bool>();
       Tensor y;
       if (max) {
         const Dims dilation = dims_of(config, "dilation");
-        y = one ? F::max_pool1d(x, kernel, stride, padding, dilation)
-                : F::max_pool2d(x, kernel, stride, padding, dilation);
+        y = one ? F::max_pool1d(x, kernel, stride, padding, dilation, ceil)
+                : F::max_pool2d(x, kernel, stride, padding, dilation, ceil);
       } else {
         const bool count_pad = config.at("count_include_pad").get<bool>();
-        y = one ? F::avg_pool1d(x, kernel, stride, padding, count_pad)
-                : F::avg_pool2d(x, kernel, stride, padding, count_pad);
+        y = one ? F::avg_pool1d(x, kernel, stride, padding, count_pad, ceil)
+                : F::avg_pool2d(x, kernel, stride, padding, count_pad, ceil);
       }
       return TensorMap{{"output", y}};
     };
@@ -596,7 +619,20 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "avg_pool2d_count_include_pad_false",
                                                "avg_pool1d_unbatched",
                                                "unfold",
-                                               "fold"};
+                                               "fold",
+                                               "conv_transpose2d_stride_padding_output_padding_groups_dilation",
+                                               "conv_transpose2d_unbatched_no_bias",
+                                               "conv_transpose2d_output_padding_past_the_image",
+                                               "conv_transpose1d_stride_padding_output_padding_groups",
+                                               "max_pool2d_ceil_mode",
+                                               "max_pool1d_ceil_mode_dilation",
+                                               "avg_pool2d_ceil_mode",
+                                               "avg_pool2d_ceil_mode_count_include_pad_false",
+                                               "adaptive_avg_pool2d_overlapping",
+                                               "adaptive_avg_pool2d_global",
+                                               "adaptive_avg_pool1d_unbatched",
+                                               "adaptive_max_pool2d_overlapping",
+                                               "adaptive_max_pool1d"};
 const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training", "batch_norm_1d_training_momentum_no_affine",
                                                   "batch_norm_2d_eval", "batch_norm_1d_training_2d_input"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
@@ -680,8 +716,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "torch reference: conv1d and conv2d (stride, padding, dilation, groups, unbatched, no bias), max and average pools "
-    "(padding, dilation, count_include_pad) and unfold and fold match torch.nn.functional's") {
+    "torch reference: conv1d and conv2d (stride, padding, dilation, groups, unbatched, no bias), their transposes "
+    "(output_padding too), max and average pools (padding, dilation, count_include_pad, ceil_mode), the adaptive "
+    "pools, and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);
 }
 

@@ -1,10 +1,13 @@
 #include "tapegrad/nn/conv.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/nn/functional.h"
 
 namespace tapegrad::nn {
@@ -20,6 +23,19 @@ std::int64_t along(const Dims& values, int a) { return values.size() == 1 ? valu
 std::int64_t windows_along(std::int64_t size, const Dims& kernel, const Dims& dilation, const Dims& padding,
                            const Dims& stride, int a) {
   return (size + 2 * along(padding, a) - along(dilation, a) * (along(kernel, a) - 1) - 1) / along(stride, a) + 1;
+}
+
+// With ceil_mode, the padding past the end that lets unfold make torch's last window: the windows
+// are ceil((size + 2 * padding - span) / stride) + 1, less the last when it would start past the
+// input and its left padding (torch's rule).
+std::int64_t ceil_overhang(std::int64_t size, const Dims& kernel, const Dims& dilation, const Dims& padding,
+                           const Dims& stride, int a) {
+  const std::int64_t span = along(dilation, a) * (along(kernel, a) - 1) + 1, p = along(padding, a);
+  const std::int64_t s = along(stride, a), room = size + 2 * p - span;
+  if (room < 0 || s < 1) return 0;  // no window fits (or a bad stride): unfold says so
+  std::int64_t windows = (room + s - 1) / s + 1;
+  if ((windows - 1) * s >= size + p) --windows;
+  return std::max<std::int64_t>(0, (windows - 1) * s + span - (size + 2 * p));
 }
 
 // A 1-D option as the 2-D one over (1, length): `fill` on the height axis.
@@ -112,18 +128,19 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
 }
 
 Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  const Dims& dilation) {
+                  const Dims& dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
   if (x.dtype() == kBFloat16)  // the largest entry is one of them: exact through float32
-    return max_pool2d(x.to(kFloat32), kernel_size, stride, padding, dilation).to(kBFloat16);
+    return max_pool2d(x.to(kFloat32), kernel_size, stride, padding, dilation, ceil_mode).to(kBFloat16);
   const Dims& step = stride.empty() ? kernel_size : stride;
   Shape lead;
   Tensor planes = as_planes(x, lead, op);
   check_pool_window(kernel_size, padding, op);
-  if (along(padding, 0) > 0 || along(padding, 1) > 0) {  // -inf, so that the max never picks it
-    const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
-    planes = pad(planes, {pw, pw, ph, ph}, -std::numeric_limits<double>::infinity());
-  }
+  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
+  const std::int64_t eh = ceil_mode ? ceil_overhang(planes.shape()[2], kernel_size, dilation, padding, step, 0) : 0;
+  const std::int64_t ew = ceil_mode ? ceil_overhang(planes.shape()[3], kernel_size, dilation, padding, step, 1) : 0;
+  if (ph > 0 || pw > 0 || eh > 0 || ew > 0)  // -inf, so that the max never picks it
+    planes = pad(planes, {pw, pw + ew, ph, ph + eh}, -std::numeric_limits<double>::infinity());
   const Tensor cols = unfold(planes, kernel_size, dilation, {0}, step);  // (planes, kh * kw, L)
   const Tensor best = gather(cols, 1, argmax(cols, 1, /*keepdim=*/true));
   const std::int64_t oh = windows_along(planes.shape()[2], kernel_size, dilation, {0}, step, 0);
@@ -131,72 +148,303 @@ Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 }
 
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  bool count_include_pad) {
+                  bool count_include_pad, bool ceil_mode) {
   const char* op = "avg_pool2d";
   const Dims& step = stride.empty() ? kernel_size : stride;
   Shape lead;
   const Tensor planes = as_planes(x, lead, op);
   check_pool_window(kernel_size, padding, op);
-  const Tensor cols = unfold(planes, kernel_size, {1}, padding, step);  // (planes, kh * kw, L)
-  Tensor means;
-  if (count_include_pad) {
-    means = mean(cols, {1});
-  } else {
-    // Each window's count of real pixels: the same windows over an image of ones.
-    const Tensor ones_image = ones({1, 1, planes.shape()[2], planes.shape()[3]}, cols.dtype());
-    means = sum(cols, {1}) / sum(unfold(ones_image, kernel_size, {1}, padding, step), {1});
+  const std::int64_t h = planes.shape()[2], w = planes.shape()[3];
+  const std::int64_t eh = ceil_mode ? ceil_overhang(h, kernel_size, {1}, padding, step, 0) : 0;
+  const std::int64_t ew = ceil_mode ? ceil_overhang(w, kernel_size, {1}, padding, step, 1) : 0;
+  if (count_include_pad && eh == 0 && ew == 0) {
+    const Tensor cols = unfold(planes, kernel_size, {1}, padding, step);  // (planes, kh * kw, L)
+    const std::int64_t oh = windows_along(h, kernel_size, {1}, padding, step, 0);
+    return from_planes(mean(cols, {1}), lead, oh, cols.shape()[2] / oh);
   }
-  const std::int64_t oh = windows_along(planes.shape()[2], kernel_size, {1}, padding, step, 0);
+  // Each window's divisor: the same windows over an image of ones, its padding counted or not, the
+  // overhang past the padding never.
+  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
+  const Tensor cols = unfold(pad(planes, {pw, pw + ew, ph, ph + eh}), kernel_size, {1}, {0}, step);
+  const Tensor counted =
+      pad(pad(ones({1, 1, h, w}, cols.dtype()), {pw, pw, ph, ph}, count_include_pad ? 1.0 : 0.0), {0, ew, 0, eh});
+  const Tensor means = sum(cols, {1}) / sum(unfold(counted, kernel_size, {1}, {0}, step), {1});
+  const std::int64_t oh = windows_along(h + 2 * ph + eh, kernel_size, {1}, {0}, step, 0);
   return from_planes(means, lead, oh, cols.shape()[2] / oh);
 }
 
 Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  const Dims& dilation) {
+                  const Dims& dilation, bool ceil_mode) {
   const char* op = "max_pool1d";
   if (x.dim() != 2 && x.dim() != 3)
     throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
-  return squeeze(max_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
-                            stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"),
-                            over_length(padding, 0, op, "padding"), over_length(dilation, 1, op, "dilation")),
-                 -2);
+  return squeeze(
+      max_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
+                 stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"), over_length(padding, 0, op, "padding"),
+                 over_length(dilation, 1, op, "dilation"), ceil_mode),
+      -2);
 }
 
 Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  bool count_include_pad) {
+                  bool count_include_pad, bool ceil_mode) {
   const char* op = "avg_pool1d";
   if (x.dim() != 2 && x.dim() != 3)
     throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
   return squeeze(avg_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
                             stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"),
-                            over_length(padding, 0, op, "padding"), count_include_pad),
+                            over_length(padding, 0, op, "padding"), count_include_pad, ceil_mode),
                  -2);
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+                        const Dims& padding, const Dims& output_padding, std::int64_t groups, const Dims& dilation) {
+  const char* op = "conv_transpose2d";
+  if (x.dim() == 3)
+    return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding, output_padding, groups, dilation),
+                   0);
+  if (x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  if (weight.dim() != 4)
+    throw ShapeError(message(op, ": expected a weight of shape (in_channels, out_channels / groups, kh, kw), got ",
+                             weight.shape().str()));
+  if (groups < 1) throw ValueError(message(op, ": groups must be at least 1, got ", groups));
+  const std::int64_t n = x.shape()[0], in = weight.shape()[0], group_out = weight.shape()[1];
+  const std::int64_t kh = weight.shape()[2], kw = weight.shape()[3], out = group_out * groups;
+  if (x.shape()[1] != in)
+    throw ShapeError(message(op, ": a weight of shape ", weight.shape().str(), " expects ", in,
+                             " input channels, got an input of shape ", x.shape().str()));
+  if (in % groups != 0)
+    throw ValueError(message(op, ": the weight's ", in, " input channels do not split into ", groups, " groups"));
+  if (bias.defined() && bias.shape() != Shape{out})
+    throw ShapeError(message(op, ": expected a bias of shape (", out, "), got ", bias.shape().str()));
+  const std::pair<const Dims*, const char*> options[] = {
+      {&stride, "stride"}, {&padding, "padding"}, {&output_padding, "output_padding"}, {&dilation, "dilation"}};
+  for (const auto& [option, name] : options)
+    if (option->size() != 1 && option->size() != 2)
+      throw ValueError(
+          message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", option->str()));
+  Shape full, size;  // the output before and after the padding's crop, (height, width)
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t s = along(stride, a), p = along(padding, a), o = along(output_padding, a),
+                       d = along(dilation, a);
+    if (s < 1 || d < 1 || p < 0)
+      throw ValueError(message(op, ": stride ", stride.str(), " and dilation ", dilation.str(),
+                               " must be at least 1 and padding ", padding.str(), " at least 0"));
+    if (o < 0 || (o >= s && o >= d))
+      throw ValueError(message(op, ": output_padding ", output_padding.str(), " must be at least 0 and smaller than ",
+                               "the stride ", stride.str(), " or the dilation ", dilation.str()));
+    full.push_back((x.shape()[2 + a] - 1) * s + d * ((a == 0 ? kh : kw) - 1) + 1);
+    size.push_back(full[a] - 2 * p + o);
+    if (size[a] < 1)
+      throw ValueError(message(op, ": an input of shape ", x.shape().str(), " and a kernel of ", kh, "x", kw,
+                               " give an output of size ", size[a], " along axis ", 2 + a, " with padding ",
+                               padding.str()));
+  }
+  // Every input pixel's contribution to its output window, (N, out * kh * kw, H * W), added into the
+  // image without padding (fold is unfold's adjoint), then the padding cropped off each side and
+  // output_padding's rows and columns added at the end (zeros past the image, as torch's).
+  const std::int64_t pixels = x.shape()[2] * x.shape()[3];
+  const Tensor per_group = transpose(reshape(weight, {groups, in / groups, group_out * kh * kw}), 1, 2);
+  const Tensor cols =
+      reshape(matmul(per_group, reshape(x, {n, groups, in / groups, pixels})), {n, out * kh * kw, pixels});
+  Tensor y = fold(cols, full, {kh, kw}, dilation, {0}, stride);
+  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
+  y = pad(y, {-pw, along(output_padding, 1) - pw, -ph, along(output_padding, 0) - ph});
+  if (bias.defined()) y = y + reshape(bias.to(y.dtype()), {1, out, 1, 1});
+  return y;
+}
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+                        const Dims& padding, const Dims& output_padding, std::int64_t groups, const Dims& dilation) {
+  const char* op = "conv_transpose1d";
+  if (x.dim() != 2 && x.dim() != 3)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  if (weight.dim() != 3)
+    throw ShapeError(message(op, ": expected a weight of shape (in_channels, out_channels / groups, k), got ",
+                             weight.shape().str()));
+  return squeeze(
+      conv_transpose2d(unsqueeze(x, -2), unsqueeze(weight, -2), bias, over_length(stride, 1, op, "stride"),
+                       over_length(padding, 0, op, "padding"), over_length(output_padding, 0, op, "output_padding"),
+                       groups, over_length(dilation, 1, op, "dilation")),
+      -2);
+}
+
+namespace {
+
+// The output size of an adaptive pool, (height, width), checked: one value or two, each at least 1,
+// over an input of shape (N, C, H, W) or (C, H, W) with H and W at least 1.
+Shape adaptive_size(const Tensor& x, const Dims& output_size, const char* op) {
+  if (x.dim() != 3 && x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  if (output_size.size() != 1 && output_size.size() != 2)
+    throw ValueError(
+        message(op, ": output_size takes one value (both axes) or two (height, width), got ", output_size.str()));
+  const Shape size{along(output_size, 0), along(output_size, 1)};
+  if (size[0] < 1 || size[1] < 1)
+    throw ValueError(message(op, ": output_size must be at least 1, got ", output_size.str()));
+  if (x.shape()[x.dim() - 2] < 1 || x.shape()[x.dim() - 1] < 1)
+    throw ShapeError(message(op, ": the input of shape ", x.shape().str(), " has an empty spatial axis"));
+  return size;
+}
+
+// Window i of an axis of n entries cut into `out`: [floor(i * n / out), ceil((i + 1) * n / out)).
+std::pair<std::int64_t, std::int64_t> adaptive_window(std::int64_t i, std::int64_t n, std::int64_t out) {
+  return {i * n / out, ((i + 1) * n + out - 1) / out};
+}
+
+// The (out, n) matrix whose row i averages window i of an axis of n entries.
+Tensor averaging_matrix(std::int64_t n, std::int64_t out, DType dtype) {
+  std::vector<double> m(static_cast<std::size_t>(out * n), 0.0);
+  for (std::int64_t i = 0; i < out; ++i) {
+    const auto [start, end] = adaptive_window(i, n, out);
+    for (std::int64_t j = start; j < end; ++j)
+      m[static_cast<std::size_t>(i * n + j)] = 1.0 / static_cast<double>(end - start);
+  }
+  return from_vector(m, {out, n}).to(dtype);
+}
+
+// The entries of every window of an axis of n entries cut into `out`, (out * widest window): each
+// window's indices, the last repeated to the widest window's width (a repeat comes after the entry it
+// repeats, so a window's first largest entry stays the one torch picks).
+Tensor window_indices(std::int64_t n, std::int64_t out, std::int64_t& widest) {
+  widest = 0;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const auto [start, end] = adaptive_window(i, n, out);
+    widest = std::max(widest, end - start);
+  }
+  std::vector<std::int64_t> index;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const auto [start, end] = adaptive_window(i, n, out);
+    for (std::int64_t j = 0; j < widest; ++j) index.push_back(std::min(start + j, end - 1));
+  }
+  return from_vector(index, {out * widest});
+}
+
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size) {
+  const char* op = "adaptive_avg_pool2d";
+  const Shape size = adaptive_size(x, output_size, op);
+  if (!x.is_floating_point())
+    throw TypeError(message(op, ": expected a floating-point input, got ", dtype_name(x.dtype())));
+  if (x.dtype() == kBFloat16)  // averaged in float32, rounded once
+    return adaptive_avg_pool2d(x.to(kFloat32), output_size).to(kBFloat16);
+  // A mean over a rectangle is a mean over its rows of the means over its columns: two products with
+  // averaging matrices, in x's precision whatever autocast says.
+  const tapegrad::detail::AutocastOffGuard exact;
+  const Tensor rows = averaging_matrix(x.shape()[x.dim() - 2], size[0], x.dtype());
+  const Tensor cols = averaging_matrix(x.shape()[x.dim() - 1], size[1], x.dtype());
+  return matmul(matmul(rows, x), cols.mT());
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
+  const char* op = "adaptive_max_pool2d";
+  const Shape size = adaptive_size(x, output_size, op);
+  if (x.dtype() == kBFloat16)  // the largest entry is one of them: exact through float32
+    return adaptive_max_pool2d(x.to(kFloat32), output_size).to(kBFloat16);
+  // Every window's rows, then their columns, gathered to windows of the widest size (a window's last
+  // row or column repeated), then the first largest of each window's entries in row-major order.
+  std::int64_t kh = 0, kw = 0;
+  const Tensor rows = window_indices(x.shape()[x.dim() - 2], size[0], kh);
+  const Tensor cols = window_indices(x.shape()[x.dim() - 1], size[1], kw);
+  Shape lead;
+  for (int d = 0; d + 2 < x.dim(); ++d) lead.push_back(x.shape()[d]);
+  const int l = lead.size();
+  Shape split = lead;  // lead + (oh, kh, ow, kw)
+  for (const std::int64_t e : {size[0], kh, size[1], kw}) split.push_back(e);
+  Tensor windows = reshape(index_select(index_select(x, -2, rows), -1, cols), split);
+  Dims order;
+  for (int d = 0; d < l; ++d) order.push_back(d);
+  for (const int d : {0, 2, 1, 3}) order.push_back(l + d);
+  Shape flat = lead;  // lead + (oh, ow, kh * kw)
+  for (const std::int64_t e : {size[0], size[1], kh * kw}) flat.push_back(e);
+  windows = reshape(permute(windows, order), flat);
+  return squeeze(gather(windows, -1, argmax(windows, -1, /*keepdim=*/true)), -1);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size) {
+  const char* op = "adaptive_avg_pool1d";
+  if (x.dim() != 2 && x.dim() != 3)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  return squeeze(adaptive_avg_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
+}
+
+Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size) {
+  const char* op = "adaptive_max_pool1d";
+  if (x.dim() != 2 && x.dim() != 3)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  return squeeze(adaptive_max_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
 }
 
 }  // namespace functional
 
-ConvImpl::ConvImpl(const ConvOptions& options, int spatial_axes, const char* name) : options_(options) {
-  const std::int64_t in = options.in_channels(), out = options.out_channels(), groups = options.groups();
+namespace {
+
+// The kernel's extents, one per spatial axis, from a kernel_size of one value or one per axis.
+Dims kernel_extents(const Dims& kernel, int spatial_axes, const char* name) {
+  if (kernel.size() != 1 && kernel.size() != spatial_axes)
+    throw ValueError(
+        message(name, ": kernel_size takes one value", spatial_axes == 2 ? " or two" : "", ", got ", kernel.str()));
+  Dims extents;
+  for (int a = 0; a < spatial_axes; ++a) {
+    const std::int64_t k = kernel[kernel.size() == 1 ? 0 : a];
+    if (k < 1) throw ValueError(message(name, ": kernel_size must be at least 1, got ", kernel.str()));
+    extents.push_back(k);
+  }
+  return extents;
+}
+
+// A convolution module's weight and bias (when wanted), its channels and kernel checked first: weight
+// (out, in / groups, kernel...), or (in, out / groups, kernel...) when transposed, and bias (out), both
+// uniform in +-1/sqrt(fan_in) with torch's fan_in of that weight, its second extent * the kernel's size.
+std::pair<Tensor, Tensor> conv_parameters(std::int64_t in, std::int64_t out, std::int64_t groups,
+                                          const Dims& kernel_size, int spatial_axes, bool transposed, bool bias,
+                                          Generator* generator, const char* name) {
   if (in <= 0 || out <= 0)
     throw ValueError(message(name, ": in_channels and out_channels must be positive, got ", in, " and ", out));
   if (groups < 1 || in % groups != 0 || out % groups != 0)
     throw ValueError(message(name, ": groups ", groups, " must divide in_channels ", in, " and out_channels ", out));
-  const Dims& kernel = options.kernel_size();
-  if (kernel.size() != 1 && kernel.size() != spatial_axes)
-    throw ValueError(
-        message(name, ": kernel_size takes one value", spatial_axes == 2 ? " or two" : "", ", got ", kernel.str()));
-  Shape shape{out, in / groups};
-  std::int64_t fan_in = in / groups;
-  for (int a = 0; a < spatial_axes; ++a) {
-    const std::int64_t k = kernel[kernel.size() == 1 ? 0 : a];
-    if (k < 1) throw ValueError(message(name, ": kernel_size must be at least 1, got ", kernel.str()));
+  Shape shape = transposed ? Shape{in, out / groups} : Shape{out, in / groups};
+  std::int64_t fan_in = shape[1];
+  for (const std::int64_t k : kernel_extents(kernel_size, spatial_axes, name)) {
     shape.push_back(k);
     fan_in *= k;
   }
-  Generator& gen = generator_or_default(options.generator());
-  options_.generator(nullptr);  // not kept: it need not outlive the construction
+  Generator& gen = generator_or_default(generator);
   const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
-  weight_ = register_parameter("weight", uniform(shape, -bound, bound, gen));
-  if (options.bias()) bias_ = register_parameter("bias", uniform({out}, -bound, bound, gen));
+  Tensor weight = uniform(shape, -bound, bound, gen);
+  return {weight, bias ? uniform({out}, -bound, bound, gen) : Tensor()};
+}
+
+}  // namespace
+
+ConvImpl::ConvImpl(const ConvOptions& options, int spatial_axes, const char* name) : options_(options) {
+  auto [weight, bias] =
+      conv_parameters(options.in_channels(), options.out_channels(), options.groups(), options.kernel_size(),
+                      spatial_axes, false, options.bias(), options.generator(), name);
+  options_.generator(nullptr);  // not kept: it need not outlive the construction
+  weight_ = register_parameter("weight", weight);
+  if (bias.defined()) bias_ = register_parameter("bias", bias);
+}
+
+ConvTransposeImpl::ConvTransposeImpl(const ConvTransposeOptions& options, int spatial_axes, const char* name)
+    : options_(options) {
+  auto [weight, bias] =
+      conv_parameters(options.in_channels(), options.out_channels(), options.groups(), options.kernel_size(),
+                      spatial_axes, true, options.bias(), options.generator(), name);
+  options_.generator(nullptr);  // as ConvImpl's
+  weight_ = register_parameter("weight", weight);
+  if (bias.defined()) bias_ = register_parameter("bias", bias);
+}
+
+Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
+  return functional::conv_transpose1d(x, weight_, bias_, options_.stride(), options_.padding(),
+                                      options_.output_padding(), options_.groups(), options_.dilation());
+}
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
+  return functional::conv_transpose2d(x, weight_, bias_, options_.stride(), options_.padding(),
+                                      options_.output_padding(), options_.groups(), options_.dilation());
 }
 
 Tensor Conv1dImpl::forward(const Tensor& x) {
@@ -210,21 +458,39 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
 }
 
 Tensor MaxPool1dImpl::forward(const Tensor& x) {
-  return functional::max_pool1d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation());
+  return functional::max_pool1d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation(),
+                                options_.ceil_mode());
 }
 
 Tensor MaxPool2dImpl::forward(const Tensor& x) {
-  return functional::max_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation());
+  return functional::max_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation(),
+                                options_.ceil_mode());
 }
 
 Tensor AvgPool1dImpl::forward(const Tensor& x) {
   return functional::avg_pool1d(x, options_.kernel_size(), options_.stride(), options_.padding(),
-                                options_.count_include_pad());
+                                options_.count_include_pad(), options_.ceil_mode());
 }
 
 Tensor AvgPool2dImpl::forward(const Tensor& x) {
   return functional::avg_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(),
-                                options_.count_include_pad());
+                                options_.count_include_pad(), options_.ceil_mode());
+}
+
+Tensor AdaptiveAvgPool1dImpl::forward(const Tensor& x) {
+  return functional::adaptive_avg_pool1d(x, options_.output_size());
+}
+
+Tensor AdaptiveAvgPool2dImpl::forward(const Tensor& x) {
+  return functional::adaptive_avg_pool2d(x, options_.output_size());
+}
+
+Tensor AdaptiveMaxPool1dImpl::forward(const Tensor& x) {
+  return functional::adaptive_max_pool1d(x, options_.output_size());
+}
+
+Tensor AdaptiveMaxPool2dImpl::forward(const Tensor& x) {
+  return functional::adaptive_max_pool2d(x, options_.output_size());
 }
 
 }  // namespace tapegrad::nn

@@ -1,18 +1,24 @@
 #pragma once
 // Convolutions and pools over one or two spatial axes, with PyTorch's names, layouts, options and
-// initialisation: Conv1d / Conv2d and MaxPool1d / MaxPool2d / AvgPool1d / AvgPool2d, and their
-// functional forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the
-// convolutions) or a reduction over the window (the pools), so their gradients are those ops'.
+// initialisation: Conv1d / Conv2d, ConvTranspose1d / ConvTranspose2d, MaxPool1d / MaxPool2d /
+// AvgPool1d / AvgPool2d, AdaptiveAvgPool1d / 2d and AdaptiveMaxPool1d / 2d, and their functional
+// forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the convolutions) or a
+// reduction over the window (the pools), a matmul followed by a fold (col2im, the transposed
+// convolutions), or products with averaging matrices and gathers of the windows' rows (the adaptive
+// pools), so their gradients are those ops'.
 //
 //   nn::Conv2d conv{nn::ConvOptions(/*in_channels=*/3, /*out_channels=*/16, /*kernel_size=*/{3}).padding({1})};
 //   nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
 //   Tensor y = pool(relu(conv(images)));   // images: (N, 3, 32, 32) -> y: (N, 16, 16, 16)
 //   nn::Conv1d causal{nn::ConvOptions(64, 64, {3}).padding({2})};  // then narrow the last axis
+//   nn::ConvTranspose2d up{nn::ConvTransposeOptions(16, 8, {2}).stride({2})};  // (N, 16, H, W) -> (N, 8, 2H, 2W)
+//   nn::AdaptiveAvgPool2d head{nn::AdaptivePoolOptions({1})};                 // (N, C, H, W) -> (N, C, 1, 1)
 //
 // Layouts: 2-D inputs (N, C, H, W) or unbatched (C, H, W), weights (out, in / groups, kh, kw); 1-D
-// inputs (N, C, L) or (C, L), weights (out, in / groups, k). Every window option takes one value
-// for all spatial axes or one per axis (two for the 2-D forms). Not offered: torch's ceil_mode,
-// string paddings ("same", "valid") and padding modes other than zeros.
+// inputs (N, C, L) or (C, L), weights (out, in / groups, k); transposed convolutions' weights
+// (in, out / groups, kernel...), as torch's. Every window option takes one value for all spatial
+// axes or one per axis (two for the 2-D forms). Not offered: string paddings ("same", "valid"),
+// padding modes other than zeros, and the pools' return_indices and divisor_override.
 
 #include <cstdint>
 
@@ -30,20 +36,44 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
               const Dims& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
 
+// torch's F.conv_transpose2d and F.conv_transpose1d (the same argument order): the adjoint of the
+// convolution with the same weight and options, so the gradient of conv2d's input. x (N, in, H, W)
+// or unbatched, weight (in, out / groups, kh, kw), bias (out) when given. The output's extent along
+// an axis is (H - 1) * stride - 2 * padding + dilation * (k - 1) + output_padding + 1, where
+// output_padding (0 by default) picks among the sizes a strided convolution maps to H and must be
+// smaller than the stride or the dilation.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
+                        const Dims& padding = {0}, const Dims& output_padding = {0}, std::int64_t groups = 1,
+                        const Dims& dilation = {1});
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
+                        const Dims& padding = {0}, const Dims& output_padding = {0}, std::int64_t groups = 1,
+                        const Dims& dilation = {1});
+
 // torch's F.max_pool2d and F.max_pool1d: the largest value of each window (stride defaults to the
 // kernel size; the padding, at most half the kernel, is -inf). The gradient goes to the window's
-// first largest entry, as torch's; NaN counts as the largest.
+// first largest entry, as torch's; NaN counts as the largest. ceil_mode (torch's, last here) keeps
+// a last window that runs past the end, provided it starts inside the input or its left padding.
 Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
-                  const Dims& dilation = {1});
+                  const Dims& dilation = {1}, bool ceil_mode = false);
 Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
-                  const Dims& dilation = {1});
+                  const Dims& dilation = {1}, bool ceil_mode = false);
 
 // torch's F.avg_pool2d and F.avg_pool1d: the mean of each window, the zero padding counted in the
-// divisor unless count_include_pad is false.
+// divisor unless count_include_pad is false; with ceil_mode (after count_include_pad here, before it
+// in torch's argument list) the part of a last window past the padding is never counted.
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
-                  bool count_include_pad = true);
+                  bool count_include_pad = true, bool ceil_mode = false);
 Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
-                  bool count_include_pad = true);
+                  bool count_include_pad = true, bool ceil_mode = false);
+
+// torch's F.adaptive_avg_pool2d / 1d and F.adaptive_max_pool2d / 1d: output_size windows (one value
+// for both axes or two) covering the input, window i of an axis of size n spanning
+// [floor(i * n / out), ceil((i + 1) * n / out)), so they overlap when out does not divide n. The max
+// sends its gradient to the window's first largest entry in row-major order, as torch's.
+Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size);
 
 }  // namespace functional
 
@@ -93,12 +123,59 @@ class Conv2dImpl : public ConvImpl {
 };
 TAPEGRAD_MODULE(Conv2d);
 
+struct ConvTransposeOptions {
+  ConvTransposeOptions(std::int64_t in_channels, std::int64_t out_channels, const Dims& kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TAPEGRAD_ARG(std::int64_t, in_channels);
+  TAPEGRAD_ARG(std::int64_t, out_channels);
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {1};
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(Dims, output_padding) = {0};
+  TAPEGRAD_ARG(Dims, dilation) = {1};
+  TAPEGRAD_ARG(std::int64_t, groups) = 1;
+  TAPEGRAD_ARG(bool, bias) = true;
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;  // as ConvOptions'
+};
+
+// ConvTranspose1d and ConvTranspose2d: weight (in, out / groups, kernel...) and bias (out), both
+// uniform in +-1/sqrt(fan_in) with torch's fan_in of that weight, out / groups * the kernel's size.
+class ConvTransposeImpl : public UnaryModule {
+ public:
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }  // undefined when built without bias
+  const ConvTransposeOptions& options() const { return options_; }
+
+ protected:
+  ConvTransposeImpl(const ConvTransposeOptions& options, int spatial_axes, const char* name);
+  ConvTransposeOptions options_;
+  Tensor weight_;
+  Tensor bias_;
+};
+
+class ConvTranspose1dImpl : public ConvTransposeImpl {
+ public:
+  explicit ConvTranspose1dImpl(const ConvTransposeOptions& options)
+      : ConvTransposeImpl(options, 1, "ConvTranspose1d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(ConvTranspose1d);
+
+class ConvTranspose2dImpl : public ConvTransposeImpl {
+ public:
+  explicit ConvTranspose2dImpl(const ConvTransposeOptions& options)
+      : ConvTransposeImpl(options, 2, "ConvTranspose2d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(ConvTranspose2d);
+
 struct MaxPoolOptions {
   MaxPoolOptions(const Dims& kernel_size) : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
   TAPEGRAD_ARG(Dims, kernel_size);
   TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
   TAPEGRAD_ARG(Dims, padding) = {0};
   TAPEGRAD_ARG(Dims, dilation) = {1};
+  TAPEGRAD_ARG(bool, ceil_mode) = false;
 };
 
 struct AvgPoolOptions {
@@ -107,6 +184,7 @@ struct AvgPoolOptions {
   TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
   TAPEGRAD_ARG(Dims, padding) = {0};
   TAPEGRAD_ARG(bool, count_include_pad) = true;
+  TAPEGRAD_ARG(bool, ceil_mode) = false;
 };
 
 class MaxPool1dImpl : public UnaryModule {
@@ -152,5 +230,49 @@ class AvgPool2dImpl : public UnaryModule {
   AvgPoolOptions options_;
 };
 TAPEGRAD_MODULE(AvgPool2d);
+
+// The adaptive pools' option: the output's size, one value (both axes for the 2-D forms) or one per axis.
+struct AdaptivePoolOptions {
+  AdaptivePoolOptions(const Dims& output_size) : output_size_(output_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, output_size);
+};
+
+// The adaptive pools: each runs the functional form of its name with the options' output size.
+class AdaptivePoolImpl : public UnaryModule {
+ public:
+  const AdaptivePoolOptions& options() const { return options_; }
+
+ protected:
+  explicit AdaptivePoolImpl(const AdaptivePoolOptions& options) : options_(options) {}
+  AdaptivePoolOptions options_;
+};
+
+class AdaptiveAvgPool1dImpl : public AdaptivePoolImpl {
+ public:
+  explicit AdaptiveAvgPool1dImpl(const AdaptivePoolOptions& options) : AdaptivePoolImpl(options) {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(AdaptiveAvgPool1d);
+
+class AdaptiveAvgPool2dImpl : public AdaptivePoolImpl {
+ public:
+  explicit AdaptiveAvgPool2dImpl(const AdaptivePoolOptions& options) : AdaptivePoolImpl(options) {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(AdaptiveAvgPool2d);
+
+class AdaptiveMaxPool1dImpl : public AdaptivePoolImpl {
+ public:
+  explicit AdaptiveMaxPool1dImpl(const AdaptivePoolOptions& options) : AdaptivePoolImpl(options) {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(AdaptiveMaxPool1d);
+
+class AdaptiveMaxPool2dImpl : public AdaptivePoolImpl {
+ public:
+  explicit AdaptiveMaxPool2dImpl(const AdaptivePoolOptions& options) : AdaptivePoolImpl(options) {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(AdaptiveMaxPool2d);
 
 }  // namespace tapegrad::nn

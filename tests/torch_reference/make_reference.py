@@ -906,25 +906,55 @@ def conv_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, d
     return finish_case("conv", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def conv_transpose_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, output_padding=0, groups=1,
+                        dilation=1):
+    """F.conv_transpose1d / F.conv_transpose2d: inputs x, weight (in, out / groups, kernel...) and bias."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape)), "weight": leaf(randn(*w_shape))}
+    if bias:
+        inputs["bias"] = leaf(randn(w_shape[1] * groups))
+    conv = F.conv_transpose1d if dims == 1 else F.conv_transpose2d
+    outputs = {"output": conv(inputs["x"], inputs["weight"], inputs.get("bias"), stride=stride, padding=padding,
+                              output_padding=output_padding, groups=groups, dilation=dilation)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"dims": dims, "stride": listed(stride), "padding": listed(padding),
+              "output_padding": listed(output_padding), "dilation": listed(dilation), "groups": groups}
+    return finish_case("conv_transpose", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def adaptive_pool_case(seed, kind, dims, *, x_shape, output_size):
+    """F.adaptive_max_pool1d/2d and F.adaptive_avg_pool1d/2d."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape))}
+    pools = {("max", 1): F.adaptive_max_pool1d, ("max", 2): F.adaptive_max_pool2d,
+             ("avg", 1): F.adaptive_avg_pool1d, ("avg", 2): F.adaptive_avg_pool2d}
+    outputs = {"output": pools[(kind, dims)](inputs["x"], output_size)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"kind": kind, "dims": dims, "output_size": listed(output_size)}
+    return finish_case("adaptive_pool", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def listed(v):
     return list(v) if isinstance(v, (tuple, list)) else [v]
 
 
-def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True):
+def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True,
+              ceil_mode=False):
     """F.max_pool1d/2d and F.avg_pool1d/2d (stride None: the kernel size)."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape))}
     if kind == "max":
         pool = F.max_pool1d if dims == 1 else F.max_pool2d
-        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, dilation=dilation)
+        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
     else:
         pool = F.avg_pool1d if dims == 1 else F.avg_pool2d
-        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, count_include_pad=count_include_pad)
+        output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, count_include_pad=count_include_pad,
+                      ceil_mode=ceil_mode)
     outputs = {"output": output}
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
     config = {"kind": kind, "dims": dims, "kernel_size": listed(kernel_size),
               "stride": [] if stride is None else listed(stride), "padding": listed(padding),
-              "dilation": listed(dilation), "count_include_pad": count_include_pad}
+              "dilation": listed(dilation), "count_include_pad": count_include_pad, "ceil_mode": ceil_mode}
     return finish_case("pool", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
@@ -1062,6 +1092,29 @@ def main():
         "batch_norm_2d_eval": batch_norm_case(131, x_shape=(2, 3, 2, 2), training=False),
         "batch_norm_1d_training_2d_input": batch_norm_case(132, x_shape=(6, 4), training=True),
         "fold": unfold_case(128, x_shape=(2, 12, 12), kernel_size=(2, 2), padding=1, stride=2, fold_to=(6, 5)),
+        "conv_transpose2d_stride_padding_output_padding_groups_dilation": conv_transpose_case(
+            140, 2, x_shape=(2, 4, 3, 4), w_shape=(4, 3, 3, 2), stride=(2, 1), padding=(1, 0), output_padding=(1, 0),
+            groups=2, dilation=(1, 2)),
+        "conv_transpose2d_unbatched_no_bias": conv_transpose_case(141, 2, x_shape=(3, 4, 4), w_shape=(3, 2, 2, 2),
+                                                                  bias=False, stride=2),
+        "conv_transpose2d_output_padding_past_the_image": conv_transpose_case(
+            142, 2, x_shape=(1, 2, 4, 3), w_shape=(2, 2, 3, 3), stride=1, dilation=2, output_padding=1),
+        "conv_transpose1d_stride_padding_output_padding_groups": conv_transpose_case(
+            143, 1, x_shape=(2, 4, 5), w_shape=(4, 2, 3), stride=3, padding=1, output_padding=2, groups=2),
+        "max_pool2d_ceil_mode": pool_case(144, "max", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
+                                          padding=(1, 0), ceil_mode=True),
+        "max_pool1d_ceil_mode_dilation": pool_case(145, "max", 1, x_shape=(2, 3, 10), kernel_size=3, stride=2,
+                                                   padding=1, dilation=2, ceil_mode=True),
+        "avg_pool2d_ceil_mode": pool_case(146, "avg", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
+                                          padding=(1, 0), ceil_mode=True),
+        "avg_pool2d_ceil_mode_count_include_pad_false": pool_case(147, "avg", 2, x_shape=(2, 3, 8, 7),
+                                                                  kernel_size=(3, 2), stride=2, padding=(1, 1),
+                                                                  count_include_pad=False, ceil_mode=True),
+        "adaptive_avg_pool2d_overlapping": adaptive_pool_case(148, "avg", 2, x_shape=(2, 3, 7, 5), output_size=(3, 4)),
+        "adaptive_avg_pool2d_global": adaptive_pool_case(149, "avg", 2, x_shape=(2, 3, 6, 5), output_size=1),
+        "adaptive_avg_pool1d_unbatched": adaptive_pool_case(150, "avg", 1, x_shape=(3, 10), output_size=4),
+        "adaptive_max_pool2d_overlapping": adaptive_pool_case(151, "max", 2, x_shape=(2, 3, 7, 5), output_size=(4, 3)),
+        "adaptive_max_pool1d": adaptive_pool_case(152, "max", 1, x_shape=(2, 3, 9), output_size=4),
     }
     fixture = {
         "generator": "tests/torch_reference/make_reference.py",
