@@ -267,6 +267,68 @@ TEST_CASE("conv: ConvTranspose modules, ceil_mode options and the adaptive pool 
   CHECK(global->parameters().empty());
 }
 
+TEST_CASE("conv: padding kSame and kValid, and padding modes, in the modules") {
+  Generator gen(13);
+  const Tensor x = randn({2, 3, 6, 7}, gen, kFloat64);
+  // kSame keeps the spatial size, an odd total (kernel 4) with the extra row after, as torch's.
+  nn::Conv2d same{nn::ConvOptions(3, 4, {4, 3}).padding(nn::kSame).dilation({1, 2}).generator(&gen)};
+  same->to(kFloat64);
+  CHECK(same(x).shape() == Shape{2, 4, 6, 7});
+  tapegrad::testing::check_close(
+      same(x), F::conv2d(F::pad(x, {2, 2, 1, 2}), same->weight(), same->bias(), {1}, {0}, {1, 2}), 1e-12);
+  nn::Conv1d valid{nn::ConvOptions(3, 2, {3}).padding(nn::kValid)};
+  CHECK(valid(zeros({2, 3, 9})).shape() == Shape{2, 2, 7});
+  // padding_mode: the input padded in that mode (F::pad, checked against torch), then convolved
+  // without padding; the padding pairs as the explicit or kSame padding asks.
+  const std::vector<std::pair<nn::PadMode, const char*>> modes = {
+      {nn::PadMode::Reflect, "reflect"}, {nn::PadMode::Replicate, "replicate"}, {nn::PadMode::Circular, "circular"}};
+  for (const auto& [mode, name] : modes) {
+    CAPTURE(name);
+    nn::Conv2d conv{nn::ConvOptions(3, 4, {3, 2}).padding({1, 2}).padding_mode(mode).generator(&gen)};
+    conv->to(kFloat64);
+    tapegrad::testing::check_close(
+        conv(x), F::conv2d(F::pad(x, {2, 2, 1, 1}, mode), conv->weight(), conv->bias(), {1}, {0}), 1e-12);
+    nn::Conv1d conv_1d{nn::ConvOptions(3, 2, {4}).padding(nn::kSame).padding_mode(mode).generator(&gen)};
+    conv_1d->to(kFloat64);
+    const Tensor line = randn({2, 3, 9}, gen, kFloat64);
+    tapegrad::testing::check_close(conv_1d(line),
+                                   F::conv1d(F::pad(line, {1, 2}, mode), conv_1d->weight(), conv_1d->bias()), 1e-12);
+  }
+  // The padded entries' gradients go back to the entries they copy.
+  check_gradients(
+      [](const TensorList& in) {
+        return F::pad(in[0], {2, 1, 1, 2}, nn::PadMode::Reflect);
+      },
+      {randn({2, 4, 5}, gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) {
+        return F::pad(in[0], {3, 0}, nn::PadMode::Circular);
+      },
+      {randn({2, 4}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({4, 3, 3, 3}, kFloat64), Tensor(), {2}, nn::kSame),
+                       "conv2d: padding kSame needs stride 1, got (2)", ValueError);
+  CHECK_THROWS_WITH_AS(F::conv2d(x, zeros({4, 3, 3, 3}, kFloat64), Tensor(), {1}, {1, 1, 1}),
+                       "conv2d: padding takes one value (both axes) or two (height, width), got (1,1,1)", ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {7, 0}, nn::PadMode::Reflect),
+                       "pad (reflect): pads (7, 0) do not fit axis 3 of shape (2,3,6,7): each must be at least 0 and "
+                       "smaller than the axis's size",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {0, 0, 7, 0}, nn::PadMode::Circular),
+                       "pad (circular): pads (7, 0) do not fit axis 2 of shape (2,3,6,7): each must be at least 0 and "
+                       "at most the axis's size",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(zeros({2, 0}), {1, 0}, nn::PadMode::Replicate),
+                       "pad (replicate): pads (1, 0) do not fit axis 1 of shape (2,0): each must be at least 0, and "
+                       "the axis must not be empty",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {-1, 0}, nn::PadMode::Replicate),
+                       "pad (replicate): pads (-1, 0) do not fit axis 3 of shape (2,3,6,7): each must be at least 0, "
+                       "and the axis must not be empty",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pad(x, {1}, nn::PadMode::Reflect),
+                       "pad (reflect): pads come in (before, after) pairs, got 1 values", ValueError);
+}
+
 TEST_CASE("conv: the new ops' errors name the op, the option and the values") {
   const Tensor x = zeros({2, 4, 5, 5});
   CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, zeros({3, 2, 3, 3})),

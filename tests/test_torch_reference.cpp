@@ -244,9 +244,23 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     built.forward = [config](const TensorMap& in) {
       // x: (N, C, [H,] W) or unbatched, weight: (out, C / groups, [kh,] kw), bias: (out) or undefined
       const auto conv = config.at("dims").get<int>() == 1 ? nn::functional::conv1d : nn::functional::conv2d;
-      return TensorMap{{"output", conv(in.at("x"), in.at("weight"), optional_input(in, "bias"),
-                                       dims_of(config, "stride"), dims_of(config, "padding"),
-                                       dims_of(config, "dilation"), config.at("groups").get<std::int64_t>())}};
+      const json& padding = config.at("padding");  // a list, or torch's "same" / "valid"
+      const nn::ConvPadding pad = !padding.is_string()                   ? nn::ConvPadding(dims_of(config, "padding"))
+                                  : padding.get<std::string>() == "same" ? nn::ConvPadding(nn::kSame)
+                                                                         : nn::ConvPadding(nn::kValid);
+      return TensorMap{
+          {"output", conv(in.at("x"), in.at("weight"), optional_input(in, "bias"), dims_of(config, "stride"), pad,
+                          dims_of(config, "dilation"), config.at("groups").get<std::int64_t>())}};
+    };
+  } else if (kind == "pad") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      const std::string mode = config.at("mode").get<std::string>();
+      const nn::PadMode m = mode == "reflect"     ? nn::PadMode::Reflect
+                            : mode == "replicate" ? nn::PadMode::Replicate
+                                                  : nn::PadMode::Circular;
+      return TensorMap{
+          {"output", nn::functional::pad(in.at("x"), config.at("pads").get<std::vector<std::int64_t>>(), m)}};
     };
   } else if (kind == "conv_transpose") {
     built.module = std::make_shared<nn::Module>();
@@ -620,6 +634,13 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "avg_pool1d_unbatched",
                                                "unfold",
                                                "fold",
+                                               "conv2d_padding_same_odd_total_dilation",
+                                               "conv1d_padding_same_groups",
+                                               "conv2d_padding_valid",
+                                               "pad_reflect",
+                                               "pad_replicate",
+                                               "pad_circular",
+                                               "pad_reflect_1d",
                                                "conv_transpose2d_stride_padding_output_padding_groups_dilation",
                                                "conv_transpose2d_unbatched_no_bias",
                                                "conv_transpose2d_output_padding_past_the_image",
@@ -716,7 +737,9 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "torch reference: conv1d and conv2d (stride, padding, dilation, groups, unbatched, no bias), their transposes "
+    "torch reference: conv1d and conv2d (stride, padding and same and valid, dilation, groups, unbatched, no bias), "
+    "F.pad's "
+    "reflect, replicate and circular modes, the transposed convolutions "
     "(output_padding too), max and average pools (padding, dilation, count_include_pad, ceil_mode), the adaptive "
     "pools, and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);

@@ -1,6 +1,7 @@
 #include "tapegrad/nn/conv.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -78,10 +79,35 @@ Tensor from_planes(const Tensor& y, Shape lead, std::int64_t oh, std::int64_t ow
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const Dims& padding,
-              const Dims& dilation, std::int64_t groups) {
+namespace {
+
+// The (before, after) padding of each spatial axis, height first, that a padding asks for, given the
+// kernel's extents (kh, kw).
+std::array<std::pair<std::int64_t, std::int64_t>, 2> padding_pairs(const ConvPadding& padding, const Dims& stride,
+                                                                   const Dims& dilation, std::int64_t kh,
+                                                                   std::int64_t kw, const char* op) {
+  std::array<std::pair<std::int64_t, std::int64_t>, 2> pairs;
+  if (!padding.same()) {
+    const Dims& values = padding.values();
+    if (values.size() != 1 && values.size() != 2)
+      throw ValueError(message(op, ": padding takes one value (both axes) or two (height, width), got ", values.str()));
+    for (int a = 0; a < 2; ++a) pairs[a] = {along(values, a), along(values, a)};
+    return pairs;
+  }
+  for (int a = 0; a < 2; ++a) {
+    if (along(stride, a) != 1) throw ValueError(message(op, ": padding kSame needs stride 1, got ", stride.str()));
+    const std::int64_t total = along(dilation, a) * ((a == 0 ? kh : kw) - 1);
+    pairs[a] = {total / 2, total - total / 2};
+  }
+  return pairs;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+              const ConvPadding& padding_option, const Dims& dilation, std::int64_t groups) {
   const char* op = "conv2d";
-  if (x.dim() == 3) return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding, dilation, groups), 0);
+  if (x.dim() == 3) return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding_option, dilation, groups), 0);
   if (x.dim() != 4)
     throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
   if (weight.dim() != 4)
@@ -98,6 +124,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
                              group_channels * groups, " input channels, got an input of shape ", x.shape().str()));
   if (bias.defined() && bias.shape() != Shape{out_channels})
     throw ShapeError(message(op, ": expected a bias of shape (", out_channels, "), got ", bias.shape().str()));
+  // kSame with an odd total pads its extra row or column after the input, which unfold's symmetric
+  // padding cannot: that input is padded first.
+  const auto pairs = padding_pairs(padding_option, stride, dilation, kh, kw, op);
+  const Dims padding{pairs[0].first, pairs[1].first};
+  const bool uneven = pairs[0].first != pairs[0].second || pairs[1].first != pairs[1].second;
+  if (uneven)
+    return conv2d(pad(x, {pairs[1].first, pairs[1].second, pairs[0].first, pairs[0].second}), weight, bias, stride, {0},
+                  dilation, groups);
   const Tensor cols = unfold(x, {kh, kw}, dilation, padding, stride);  // (N, C * kh * kw, L)
   const std::int64_t windows = cols.shape()[2];
   Tensor y;
@@ -114,7 +148,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
   return reshape(y, {n, out_channels, oh, windows / oh});
 }
 
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const Dims& padding,
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
               const Dims& dilation, std::int64_t groups) {
   const char* op = "conv1d";
   if (x.dim() != 2 && x.dim() != 3)
@@ -122,8 +156,10 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
   if (weight.dim() != 3)
     throw ShapeError(message(op, ": expected a weight of shape (out_channels, in_channels / groups, k), got ",
                              weight.shape().str()));
-  return squeeze(conv2d(unsqueeze(x, -2), unsqueeze(weight, -2), bias, over_length(stride, 1, op, "stride"),
-                        over_length(padding, 0, op, "padding"), over_length(dilation, 1, op, "dilation"), groups),
+  const ConvPadding padding_2d =
+      padding.same() ? padding : ConvPadding(over_length(padding.values(), 0, op, "padding"));
+  return squeeze(conv2d(unsqueeze(x, -2), unsqueeze(weight, -2), bias, over_length(stride, 1, op, "stride"), padding_2d,
+                        over_length(dilation, 1, op, "dilation"), groups),
                  -2);
 }
 
@@ -447,12 +483,34 @@ Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
                                       options_.output_padding(), options_.groups(), options_.dilation());
 }
 
+// A padding_mode other than zeros: the input padded by F::pad in that mode, then convolved without
+// padding, as torch's modules do.
+Tensor ConvImpl::padded_input(const Tensor& x, int spatial_axes) const {
+  const Dims& kernel = options_.kernel_size();
+  const std::int64_t kh = spatial_axes == 1 ? 1 : kernel[0], kw = kernel[kernel.size() - 1];
+  const char* op = spatial_axes == 1 ? "Conv1d" : "Conv2d";
+  ConvPadding padding = options_.padding();
+  if (spatial_axes == 1 && !padding.same()) padding = ConvPadding({0, padding.values()[0]});
+  const Dims stride = spatial_axes == 1 ? Dims{1, options_.stride()[0]} : options_.stride();
+  const Dims dilation = spatial_axes == 1 ? Dims{1, options_.dilation()[0]} : options_.dilation();
+  const auto pairs = functional::padding_pairs(padding, stride, dilation, kh, kw, op);
+  std::vector<std::int64_t> pads{pairs[1].first, pairs[1].second};
+  if (spatial_axes == 2) pads.insert(pads.end(), {pairs[0].first, pairs[0].second});
+  return functional::pad(x, pads, options_.padding_mode());
+}
+
 Tensor Conv1dImpl::forward(const Tensor& x) {
+  if (options_.padding_mode() != PadMode::Constant)
+    return functional::conv1d(padded_input(x, 1), weight_, bias_, options_.stride(), {0}, options_.dilation(),
+                              options_.groups());
   return functional::conv1d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(),
                             options_.groups());
 }
 
 Tensor Conv2dImpl::forward(const Tensor& x) {
+  if (options_.padding_mode() != PadMode::Constant)
+    return functional::conv2d(padded_input(x, 2), weight_, bias_, options_.stride(), {0}, options_.dilation(),
+                              options_.groups());
   return functional::conv2d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(),
                             options_.groups());
 }

@@ -17,24 +17,57 @@
 // Layouts: 2-D inputs (N, C, H, W) or unbatched (C, H, W), weights (out, in / groups, kh, kw); 1-D
 // inputs (N, C, L) or (C, L), weights (out, in / groups, k); transposed convolutions' weights
 // (in, out / groups, kernel...), as torch's. Every window option takes one value for all spatial
-// axes or one per axis (two for the 2-D forms). Not offered: string paddings ("same", "valid"),
-// padding modes other than zeros, and the pools' return_indices and divisor_override.
+// axes or one per axis (two for the 2-D forms); a convolution's padding may also be kSame or kValid
+// and be filled by reflection, replication or wrapping (ConvOptions::padding_mode). Not offered: the
+// pools' return_indices and divisor_override, and 3-D forms.
 
 #include <cstdint>
+#include <initializer_list>
 
+#include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/module.h"
 
 namespace tapegrad::nn {
 
+using PadMode = functional::PadMode;  // F::pad's modes, a convolution's padding_mode
+
+// torch's string paddings of a convolution, kSame and kValid.
+struct SamePadding {
+  explicit constexpr SamePadding() = default;
+};
+struct ValidPadding {
+  explicit constexpr ValidPadding() = default;
+};
+inline constexpr SamePadding kSame{};
+inline constexpr ValidPadding kValid{};
+
+// A convolution's padding: explicit (one value for every spatial axis or one per axis, as the other
+// window options), kValid (none, the same as {0}) or kSame (an output as large as the input; stride
+// 1 only; each axis padded by dilation * (kernel - 1) in all, the odd one after, as torch's).
+class ConvPadding {
+ public:
+  ConvPadding(const Dims& values) : values_(values) {}                          // NOLINT
+  ConvPadding(std::initializer_list<std::int64_t> values) : values_(values) {}  // NOLINT
+  ConvPadding(SamePadding /*same*/) : same_(true) {}                            // NOLINT
+  ConvPadding(ValidPadding /*valid*/) : values_({0}) {}                         // NOLINT
+  bool same() const { return same_; }
+  const Dims& values() const { return values_; }  // the explicit values ({0} for kValid, none for kSame)
+
+ private:
+  Dims values_;
+  bool same_ = false;
+};
+
 namespace functional {
 
 // torch's F.conv2d and F.conv1d: the cross-correlation of x with weight, plus bias (out_channels)
-// when given; groups split the channels into that many independent convolutions. ShapeError names
-// the shapes that disagree, ValueError the options out of range.
+// when given; groups split the channels into that many independent convolutions; padding explicit,
+// kSame or kValid (ConvPadding). ShapeError names the shapes that disagree, ValueError the options
+// out of range.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
-              const Dims& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
+              const ConvPadding& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Dims& stride = {1},
-              const Dims& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
+              const ConvPadding& padding = {0}, const Dims& dilation = {1}, std::int64_t groups = 1);
 
 // torch's F.conv_transpose2d and F.conv_transpose1d (the same argument order): the adjoint of the
 // convolution with the same weight and options, so the gradient of conv2d's input. x (N, in, H, W)
@@ -84,7 +117,10 @@ struct ConvOptions {
   TAPEGRAD_ARG(std::int64_t, out_channels);
   TAPEGRAD_ARG(Dims, kernel_size);
   TAPEGRAD_ARG(Dims, stride) = {1};
-  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(ConvPadding, padding) = {0};
+  // torch's padding_mode: how the padding is filled, zeros (Constant) or copies of the input
+  // (Reflect, Replicate, Circular: F::pad's modes, applied before a convolution without padding).
+  TAPEGRAD_ARG(PadMode, padding_mode) = PadMode::Constant;
   TAPEGRAD_ARG(Dims, dilation) = {1};
   TAPEGRAD_ARG(std::int64_t, groups) = 1;
   TAPEGRAD_ARG(bool, bias) = true;
@@ -104,6 +140,8 @@ class ConvImpl : public UnaryModule {
 
  protected:
   ConvImpl(const ConvOptions& options, int spatial_axes, const char* name);
+  // x padded in options().padding_mode() by options().padding() (a mode other than zeros).
+  Tensor padded_input(const Tensor& x, int spatial_axes) const;
   ConvOptions options_;
   Tensor weight_;
   Tensor bias_;

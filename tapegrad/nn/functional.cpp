@@ -114,14 +114,24 @@ Tensor mish(const Tensor& x) {
   return x * tanh(tapegrad::softplus(x));
 }
 
-Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
-  const char* op = "pad";
+namespace {
+
+// The (before, after) pairs in pads, checked: an even count, at most one pair per axis of x.
+std::size_t pad_pairs(const Tensor& x, const std::vector<std::int64_t>& pads, const char* op) {
   if (pads.size() % 2 != 0)
     throw ValueError(message(op, ": pads come in (before, after) pairs, got ", pads.size(), " values"));
   const std::size_t pairs = pads.size() / 2;
   if (pairs > static_cast<std::size_t>(x.dim()))
     throw ValueError(
         message(op, ": ", pairs, " pairs of pads for a tensor of rank ", x.dim(), " (shape ", x.shape().str(), ")"));
+  return pairs;
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value) {
+  const char* op = "pad";
+  const std::size_t pairs = pad_pairs(x, pads, op);
   Tensor out = x;
   bool copied = false;
   for (std::size_t p = 0; p < pairs; ++p) {
@@ -148,6 +158,43 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value)
     }
   }
   return copied ? out : out.clone();  // a copy in every case, as torch's, never x or a view of it
+}
+
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, PadMode mode, double value) {
+  if (mode == PadMode::Constant) return pad(x, pads, value);
+  const char* op = mode == PadMode::Reflect     ? "pad (reflect)"
+                   : mode == PadMode::Replicate ? "pad (replicate)"
+                                                : "pad (circular)";
+  const std::size_t pairs = pad_pairs(x, pads, op);
+  Tensor out = x;
+  bool copied = false;
+  for (std::size_t p = 0; p < pairs; ++p) {
+    const int axis = x.dim() - 1 - static_cast<int>(p);
+    const std::int64_t before = pads[2 * p], after = pads[2 * p + 1], n = x.size(axis);
+    const std::int64_t larger = std::max(before, after);
+    const bool fits = mode == PadMode::Reflect    ? larger < n
+                      : mode == PadMode::Circular ? larger <= n
+                                                  : n > 0 || larger == 0;
+    if (before < 0 || after < 0 || !fits)
+      throw ValueError(message(op, ": pads (", before, ", ", after, ") do not fit axis ", axis, " of shape ",
+                               x.shape().str(), ": each must be at least 0",
+                               mode == PadMode::Reflect    ? " and smaller than the axis's size"
+                               : mode == PadMode::Circular ? " and at most the axis's size"
+                                                           : ", and the axis must not be empty"));
+    if (larger == 0) continue;
+    // The entry each position of the padded axis copies: position i stands at i - before of x's axis.
+    std::vector<std::int64_t> index;
+    for (std::int64_t i = -before; i < n + after; ++i) {
+      std::int64_t j = i;
+      if (mode == PadMode::Reflect) j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+      else if (mode == PadMode::Replicate) j = std::min(std::max<std::int64_t>(j, 0), n - 1);
+      else j = ((j % n) + n) % n;
+      index.push_back(j);
+    }
+    out = index_select(out, axis, from_vector(index, {static_cast<std::int64_t>(index.size())}));
+    copied = true;
+  }
+  return copied ? out : out.clone();  // a copy in every case, as the constant mode's
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

@@ -66,6 +66,15 @@ Tensor mish(const Tensor& x);
 // (the message names the axis, its size and the pair).
 Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, double value = 0.0);
 
+// torch's F.pad modes: Constant (the value above), Reflect (mirrored about the edge entry, which is
+// not repeated: [a b c] padded by 2 before is [c b a b c]; a pad must be smaller than the axis),
+// Replicate (the edge entry repeated) and Circular (wrapped around; a pad at most the axis's size).
+// The gradient of each padded entry goes back to the entry it copies.
+enum class PadMode { Constant, Reflect, Replicate, Circular };
+// pad with a mode, pads as above; ValueError for a negative pad in the modes other than Constant,
+// or a pad the axis cannot give (naming the axis, its size and the pair).
+Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, PadMode mode, double value = 0.0);
+
 // torch's F.dropout: when training, zeroes each element with probability p (drawn from gen) and
 // scales the rest by 1 / (1 - p); the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);

@@ -901,9 +901,18 @@ def conv_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, d
     outputs = {"output": conv(inputs["x"], inputs["weight"], inputs.get("bias"), stride=stride, padding=padding,
                               dilation=dilation, groups=groups)}
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
-    config = {"dims": dims, "stride": listed(stride), "padding": listed(padding), "dilation": listed(dilation),
-              "groups": groups}
+    config = {"dims": dims, "stride": listed(stride), "padding": padding if isinstance(padding, str) else listed(padding),
+              "dilation": listed(dilation), "groups": groups}
     return finish_case("conv", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
+def pad_case(seed, *, x_shape, pads, mode):
+    """F.pad in a mode other than constant."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape))}
+    outputs = {"output": F.pad(inputs["x"], pads, mode=mode)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("pad", {"pads": list(pads), "mode": mode}, inputs, lambda grad: {}, outputs, cotangents)
 
 
 def conv_transpose_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, output_padding=0, groups=1,
@@ -1101,6 +1110,14 @@ def main():
             142, 2, x_shape=(1, 2, 4, 3), w_shape=(2, 2, 3, 3), stride=1, dilation=2, output_padding=1),
         "conv_transpose1d_stride_padding_output_padding_groups": conv_transpose_case(
             143, 1, x_shape=(2, 4, 5), w_shape=(4, 2, 3), stride=3, padding=1, output_padding=2, groups=2),
+        "conv2d_padding_same_odd_total_dilation": conv_case(153, 2, x_shape=(2, 3, 6, 7), w_shape=(4, 3, 4, 3),
+                                                            padding="same", dilation=(1, 2)),
+        "conv1d_padding_same_groups": conv_case(154, 1, x_shape=(2, 4, 9), w_shape=(6, 2, 4), padding="same", groups=2),
+        "conv2d_padding_valid": conv_case(155, 2, x_shape=(2, 3, 6, 7), w_shape=(4, 3, 3, 3), padding="valid"),
+        "pad_reflect": pad_case(156, x_shape=(2, 3, 4, 5), pads=(2, 1, 3, 0), mode="reflect"),
+        "pad_replicate": pad_case(157, x_shape=(2, 3, 4, 5), pads=(1, 2, 1, 0), mode="replicate"),
+        "pad_circular": pad_case(158, x_shape=(2, 3, 4, 5), pads=(2, 1, 1, 3), mode="circular"),
+        "pad_reflect_1d": pad_case(159, x_shape=(2, 3, 6), pads=(3, 5), mode="reflect"),
         "max_pool2d_ceil_mode": pool_case(144, "max", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
                                           padding=(1, 0), ceil_mode=True),
         "max_pool1d_ceil_mode_dilation": pool_case(145, "max", 1, x_shape=(2, 3, 10), kernel_size=3, stride=2,
