@@ -106,6 +106,7 @@ inline const std::vector<WorkloadSpec>& workload_specs() {
       {"w6", 3, 30},        // 2-layer LSTM forward + backward
       {"w7", 3, 30},        // sparse embedding step, per vocabulary and variant (alternating)
       {"w8", 3, 40},        // attention with einsum and with matmul (alternating), at --seq T
+      {"w9", 3, 30},        // small CNN training step
   };
   return specs;
 }
@@ -127,7 +128,7 @@ inline int steps_of(const Options& o, const std::string& workload) {
   std::ostream& out = problem.empty() ? std::cout : std::cerr;
   if (!problem.empty()) out << program << ": " << problem << "\n";
   out << "usage: " << program << " [--workload " << extra_workloads
-      << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|w7|all] [--json] [--threads N]\n"
+      << "sgemm|w1|w2|w2conv|w3|w4|w5|w6|w7|w9|all] [--json] [--threads N]\n"
       << "       [--warmup N] [--steps N] [--runs N] [--seq T] [--unfused] [--precision float32|bf16]\n"
       << "  --precision bf16 runs W2-W4's forward passes under bfloat16 autocast (backward and step outside).\n"
       << "  --warmup/--steps override the workload's defined counts (for quick checks only).\n"
@@ -327,6 +328,52 @@ inline std::vector<float> lstm_loss_weights() {
 inline std::vector<float> lstm_parameter(std::size_t i, std::int64_t numel) {
   std::vector<float> v = normal_values(numel, 100 + i);
   for (float& x : v) x /= 16.0f;  // 1 / sqrt(256)
+  return v;
+}
+
+// ---------------------------------------------------------------- W9 data
+// One training step of a small CNN on 28 x 28 single-channel images (MNIST's shape): conv 3x3 (1 -> 32,
+// padding 1), ReLU, max pool 2, conv 3x3 (32 -> 64, padding 1), ReLU, max pool 2, flatten, linear
+// (64 * 7 * 7 -> 128), ReLU, linear (128 -> 10), mean cross-entropy, backward, SGD (lr 0.01), and
+// the gradients set to none.
+struct CnnConfig {
+  static constexpr std::int64_t kBatch = 64, kImage = 28, kChannels1 = 32, kChannels2 = 64, kHidden = 128;
+  static constexpr std::int64_t kClasses = 10;
+  // Parameter i's shape and fan-in, in the order conv1.weight, conv1.bias, conv2.weight, conv2.bias,
+  // fc1.weight, fc1.bias, fc2.weight, fc2.bias.
+  static std::vector<std::vector<std::int64_t>> shapes() {
+    return {{kChannels1, 1, 3, 3},
+            {kChannels1},
+            {kChannels2, kChannels1, 3, 3},
+            {kChannels2},
+            {kHidden, kChannels2 * 7 * 7},
+            {kHidden},
+            {kClasses, kHidden},
+            {kClasses}};
+  }
+  static std::vector<std::int64_t> fan_ins() {
+    return {9, 9, kChannels1 * 9, kChannels1 * 9, kChannels2 * 49, kChannels2 * 49, kHidden, kHidden};
+  }
+};
+
+// The images (seed 1), labels (i * 7 mod 10) and parameter i (seed 200 + i), normal with standard
+// deviation 1/sqrt(fan_in), so both frameworks compute the same loss.
+inline std::vector<float> cnn_input() {
+  using C = CnnConfig;
+  return normal_values(C::kBatch * C::kImage * C::kImage, 1);
+}
+inline std::vector<std::int64_t> cnn_labels() {
+  std::vector<std::int64_t> labels;
+  for (std::int64_t i = 0; i < CnnConfig::kBatch; ++i) labels.push_back(i * 7 % CnnConfig::kClasses);
+  return labels;
+}
+inline std::vector<float> cnn_parameter(std::size_t i) {
+  const std::vector<std::int64_t> shape = CnnConfig::shapes()[i];
+  std::int64_t numel = 1;
+  for (const std::int64_t e : shape) numel *= e;
+  std::vector<float> v = normal_values(numel, 200 + i);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(CnnConfig::fan_ins()[i]));
+  for (float& x : v) x *= scale;
   return v;
 }
 

@@ -466,6 +466,34 @@ void run_w6(const bench::Options& opt) {
   emit(opt, row, "W6 lstm: " + std::to_string(bench::median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
 }
 
+// ---------------------------------------------------------------- W9 CNN training step
+void run_w9(const bench::Options& opt) {
+  namespace F = torch::nn::functional;
+  using C = bench::CnnConfig;
+  std::vector<torch::Tensor> params;
+  for (std::size_t i = 0; i < C::shapes().size(); ++i)
+    params.push_back(torch::tensor(bench::cnn_parameter(i)).reshape(C::shapes()[i]).requires_grad_());
+  torch::optim::SGD sgd(params, torch::optim::SGDOptions(0.01));
+  const auto x = torch::tensor(bench::cnn_input()).reshape({C::kBatch, 1, C::kImage, C::kImage});
+  const auto y = torch::tensor(bench::cnn_labels());
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w9"), bench::steps_of(opt, "w9"), [&] {
+    auto h = torch::max_pool2d(torch::relu(torch::conv2d(x, params[0], params[1], 1, 1)), 2);
+    h = torch::max_pool2d(torch::relu(torch::conv2d(h, params[2], params[3], 1, 1)), 2);
+    h = torch::relu(torch::linear(h.flatten(1), params[4], params[5]));
+    const auto loss = F::cross_entropy(torch::linear(h, params[6], params[7]), y);
+    loss.backward();
+    sgd.step();
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();  // to none, as tapegrad's step does
+    last = loss.item<double>();
+  });
+  nlohmann::json row = record_base("w9", opt);
+  row["median_ms"] = bench::median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W9 cnn: " + std::to_string(bench::median(ms)) + " ms/step, loss " + std::to_string(last));
+}
+
 // ---------------------------------------------------------------- W7 sparse embedding step
 // libtorch 1.13's C++ API has no SparseAdam (torch/optim/ holds adagrad, adam, adamw, lbfgs, rmsprop
 // and sgd), so this is torch.optim.SparseAdam's update (_functional.py's sparse_adam) written by hand
@@ -589,6 +617,7 @@ int main(int argc, char** argv) {
     if (w == "w4" || w == "all") run_w4(opt);
     if (w == "w5") run_w5(opt);
     if (w == "w6" || w == "all") run_w6(opt);
+    if (w == "w9" || w == "all") run_w9(opt);
     if (w == "w7") run_w7(opt);
   } catch (const std::exception& e) {
     std::cerr << "libtorch_bench: " << e.what() << "\n";

@@ -596,6 +596,34 @@ void run_w6(const Options& opt) {
   emit(opt, row, "W6 lstm: " + std::to_string(median(ms)) + " ms fwd+bwd, loss " + std::to_string(last));
 }
 
+// ---------------------------------------------------------------- W9 CNN training step
+void run_w9(const Options& opt) {
+  namespace F = nn::functional;
+  using C = bench::CnnConfig;
+  TensorList params;
+  for (std::size_t i = 0; i < C::shapes().size(); ++i)
+    params.push_back(from_vector(bench::cnn_parameter(i), Shape(C::shapes()[i])).requires_grad_());
+  optim::SGD sgd(params, optim::SGDOptions(0.01));
+  const Tensor x = from_vector(bench::cnn_input(), {C::kBatch, 1, C::kImage, C::kImage});
+  const Tensor y = from_vector(bench::cnn_labels(), {C::kBatch});
+  double last = 0.0;
+  const auto ms = time_steps(bench::warmup_of(opt, "w9"), bench::steps_of(opt, "w9"), [&] {
+    Tensor h = F::max_pool2d(relu(F::conv2d(x, params[0], params[1], {1}, {1})), {2});
+    h = F::max_pool2d(relu(F::conv2d(h, params[2], params[3], {1}, {1})), {2});
+    h = relu(F::linear(h.flatten(1), params[4], params[5]));
+    const Tensor loss = nn::cross_entropy(F::linear(h, params[6], params[7]), y);
+    loss.backward();
+    sgd.step();
+    sgd.zero_grad(/*set_to_none=*/true);
+    last = loss.item();
+  });
+  nlohmann::json row = record_base("w9", opt);
+  row["median_ms"] = median(ms);
+  row["runs"] = ms.size();
+  row["final_loss"] = last;
+  emit(opt, row, "W9 cnn: " + std::to_string(median(ms)) + " ms/step, loss " + std::to_string(last));
+}
+
 // ---------------------------------------------------------------- W7 sparse embedding step
 // One variant's table and optimiser: nn::Embedding with row-sparse gradients stepped by SGD (only the
 // touched rows) or SparseAdam, or with a dense (V, D) gradient stepped by SGD.
@@ -705,6 +733,7 @@ int main(int argc, char** argv) {
     if (w == "w6" || w == "all") run_w6(opt);
     if (w == "w7") run_w7(opt);
     if (w == "w8") run_w8(opt);
+    if (w == "w9" || w == "all") run_w9(opt);
   } catch (const std::exception& e) {
     std::cerr << "tapegrad_bench: " << e.what() << "\n";
     return 1;

@@ -104,7 +104,7 @@ print("; ".join(out))')" >&2
 variants=(tapegrad libtorch-passive libtorch-as-is)
 attention_variants=(tapegrad tapegrad-unfused libtorch-passive)
 embedding_variants=(tapegrad libtorch-passive)
-jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads" "w6 $threads"
+jobs=("sgemm $threads" "w1 $threads" "w1 1" "w2 $threads" "w2conv $threads" "w3 $threads" "w4 $threads" "w6 $threads" "w9 $threads"
   "w5:512 $threads" "w5:1024 $threads" "w5:2048 $threads" "w5:4096 $threads" "w7 $threads" "w7 1")
 for ((round = 1; round <= rounds; ++round)); do
   for job in "${jobs[@]}"; do
@@ -179,6 +179,7 @@ row("W2 reversal (ms/step)", "w2", T, "median_ms", "", 2)
 w3 = row("W3 causal LM (ms/step)", "w3", T, "median_ms", "", 1)
 row("W4 MoE fwd+bwd (ms)", "w4", T, "median_ms", "", 1)
 row("W6 2-layer LSTM fwd+bwd (ms)", "w6", T, "median_ms", "", 1)
+row("W9 small CNN step (ms/step)", "w9", T, "median_ms", "", 1)
 lines.append("")
 lines.append("Ratios below 1 mean tapegrad is faster (for S0, a ratio of GFLOP/s: above 1 means faster).")
 lines.append("")

@@ -5,6 +5,7 @@
 // image, the adjoint (and the gradient) of im2col. A convolution is then one matrix product. Static,
 // see rows.h.
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tapegrad/autograd/parallel.h"
@@ -23,6 +24,14 @@ struct Windows {
   std::int64_t kernel_size() const { return kernel[0] * kernel[1]; }
   std::int64_t count() const { return out[0] * out[1]; }
 };
+
+// The windows x in [0, out) whose pixel x * stride + offset lies inside a row of `width` pixels:
+// [first, last), so the loops below copy or add that range without a test per pixel.
+inline void inside_range(std::int64_t offset, std::int64_t stride, std::int64_t width, std::int64_t out,
+                         std::int64_t& first, std::int64_t& last) {
+  last = width - offset <= 0 ? 0 : std::min(out, (width - offset + stride - 1) / stride);
+  first = std::min(last, offset >= 0 ? std::int64_t{0} : (-offset + stride - 1) / stride);
+}
 
 // cols[(c * kh + i) * kw + j, y * ow + x] = image[c, y * sh - ph + i * dh, x * sw - pw + j * dw], or 0 outside
 // the image. images: (n, channels, height, width) contiguous; cols: (n, channels * kh * kw, oh * ow).
@@ -43,11 +52,16 @@ static void im2col(const T* images, T* cols, std::int64_t n, std::int64_t channe
               continue;
             }
             const T* line = image + iy * w.in[1];
-            const std::int64_t offset = j * w.dilation[1] - w.padding[1];
-            for (std::int64_t x = 0; x < w.out[1]; ++x) {
-              const std::int64_t ix = x * w.stride[1] + offset;
-              row[x] = ix >= 0 && ix < w.in[1] ? line[ix] : T(0);
+            const std::int64_t offset = j * w.dilation[1] - w.padding[1], stride = w.stride[1];
+            std::int64_t first, last;
+            inside_range(offset, stride, w.in[1], w.out[1], first, last);
+            for (std::int64_t x = 0; x < first; ++x) row[x] = T(0);
+            if (stride == 1) {
+              for (std::int64_t x = first; x < last; ++x) row[x] = line[x + offset];
+            } else {
+              for (std::int64_t x = first; x < last; ++x) row[x] = line[x * stride + offset];
             }
+            for (std::int64_t x = last; x < w.out[1]; ++x) row[x] = T(0);
           }
     }
   });
@@ -70,10 +84,13 @@ static void col2im(const T* cols, T* images, std::int64_t n, std::int64_t channe
             if (iy < 0 || iy >= w.in[0]) continue;
             const T* row = in + y * w.out[1];
             T* line = image + iy * w.in[1];
-            const std::int64_t offset = j * w.dilation[1] - w.padding[1];
-            for (std::int64_t x = 0; x < w.out[1]; ++x) {
-              const std::int64_t ix = x * w.stride[1] + offset;
-              if (ix >= 0 && ix < w.in[1]) line[ix] += row[x];
+            const std::int64_t offset = j * w.dilation[1] - w.padding[1], stride = w.stride[1];
+            std::int64_t first, last;
+            inside_range(offset, stride, w.in[1], w.out[1], first, last);
+            if (stride == 1) {
+              for (std::int64_t x = first; x < last; ++x) line[x + offset] += row[x];
+            } else {
+              for (std::int64_t x = first; x < last; ++x) line[x * stride + offset] += row[x];
             }
           }
     }
