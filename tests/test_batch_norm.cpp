@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tapegrad/nn/nn.h"
@@ -109,4 +111,34 @@ TEST_CASE("batch norm: under autocast a bfloat16 input (a convolution's output) 
   CHECK(y.dtype() == kFloat32);  // the statistics follow the float32 policy of mean and var
   CHECK(max(abs(y - reference)).item() < 0.05);
   CHECK(max(abs(bn16->running_mean() - bn->running_mean())).item() < 0.01);
+}
+
+TEST_CASE("group norm: the module's parameters, a worked case, train and eval alike, gradcheck and errors") {
+  nn::GroupNorm norm(nn::GroupNormOptions(2, 4));
+  CHECK(names(norm->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(norm->buffers().empty());
+  // Sample 0: group 0 holds channels 0 and 1, [0, 1, 2, 3] (mean 1.5, variance 1.25); group 1 holds
+  // [4, 6, 8, 10] (mean 7, variance 5): both normalise to [-3, -1, 1, 3] / sqrt(5) (eps aside).
+  const Tensor x = tensor({0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0}, kFloat64).reshape({1, 4, 2});
+  norm->to(kFloat64);
+  const double s = std::sqrt(5.0);
+  const Tensor y = norm(x);
+  check_values(y, {-3 / s, -1 / s, 1 / s, 3 / s, -3 / s, -1 / s, 1 / s, 3 / s}, 1e-5);
+  norm->eval();
+  tapegrad::testing::check_close(norm(x), y, 0.0);  // no running statistics: eval is training
+  Generator gen(4);
+  check_gradients([](const TensorList& in) { return nn::functional::group_norm(in[0], 3, in[1], in[2], 1e-3); },
+                  {randn({2, 6, 3}, gen, kFloat64), randn({6}, gen, kFloat64), randn({6}, gen, kFloat64)});
+  nn::GroupNorm plain(nn::GroupNormOptions(3, 3).affine(false));
+  CHECK(plain->parameters().empty());
+  CHECK_THROWS_WITH_AS(nn::GroupNorm(nn::GroupNormOptions(3, 4)),
+                       "GroupNorm: num_groups 3 must be at least 1 and divide num_channels 4", ValueError);
+  CHECK_THROWS_WITH_AS(norm(zeros({2, 3, 5}, kFloat64)),
+                       "GroupNorm: expected 4 channels (axis 1), got an input of shape (2,3,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({2, 6}), 4),
+                       "group_norm: 4 groups do not split the 6 channels of an input of shape (2,6)", ValueError);
+  CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({6}), 2),
+                       "group_norm: expected an input of shape (N, C, ...), got (6)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({2, 6}), 2, zeros({5})),
+                       "group_norm: expected weight of shape (6) for an input of shape (2,6), got (5)", ShapeError);
 }

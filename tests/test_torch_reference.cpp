@@ -325,6 +325,14 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                                   config.at("momentum").get<double>(), config.at("eps").get<double>());
       return TensorMap{{"output", y}, {"running_mean", running_mean}, {"running_var", running_var}};
     };
+  } else if (kind == "group_norm") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      // x: (N, C, ...), weight and bias: (C) or undefined
+      return TensorMap{{"output", nn::functional::group_norm(in.at("x"), config.at("groups").get<std::int64_t>(),
+                                                             optional_input(in, "weight"), optional_input(in, "bias"),
+                                                             config.at("eps").get<double>())}};
+    };
   } else if (kind == "TransformerEncoderLayer") {
     nn::TransformerEncoderLayer layer(layer_options(config, gen));
     built.module = layer.ptr();
@@ -655,7 +663,9 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "adaptive_max_pool2d_overlapping",
                                                "adaptive_max_pool1d"};
 const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training", "batch_norm_1d_training_momentum_no_affine",
-                                                  "batch_norm_2d_eval", "batch_norm_1d_training_2d_input"};
+                                                  "batch_norm_2d_eval",     "batch_norm_1d_training_2d_input",
+                                                  "group_norm_2d",          "group_norm_1d_no_affine_eps",
+                                                  "group_norm_one_group",   "group_norm_instance"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
@@ -747,7 +757,8 @@ TEST_CASE(
 
 TEST_CASE(
     "torch reference: batch_norm (training with the running statistics' update, momentum, no affine, 2-D input, "
-    "eval) matches F.batch_norm") {
+    "eval) and group_norm (groups of several channels, one group, one channel a group, no affine) match F.batch_norm "
+    "and F.group_norm") {
   check_cases(kBatchNormCases);
 }
 

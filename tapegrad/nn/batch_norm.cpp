@@ -11,10 +11,10 @@ namespace functional {
 namespace {
 
 // A (C) tensor of the op, checked, as (1, C, 1, ...) to broadcast against x.
-Tensor per_channel(const Tensor& t, const Tensor& x, const char* what) {
+Tensor per_channel(const Tensor& t, const Tensor& x, const char* what, const char* op = "batch_norm") {
   const std::int64_t channels = x.shape()[1];
   if (t.shape() != Shape{channels})
-    throw ShapeError(message("batch_norm: expected ", what, " of shape (", channels, ") for an input of shape ",
+    throw ShapeError(message(op, ": expected ", what, " of shape (", channels, ") for an input of shape ",
                              x.shape().str(), ", got ", t.shape().str()));
   Shape shape = Shape::filled(x.dim(), 1);
   shape[1] = channels;
@@ -62,7 +62,43 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  if (x.dim() < 2) throw ShapeError(message(op, ": expected an input of shape (N, C, ...), got ", x.shape().str()));
+  const std::int64_t n = x.shape()[0], channels = x.shape()[1];
+  if (num_groups < 1 || channels % num_groups != 0)
+    throw ValueError(message(op, ": ", num_groups, " groups do not split the ", channels,
+                             " channels of an input of shape ", x.shape().str()));
+  if (x.dtype() == kBFloat16)  // statistics in float32, as the norms' policy (autocast.h)
+    return tapegrad::detail::precision_result(group_norm(x.to(kFloat32), num_groups, weight, bias, eps), kBFloat16);
+  if (x.numel() == 0) throw ShapeError(message(op, ": the input of shape ", x.shape().str(), " is empty"));
+  const Tensor groups = reshape(x, {n, num_groups, -1});
+  const Tensor mean_g = mean(groups, {2}, /*keepdim=*/true);
+  const Tensor var_g = var(groups, {2}, /*correction=*/0, /*keepdim=*/true);
+  Tensor y = reshape((groups - mean_g) * rsqrt(var_g + eps), x.shape());
+  if (weight.defined()) y = y * per_channel(weight, x, "weight", op);
+  if (bias.defined()) y = y + per_channel(bias, x, "bias", op);
+  return y;
+}
+
 }  // namespace functional
+
+GroupNormImpl::GroupNormImpl(const GroupNormOptions& options) : options_(options) {
+  const std::int64_t groups = options.num_groups(), c = options.num_channels();
+  if (groups < 1 || c < 1 || c % groups != 0)
+    throw ValueError(message("GroupNorm: num_groups ", groups, " must be at least 1 and divide num_channels ", c));
+  if (options.affine()) {
+    weight_ = register_parameter("weight", ones({c}));
+    bias_ = register_parameter("bias", zeros({c}));
+  }
+}
+
+Tensor GroupNormImpl::forward(const Tensor& x) {
+  if (x.dim() >= 2 && x.shape()[1] != options_.num_channels())
+    throw ShapeError(message("GroupNorm: expected ", options_.num_channels(),
+                             " channels (axis 1), got an input of shape ", x.shape().str()));
+  return functional::group_norm(x, options_.num_groups(), weight_, bias_, options_.eps());
+}
 
 BatchNormImpl::BatchNormImpl(const BatchNormOptions& options, const char* name, int min_rank, int max_rank)
     : options_(options), name_(name), min_rank_(min_rank), max_rank_(max_rank) {

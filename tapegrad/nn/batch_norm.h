@@ -1,6 +1,8 @@
 #pragma once
-// Batch normalisation with PyTorch's names, semantics and defaults: BatchNorm1d over (N, C) or
-// (N, C, L), BatchNorm2d over (N, C, H, W), and the functional form. Each channel is normalised by
+// Batch and group normalisation with PyTorch's names, semantics and defaults: BatchNorm1d over (N, C)
+// or (N, C, L), BatchNorm2d over (N, C, H, W), GroupNorm over (N, C, ...), and the functional forms.
+// GroupNorm normalises each sample's channel groups by their own mean and (biased) variance, the same
+// in training and eval, with no running statistics. BatchNorm normalises each channel by
 // the mean and variance over every other axis: the batch's in training (biased variance), the
 // running estimates in eval mode, which training updates as
 //   running = (1 - momentum) running + momentum batch   (the variance unbiased, n / (n - 1)),
@@ -31,6 +33,12 @@ namespace functional {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(), bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+
+// torch's F.group_norm: x (N, C, ...) with its C channels cut into num_groups groups of consecutive
+// channels, each group of each sample normalised by its mean and biased variance, then weight and
+// bias (C) when given. ValueError when num_groups does not divide C.
+Tensor group_norm(const Tensor& x, std::int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
 
 }  // namespace functional
 
@@ -81,5 +89,30 @@ class BatchNorm2dImpl : public BatchNormImpl {
   explicit BatchNorm2dImpl(const BatchNormOptions& options) : BatchNormImpl(options, "BatchNorm2d", 4, 4) {}
 };
 TAPEGRAD_MODULE(BatchNorm2d);
+
+struct GroupNormOptions {
+  GroupNormOptions(std::int64_t num_groups, std::int64_t num_channels)
+      : num_groups_(num_groups), num_channels_(num_channels) {}
+  TAPEGRAD_ARG(std::int64_t, num_groups);
+  TAPEGRAD_ARG(std::int64_t, num_channels);
+  TAPEGRAD_ARG(double, eps) = 1e-5;
+  TAPEGRAD_ARG(bool, affine) = true;  // weight ones and bias zeros, (num_channels)
+};
+
+// GroupNorm: input (N, C, ...); nn::GroupNorm(GroupNormOptions(8, 64)). GroupNorm(1, C) normalises
+// each sample over all its values, GroupNorm(C, C) each channel of each sample (an instance norm).
+class GroupNormImpl : public UnaryModule {
+ public:
+  explicit GroupNormImpl(const GroupNormOptions& options);
+  Tensor forward(const Tensor& x) override;
+  const Tensor& weight() const { return weight_; }  // undefined without affine
+  const Tensor& bias() const { return bias_; }
+  const GroupNormOptions& options() const { return options_; }
+
+ private:
+  GroupNormOptions options_;
+  Tensor weight_, bias_;
+};
+TAPEGRAD_MODULE(GroupNorm);
 
 }  // namespace tapegrad::nn

@@ -1001,6 +1001,19 @@ def batch_norm_case(seed, *, x_shape, training, momentum=0.1, eps=1e-5, affine=T
                        extra_outputs={"running_mean": running_mean, "running_var": running_var})
 
 
+def group_norm_case(seed, *, x_shape, groups, affine=True, eps=1e-5):
+    """F.group_norm: inputs x and (optionally) weight and bias."""
+    torch.manual_seed(seed)
+    channels = x_shape[1]
+    inputs = {"x": leaf(randn(*x_shape))}
+    if affine:
+        inputs["weight"] = leaf(randn(channels))
+        inputs["bias"] = leaf(randn(channels))
+    outputs = {"output": F.group_norm(inputs["x"], groups, inputs.get("weight"), inputs.get("bias"), eps=eps)}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("group_norm", {"groups": groups, "eps": eps}, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1118,6 +1131,10 @@ def main():
         "pad_replicate": pad_case(157, x_shape=(2, 3, 4, 5), pads=(1, 2, 1, 0), mode="replicate"),
         "pad_circular": pad_case(158, x_shape=(2, 3, 4, 5), pads=(2, 1, 1, 3), mode="circular"),
         "pad_reflect_1d": pad_case(159, x_shape=(2, 3, 6), pads=(3, 5), mode="reflect"),
+        "group_norm_2d": group_norm_case(160, x_shape=(2, 6, 4, 3), groups=3),
+        "group_norm_1d_no_affine_eps": group_norm_case(161, x_shape=(3, 4, 5), groups=2, affine=False, eps=1e-3),
+        "group_norm_one_group": group_norm_case(162, x_shape=(2, 4, 3, 3), groups=1),
+        "group_norm_instance": group_norm_case(163, x_shape=(2, 4, 7), groups=4),
         "max_pool2d_ceil_mode": pool_case(144, "max", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
                                           padding=(1, 0), ceil_mode=True),
         "max_pool1d_ceil_mode_dilation": pool_case(145, "max", 1, x_shape=(2, 3, 10), kernel_size=3, stride=2,
