@@ -325,6 +325,25 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                                   config.at("momentum").get<double>(), config.at("eps").get<double>());
       return TensorMap{{"output", y}, {"running_mean", running_mean}, {"running_var", running_var}};
     };
+  } else if (kind == "resample") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      namespace F = nn::functional;
+      const std::string what = config.at("kind").get<std::string>();
+      const Tensor& x = in.at("x");
+      if (what == "pixel_shuffle") return TensorMap{{"output", F::pixel_shuffle(x, config.at("factor").get<int>())}};
+      if (what == "pixel_unshuffle")
+        return TensorMap{{"output", F::pixel_unshuffle(x, config.at("factor").get<int>())}};
+      const std::string mode = config.at("mode").get<std::string>();
+      const auto options = F::InterpolateOptions()
+                               .size(dims_of(config, "size"))
+                               .scale_factor(config.at("scale_factor").get<std::vector<double>>())
+                               .mode(mode == "nearest"  ? nn::InterpolateMode::Nearest
+                                     : mode == "linear" ? nn::InterpolateMode::Linear
+                                                        : nn::InterpolateMode::Bilinear)
+                               .align_corners(config.at("align_corners").get<bool>());
+      return TensorMap{{"output", F::interpolate(x, options)}};
+    };
   } else if (kind == "group_norm") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -649,6 +668,14 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "pad_replicate",
                                                "pad_circular",
                                                "pad_reflect_1d",
+                                               "interpolate_nearest_size",
+                                               "interpolate_nearest_scale_1d",
+                                               "interpolate_bilinear_size",
+                                               "interpolate_bilinear_align_corners",
+                                               "interpolate_bilinear_scale",
+                                               "interpolate_linear_scale",
+                                               "pixel_shuffle",
+                                               "pixel_unshuffle_unbatched",
                                                "conv_transpose2d_stride_padding_output_padding_groups_dilation",
                                                "conv_transpose2d_unbatched_no_bias",
                                                "conv_transpose2d_output_padding_past_the_image",
@@ -749,7 +776,8 @@ TEST_CASE(
 TEST_CASE(
     "torch reference: conv1d and conv2d (stride, padding and same and valid, dilation, groups, unbatched, no bias), "
     "F.pad's "
-    "reflect, replicate and circular modes, the transposed convolutions "
+    "reflect, replicate and circular modes, interpolate (nearest, linear, bilinear, align_corners), pixel_shuffle and "
+    "pixel_unshuffle, the transposed convolutions "
     "(output_padding too), max and average pools (padding, dilation, count_include_pad, ceil_mode), the adaptive "
     "pools, and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);

@@ -25,3 +25,4 @@
 #include "tapegrad/nn/similarity.h"
 #include "tapegrad/nn/summary.h"
 #include "tapegrad/nn/transformer.h"
+#include "tapegrad/nn/upsampling.h"

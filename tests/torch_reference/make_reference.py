@@ -1014,6 +1014,25 @@ def group_norm_case(seed, *, x_shape, groups, affine=True, eps=1e-5):
     return finish_case("group_norm", {"groups": groups, "eps": eps}, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def resample_case(seed, kind, *, x_shape, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                  factor=None):
+    """F.interpolate (kind "interpolate"), F.pixel_shuffle and F.pixel_unshuffle (factor)."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape))}
+    if kind == "interpolate":
+        output = F.interpolate(inputs["x"], size=size, scale_factor=scale_factor, mode=mode,
+                               align_corners=align_corners)
+        config = {"kind": kind, "size": [] if size is None else listed(size),
+                  "scale_factor": [] if scale_factor is None else listed(scale_factor), "mode": mode,
+                  "align_corners": bool(align_corners)}
+    else:
+        output = (F.pixel_shuffle if kind == "pixel_shuffle" else F.pixel_unshuffle)(inputs["x"], factor)
+        config = {"kind": kind, "factor": factor}
+    outputs = {"output": output}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    return finish_case("resample", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1135,6 +1154,18 @@ def main():
         "group_norm_1d_no_affine_eps": group_norm_case(161, x_shape=(3, 4, 5), groups=2, affine=False, eps=1e-3),
         "group_norm_one_group": group_norm_case(162, x_shape=(2, 4, 3, 3), groups=1),
         "group_norm_instance": group_norm_case(163, x_shape=(2, 4, 7), groups=4),
+        "interpolate_nearest_size": resample_case(164, "interpolate", x_shape=(2, 3, 3, 4), size=(5, 7)),
+        "interpolate_nearest_scale_1d": resample_case(165, "interpolate", x_shape=(2, 3, 5), scale_factor=1.7),
+        "interpolate_bilinear_size": resample_case(166, "interpolate", x_shape=(2, 2, 4, 5), size=(7, 3),
+                                                   mode="bilinear", align_corners=False),
+        "interpolate_bilinear_align_corners": resample_case(167, "interpolate", x_shape=(2, 2, 4, 5), size=(6, 8),
+                                                            mode="bilinear", align_corners=True),
+        "interpolate_bilinear_scale": resample_case(168, "interpolate", x_shape=(1, 2, 4, 5), scale_factor=(2.0, 0.5),
+                                                    mode="bilinear"),
+        "interpolate_linear_scale": resample_case(169, "interpolate", x_shape=(2, 3, 6), scale_factor=2.5,
+                                                  mode="linear"),
+        "pixel_shuffle": resample_case(170, "pixel_shuffle", x_shape=(2, 8, 3, 2), factor=2),
+        "pixel_unshuffle_unbatched": resample_case(171, "pixel_unshuffle", x_shape=(3, 6, 4), factor=2),
         "max_pool2d_ceil_mode": pool_case(144, "max", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
                                           padding=(1, 0), ceil_mode=True),
         "max_pool1d_ceil_mode_dilation": pool_case(145, "max", 1, x_shape=(2, 3, 10), kernel_size=3, stride=2,

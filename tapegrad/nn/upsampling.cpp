@@ -1,0 +1,152 @@
+#include "tapegrad/nn/upsampling.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace tapegrad::nn::functional {
+
+namespace {
+
+const char* mode_name(InterpolateMode mode) {
+  return mode == InterpolateMode::Nearest ? "nearest" : mode == InterpolateMode::Linear ? "linear" : "bilinear";
+}
+
+// What one output axis reads: for output entry i, input entries low[i] and high[i] with the weight
+// of high (1 - it for low); nearest reads one entry (high == low, weight 0).
+struct AxisReads {
+  std::vector<std::int64_t> low, high;
+  std::vector<double> weight;
+};
+
+AxisReads axis_reads(std::int64_t in, std::int64_t out, const std::vector<double>& factor, int a,
+                     const InterpolateOptions& o) {
+  AxisReads r;
+  const bool scaled = !factor.empty();
+  const double f = scaled ? factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)] : 0.0;
+  for (std::int64_t i = 0; i < out; ++i) {
+    if (o.mode() == InterpolateMode::Nearest) {
+      // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
+      const float scale = scaled ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
+      const auto j =
+          out == in ? i : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * scale)), in - 1);
+      r.low.push_back(j);
+      r.high.push_back(j);
+      r.weight.push_back(0.0);
+      continue;
+    }
+    double source;
+    if (o.align_corners()) {
+      source = out > 1 ? static_cast<double>(i) * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
+    } else {
+      const double scale = scaled ? 1.0 / f : static_cast<double>(in) / static_cast<double>(out);
+      source = std::max(0.0, (static_cast<double>(i) + 0.5) * scale - 0.5);
+    }
+    const auto low = std::min(static_cast<std::int64_t>(source), in - 1);
+    r.low.push_back(low);
+    r.high.push_back(low < in - 1 ? low + 1 : low);
+    r.weight.push_back(source - static_cast<double>(low));
+  }
+  return r;
+}
+
+// x resampled along `axis` as `reads` says.
+Tensor resample_axis(const Tensor& x, int axis, const AxisReads& reads) {
+  const auto out = static_cast<std::int64_t>(reads.low.size());
+  const Tensor low = index_select(x, axis, from_vector(reads.low, {out}));
+  if (reads.high == reads.low) return low;
+  const Tensor high = index_select(x, axis, from_vector(reads.high, {out}));
+  Shape shape = Shape::filled(x.dim(), 1);
+  shape[axis] = out;
+  const Tensor w = from_vector(reads.weight, shape).to(x.dtype());
+  return low * (1.0 - w) + high * w;
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
+  const char* op = "interpolate";
+  if (x.dim() != 3 && x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (N, C, H, W), got ", x.shape().str()));
+  const int axes = x.dim() - 2;
+  const InterpolateMode mode = o.mode();
+  if ((mode == InterpolateMode::Linear && axes != 1) || (mode == InterpolateMode::Bilinear && axes != 2))
+    throw ValueError(message(op, ": mode ", mode_name(mode), " needs a ", mode == InterpolateMode::Linear ? 3 : 4,
+                             "-D input, got shape ", x.shape().str()));
+  if (mode == InterpolateMode::Nearest && o.align_corners())
+    throw ValueError(message(op, ": align_corners is for the linear modes, not nearest"));
+  if (!x.is_floating_point())
+    throw TypeError(message(op, ": expected a floating-point input, got ", dtype_name(x.dtype())));
+  const Dims& size = o.size();
+  const std::vector<double>& factor = o.scale_factor();
+  if (size.empty() == factor.empty())
+    throw ValueError(message(op, ": give either size or scale_factor (", size.empty() ? "neither" : "both", " given)"));
+  if (!size.empty() && size.size() != 1 && size.size() != axes)
+    throw ValueError(message(op, ": size takes one value or ", axes, ", got ", size.str()));
+  if (!factor.empty() && factor.size() != 1 && static_cast<int>(factor.size()) != axes)
+    throw ValueError(message(op, ": scale_factor takes one value or ", axes, ", got ", factor.size()));
+  Tensor y = x;
+  for (int a = 0; a < axes; ++a) {
+    const std::int64_t in = x.shape()[2 + a];
+    std::int64_t out;
+    if (!size.empty()) {
+      out = size[size.size() == 1 ? 0 : a];
+    } else {
+      const double f = factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)];
+      if (!(f > 0.0)) throw ValueError(message(op, ": scale_factor must be positive, got ", f));
+      out = static_cast<std::int64_t>(std::floor(static_cast<double>(in) * f));
+    }
+    if (out < 1 || in < 1)
+      throw ValueError(message(op, ": an input of shape ", x.shape().str(), " resampled to size ", out, " along axis ",
+                               2 + a, ": both must be at least 1"));
+    y = resample_axis(y, 2 + a, axis_reads(in, out, factor, a, o));
+  }
+  return y;
+}
+
+namespace {
+
+// x's leading axes (all but the last three), then `tail`.
+Shape with_lead(const Tensor& x, std::initializer_list<std::int64_t> tail) {
+  Shape shape;
+  for (int d = 0; d + 3 < x.dim(); ++d) shape.push_back(x.shape()[d]);
+  for (const std::int64_t e : tail) shape.push_back(e);
+  return shape;
+}
+
+// The permutation keeping x's leading axes and ordering the last `k` as `tail` (indices from the
+// first of them).
+Dims lead_then(int lead, std::initializer_list<int> tail) {
+  Dims order;
+  for (int d = 0; d < lead; ++d) order.push_back(d);
+  for (const int d : tail) order.push_back(lead + d);
+  return order;
+}
+
+}  // namespace
+
+Tensor pixel_shuffle(const Tensor& x, std::int64_t r) {
+  const char* op = "pixel_shuffle";
+  if (x.dim() < 3) throw ShapeError(message(op, ": expected an input of shape (*, C, H, W), got ", x.shape().str()));
+  const std::int64_t c = x.shape()[x.dim() - 3], h = x.shape()[x.dim() - 2], w = x.shape()[x.dim() - 1];
+  if (r < 1 || c % (r * r) != 0)
+    throw ValueError(message(op, ": upscale_factor ", r, " must be at least 1 and its square divide the ", c,
+                             " channels of an input of shape ", x.shape().str()));
+  const int lead = x.dim() - 3;
+  const Tensor blocks = reshape(x, with_lead(x, {c / (r * r), r, r, h, w}));  // (*, C, r, r, H, W)
+  return reshape(permute(blocks, lead_then(lead, {0, 3, 1, 4, 2})), with_lead(x, {c / (r * r), h * r, w * r}));
+}
+
+Tensor pixel_unshuffle(const Tensor& x, std::int64_t r) {
+  const char* op = "pixel_unshuffle";
+  if (x.dim() < 3) throw ShapeError(message(op, ": expected an input of shape (*, C, H, W), got ", x.shape().str()));
+  const std::int64_t c = x.shape()[x.dim() - 3], h = x.shape()[x.dim() - 2], w = x.shape()[x.dim() - 1];
+  if (r < 1 || h % r != 0 || w % r != 0)
+    throw ValueError(message(op, ": downscale_factor ", r, " must be at least 1 and divide the height and width of ",
+                             "an input of shape ", x.shape().str()));
+  const int lead = x.dim() - 3;
+  const Tensor blocks = reshape(x, with_lead(x, {c, h / r, r, w / r, r}));  // (*, C, H / r, r, W / r, r)
+  return reshape(permute(blocks, lead_then(lead, {0, 2, 4, 1, 3})), with_lead(x, {c * r * r, h / r, w / r}));
+}
+
+}  // namespace tapegrad::nn::functional

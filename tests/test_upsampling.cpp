@@ -1,0 +1,89 @@
+// Resampling (tapegrad/nn/upsampling.h): Upsample, PixelShuffle and PixelUnshuffle modules on worked
+// cases, second-order gradients, and the errors. Values and first-order gradients against torch are in
+// test_torch_reference.cpp.
+
+#include <doctest/doctest.h>
+
+#include "tapegrad/nn/nn.h"
+#include "tests/testing.h"
+
+using namespace tapegrad;
+namespace F = tapegrad::nn::functional;
+using tapegrad::testing::check_gradients;
+using tapegrad::testing::check_values;
+
+TEST_CASE("upsampling: the modules on worked cases") {
+  // Nearest, factor 2: every entry twice along each axis.
+  nn::Upsample nearest{nn::UpsampleOptions().scale_factor({2})};
+  const Tensor x = tensor({{1.0, 2.0}, {3.0, 4.0}}, kFloat64).reshape({1, 1, 2, 2});
+  check_values(nearest(x), {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}, 1e-15);
+  // Bilinear with aligned corners to 3 x 3: the corners kept, the middle the mean of the four.
+  nn::Upsample bilinear{nn::UpsampleOptions().size({3}).mode(nn::InterpolateMode::Bilinear).align_corners(true)};
+  check_values(bilinear(x), {1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4}, 1e-15);
+  // Linear without aligned corners, [0, 10] to 4 entries: sources -0.25 (clamped to 0), 0.25, 0.75, 1.25.
+  const Tensor line = tensor({0.0, 10.0}, kFloat64).reshape({1, 1, 2});
+  check_values(F::interpolate(line, F::InterpolateOptions().size({4}).mode(nn::InterpolateMode::Linear)),
+               {0, 2.5, 7.5, 10}, 1e-15);
+  // PixelShuffle moves channel c * 4 + i * 2 + j to the block's (i, j); PixelUnshuffle undoes it.
+  nn::PixelShuffle shuffle{2};
+  nn::PixelUnshuffle unshuffle{2};
+  const Tensor channels = arange(0, 8, 1, kFloat64).reshape({2, 4, 1, 1});
+  const Tensor image = shuffle(channels);
+  CHECK(image.shape() == Shape{2, 1, 2, 2});
+  check_values(image, {0, 1, 2, 3, 4, 5, 6, 7}, 1e-15);
+  const Tensor big = arange(0, 48, 1, kFloat64).reshape({3, 4, 4});
+  tapegrad::testing::check_close(shuffle(unshuffle(big)), big, 0.0);
+  CHECK(unshuffle(big).shape() == Shape{12, 2, 2});
+  CHECK(nearest->parameters().empty());
+}
+
+TEST_CASE("upsampling: gradcheck first and second order") {
+  Generator gen(8);
+  const Tensor x = randn({2, 2, 3, 4}, gen, kFloat64);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::interpolate(in[0], F::InterpolateOptions().size({5, 3}).mode(nn::InterpolateMode::Bilinear));
+      },
+      {x});
+  check_gradients(
+      [](const TensorList& in) {
+        return F::interpolate(in[0], F::InterpolateOptions().scale_factor({1.5, 2.0}));
+      },
+      {x});
+  check_gradients([](const TensorList& in) { return F::pixel_shuffle(in[0], 2); },
+                  {randn({1, 8, 2, 3}, gen, kFloat64)});
+}
+
+TEST_CASE("upsampling: errors name the op and the values") {
+  const Tensor x = zeros({1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions()),
+                       "interpolate: give either size or scale_factor (neither given)", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2}).scale_factor({2})),
+                       "interpolate: give either size or scale_factor (both given)", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2}).mode(nn::InterpolateMode::Linear)),
+                       "interpolate: mode linear needs a 3-D input, got shape (1,2,3,4)", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2}).align_corners(true)),
+                       "interpolate: align_corners is for the linear modes, not nearest", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({0.1})),
+                       "interpolate: an input of shape (1,2,3,4) resampled to size 0 along axis 2: both must be at "
+                       "least 1",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({-2})),
+                       "interpolate: scale_factor must be positive, got -2", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2, 2, 2})),
+                       "interpolate: size takes one value or 2, got (2,2,2)", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(zeros({2, 3}), F::InterpolateOptions().size({2})),
+                       "interpolate: expected an input of shape (N, C, L) or (N, C, H, W), got (2,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::interpolate(zeros({1, 1, 2}, kInt64), F::InterpolateOptions().size({4})),
+                       "interpolate: expected a floating-point input, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(F::pixel_shuffle(zeros({1, 6, 2, 2}), 2),
+                       "pixel_shuffle: upscale_factor 2 must be at least 1 and its square divide the 6 channels of an "
+                       "input of shape (1,6,2,2)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pixel_unshuffle(zeros({1, 1, 3, 4}), 2),
+                       "pixel_unshuffle: downscale_factor 2 must be at least 1 and divide the height and width of an "
+                       "input of shape (1,1,3,4)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::pixel_shuffle(zeros({4, 4}), 2),
+                       "pixel_shuffle: expected an input of shape (*, C, H, W), got (4,4)", ShapeError);
+}
