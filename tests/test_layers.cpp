@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -339,4 +340,76 @@ TEST_CASE("layers: Embedding starts normal, uniform or zero as asked, and from a
   CHECK_THROWS_WITH_AS(nn::embedding_from_pretrained(zeros({5}, kFloat32)),
                        "embedding_from_pretrained: expected float32 or float64 weights (V, D), got float32 (5)",
                        ShapeError);
+}
+
+TEST_CASE("layers: the hard and gated activations at their kinks, as torch 1.13 gives them") {
+  namespace F = nn::functional;
+  // torch: each activation of [-3, -1, 0, 1, 3, 6] (float64) and the gradient of its sum.
+  const std::vector<double> points = {-3, -1, 0, 1, 3, 6};
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    std::vector<double> value, gradient;
+  };
+  const double third = 1.0 / 3.0, sixth = 1.0 / 6.0;
+  const std::vector<Case> cases = {
+      {"hardtanh", [](const Tensor& x) { return F::hardtanh(x); }, {-1, -1, 0, 1, 1, 1}, {0, 0, 1, 0, 0, 0}},
+      {"relu6", F::relu6, {0, 0, 0, 1, 3, 6}, {0, 0, 0, 1, 1, 0}},
+      {"hardsigmoid", F::hardsigmoid, {0, third, 0.5, 2 * third, 1, 1}, {0, sixth, sixth, sixth, 0, 0}},
+      {"hardswish", F::hardswish, {0, -third, 0, 2 * third, 3, 6}, {-0.5, sixth, 0.5, 5 * sixth, 1.5, 1}},
+      {"softsign", F::softsign, {-0.75, -0.5, 0, 0.5, 0.75, 6.0 / 7.0}, {0.0625, 0.25, 1, 0.25, 0.0625, 1.0 / 49.0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    const Tensor x = from_vector(points, {6}).requires_grad_();
+    const Tensor y = c.f(x);
+    check_values(y, c.value, 1e-15);
+    y.sum().backward();
+    check_values(x.grad(), c.gradient, 1e-15);
+  }
+  // prelu at 0 takes the slope (torch: x > 0 picks x), and the slope's gradient is the sum of x <= 0.
+  const Tensor x = from_vector(points, {1, 6}).requires_grad_();
+  nn::PReLU prelu;
+  prelu->to(kFloat64);
+  CHECK(prelu->weight().item() == 0.25);
+  const Tensor y = prelu(x);
+  check_values(y, {-0.75, -0.25, 0, 1, 3, 6}, 1e-15);
+  y.sum().backward();
+  check_values(x.grad(), {0.25, 0.25, 0.25, 1, 1, 1}, 1e-15);
+  check_values(prelu->weight().grad(), {-4}, 1e-15);
+  // Far out, logsigmoid stays finite: log(sigmoid(-800)) = -800, log(sigmoid(800)) = -e^-800 ~ 0.
+  check_values(F::logsigmoid(from_vector(std::vector<double>{-800, 800}, {2})), {-800, 0}, 1e-15);
+}
+
+TEST_CASE("layers: the activation modules, their options, gradcheck and errors") {
+  namespace F = nn::functional;
+  nn::Hardtanh bounded{nn::HardtanhOptions().min_val(-2).max_val(0.5)};
+  check_values(bounded(tensor({-3.0, 0.25, 1.0})), {-2, 0.25, 0.5});
+  nn::GLU glu{nn::GLUOptions().dim(0)};
+  const Tensor halves = tensor({{1.0, 2.0}, {0.0, 0.0}});
+  check_values(glu(halves), {0.5, 1.0});  // a * sigmoid(0)
+  nn::PReLU per_channel{nn::PReLUOptions().num_parameters(3).init(0.1)};
+  CHECK(per_channel->weight().shape() == Shape{3});
+  check_values(per_channel(tensor({{-1.0, -2.0, 3.0}})), {-0.1, -0.2, 3.0});
+  for (const auto& module :
+       std::vector<std::shared_ptr<nn::UnaryModule>>{nn::ReLU6().ptr(), nn::Hardsigmoid().ptr(), nn::Hardswish().ptr(),
+                                                     nn::LogSigmoid().ptr(), nn::Softsign().ptr()})
+    CHECK(module->forward(zeros({2, 3})).shape() == Shape{2, 3});
+  Generator gen(6);
+  const Tensor x = randn({3, 4}, gen, kFloat64) * 3.0;
+  check_gradients([](const TensorList& in) { return F::hardswish(in[0]) + F::logsigmoid(in[0]) + F::softsign(in[0]); },
+                  {x});
+  check_gradients([](const TensorList& in) { return F::glu(in[0], 1) * F::prelu(in[0].narrow(1, 0, 2), in[1]); },
+                  {x, tensor({0.3}, kFloat64)});
+  CHECK_THROWS_WITH_AS(F::hardtanh(x, 1.0, -1.0), "hardtanh: max_val -1 is smaller than min_val 1", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Hardtanh(nn::HardtanhOptions().min_val(2)), "Hardtanh: max_val 1 is smaller than min_val 2",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::glu(zeros({2, 3})), "glu: axis -1 of shape (2,3) has odd size 3, which does not halve",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      F::prelu(zeros({2, 3}), zeros({2})),
+      "prelu: expected a weight of one entry or one per channel (3) for an input of shape (2,3), got (2)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::PReLU(nn::PReLUOptions().num_parameters(0)),
+                       "PReLU: num_parameters must be at least 1, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(F::relu6(zeros({2}, kInt64)), doctest::Contains("hardtanh"), TypeError);
 }

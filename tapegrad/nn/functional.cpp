@@ -114,6 +114,61 @@ Tensor mish(const Tensor& x) {
   return x * tanh(tapegrad::softplus(x));
 }
 
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  check_floating(x, "hardtanh");
+  if (max_val < min_val) throw ValueError(message("hardtanh: max_val ", max_val, " is smaller than min_val ", min_val));
+  // The bounds as constants where x reaches them, so the gradient is 0 there, as torch's.
+  return where(le(x, min_val), full_like(x, min_val), where(ge(x, max_val), full_like(x, max_val), x));
+}
+
+Tensor relu6(const Tensor& x) { return hardtanh(x, 0.0, 6.0); }
+
+Tensor hardsigmoid(const Tensor& x) {
+  check_floating(x, "hardsigmoid");
+  return where(le(x, -3.0), zeros_like(x), where(ge(x, 3.0), ones_like(x), x / 6.0 + 0.5));
+}
+
+Tensor hardswish(const Tensor& x) {
+  check_floating(x, "hardswish");
+  return where(lt(x, -3.0), zeros_like(x), where(le(x, 3.0), x * (x + 3.0) / 6.0, x));
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  check_floating(x, "logsigmoid");
+  return -tapegrad::softplus(-x);
+}
+
+Tensor softsign(const Tensor& x) {
+  check_floating(x, "softsign");
+  return x / (abs(x) + 1.0);
+}
+
+Tensor glu(const Tensor& x, std::int64_t axis_arg) {
+  check_floating(x, "glu");
+  if (x.dim() == 0) throw ShapeError("glu: expected a tensor with at least one axis, got a scalar");
+  const int axis = normalize_axis(axis_arg, x.dim(), "glu");
+  const std::int64_t n = x.shape()[axis];
+  if (n % 2 != 0)
+    throw ValueError(
+        message("glu: axis ", axis_arg, " of shape ", x.shape().str(), " has odd size ", n, ", which does not halve"));
+  return x.narrow(axis, 0, n / 2) * sigmoid(x.narrow(axis, n / 2, n / 2));
+}
+
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  check_floating(x, "prelu");
+  const std::int64_t channels = x.dim() >= 2 ? x.shape()[1] : 1;
+  if (weight.dim() > 1 || (weight.numel() != 1 && weight.numel() != channels))
+    throw ShapeError(message("prelu: expected a weight of one entry or one per channel (", channels,
+                             ") for an input of shape ", x.shape().str(), ", got ", weight.shape().str()));
+  Tensor w = weight.reshape({weight.numel()});
+  if (weight.numel() > 1) {
+    Shape shape = Shape::filled(x.dim(), 1);
+    shape[1] = channels;
+    w = w.reshape(shape);
+  }
+  return where(gt(x, 0.0), x, x * w);
+}
+
 namespace {
 
 // The (before, after) pairs in pads, checked: an even count, at most one pair per axis of x.

@@ -56,6 +56,23 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 // torch's F.mish: x tanh(softplus(x)).
 Tensor mish(const Tensor& x);
 
+// torch's F.hardtanh: x clamped to [min_val, max_val], the gradient 1 strictly inside and 0 at and
+// beyond the bounds (as torch's). ValueError when max_val < min_val. relu6 is hardtanh(x, 0, 6).
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& x);
+// torch's F.hardsigmoid, x / 6 + 1/2 clamped to [0, 1] (gradient 1/6 strictly inside (-3, 3)), and
+// F.hardswish, x * hardsigmoid(x) (gradient x / 3 + 1/2 on [-3, 3], as torch's at the ends too).
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+// torch's F.logsigmoid, log(sigmoid(x)) = -softplus(-x) without overflow; F.softsign, x / (1 + |x|).
+Tensor logsigmoid(const Tensor& x);
+Tensor softsign(const Tensor& x);
+// torch's F.glu: x's halves a and b along axis, a * sigmoid(b). ValueError for an odd axis size.
+Tensor glu(const Tensor& x, std::int64_t axis = -1);
+// torch's F.prelu: x where x > 0, weight * x elsewhere; weight has one entry, or one per channel
+// (x's axis 1). ShapeError for another weight size.
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 // torch's F.pad in constant mode: pads holds (before, after) pairs for the last axis first, then
 // the one before it, and so on (at most one pair per axis); each pads that many `value` elements
 // before and after the axis, and a negative count crops instead. The gradient of the padding is

@@ -152,6 +152,27 @@ Tensor SoftplusImpl::forward(const Tensor& x) { return functional::softplus(x, b
 
 Tensor MishImpl::forward(const Tensor& x) { return functional::mish(x); }
 
+HardtanhImpl::HardtanhImpl(const HardtanhOptions& options) : min_val_(options.min_val()), max_val_(options.max_val()) {
+  if (max_val_ < min_val_)
+    throw ValueError(message("Hardtanh: max_val ", max_val_, " is smaller than min_val ", min_val_));
+}
+
+Tensor HardtanhImpl::forward(const Tensor& x) { return functional::hardtanh(x, min_val_, max_val_); }
+Tensor ReLU6Impl::forward(const Tensor& x) { return functional::relu6(x); }
+Tensor HardsigmoidImpl::forward(const Tensor& x) { return functional::hardsigmoid(x); }
+Tensor HardswishImpl::forward(const Tensor& x) { return functional::hardswish(x); }
+Tensor LogSigmoidImpl::forward(const Tensor& x) { return functional::logsigmoid(x); }
+Tensor SoftsignImpl::forward(const Tensor& x) { return functional::softsign(x); }
+Tensor GLUImpl::forward(const Tensor& x) { return functional::glu(x, dim_); }
+
+PReLUImpl::PReLUImpl(const PReLUOptions& options) {
+  if (options.num_parameters() < 1)
+    throw ValueError(message("PReLU: num_parameters must be at least 1, got ", options.num_parameters()));
+  weight_ = register_parameter("weight", full({options.num_parameters()}, options.init()));
+}
+
+Tensor PReLUImpl::forward(const Tensor& x) { return functional::prelu(x, weight_); }
+
 Tensor TanhImpl::forward(const Tensor& x) { return tanh(x); }
 
 Tensor SigmoidImpl::forward(const Tensor& x) { return sigmoid(x); }

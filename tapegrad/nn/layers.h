@@ -1,6 +1,7 @@
 #pragma once
 // Layers with PyTorch's names, semantics and option defaults: Embedding, LayerNorm, RMSNorm,
-// Dropout, the activations (ReLU, GELU, LeakyReLU, SiLU, ELU, SELU, CELU, Softplus, Mish, Tanh,
+// Dropout, the activations (ReLU, GELU, LeakyReLU, SiLU, ELU, SELU, CELU, Softplus, Mish, Hardtanh,
+// ReLU6, Hardsigmoid, Hardswish, LogSigmoid, Softsign, GLU, PReLU, Tanh,
 // Sigmoid, Softmax, LogSoftmax), Identity, Flatten, Sequential and the position-wise FeedForward
 // network.
 //
@@ -267,6 +268,88 @@ class MishImpl : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 TAPEGRAD_MODULE(Mish);
+
+struct HardtanhOptions {
+  TAPEGRAD_ARG(double, min_val) = -1.0;
+  TAPEGRAD_ARG(double, max_val) = 1.0;
+};
+
+// Hardtanh: x clamped to [min_val, max_val] (functional::hardtanh). ValueError at construction when
+// max_val < min_val.
+class HardtanhImpl : public UnaryModule {
+ public:
+  explicit HardtanhImpl(const HardtanhOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double min_val_, max_val_;
+};
+TAPEGRAD_MODULE(Hardtanh);
+
+// ReLU6, Hardsigmoid, Hardswish, LogSigmoid and Softsign: functional's relu6, hardsigmoid, hardswish,
+// logsigmoid and softsign.
+class ReLU6Impl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(ReLU6);
+
+class HardsigmoidImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Hardsigmoid);
+
+class HardswishImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Hardswish);
+
+class LogSigmoidImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(LogSigmoid);
+
+class SoftsignImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Softsign);
+
+struct GLUOptions {
+  TAPEGRAD_ARG(std::int64_t, dim) = -1;
+};
+
+// GLU: the input's halves a and b along dim, a * sigmoid(b) (functional::glu).
+class GLUImpl : public UnaryModule {
+ public:
+  explicit GLUImpl(const GLUOptions& options = {}) : dim_(options.dim()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::int64_t dim_;
+};
+TAPEGRAD_MODULE(GLU);
+
+struct PReLUOptions {
+  TAPEGRAD_ARG(std::int64_t, num_parameters) = 1;  // 1, or the input's channels (axis 1)
+  TAPEGRAD_ARG(double, init) = 0.25;
+};
+
+// PReLU: x where x > 0, weight * x elsewhere, the slope a parameter (functional::prelu); weight
+// (num_parameters) starts at init, as torch's.
+class PReLUImpl : public UnaryModule {
+ public:
+  explicit PReLUImpl(const PReLUOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  const Tensor& weight() const { return weight_; }
+
+ private:
+  Tensor weight_;
+};
+TAPEGRAD_MODULE(PReLU);
 
 class TanhImpl : public UnaryModule {
  public:

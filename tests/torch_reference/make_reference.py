@@ -1033,6 +1033,23 @@ def resample_case(seed, kind, *, x_shape, size=None, scale_factor=None, mode="ne
     return finish_case("resample", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def activation_case(seed, name, *, x_shape, scale=3.0, **options):
+    """One of the activations F.hardtanh, relu6, hardsigmoid, hardswish, logsigmoid, softsign, glu and
+    prelu (its weight an input), on x = scale * standard normals (reaching past the kinks)."""
+    torch.manual_seed(seed)
+    inputs = {"x": leaf(randn(*x_shape) * scale)}
+    tolerance = {"grad_rel_tol": options.pop("grad_rel_tol")} if "grad_rel_tol" in options else {}
+    if name == "prelu":
+        inputs["weight"] = leaf(randn(options.pop("channels")))
+        output = F.prelu(inputs["x"], inputs["weight"])
+    else:
+        output = getattr(F, name)(inputs["x"], **options)
+    outputs = {"output": output}
+    cotangents = {n: cotangent_like(o) for n, o in outputs.items()}
+    return finish_case("activation", dict(options, name=name, **tolerance), inputs, lambda grad: {}, outputs,
+                       cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1166,6 +1183,17 @@ def main():
                                                   mode="linear"),
         "pixel_shuffle": resample_case(170, "pixel_shuffle", x_shape=(2, 8, 3, 2), factor=2),
         "pixel_unshuffle_unbatched": resample_case(171, "pixel_unshuffle", x_shape=(3, 6, 4), factor=2),
+        "hardtanh_bounds": activation_case(172, "hardtanh", x_shape=(3, 5), min_val=-2.0, max_val=0.5),
+        "relu6": activation_case(173, "relu6", x_shape=(3, 5), scale=5.0),
+        # torch's hardsigmoid backward multiplies by 1.0f / 6.0f, a float32 sixth, in float64 too (3e-8 off);
+        # tapegrad's gradient is the exact 1/6, so the input gradient is compared to 1e-7.
+        "hardsigmoid": activation_case(174, "hardsigmoid", x_shape=(3, 5), grad_rel_tol=1e-7),
+        "hardswish": activation_case(175, "hardswish", x_shape=(3, 5)),
+        "logsigmoid": activation_case(176, "logsigmoid", x_shape=(3, 5), scale=20.0),
+        "softsign": activation_case(177, "softsign", x_shape=(3, 5)),
+        "glu_axis_1": activation_case(178, "glu", x_shape=(2, 6, 3), dim=1),
+        "prelu_per_channel": activation_case(179, "prelu", x_shape=(2, 3, 4), channels=3),
+        "prelu_shared": activation_case(180, "prelu", x_shape=(4, 5), channels=1),
         "max_pool2d_ceil_mode": pool_case(144, "max", 2, x_shape=(2, 3, 8, 7), kernel_size=(3, 2), stride=2,
                                           padding=(1, 0), ceil_mode=True),
         "max_pool1d_ceil_mode_dilation": pool_case(145, "max", 1, x_shape=(2, 3, 10), kernel_size=3, stride=2,
