@@ -1,6 +1,6 @@
 // Resampling (tapegrad/nn/upsampling.h): Upsample, PixelShuffle and PixelUnshuffle modules on worked
-// cases, second-order gradients, and the errors. Values and first-order gradients against torch are in
-// test_torch_reference.cpp.
+// cases, second-order gradients, and the errors (values and first-order gradients against torch are
+// in test_torch_reference.cpp); the padding modules (tapegrad/nn/padding.h) against torch's values.
 
 #include <doctest/doctest.h>
 
@@ -86,4 +86,34 @@ TEST_CASE("upsampling: errors name the op and the values") {
                        ValueError);
   CHECK_THROWS_WITH_AS(F::pixel_shuffle(zeros({4, 4}), 2),
                        "pixel_shuffle: expected an input of shape (*, C, H, W), got (4,4)", ShapeError);
+}
+
+TEST_CASE("padding modules: torch 1.13's values, the padding spec, and errors") {
+  // torch: nn.ReflectionPad2d((1, 1, 2, 0)) of arange(9).reshape(1, 1, 3, 3).
+  nn::ReflectionPad2d reflect{nn::PadOptions({1, 1, 2, 0})};
+  const Tensor x = arange(0, 9, 1, kFloat64).reshape({1, 1, 3, 3});
+  const Tensor y = reflect(x);
+  CHECK(y.shape() == Shape{1, 1, 5, 5});
+  check_values(y, {7, 6, 7, 8, 7, 4, 3, 4, 5, 4, 1, 0, 1, 2, 1, 4, 3, 4, 5, 4, 7, 6, 7, 8, 7}, 1e-15);
+  // nn.ReplicationPad1d((2, 1)), nn.ConstantPad1d(1, -1.0), nn.ZeroPad2d(1).
+  nn::ReplicationPad1d replicate{nn::PadOptions({2, 1})};
+  check_values(replicate(arange(0, 3, 1, kFloat64).reshape({1, 1, 3})), {0, 0, 0, 1, 2, 2}, 1e-15);
+  nn::ConstantPad1d constant{nn::PadOptions({1}).value(-1.0)};
+  check_values(constant(arange(0, 3, 1, kFloat64).reshape({1, 3})), {-1, 0, 1, 2, -1}, 1e-15);
+  nn::ZeroPad2d zero{nn::PadOptions({1})};
+  check_values(zero(ones({1, 1, 1, 1}, kFloat64)), {0, 0, 0, 0, 1, 0, 0, 0, 0}, 1e-15);
+  nn::ReplicationPad2d edges{nn::PadOptions({1})};
+  nn::ConstantPad2d fill{nn::PadOptions({0, 1, 1, 0}).value(7.0)};
+  nn::ReflectionPad1d mirror{nn::PadOptions({1})};
+  CHECK(edges(zeros({2, 3, 4})).shape() == Shape{2, 5, 6});
+  CHECK(fill(zeros({2, 3, 4})).shape() == Shape{2, 4, 5});
+  CHECK(mirror(zeros({2, 3})).shape() == Shape{2, 5});
+  CHECK(reflect->pads() == std::vector<std::int64_t>{1, 1, 2, 0});
+  CHECK_THROWS_WITH_AS(nn::ReflectionPad2d(nn::PadOptions({1, 2})),
+                       "ReflectionPad2d: padding takes one value or 4 (left, right, top, bottom), got (1,2)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(reflect(zeros({3, 3})),
+                       "ReflectionPad2d: expected an input with at least 3 axes, got shape (3,3)", ShapeError);
+  CHECK_THROWS_WITH_AS(mirror(zeros({2, 1})), doctest::Contains("pad (reflect): pads (1, 1) do not fit axis 1"),
+                       ValueError);
 }

@@ -17,6 +17,7 @@
 #include "tapegrad/nn/losses.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/moe.h"
+#include "tapegrad/nn/padding.h"
 #include "tapegrad/nn/pointer_sentinel.h"
 #include "tapegrad/nn/positions.h"
 #include "tapegrad/nn/recurrent.h"
