@@ -46,6 +46,9 @@ TEST_CASE("indexing: integers, slices, None and Ellipsis make views with torch's
   // x[None, True] and x[False]: new axes of size 1 and 0
   CHECK(x.index({None, true}).shape() == Shape{1, 1, 2, 3, 4});
   CHECK(x.index({false}).shape() == Shape{0, 2, 3, 4});
+  // A 0-dim bool tensor as well (torch: x[tensor(True)] has shape (1, 2, 3, 4)).
+  CHECK(x.index({full({}, 1.0, kBool)}).shape() == Shape{1, 2, 3, 4});
+  CHECK(x.index({Slice(), full({}, 0.0, kBool)}).shape() == Shape{2, 0, 3, 4});
   // An empty list, and an Ellipsis standing for nothing, give x's own shape.
   CHECK(x.index({}).shape() == x.shape());
   CHECK(x.index({0, 0, 0, Ellipsis}).dim() == 0);

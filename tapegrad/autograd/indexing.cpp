@@ -55,6 +55,12 @@ Partial apply_views(const Tensor& x, const std::vector<TensorIndex>& items, cons
                              " has ", x.dim()));
   Partial p{x, {}, {}};
   int axis = 0;  // the axis of p.view the next item takes
+  // true / false, and a 0-dim bool tensor: a new axis of size 1 or 0.
+  auto new_axis = [&p, &axis](bool keep) {
+    p.view = p.view.unsqueeze(axis);
+    if (!keep) p.view = p.view.narrow(axis, 0, 0);
+    ++axis;
+  };
   for (std::size_t i = 0; i < items.size(); ++i) {
     const TensorIndex& item = items[i];
     switch (item.kind()) {
@@ -80,9 +86,7 @@ Partial apply_views(const Tensor& x, const std::vector<TensorIndex>& items, cons
         p.view = p.view.unsqueeze(axis++);
         break;
       case Kind::Boolean:
-        p.view = p.view.unsqueeze(axis);
-        if (item.integer() == 0) p.view = p.view.narrow(axis, 0, 0);
-        ++axis;
+        new_axis(item.integer() != 0);
         break;
       case Kind::Ellipsis:
         axis += x.dim() - taken;
@@ -98,6 +102,10 @@ Partial apply_views(const Tensor& x, const std::vector<TensorIndex>& items, cons
         if (t.dtype() != kBool)
           throw TypeError(message(op, ": the tensor at position ", i, " is ", dtype_name(t.dtype()),
                                   "; index tensors must be int64 or bool"));
+        if (t.dim() == 0) {
+          new_axis(t.item() != 0.0);
+          break;
+        }
         const Shape covered(p.view.shape().begin() + axis, p.view.shape().begin() + axis + t.dim());
         if (t.shape() != covered)
           throw IndexError(message(op, ": the mask at position ", i, " has shape ", t.shape().str(),
