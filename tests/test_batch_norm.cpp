@@ -139,6 +139,8 @@ TEST_CASE("group norm: the module's parameters, a worked case, train and eval al
                        "group_norm: 4 groups do not split the 6 channels of an input of shape (2,6)", ValueError);
   CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({6}), 2),
                        "group_norm: expected an input of shape (N, C, ...), got (6)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({0, 4, 3}), 2),
+                       "group_norm: the input of shape (0,4,3) is empty", ShapeError);
   CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({2, 6}), 2, zeros({5})),
                        "group_norm: expected weight of shape (6) for an input of shape (2,6), got (5)", ShapeError);
 }

@@ -369,6 +369,26 @@ TEST_CASE("conv: the new ops' errors name the op, the option and the values") {
                        "adaptive_avg_pool2d: expected a floating-point input, got int64", TypeError);
   CHECK_THROWS_WITH_AS(F::adaptive_max_pool1d(zeros({2, 4, 5}), {1, 2}),
                        "adaptive_max_pool1d: output_size takes one value, got 2 in (1,2)", ValueError);
+  const Tensor w = zeros({4, 2, 3, 3});
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, w, Tensor(), {0}),
+                       "conv_transpose2d: stride (0) and dilation (1) must be at least 1 and padding (0) at least 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, w, Tensor(), {1}, {0}, {0}, 1, {1, 0}),
+                       "conv_transpose2d: stride (1) and dilation (1,0) must be at least 1 and padding (0) at least 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv_transpose2d(x, w, Tensor(), {1}, {0, -1}),
+                       "conv_transpose2d: stride (1) and dilation (1) must be at least 1 and padding (0,-1) at least 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::conv1d(zeros({2, 4, 5}), zeros({6, 4, 3}), Tensor(), {1}, Dims{1, 1}),
+                       "conv1d: padding takes one value, got 2 in (1,1)", ValueError);
+  // Every 1-D form checks its input's rank the same way.
+  CHECK_THROWS_WITH_AS(F::conv_transpose1d(zeros({5}), zeros({4, 2, 3})),
+                       "conv_transpose1d: expected an input of shape (N, C, L) or (C, L), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::adaptive_avg_pool1d(zeros({5}), {2}),
+                       "adaptive_avg_pool1d: expected an input of shape (N, C, L) or (C, L), got (5)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::adaptive_max_pool1d(x, {2}),
+                       "adaptive_max_pool1d: expected an input of shape (N, C, L) or (C, L), got (2,4,5,5)",
+                       ShapeError);
 }
 
 TEST_CASE("conv: a small CNN learns to tell horizontal from vertical bars") {

@@ -240,6 +240,22 @@ TEST_CASE("indexing: errors name the op, the item's position and the values") {
   CHECK_THROWS_WITH_AS(x.index_put_({0, 5}, 1.0),
                        "index_put_: index 5 at position 1 is out of range for an axis of size 3 (shape (2,3,4))",
                        IndexError);
+  CHECK_THROWS_WITH_AS(x.index_put_({Slice(), tensor({0, 1}, kInt64)}, zeros({2, 2, 4}, kInt64)),
+                       "index_put: x is float32 but values are int64", TypeError);
+  CHECK_THROWS_WITH_AS(x.index({tensor({0, 1}, kInt64), tensor({0.0, 1.0})}),
+                       "index: the tensor at position 1 is float32; index tensors must be int64 or bool", TypeError);
+  CHECK_THROWS_WITH_AS(index(x, TensorList{tensor({0, 1}, kInt64), tensor({0.0, 1.0})}),
+                       "index: every index must be an int64 tensor, got float32", TypeError);
   // Nothing was written by the refused calls.
   check_values(x, range(24), 1e-15);
+  // An expanded tensor's entries share memory: a write through an index tensor is refused, as torch
+  // refuses it; a row of it is an ordinary view and takes the write.
+  const Tensor base = zeros({3});
+  CHECK_THROWS_WITH_AS(base.expand({2, 3}).index_put_({tensor({0}, kInt64)}, 1.0),
+                       "index_put_: the tensor written in place (shape (2,3), strides (0,1)) has elements that share "
+                       "memory, as an expanded tensor does; clone() it first",
+                       ValueError);
+  check_values(base, {0, 0, 0});
+  base.expand({2, 3}).index_put_({0}, 1.0);
+  check_values(base, {1, 1, 1});
 }

@@ -52,6 +52,21 @@ TEST_CASE("upsampling: gradcheck first and second order") {
       {x});
   check_gradients([](const TensorList& in) { return F::pixel_shuffle(in[0], 2); },
                   {randn({1, 8, 2, 3}, gen, kFloat64)});
+  check_gradients([](const TensorList& in) { return F::pixel_unshuffle(in[0], 2); },
+                  {randn({2, 1, 4, 6}, gen, kFloat64)});
+  const Tensor line = randn({2, 3, 5}, gen, kFloat64);
+  for (const bool corners : {false, true})
+    check_gradients(
+        [corners](const TensorList& in) {
+          return F::interpolate(
+              in[0], F::InterpolateOptions().size({8}).mode(nn::InterpolateMode::Linear).align_corners(corners));
+        },
+        {line});
+  check_gradients(
+      [](const TensorList& in) {
+        return F::interpolate(in[0], F::InterpolateOptions().scale_factor({0.6}).mode(nn::InterpolateMode::Linear));
+      },
+      {line});
 }
 
 TEST_CASE("upsampling: errors name the op and the values") {
@@ -72,6 +87,8 @@ TEST_CASE("upsampling: errors name the op and the values") {
                        "interpolate: scale_factor must be positive, got -2", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2, 2, 2})),
                        "interpolate: size takes one value or 2, got (2,2,2)", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({2, 2, 2})),
+                       "interpolate: scale_factor takes one value or 2, got 3", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({2, 3}), F::InterpolateOptions().size({2})),
                        "interpolate: expected an input of shape (N, C, L) or (N, C, H, W), got (2,3)", ShapeError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({1, 1, 2}, kInt64), F::InterpolateOptions().size({4})),

@@ -130,19 +130,16 @@ int index_shape_position(const std::vector<int>& axes) {
   return axes.front();
 }
 
-// The axes of view with the indexed ones first, the others after them in order.
-Dims indexed_first(const Partial& p) {
+// The view with the indexed axes first, the others after them in order (the view itself when they
+// already are).
+Tensor indexed_first(const Partial& p) {
   Dims order;
   for (int a : p.axes) order.push_back(a);
   for (int a = 0; a < p.view.dim(); ++a)
     if (std::find(p.axes.begin(), p.axes.end(), a) == p.axes.end()) order.push_back(a);
-  return order;
-}
-
-bool is_identity(const Dims& order) {
   for (int a = 0; a < order.size(); ++a)
-    if (order[a] != a) return false;
-  return true;
+    if (order[a] != a) return p.view.permute(order);
+  return p.view;
 }
 
 // The permutation taking a result laid out (index shape of `batch` axes, the rest) to one with the
@@ -165,8 +162,7 @@ Dims move_batch(int rank, int batch, int position, bool inverse) {
 Tensor Tensor::index(const std::vector<TensorIndex>& indices) const {
   const Partial p = apply_views(*this, indices, "index");
   if (p.tensors.empty()) return p.view;
-  const Dims order = indexed_first(p);
-  const Tensor front = is_identity(order) ? p.view : p.view.permute(order);
+  const Tensor front = indexed_first(p);
   const Tensor out = tapegrad::index(front, p.tensors);  // (index shape, the other axes)
   const int position = index_shape_position(p.axes);
   if (position == 0) return out;
@@ -181,8 +177,7 @@ const Tensor& Tensor::index_put_(const std::vector<TensorIndex>& indices, const 
     else p.view.copy_(values);
     return *this;
   }
-  const Dims order = indexed_first(p);
-  const Tensor front = is_identity(order) ? p.view : p.view.permute(order);
+  const Tensor front = indexed_first(p);
   const int position = index_shape_position(p.axes);
   Tensor v = values;
   if (position != 0) {
@@ -210,8 +205,7 @@ const Tensor& Tensor::index_put_(const std::vector<TensorIndex>& indices, double
     p.view.fill_(value);
     return *this;
   }
-  const Dims order = indexed_first(p);
-  const Tensor front = is_identity(order) ? p.view : p.view.permute(order);
+  const Tensor front = indexed_first(p);
   detail::index_put_leading(front, p.tensors, full({}, value, dtype()), false);
   return *this;
 }

@@ -10,6 +10,7 @@
 
 #include "tapegrad/autograd/autocast.h"
 #include "tapegrad/nn/functional.h"
+#include "tapegrad/nn/layout.h"
 
 namespace tapegrad::nn {
 
@@ -44,6 +45,12 @@ Dims over_length(const Dims& values, std::int64_t fill, const char* op, const ch
   if (values.size() != 1)
     throw ValueError(message(op, ": ", name, " takes one value, got ", values.size(), " in ", values.str()));
   return {fill, values[0]};
+}
+
+// The 1-D forms' input: (N, C, L) or (C, L).
+void check_1d_input(const Tensor& x, const char* op) {
+  if (x.dim() != 2 && x.dim() != 3)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
 }
 
 // The pools' kernel and padding, checked before the padding is applied (unfold checks the rest):
@@ -151,8 +158,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
               const Dims& dilation, std::int64_t groups) {
   const char* op = "conv1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   if (weight.dim() != 3)
     throw ShapeError(message(op, ": expected a weight of shape (out_channels, in_channels / groups, k), got ",
                              weight.shape().str()));
@@ -212,8 +218,7 @@ Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
                   const Dims& dilation, bool ceil_mode) {
   const char* op = "max_pool1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   return squeeze(
       max_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
                  stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"), over_length(padding, 0, op, "padding"),
@@ -224,8 +229,7 @@ Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
                   bool count_include_pad, bool ceil_mode) {
   const char* op = "avg_pool1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   return squeeze(avg_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
                             stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"),
                             over_length(padding, 0, op, "padding"), count_include_pad, ceil_mode),
@@ -293,8 +297,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
                         const Dims& padding, const Dims& output_padding, std::int64_t groups, const Dims& dilation) {
   const char* op = "conv_transpose1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   if (weight.dim() != 3)
     throw ShapeError(message(op, ": expected a weight of shape (in_channels, out_channels / groups, k), got ",
                              weight.shape().str()));
@@ -383,32 +386,23 @@ Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
   std::int64_t kh = 0, kw = 0;
   const Tensor rows = window_indices(x.shape()[x.dim() - 2], size[0], kh);
   const Tensor cols = window_indices(x.shape()[x.dim() - 1], size[1], kw);
-  Shape lead;
-  for (int d = 0; d + 2 < x.dim(); ++d) lead.push_back(x.shape()[d]);
-  const int l = lead.size();
-  Shape split = lead;  // lead + (oh, kh, ow, kw)
-  for (const std::int64_t e : {size[0], kh, size[1], kw}) split.push_back(e);
-  Tensor windows = reshape(index_select(index_select(x, -2, rows), -1, cols), split);
-  Dims order;
-  for (int d = 0; d < l; ++d) order.push_back(d);
-  for (const int d : {0, 2, 1, 3}) order.push_back(l + d);
-  Shape flat = lead;  // lead + (oh, ow, kh * kw)
-  for (const std::int64_t e : {size[0], size[1], kh * kw}) flat.push_back(e);
-  windows = reshape(permute(windows, order), flat);
-  return squeeze(gather(windows, -1, argmax(windows, -1, /*keepdim=*/true)), -1);
+  const int lead = x.dim() - 2;
+  const Tensor windows = reshape(index_select(index_select(x, -2, rows), -1, cols),
+                                 detail::lead_then_shape(x, 2, {size[0], kh, size[1], kw}));
+  const Tensor flat = reshape(permute(windows, detail::lead_then(lead, {0, 2, 1, 3})),
+                              detail::lead_then_shape(x, 2, {size[0], size[1], kh * kw}));
+  return squeeze(gather(flat, -1, argmax(flat, -1, /*keepdim=*/true)), -1);
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size) {
   const char* op = "adaptive_avg_pool1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   return squeeze(adaptive_avg_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
 }
 
 Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size) {
   const char* op = "adaptive_max_pool1d";
-  if (x.dim() != 2 && x.dim() != 3)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  check_1d_input(x, op);
   return squeeze(adaptive_max_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
 }
 

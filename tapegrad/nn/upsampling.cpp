@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/nn/layout.h"
+
 namespace tapegrad::nn::functional {
 
 namespace {
@@ -24,12 +26,14 @@ AxisReads axis_reads(std::int64_t in, std::int64_t out, const std::vector<double
   AxisReads r;
   const bool scaled = !factor.empty();
   const double f = scaled ? factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)] : 0.0;
+  // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
+  const float nearest_scale = scaled ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
+  const double linear_scale = scaled ? 1.0 / f : static_cast<double>(in) / static_cast<double>(out);
   for (std::int64_t i = 0; i < out; ++i) {
     if (o.mode() == InterpolateMode::Nearest) {
-      // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
-      const float scale = scaled ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
       const auto j =
-          out == in ? i : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * scale)), in - 1);
+          out == in ? i
+                    : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * nearest_scale)), in - 1);
       r.low.push_back(j);
       r.high.push_back(j);
       r.weight.push_back(0.0);
@@ -39,8 +43,7 @@ AxisReads axis_reads(std::int64_t in, std::int64_t out, const std::vector<double
     if (o.align_corners()) {
       source = out > 1 ? static_cast<double>(i) * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
     } else {
-      const double scale = scaled ? 1.0 / f : static_cast<double>(in) / static_cast<double>(out);
-      source = std::max(0.0, (static_cast<double>(i) + 0.5) * scale - 0.5);
+      source = std::max(0.0, (static_cast<double>(i) + 0.5) * linear_scale - 0.5);
     }
     const auto low = std::min(static_cast<std::int64_t>(source), in - 1);
     r.low.push_back(low);
@@ -104,27 +107,6 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   return y;
 }
 
-namespace {
-
-// x's leading axes (all but the last three), then `tail`.
-Shape with_lead(const Tensor& x, std::initializer_list<std::int64_t> tail) {
-  Shape shape;
-  for (int d = 0; d + 3 < x.dim(); ++d) shape.push_back(x.shape()[d]);
-  for (const std::int64_t e : tail) shape.push_back(e);
-  return shape;
-}
-
-// The permutation keeping x's leading axes and ordering the last `k` as `tail` (indices from the
-// first of them).
-Dims lead_then(int lead, std::initializer_list<int> tail) {
-  Dims order;
-  for (int d = 0; d < lead; ++d) order.push_back(d);
-  for (const int d : tail) order.push_back(lead + d);
-  return order;
-}
-
-}  // namespace
-
 Tensor pixel_shuffle(const Tensor& x, std::int64_t r) {
   const char* op = "pixel_shuffle";
   if (x.dim() < 3) throw ShapeError(message(op, ": expected an input of shape (*, C, H, W), got ", x.shape().str()));
@@ -133,8 +115,9 @@ Tensor pixel_shuffle(const Tensor& x, std::int64_t r) {
     throw ValueError(message(op, ": upscale_factor ", r, " must be at least 1 and its square divide the ", c,
                              " channels of an input of shape ", x.shape().str()));
   const int lead = x.dim() - 3;
-  const Tensor blocks = reshape(x, with_lead(x, {c / (r * r), r, r, h, w}));  // (*, C, r, r, H, W)
-  return reshape(permute(blocks, lead_then(lead, {0, 3, 1, 4, 2})), with_lead(x, {c / (r * r), h * r, w * r}));
+  const Tensor blocks = reshape(x, detail::lead_then_shape(x, 3, {c / (r * r), r, r, h, w}));  // (*, C, r, r, H, W)
+  return reshape(permute(blocks, detail::lead_then(lead, {0, 3, 1, 4, 2})),
+                 detail::lead_then_shape(x, 3, {c / (r * r), h * r, w * r}));
 }
 
 Tensor pixel_unshuffle(const Tensor& x, std::int64_t r) {
@@ -145,8 +128,10 @@ Tensor pixel_unshuffle(const Tensor& x, std::int64_t r) {
     throw ValueError(message(op, ": downscale_factor ", r, " must be at least 1 and divide the height and width of ",
                              "an input of shape ", x.shape().str()));
   const int lead = x.dim() - 3;
-  const Tensor blocks = reshape(x, with_lead(x, {c, h / r, r, w / r, r}));  // (*, C, H / r, r, W / r, r)
-  return reshape(permute(blocks, lead_then(lead, {0, 2, 4, 1, 3})), with_lead(x, {c * r * r, h / r, w / r}));
+  const Tensor blocks =
+      reshape(x, detail::lead_then_shape(x, 3, {c, h / r, r, w / r, r}));  // (*, C, H / r, r, W / r, r)
+  return reshape(permute(blocks, detail::lead_then(lead, {0, 2, 4, 1, 3})),
+                 detail::lead_then_shape(x, 3, {c * r * r, h / r, w / r}));
 }
 
 }  // namespace tapegrad::nn::functional
