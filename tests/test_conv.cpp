@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "tapegrad/nn/nn.h"
@@ -422,4 +423,80 @@ TEST_CASE("conv: a small CNN learns to tell horizontal from vertical bars") {
   const double last = nn::cross_entropy(logits(), y).item();
   CHECK(last < 0.1 * first);
   CHECK(argmax(logits(), 1).to_vector<std::int64_t>() == labels);
+}
+
+TEST_CASE("conv: max pools' indices and max_unpool, as torch 1.13 gives them") {
+  // torch.nn.functional.max_pool2d(x, ..., return_indices=True) on this image, its indices the
+  // offsets row * 5 + column in the 4 x 5 plane.
+  const Tensor x =
+      tensor({3.0, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}, kFloat64).reshape({1, 1, 4, 5});
+  const auto check_pool = [&](const std::pair<Tensor, Tensor>& pooled, const std::vector<double>& values,
+                              const std::vector<double>& indices) {
+    check_values(pooled.first, values, 1e-15);
+    CHECK(pooled.second.dtype() == kInt64);
+    CHECK(pooled.second.shape() == pooled.first.shape());
+    check_values(pooled.second.to(kFloat64), indices, 1e-15);
+  };
+  check_pool(F::max_pool2d_with_indices(x, {2}), {9, 6, 8, 9}, {5, 7, 11, 12});
+  check_pool(F::max_pool2d_with_indices(x, {2}, {}, {0}, {1}, /*ceil_mode=*/true), {9, 6, 5, 8, 9, 9},
+             {5, 7, 4, 11, 12, 14});
+  check_pool(F::max_pool2d_with_indices(x, {3}, {2}, {1}), {9, 6, 5, 9, 9, 9}, {5, 7, 4, 5, 12, 14});
+  check_pool(F::max_pool2d_with_indices(x, {2}, {1}, {0}, {2}), {9, 8, 9, 9, 8, 6}, {12, 11, 12, 5, 18, 7});
+  // Ties go to the first, a NaN to the window's last one, a window of -inf to its first pixel.
+  const double nan = std::nan("");
+  const Tensor ties = tensor({2.0, 2, 1, 1, 2, 0, 1, 1}, kFloat64).reshape({1, 1, 2, 4});
+  check_values(F::max_pool2d_with_indices(ties, {2}).second.to(kFloat64), {0, 2}, 1e-15);
+  const Tensor nans = tensor({1.0, nan, 2, nan, nan, 7, 3, 3}, kFloat64).reshape({1, 1, 2, 4});
+  check_values(F::max_pool2d_with_indices(nans, {2}).second.to(kFloat64), {4, 3}, 1e-15);
+  const Tensor low = full({1, 1, 2, 2}, -std::numeric_limits<double>::infinity(), kFloat64);
+  check_values(F::max_pool2d_with_indices(low, {2}, {}, {1}).second.to(kFloat64), {0, 1, 2, 3}, 1e-15);
+  // The gradient reaches the indexed entries: the NaN window's last NaN.
+  const Tensor leaf = nans.clone().requires_grad_();
+  sum(F::max_pool2d(leaf, {2})).backward();
+  check_values(leaf.grad(), {0, 0, 0, 1, 1, 0, 0, 0}, 1e-15);
+  // 1-D: positions along L.
+  const Tensor line = tensor({1.0, 5, 2, 2, 0, 7}, kFloat64).reshape({1, 1, 6});
+  const auto [line_values, line_indices] = F::max_pool1d_with_indices(line, {2});
+  check_values(line_indices.to(kFloat64), {1, 2, 5}, 1e-15);
+  check_values(F::max_unpool1d(line_values, line_indices, {2}), {0, 5, 2, 0, 0, 7}, 1e-15);
+  // Unpooling writes each value back where it came from: the default size (H - 1) * stride -
+  // 2 * padding + kernel, 4 x 4 here, or the input's 4 x 5 given as output_size.
+  const auto [values, indices] = F::max_pool2d_with_indices(x, {2});
+  const Tensor back = F::max_unpool2d(values, indices, {2});
+  CHECK(back.shape() == Shape{1, 1, 4, 4});
+  check_values(back, {0, 0, 0, 0, 0, 9, 0, 6, 0, 0, 0, 8, 9, 0, 0, 0}, 1e-15);
+  check_values(F::max_unpool2d(values, indices, {2}, {}, {0}, {4, 5}),
+               {0, 0, 0, 0, 0, 9, 0, 6, 0, 0, 0, 8, 9, 0, 0, 0, 0, 0, 0, 0}, 1e-15);
+  // The modules give the same pair.
+  nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
+  tapegrad::testing::check_close(pool->forward_with_indices(x).second, indices, 0.0);
+  nn::MaxPool1d pool1{nn::MaxPoolOptions({2})};
+  tapegrad::testing::check_close(pool1->forward_with_indices(line).second, line_indices, 0.0);
+  // Gradients of unpooling, first and second order, and of the pool through its indices.
+  Generator gen(12);
+  const Tensor image = randn({2, 3, 6, 7}, gen, kFloat64);
+  const Tensor where = F::max_pool2d_with_indices(image, {3}, {2}, {1}).second;
+  check_gradients(
+      [where](const TensorList& in) {
+        return F::max_unpool2d(in[0], where, {3}, {2}, {1}, {6, 7});
+      },
+      {randn(where.shape(), gen, kFloat64)});
+  check_gradients(
+      [](const TensorList& in) { return F::max_pool2d_with_indices(in[0], {3}, {2}, {1}, {1}, true).first; }, {image});
+  // Errors.
+  CHECK_THROWS_WITH_AS(F::max_unpool2d(values, indices.narrow(3, 0, 1), {2}),
+                       "max_unpool2d: expected indices of the input's shape (1,1,2,2), got (1,1,2,1)", ShapeError);
+  CHECK_THROWS_WITH_AS(F::max_unpool2d(values, indices.to(kFloat64), {2}),
+                       "max_unpool2d: expected int64 indices, got float64", TypeError);
+  CHECK_THROWS_WITH_AS(F::max_unpool2d(values, indices, {2}, {}, {0}, {2, 2}),
+                       "max_unpool2d: index 12 is outside an output plane of 2 x 2 (4 entries)", IndexError);
+  CHECK_THROWS_WITH_AS(F::max_unpool2d(values, indices, {2}, {}, {0}, {4}),
+                       "max_unpool2d: output_size takes two values (height, width), got (4)", ValueError);
+  CHECK_THROWS_WITH_AS(F::max_unpool1d(line_values, line_indices.narrow(2, 0, 2), {2}),
+                       "max_unpool1d: expected indices of the input's shape (1,1,3), got (1,1,2)", ShapeError);
+  // A window wholly in the padding (kernel 2, dilation 2, padding 1 over one pixel) has no entry to give.
+  CHECK_THROWS_WITH_AS(window_argmax(zeros({1, 1, 1, 1}), {2}, {2}, {1}, {1}),
+                       "window_argmax: window 0 along axis 2 (kernel 2, dilation 2, padding 1, stride 1) holds no "
+                       "pixel of an input of shape (1,1,1,1)",
+                       ValueError);
 }

@@ -410,6 +410,14 @@ Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {
               const Dims& stride = {1});
 Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, const Dims& dilation = {1},
             const Dims& padding = {0}, const Dims& stride = {1});
+// The indices of max pooling (torch's max_pool2d_with_indices): for every window of unfold's
+// geometry over an (N, C, H, W) or (C, H, W) input, the offset row * W + column, within its (H, W)
+// plane, of the window's first largest entry in row-major order or of its last NaN (as torch's CPU
+// kernel), the taps in the padding skipped; `overhang` rows and columns past the padded end (ceil_mode's) add windows
+// that run past it. Int64 of shape (N, C, oh, ow) or (C, oh, ow); no gradient (a gather with it is
+// the pool). ValueError when a window holds no pixel of the input.
+Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
+                     const Dims& stride = {1}, const Dims& overhang = {0});
 
 // ---------------------------------------------------------------- indexing
 // torch.nonzero: the coordinates of x's nonzero entries (NaN counts as nonzero), Int64 (n, rank),

@@ -169,24 +169,28 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
                  -2);
 }
 
-Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  const Dims& dilation, bool ceil_mode) {
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
+                                                  const Dims& padding, const Dims& dilation, bool ceil_mode) {
   const char* op = "max_pool2d";
-  if (x.dtype() == kBFloat16)  // the largest entry is one of them: exact through float32
-    return max_pool2d(x.to(kFloat32), kernel_size, stride, padding, dilation, ceil_mode).to(kBFloat16);
   const Dims& step = stride.empty() ? kernel_size : stride;
   Shape lead;
-  Tensor planes = as_planes(x, lead, op);
+  const Tensor planes = as_planes(x, lead, op);
   check_pool_window(kernel_size, padding, op);
-  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
-  const std::int64_t eh = ceil_mode ? ceil_overhang(planes.shape()[2], kernel_size, dilation, padding, step, 0) : 0;
-  const std::int64_t ew = ceil_mode ? ceil_overhang(planes.shape()[3], kernel_size, dilation, padding, step, 1) : 0;
-  if (ph > 0 || pw > 0 || eh > 0 || ew > 0)  // -inf, so that the max never picks it
-    planes = pad(planes, {pw, pw + ew, ph, ph + eh}, -std::numeric_limits<double>::infinity());
-  const Tensor cols = unfold(planes, kernel_size, dilation, {0}, step);  // (planes, kh * kw, L)
-  const Tensor best = gather(cols, 1, argmax(cols, 1, /*keepdim=*/true));
-  const std::int64_t oh = windows_along(planes.shape()[2], kernel_size, dilation, {0}, step, 0);
-  return from_planes(best, lead, oh, cols.shape()[2] / oh);
+  const std::int64_t h = planes.shape()[2], w = planes.shape()[3];
+  const std::int64_t eh = ceil_mode ? ceil_overhang(h, kernel_size, dilation, padding, step, 0) : 0;
+  const std::int64_t ew = ceil_mode ? ceil_overhang(w, kernel_size, dilation, padding, step, 1) : 0;
+  // Each window's largest entry found in place (no padded copy, no columns), then gathered: the
+  // gradient goes back through the gather to that entry alone.
+  const Tensor indices = window_argmax(planes, kernel_size, dilation, padding, step, {eh, ew});  // (P, 1, oh, ow)
+  const std::int64_t oh = indices.shape()[2], ow = indices.shape()[3];
+  const Tensor flat = reshape(indices, {lead.numel(), oh * ow});
+  const Tensor best = gather(reshape(planes, {lead.numel(), h * w}), 1, flat);
+  return {from_planes(best, lead, oh, ow), from_planes(flat, lead, oh, ow)};
+}
+
+Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
+                  const Dims& dilation, bool ceil_mode) {
+  return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
@@ -215,15 +219,72 @@ Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
   return from_planes(means, lead, oh, cols.shape()[2] / oh);
 }
 
-Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  const Dims& dilation, bool ceil_mode) {
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
+                                                  const Dims& padding, const Dims& dilation, bool ceil_mode) {
   const char* op = "max_pool1d";
   check_1d_input(x, op);
-  return squeeze(
-      max_pool2d(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
-                 stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"), over_length(padding, 0, op, "padding"),
-                 over_length(dilation, 1, op, "dilation"), ceil_mode),
-      -2);
+  auto [values, indices] = max_pool2d_with_indices(unsqueeze(x, -2), over_length(kernel_size, 1, op, "kernel_size"),
+                                                   stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"),
+                                                   over_length(padding, 0, op, "padding"),
+                                                   over_length(dilation, 1, op, "dilation"), ceil_mode);
+  return {squeeze(values, -2), squeeze(indices, -2)};  // a plane of height 1: the offset is the position
+}
+
+Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
+                  const Dims& dilation, bool ceil_mode) {
+  return max_pool1d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
+}
+
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
+                    const Dims& padding, const Dims& output_size) {
+  const char* op = "max_unpool2d";
+  Shape lead;
+  const Tensor planes = as_planes(x, lead, op);
+  if (indices.shape() != x.shape())
+    throw ShapeError(
+        message(op, ": expected indices of the input's shape ", x.shape().str(), ", got ", indices.shape().str()));
+  if (indices.dtype() != kInt64)
+    throw TypeError(message(op, ": expected int64 indices, got ", dtype_name(indices.dtype())));
+  const Dims& step = stride.empty() ? kernel_size : stride;
+  const std::pair<const Dims*, const char*> options[] = {
+      {&kernel_size, "kernel_size"}, {&step, "stride"}, {&padding, "padding"}};
+  for (const auto& [option, name] : options)
+    if (option->size() != 1 && option->size() != 2)
+      throw ValueError(
+          message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", option->str()));
+  if (!output_size.empty() && output_size.size() != 2)
+    throw ValueError(message(op, ": output_size takes two values (height, width), got ", output_size.str()));
+  std::int64_t size[2];
+  for (int a = 0; a < 2; ++a) {
+    size[a] = output_size.empty()
+                  ? (planes.shape()[2 + a] - 1) * along(step, a) - 2 * along(padding, a) + along(kernel_size, a)
+                  : output_size[a];
+    if (size[a] < 1) throw ValueError(message(op, ": the output size ", size[a], " along axis ", 2 + a, " is empty"));
+  }
+  const std::int64_t plane = size[0] * size[1], pixels = planes.shape()[2] * planes.shape()[3];
+  const Tensor flat = reshape(indices, {lead.numel(), pixels});
+  if (flat.numel() > 0) {
+    const std::int64_t low = min(flat).item<std::int64_t>(), high = max(flat).item<std::int64_t>();
+    if (low < 0 || high >= plane)
+      throw IndexError(message(op, ": index ", low < 0 ? low : high, " is outside an output plane of ", size[0], " x ",
+                               size[1], " (", plane, " entries)"));
+  }
+  const Tensor out = scatter(zeros({lead.numel(), plane}, x.dtype()), 1, flat, reshape(planes, {lead.numel(), pixels}));
+  return from_planes(out, lead, size[0], size[1]);
+}
+
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
+                    const Dims& padding, const Dims& output_size) {
+  const char* op = "max_unpool1d";
+  check_1d_input(x, op);
+  if (indices.shape() != x.shape())
+    throw ShapeError(
+        message(op, ": expected indices of the input's shape ", x.shape().str(), ", got ", indices.shape().str()));
+  return squeeze(max_unpool2d(unsqueeze(x, -2), unsqueeze(indices, -2), over_length(kernel_size, 1, op, "kernel_size"),
+                              stride.empty() ? Dims{} : over_length(stride, 1, op, "stride"),
+                              over_length(padding, 0, op, "padding"),
+                              output_size.empty() ? Dims{} : over_length(output_size, 1, op, "output_size")),
+                 -2);
 }
 
 Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
@@ -517,6 +578,16 @@ Tensor MaxPool1dImpl::forward(const Tensor& x) {
 Tensor MaxPool2dImpl::forward(const Tensor& x) {
   return functional::max_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation(),
                                 options_.ceil_mode());
+}
+
+std::pair<Tensor, Tensor> MaxPool2dImpl::forward_with_indices(const Tensor& x) {
+  return functional::max_pool2d_with_indices(x, options_.kernel_size(), options_.stride(), options_.padding(),
+                                             options_.dilation(), options_.ceil_mode());
+}
+
+std::pair<Tensor, Tensor> MaxPool1dImpl::forward_with_indices(const Tensor& x) {
+  return functional::max_pool1d_with_indices(x, options_.kernel_size(), options_.stride(), options_.padding(),
+                                             options_.dilation(), options_.ceil_mode());
 }
 
 Tensor AvgPool1dImpl::forward(const Tensor& x) {

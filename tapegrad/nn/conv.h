@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <utility>
 
 #include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/module.h"
@@ -83,13 +84,32 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
                         const Dims& dilation = {1});
 
 // torch's F.max_pool2d and F.max_pool1d: the largest value of each window (stride defaults to the
-// kernel size; the padding, at most half the kernel, is -inf). The gradient goes to the window's
-// first largest entry, as torch's; NaN counts as the largest. ceil_mode (torch's, last here) keeps
-// a last window that runs past the end, provided it starts inside the input or its left padding.
+// kernel size; the padding, at most half the kernel, is never picked). The value and its gradient
+// come from the window's first largest entry, or from its last NaN, as torch's CPU kernels. ceil_mode
+// (torch's, last here) keeps a last window that runs past the end, provided it starts inside the
+// input or its left padding.
 Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
                   const Dims& dilation = {1}, bool ceil_mode = false);
 Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
                   const Dims& dilation = {1}, bool ceil_mode = false);
+// The pooled values and, as torch's max_pool2d(..., return_indices=True), where each came from: its
+// offset row * W + column in its (H, W) plane of the input (a position along L for the 1-D form),
+// Int64 of the output's shape; max_unpool2d / 1d take them.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride = {},
+                                                  const Dims& padding = {0}, const Dims& dilation = {1},
+                                                  bool ceil_mode = false);
+std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride = {},
+                                                  const Dims& padding = {0}, const Dims& dilation = {1},
+                                                  bool ceil_mode = false);
+
+// torch's F.max_unpool2d and F.max_unpool1d: zeros of output_size (by default (H - 1) * stride -
+// 2 * padding + kernel_size along each axis; stride defaults to the kernel size) with every entry
+// of x written at the offset its index gives in its plane, as a max pool's indices say; the
+// gradient returns to x from those offsets. IndexError for an index outside the output plane.
+Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride = {},
+                    const Dims& padding = {0}, const Dims& output_size = {});
+Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride = {},
+                    const Dims& padding = {0}, const Dims& output_size = {});
 
 // torch's F.avg_pool2d and F.avg_pool1d: the mean of each window, the zero padding counted in the
 // divisor unless count_include_pad is false; with ceil_mode (after count_include_pad here, before it
@@ -229,6 +249,7 @@ class MaxPool1dImpl : public UnaryModule {
  public:
   explicit MaxPool1dImpl(const MaxPoolOptions& options) : options_(options) {}
   Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
   const MaxPoolOptions& options() const { return options_; }
 
  private:
@@ -240,6 +261,8 @@ class MaxPool2dImpl : public UnaryModule {
  public:
   explicit MaxPool2dImpl(const MaxPoolOptions& options) : options_(options) {}
   Tensor forward(const Tensor& x) override;
+  // The output and its indices, as torch's forward_with_indices (for MaxUnpool2d).
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
   const MaxPoolOptions& options() const { return options_; }
 
  private:

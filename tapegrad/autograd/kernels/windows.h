@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "tapegrad/autograd/parallel.h"
 
@@ -93,6 +96,56 @@ static void col2im(const T* cols, T* images, std::int64_t n, std::int64_t channe
               for (std::int64_t x = first; x < last; ++x) line[x * stride + offset] += row[x];
             }
           }
+    }
+  });
+}
+
+// The largest entry of every window: indices[plane, y * ow + x] = the offset iy * width + ix, within
+// its plane, of the window's first largest pixel in row-major order, or of its last NaN (torch's CPU
+// rule), the taps in the padding or past the image skipped. images: (planes, height, width) contiguous; indices:
+// (planes, oh * ow). Every window must hold at least one pixel of the image, and a plane's offsets
+// must fit in T's width (2^32 pixels for float: the caller computes larger planes in double).
+template <class T>
+static void window_argmax(const T* images, std::int64_t* indices, std::int64_t planes, const Windows& w) {
+  using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  constexpr Bits kUnset = ~Bits{0};
+  const std::int64_t width = w.in[1], plane = w.in[0] * width, windows = w.count(), ow = w.out[1];
+  parallel_for(0, planes, 1, [&](std::int64_t first_plane, std::int64_t last_plane) {
+    std::vector<Bits> best(static_cast<std::size_t>(ow)), best_value(static_cast<std::size_t>(ow));
+    for (std::int64_t p = first_plane; p < last_plane; ++p) {
+      const T* image = images + p * plane;
+      for (std::int64_t y = 0; y < w.out[0]; ++y) {
+        // One output row at a time, tap by tap in the kernel's row-major order, each tap a sweep over
+        // the windows that see it inside the image. A tap is taken when it is the window's first,
+        // larger than the best so far, or a NaN (so the last NaN stays, as torch's). The offsets and the
+        // values' bits are selected with masks, not branches: on random data a branch per tap
+        // mispredicts half the time.
+        std::fill(best.begin(), best.end(), kUnset);
+        for (std::int64_t i = 0; i < w.kernel[0]; ++i) {
+          const std::int64_t iy = y * w.stride[0] - w.padding[0] + i * w.dilation[0];
+          if (iy < 0 || iy >= w.in[0]) continue;
+          const T* line = image + iy * width;
+          for (std::int64_t j = 0; j < w.kernel[1]; ++j) {
+            const std::int64_t offset = j * w.dilation[1] - w.padding[1], stride = w.stride[1];
+            std::int64_t first, last;
+            inside_range(offset, stride, width, ow, first, last);
+            for (std::int64_t x = first; x < last; ++x) {
+              const std::int64_t at = x * stride + offset;
+              const T v = line[at];
+              T b;
+              std::memcpy(&b, &best_value[x], sizeof b);
+              const bool take = (best[x] == kUnset) | (v > b) | (v != v);
+              const Bits mask = -static_cast<Bits>(take);  // all ones when taken
+              Bits bits;
+              std::memcpy(&bits, &v, sizeof v);
+              best[x] = (static_cast<Bits>(iy * width + at) & mask) | (best[x] & ~mask);
+              best_value[x] = (bits & mask) | (best_value[x] & ~mask);
+            }
+          }
+        }
+        std::int64_t* out = indices + p * windows + y * ow;
+        for (std::int64_t x = 0; x < ow; ++x) out[x] = static_cast<std::int64_t>(best[x]);
+      }
     }
   });
 }

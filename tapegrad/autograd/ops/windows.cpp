@@ -105,4 +105,41 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
   return out;
 }
 
+Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilation, const Dims& padding,
+                     const Dims& stride, const Dims& overhang) {
+  const char* op = "window_argmax";
+  if (x.dim() == 3) return squeeze(window_argmax(unsqueeze(x, 0), kernel_size, dilation, padding, stride, overhang), 0);
+  if (x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  if (x.dtype() == kBFloat16) return window_argmax(x.to(kFloat32), kernel_size, dilation, padding, stride, overhang);
+  kernels::Windows w = windows(x.shape()[2], x.shape()[3], kernel_size, dilation, padding, stride, op);
+  std::int64_t extra[2];
+  read_pair(overhang, extra, 0, op, "overhang");
+  for (int a = 0; a < 2; ++a) {
+    w.out[a] = (w.in[a] + 2 * w.padding[a] + extra[a] - (w.dilation[a] * (w.kernel[a] - 1) + 1)) / w.stride[a] + 1;
+    // Each window needs a tap inside the input along both axes.
+    for (std::int64_t k = 0; k < w.out[a]; ++k) {
+      const std::int64_t start = k * w.stride[a] - w.padding[a];
+      bool inside = false;
+      for (std::int64_t i = 0; i < w.kernel[a] && !inside; ++i)
+        inside = start + i * w.dilation[a] >= 0 && start + i * w.dilation[a] < w.in[a];
+      if (!inside)
+        throw ValueError(message(op, ": window ", k, " along axis ", 2 + a, " (kernel ", w.kernel[a], ", dilation ",
+                                 w.dilation[a], ", padding ", w.padding[a], ", stride ", w.stride[a],
+                                 ") holds no pixel of an input of shape ", x.shape().str()));
+    }
+  }
+  // The kernel keeps a float32 plane's offsets in 32 bits: a larger plane is searched in float64.
+  if (x.dtype() == kFloat32 && w.in[0] * w.in[1] >= std::int64_t{1} << 32)
+    return window_argmax(x.to(kFloat64), kernel_size, dilation, padding, stride, overhang);
+  const std::int64_t planes = x.shape()[0] * x.shape()[1];
+  const Tensor images = kernels::dense(x.detach());
+  return dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor indices = empty({x.shape()[0], x.shape()[1], w.out[0], w.out[1]}, kInt64);
+    if (indices.numel() > 0) kernels::window_argmax(images.data_ptr<T>(), indices.data_ptr<std::int64_t>(), planes, w);
+    return indices;
+  });
+}
+
 }  // namespace tapegrad
