@@ -144,3 +144,63 @@ TEST_CASE("group norm: the module's parameters, a worked case, train and eval al
   CHECK_THROWS_WITH_AS(nn::functional::group_norm(zeros({2, 6}), 2, zeros({5})),
                        "group_norm: expected weight of shape (6) for an input of shape (2,6), got (5)", ShapeError);
 }
+
+TEST_CASE("instance norm: the modules' running statistics, eval, unbatched input and errors, as torch's") {
+  // torch.nn.InstanceNorm1d(2, track_running_stats=True, momentum=0.5) in float64: one training batch,
+  // then eval on an unbatched (C, L) input; num_batches_tracked stays 0 in torch's instance norms.
+  nn::InstanceNorm1d norm{nn::InstanceNormOptions(2).track_running_stats(true).momentum(0.5)};
+  norm->to(kFloat64);
+  norm(tensor({1.0, 2, 4, 0, -1, 5, 3, 3, 0, 2, 2, 8}, kFloat64).reshape({2, 2, 3}));
+  check_values(norm->running_mean(), {1.0833333333333335, 1.3333333333333333}, 1e-15);
+  check_values(norm->running_var(), {1.8333333333333335, 6.083333333333334}, 1e-15);
+  CHECK(names(norm->named_buffers()) == std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
+  norm->eval();
+  check_values(norm(tensor({1.0, 2, 3, 0, 1, 2}, kFloat64).reshape({2, 3})),
+               {-0.061545577638320026, 0.6770013540215184, 1.4155482856813568, -0.5405894583996684,
+                -0.13514736459991705, 0.2702947291998343},
+               1e-12);
+  // The defaults: no affine parameters, no running statistics, the instance's statistics in eval too.
+  nn::InstanceNorm1d plain{nn::InstanceNormOptions(2)};
+  plain->to(kFloat64);
+  plain->eval();
+  check_values(plain(tensor({1.0, 2, 4, 0, -1, 5}, kFloat64).reshape({2, 3})),
+               {-1.0690415314502977, -0.2672603828625746, 1.3363019143128716, -0.5080001392911173, -0.8890002437594553,
+                1.3970003830505726},
+               1e-7);  // eps 1e-5 against variances of about 1.6 and 6.2
+  CHECK(plain->named_parameters().empty());
+  CHECK(plain->named_buffers().empty());
+  nn::InstanceNorm2d affine{nn::InstanceNormOptions(3).affine(true)};
+  CHECK(names(affine->named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  // Gradients, first and second order, through the instance statistics and the affine parameters.
+  Generator gen(9);
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::functional::instance_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-3);
+      },
+      {randn({2, 3, 4, 2}, gen, kFloat64), randn({3}, gen, kFloat64), randn({3}, gen, kFloat64)});
+  // Errors.
+  CHECK_THROWS_WITH_AS(norm(zeros({2, 3, 3}, kFloat64)),
+                       "InstanceNorm1d: expected an input of shape (N, C, L) or (C, L) with C = 2, got (2,3,3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(affine(zeros({3, 4})),
+                       "InstanceNorm2d: expected an input of shape (N, C, H, W) or (C, H, W) with C = 3, got (3,4)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::instance_norm(zeros({2, 3, 1})),
+                       "instance_norm: the instance statistics need more than one spatial value, got an input of "
+                       "shape (2,3,1)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::functional::instance_norm(zeros({2, 3})),
+                       "instance_norm: expected an input of shape (N, C, ...) with a spatial axis, got (2,3)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::functional::instance_norm(zeros({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor(), false),
+                       "instance_norm: without use_input_stats, running_mean and running_var are needed", ValueError);
+  CHECK_THROWS_WITH_AS(nn::functional::instance_norm(zeros({2, 3, 4}), zeros({3})),
+                       "instance_norm: give both running_mean and running_var, or neither", ValueError);
+  CHECK_THROWS_WITH_AS(nn::functional::instance_norm(zeros({2, 3, 4}), zeros({2}), ones({2})),
+                       "instance_norm: expected running_mean of shape (3) for an input of shape (2,3,4), got (2)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::InstanceNorm2d(nn::InstanceNormOptions(0)),
+                       "InstanceNorm2d: num_features must be positive, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(nn::InstanceNorm1d(nn::InstanceNormOptions(2).momentum(1.5)),
+                       "InstanceNorm1d: momentum must be in [0, 1], got 1.5", ValueError);
+}

@@ -472,6 +472,11 @@ TEST_CASE("conv: max pools' indices and max_unpool, as torch 1.13 gives them") {
   tapegrad::testing::check_close(pool->forward_with_indices(x).second, indices, 0.0);
   nn::MaxPool1d pool1{nn::MaxPoolOptions({2})};
   tapegrad::testing::check_close(pool1->forward_with_indices(line).second, line_indices, 0.0);
+  nn::MaxUnpool2d unpool{nn::MaxUnpoolOptions({2})};
+  tapegrad::testing::check_close(unpool(values, indices), back, 0.0);
+  CHECK(unpool(values, indices, Dims{4, 5}).shape() == Shape{1, 1, 4, 5});
+  nn::MaxUnpool1d unpool1{nn::MaxUnpoolOptions({2})};
+  check_values(unpool1(line_values, line_indices, Dims{7}), {0, 5, 2, 0, 0, 7, 0}, 1e-15);
   // Gradients of unpooling, first and second order, and of the pool through its indices.
   Generator gen(12);
   const Tensor image = randn({2, 3, 6, 7}, gen, kFloat64);

@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -179,6 +181,50 @@ TEST_CASE("layers: Dropout drops and scales in training, is the identity in eval
 
   CHECK_THROWS_WITH_AS(nn::Dropout(1.5), "Dropout: dropout probability p must be in [0, 1], got 1.5", ValueError);
   CHECK_THROWS_WITH_AS(nn::Dropout(-0.1), "Dropout: dropout probability p must be in [0, 1], got -0.1", ValueError);
+}
+
+TEST_CASE("layers: Dropout1d and Dropout2d drop whole channels") {
+  Generator seed(11);
+  nn::Dropout2d drop{nn::DropoutOptions(0.5).generator(&seed)};
+  const Tensor x = arange(1.0, 1.0 + 8 * 16 * 3 * 2, 1.0, kFloat64).reshape({8, 16, 3, 2}).requires_grad_();
+  const Tensor y = drop(x);
+  // Each (sample, channel) is all zeros or all twice the input; both happen.
+  const Tensor ratio = (y / x).detach().reshape({8 * 16, 6});
+  int dropped = 0, kept = 0;
+  for (std::int64_t c = 0; c < 8 * 16; ++c) {
+    const std::vector<double> r = ratio.select(0, c).to_vector<double>();
+    const bool all_zero = std::all_of(r.begin(), r.end(), [](double v) { return v == 0.0; });
+    const bool all_two = std::all_of(r.begin(), r.end(), [](double v) { return v == 2.0; });
+    CHECK((all_zero || all_two));
+    dropped += all_zero;
+    kept += all_two;
+  }
+  CHECK(dropped > 30);  // Binomial(128, 0.5)
+  CHECK(kept > 30);
+  // The gradient is the mask: 0 or 2 per channel, as y / x.
+  sum(y).backward();
+  tapegrad::testing::check_close(x.grad().reshape({8 * 16, 6}), ratio, 0.0);
+  drop->eval();
+  tapegrad::testing::check_close(drop(x), x, 0.0);
+  // Dropout1d over (N, C, L) and unbatched (C, L): one draw per row.
+  Generator seed1(3);
+  nn::Dropout1d drop1{nn::DropoutOptions(0.5).generator(&seed1)};
+  const Tensor rows = drop1(ones({40, 5}, kFloat64));
+  for (std::int64_t c = 0; c < 40; ++c) {
+    const std::vector<double> r = rows.select(0, c).to_vector<double>();
+    CHECK(std::count(r.begin(), r.end(), r.front()) == 5);
+  }
+  CHECK(nn::Dropout1d(nn::DropoutOptions(0.3))(zeros({2, 3, 4})).shape() == Shape{2, 3, 4});
+  namespace F = nn::functional;
+  Generator gen(1);
+  CHECK_THROWS_WITH_AS(F::dropout2d(zeros({3, 4, 4}), 0.5, true, gen),
+                       "dropout2d: expected an input of shape (N, C, H, W), got (3,4,4) (a 3-D input: unsqueeze it to "
+                       "(1, C, H, W), or use dropout1d for (N, C, L))",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(F::dropout1d(zeros({4}), 0.5, true, gen),
+                       "dropout1d: expected an input of shape (N, C, L) or (C, L), got (4)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::Dropout2d(nn::DropoutOptions(2.0)),
+                       "Dropout2d: dropout probability p must be in [0, 1], got 2", ValueError);
 }
 
 TEST_CASE("layers: Dropout in eval mode passes gradients unchanged") {

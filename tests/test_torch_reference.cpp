@@ -364,6 +364,25 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                .align_corners(config.at("align_corners").get<bool>());
       return TensorMap{{"output", F::interpolate(x, options)}};
     };
+  } else if (kind == "instance_norm") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      // x: (N, C, ...), weight and bias: (C) or undefined; running_mean and running_var: (C) constants or
+      // undefined, updated in copies when the instance statistics are used.
+      const Tensor running_mean = optional_input(in, "running_mean"), running_var = optional_input(in, "running_var");
+      const Tensor mean_copy = running_mean.defined() ? running_mean.clone() : Tensor();
+      const Tensor var_copy = running_var.defined() ? running_var.clone() : Tensor();
+      const Tensor y =
+          nn::functional::instance_norm(in.at("x"), mean_copy, var_copy, optional_input(in, "weight"),
+                                        optional_input(in, "bias"), config.at("use_input_stats").get<bool>(),
+                                        config.at("momentum").get<double>(), config.at("eps").get<double>());
+      TensorMap out{{"output", y}};
+      if (mean_copy.defined()) {
+        out.emplace("running_mean", mean_copy);
+        out.emplace("running_var", var_copy);
+      }
+      return out;
+    };
   } else if (kind == "group_norm") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -715,10 +734,17 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "adaptive_avg_pool1d_unbatched",
                                                "adaptive_max_pool2d_overlapping",
                                                "adaptive_max_pool1d"};
-const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training", "batch_norm_1d_training_momentum_no_affine",
-                                                  "batch_norm_2d_eval",     "batch_norm_1d_training_2d_input",
-                                                  "group_norm_2d",          "group_norm_1d_no_affine_eps",
-                                                  "group_norm_one_group",   "group_norm_instance"};
+const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training",
+                                                  "batch_norm_1d_training_momentum_no_affine",
+                                                  "batch_norm_2d_eval",
+                                                  "batch_norm_1d_training_2d_input",
+                                                  "group_norm_2d",
+                                                  "group_norm_1d_no_affine_eps",
+                                                  "group_norm_one_group",
+                                                  "group_norm_instance",
+                                                  "instance_norm_2d_running",
+                                                  "instance_norm_1d_plain",
+                                                  "instance_norm_2d_eval"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",

@@ -585,6 +585,16 @@ std::pair<Tensor, Tensor> MaxPool2dImpl::forward_with_indices(const Tensor& x) {
                                              options_.dilation(), options_.ceil_mode());
 }
 
+Tensor MaxUnpool1dImpl::forward(const Tensor& x, const Tensor& indices, const Dims& output_size) {
+  return functional::max_unpool1d(x, indices, options_.kernel_size(), options_.stride(), options_.padding(),
+                                  output_size);
+}
+
+Tensor MaxUnpool2dImpl::forward(const Tensor& x, const Tensor& indices, const Dims& output_size) {
+  return functional::max_unpool2d(x, indices, options_.kernel_size(), options_.stride(), options_.padding(),
+                                  output_size);
+}
+
 std::pair<Tensor, Tensor> MaxPool1dImpl::forward_with_indices(const Tensor& x) {
   return functional::max_pool1d_with_indices(x, options_.kernel_size(), options_.stride(), options_.padding(),
                                              options_.dilation(), options_.ceil_mode());

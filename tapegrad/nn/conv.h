@@ -1,11 +1,12 @@
 #pragma once
 // Convolutions and pools over one or two spatial axes, with PyTorch's names, layouts, options and
 // initialisation: Conv1d / Conv2d, ConvTranspose1d / ConvTranspose2d, MaxPool1d / MaxPool2d /
-// AvgPool1d / AvgPool2d, AdaptiveAvgPool1d / 2d and AdaptiveMaxPool1d / 2d, and their functional
-// forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the convolutions) or a
-// reduction over the window (the pools), a matmul followed by a fold (col2im, the transposed
-// convolutions), or products with averaging matrices and gathers of the windows' rows (the adaptive
-// pools), so their gradients are those ops'.
+// AvgPool1d / AvgPool2d, MaxUnpool1d / 2d, AdaptiveAvgPool1d / 2d and AdaptiveMaxPool1d / 2d, and
+// their functional forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the
+// convolutions) or a mean over the window (the average pools), a matmul followed by a fold (col2im,
+// the transposed convolutions), a gather at each window's largest entry (window_argmax, the max
+// pools) or a scatter back (unpooling), or products with averaging matrices and gathers of the
+// windows' rows (the adaptive pools), so their gradients are those ops'.
 //
 //   nn::Conv2d conv{nn::ConvOptions(/*in_channels=*/3, /*out_channels=*/16, /*kernel_size=*/{3}).padding({1})};
 //   nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
@@ -19,7 +20,7 @@
 // (in, out / groups, kernel...), as torch's. Every window option takes one value for all spatial
 // axes or one per axis (two for the 2-D forms); a convolution's padding may also be kSame or kValid
 // and be filled by reflection, replication or wrapping (ConvOptions::padding_mode). Not offered: the
-// pools' return_indices and divisor_override, and 3-D forms.
+// average pools' divisor_override, and 3-D forms.
 
 #include <cstdint>
 #include <initializer_list>
@@ -269,6 +270,39 @@ class MaxPool2dImpl : public UnaryModule {
   MaxPoolOptions options_;
 };
 TAPEGRAD_MODULE(MaxPool2d);
+
+struct MaxUnpoolOptions {
+  MaxUnpoolOptions(const Dims& kernel_size) : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
+  TAPEGRAD_ARG(Dims, padding) = {0};
+};
+
+// MaxUnpool1d / MaxUnpool2d: F::max_unpool1d / 2d with the options of the pool whose indices they
+// take; forward(x, indices) or forward(x, indices, output_size) (torch's forward with output_size).
+//   auto [y, where] = pool->forward_with_indices(x);
+//   Tensor back = unpool(y, where, {x.size(2), x.size(3)});
+class MaxUnpool1dImpl : public Module {
+ public:
+  explicit MaxUnpool1dImpl(const MaxUnpoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x, const Tensor& indices, const Dims& output_size = {});
+  const MaxUnpoolOptions& options() const { return options_; }
+
+ private:
+  MaxUnpoolOptions options_;
+};
+TAPEGRAD_MODULE(MaxUnpool1d);
+
+class MaxUnpool2dImpl : public Module {
+ public:
+  explicit MaxUnpool2dImpl(const MaxUnpoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x, const Tensor& indices, const Dims& output_size = {});
+  const MaxUnpoolOptions& options() const { return options_; }
+
+ private:
+  MaxUnpoolOptions options_;
+};
+TAPEGRAD_MODULE(MaxUnpool2d);
 
 class AvgPool1dImpl : public UnaryModule {
  public:

@@ -256,6 +256,33 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   return tapegrad::dropout(x, p, training, gen);
 }
 
+namespace {
+
+// x times a mask of one draw per (sample, channel): dropout's over ones of shape (N, C, 1, ...).
+Tensor channel_dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  Shape channels = Shape::filled(x.dim(), 1);
+  channels[0] = x.shape()[0];
+  channels[1] = x.shape()[1];
+  const Tensor mask = tapegrad::dropout(ones(channels, x.dtype()), p, training, gen);
+  return !training || p == 0.0 ? x : x * mask;
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training, Generator& gen) {
+  if (x.dim() == 2) return dropout1d(x.unsqueeze(0), p, training, gen).squeeze(0);
+  if (x.dim() != 3)
+    throw ShapeError(message("dropout1d: expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
+  return channel_dropout(x, p, training, gen);
+}
+
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen) {
+  if (x.dim() != 4)
+    throw ShapeError(message("dropout2d: expected an input of shape (N, C, H, W), got ", x.shape().str(),
+                             " (a 3-D input: unsqueeze it to (1, C, H, W), or use dropout1d for (N, C, L))"));
+  return channel_dropout(x, p, training, gen);
+}
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const AttentionForwardOptions& options, double dropout_p, Generator* gen) {
   return nn::scaled_dot_product_attention(q, k, v, options, dropout_p, gen).output;

@@ -95,6 +95,12 @@ Tensor pad(const Tensor& x, const std::vector<std::int64_t>& pads, PadMode mode,
 // torch's F.dropout: when training, zeroes each element with probability p (drawn from gen) and
 // scales the rest by 1 / (1 - p); the identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// torch's F.dropout1d and F.dropout2d: when training, zeroes whole channels with probability p (one
+// draw per sample and channel) and scales the rest by 1 / (1 - p). dropout1d takes (N, C, L) or
+// (C, L); dropout2d (N, C, H, W) only (torch 1.13 reads a 3-D input as (N, C, L) and later versions
+// as (C, H, W): unsqueeze or use dropout1d to say which).
+Tensor dropout1d(const Tensor& x, double p, bool training, Generator& gen);
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen);
 
 // torch's F.scaled_dot_product_attention (see attention.h): q: (..., Tq, D), k: (..., Tk, D),
 // v: (..., Tk, Dv) -> (..., Tq, Dv). nn::scaled_dot_product_attention also returns the weights.

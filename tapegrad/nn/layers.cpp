@@ -118,13 +118,19 @@ Tensor RMSNormImpl::forward(const Tensor& x) {
 
 // ---------------------------------------------------------------- Dropout and activations
 
-DropoutImpl::DropoutImpl(const DropoutOptions& options) : p_(options.p()) {
-  check_probability(p_, "Dropout");
+DropoutImpl::DropoutImpl(const DropoutOptions& options) : DropoutImpl(options, "Dropout") {}
+
+DropoutImpl::DropoutImpl(const DropoutOptions& options, const char* name) : p_(options.p()) {
+  check_probability(p_, name);
   gen_.manual_seed(generator_or_default(options.generator()).next_u64());
   register_generator("generator", gen_);
 }
 
 Tensor DropoutImpl::forward(const Tensor& x) { return functional::dropout(x, p_, is_training(), gen_); }
+
+Tensor Dropout1dImpl::forward(const Tensor& x) { return functional::dropout1d(x, p(), is_training(), generator()); }
+
+Tensor Dropout2dImpl::forward(const Tensor& x) { return functional::dropout2d(x, p(), is_training(), generator()); }
 
 Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 

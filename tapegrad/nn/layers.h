@@ -158,11 +158,30 @@ class DropoutImpl : public UnaryModule {
   double p() const { return p_; }
   Generator& generator() { return gen_; }
 
+ protected:
+  DropoutImpl(const DropoutOptions& options, const char* name);
+
  private:
   double p_;
   Generator gen_;
 };
 TAPEGRAD_MODULE(Dropout);
+
+// Dropout1d and Dropout2d: Dropout of whole channels (F::dropout1d / dropout2d), one draw per sample
+// and channel; inputs (N, C, L) or (C, L), and (N, C, H, W).
+class Dropout1dImpl : public DropoutImpl {
+ public:
+  explicit Dropout1dImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "Dropout1d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Dropout1d);
+
+class Dropout2dImpl : public DropoutImpl {
+ public:
+  explicit Dropout2dImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "Dropout2d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Dropout2d);
 
 class ReLUImpl : public UnaryModule {
  public:

@@ -1001,6 +1001,29 @@ def batch_norm_case(seed, *, x_shape, training, momentum=0.1, eps=1e-5, affine=T
                        extra_outputs={"running_mean": running_mean, "running_var": running_var})
 
 
+def instance_norm_case(seed, *, x_shape, use_input_stats, running=True, momentum=0.1, eps=1e-5, affine=True):
+    """F.instance_norm, with running statistics (constant inputs, updated in copies given as the extra
+    outputs running_mean and running_var) or without."""
+    torch.manual_seed(seed)
+    channels = x_shape[1]
+    inputs = {"x": leaf(randn(*x_shape))}
+    if running:
+        inputs["running_mean"] = randn(channels)
+        inputs["running_var"] = randn(channels).abs() + 0.5
+    if affine:
+        inputs["weight"] = leaf(randn(channels))
+        inputs["bias"] = leaf(randn(channels))
+    running_mean = inputs["running_mean"].clone() if running else None
+    running_var = inputs["running_var"].clone() if running else None
+    output = F.instance_norm(inputs["x"], running_mean, running_var, inputs.get("weight"), inputs.get("bias"),
+                             use_input_stats=use_input_stats, momentum=momentum, eps=eps)
+    outputs = {"output": output}
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"use_input_stats": use_input_stats, "momentum": momentum, "eps": eps}
+    extra = {"running_mean": running_mean, "running_var": running_var} if running else None
+    return finish_case("instance_norm", config, inputs, lambda grad: {}, outputs, cotangents, extra_outputs=extra)
+
+
 def group_norm_case(seed, *, x_shape, groups, affine=True, eps=1e-5):
     """F.group_norm: inputs x and (optionally) weight and bias."""
     torch.manual_seed(seed)
@@ -1171,6 +1194,11 @@ def main():
         "group_norm_1d_no_affine_eps": group_norm_case(161, x_shape=(3, 4, 5), groups=2, affine=False, eps=1e-3),
         "group_norm_one_group": group_norm_case(162, x_shape=(2, 4, 3, 3), groups=1),
         "group_norm_instance": group_norm_case(163, x_shape=(2, 4, 7), groups=4),
+        "instance_norm_2d_running": instance_norm_case(190, x_shape=(3, 4, 5, 3), use_input_stats=True,
+                                                       momentum=0.3),
+        "instance_norm_1d_plain": instance_norm_case(191, x_shape=(2, 3, 6), use_input_stats=True, running=False,
+                                                     affine=False, eps=1e-3),
+        "instance_norm_2d_eval": instance_norm_case(192, x_shape=(2, 3, 4, 4), use_input_stats=False),
         "interpolate_nearest_size": resample_case(164, "interpolate", x_shape=(2, 3, 3, 4), size=(5, 7)),
         "interpolate_nearest_scale_1d": resample_case(165, "interpolate", x_shape=(2, 3, 5), scale_factor=1.7),
         "interpolate_bilinear_size": resample_case(166, "interpolate", x_shape=(2, 2, 4, 5), size=(7, 3),
