@@ -499,6 +499,13 @@ TEST_CASE("conv: max pools' indices and max_unpool, as torch 1.13 gives them") {
                        "max_unpool2d: output_size takes two values (height, width), got (4)", ValueError);
   CHECK_THROWS_WITH_AS(F::max_unpool1d(line_values, line_indices.narrow(2, 0, 2), {2}),
                        "max_unpool1d: expected indices of the input's shape (1,1,3), got (1,1,2)", ShapeError);
+  // The adaptive max pool's indices and NaN rule, as torch's (F.adaptive_max_pool2d(..., return_indices=True)
+  // gives [[4, 3]] for the NaNs, [5, 7, 4, 11, 12, 14] for x at (2, 3), [1, 1, 3, 5] for the line at 4).
+  const auto [adaptive_values, adaptive_indices] = F::adaptive_max_pool2d_with_indices(nans, {1, 2});
+  check_values(adaptive_indices.to(kFloat64), {4, 3}, 1e-15);
+  CHECK(std::isnan(adaptive_values.select(3, 0).item()));
+  check_values(F::adaptive_max_pool2d_with_indices(x, {2, 3}).second.to(kFloat64), {5, 7, 4, 11, 12, 14}, 1e-15);
+  check_values(F::adaptive_max_pool1d_with_indices(line, {4}).second.to(kFloat64), {1, 1, 3, 5}, 1e-15);
   // A window wholly in the padding (kernel 2, dilation 2, padding 1 over one pixel) has no entry to give.
   CHECK_THROWS_WITH_AS(window_argmax(zeros({1, 1, 1, 1}), {2}, {2}, {1}, {1}),
                        "window_argmax: window 0 along axis 2 (kernel 2, dilation 2, padding 1, stride 1) holds no "

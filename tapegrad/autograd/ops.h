@@ -418,6 +418,10 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
 // the pool). ValueError when a window holds no pixel of the input.
 Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
                      const Dims& stride = {1}, const Dims& overhang = {0});
+// The same for adaptive max pooling: output_size (one value for both axes or two) windows over each
+// axis of n entries, window i spanning [floor(i * n / out), ceil((i + 1) * n / out)). ValueError for
+// an output size below 1, ShapeError for an empty spatial axis.
+Tensor adaptive_window_argmax(const Tensor& x, const Dims& output_size);
 
 // ---------------------------------------------------------------- indexing
 // torch.nonzero: the coordinates of x's nonzero entries (NaN counts as nonzero), Int64 (n, rank),

@@ -403,23 +403,6 @@ Tensor averaging_matrix(std::int64_t n, std::int64_t out, DType dtype) {
   return from_vector(m, {out, n}).to(dtype);
 }
 
-// The entries of every window of an axis of n entries cut into `out`, (out * widest window): each
-// window's indices, the last repeated to the widest window's width (a repeat comes after the entry it
-// repeats, so a window's first largest entry stays the one torch picks).
-Tensor window_indices(std::int64_t n, std::int64_t out, std::int64_t& widest) {
-  widest = 0;
-  for (std::int64_t i = 0; i < out; ++i) {
-    const auto [start, end] = adaptive_window(i, n, out);
-    widest = std::max(widest, end - start);
-  }
-  std::vector<std::int64_t> index;
-  for (std::int64_t i = 0; i < out; ++i) {
-    const auto [start, end] = adaptive_window(i, n, out);
-    for (std::int64_t j = 0; j < widest; ++j) index.push_back(std::min(start + j, end - 1));
-  }
-  return from_vector(index, {out * widest});
-}
-
 }  // namespace
 
 Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size) {
@@ -437,22 +420,19 @@ Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size) {
   return matmul(matmul(rows, x), cols.mT());
 }
 
-Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, const Dims& output_size) {
   const char* op = "adaptive_max_pool2d";
   const Shape size = adaptive_size(x, output_size, op);
-  if (x.dtype() == kBFloat16)  // the largest entry is one of them: exact through float32
-    return adaptive_max_pool2d(x.to(kFloat32), output_size).to(kBFloat16);
-  // Every window's rows, then their columns, gathered to windows of the widest size (a window's last
-  // row or column repeated), then the first largest of each window's entries in row-major order.
-  std::int64_t kh = 0, kw = 0;
-  const Tensor rows = window_indices(x.shape()[x.dim() - 2], size[0], kh);
-  const Tensor cols = window_indices(x.shape()[x.dim() - 1], size[1], kw);
-  const int lead = x.dim() - 2;
-  const Tensor windows = reshape(index_select(index_select(x, -2, rows), -1, cols),
-                                 detail::lead_then_shape(x, 2, {size[0], kh, size[1], kw}));
-  const Tensor flat = reshape(permute(windows, detail::lead_then(lead, {0, 2, 1, 3})),
-                              detail::lead_then_shape(x, 2, {size[0], size[1], kh * kw}));
-  return squeeze(gather(flat, -1, argmax(flat, -1, /*keepdim=*/true)), -1);
+  // Each window's largest entry found in place, then gathered, as max_pool2d's.
+  const Tensor indices = adaptive_window_argmax(x, output_size);  // lead + (oh, ow)
+  const std::int64_t planes = x.numel() == 0 ? 0 : x.numel() / (x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1]);
+  const Tensor flat = reshape(indices, {planes, size[0] * size[1]});
+  const Tensor best = gather(reshape(x, {planes, x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1]}), 1, flat);
+  return {reshape(best, indices.shape()), indices};
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
+  return adaptive_max_pool2d_with_indices(x, output_size).first;
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size) {
@@ -461,10 +441,16 @@ Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size) {
   return squeeze(adaptive_avg_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
 }
 
-Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size) {
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, const Dims& output_size) {
   const char* op = "adaptive_max_pool1d";
   check_1d_input(x, op);
-  return squeeze(adaptive_max_pool2d(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size")), -2);
+  auto [values, indices] =
+      adaptive_max_pool2d_with_indices(unsqueeze(x, -2), over_length(output_size, 1, op, "output_size"));
+  return {squeeze(values, -2), squeeze(indices, -2)};
+}
+
+Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size) {
+  return adaptive_max_pool1d_with_indices(x, output_size).first;
 }
 
 }  // namespace functional

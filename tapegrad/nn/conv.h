@@ -5,8 +5,8 @@
 // their functional forms. Each is an unfold (im2col, autograd/ops.h) followed by one matmul (the
 // convolutions) or a mean over the window (the average pools), a matmul followed by a fold (col2im,
 // the transposed convolutions), a gather at each window's largest entry (window_argmax, the max
-// pools) or a scatter back (unpooling), or products with averaging matrices and gathers of the
-// windows' rows (the adaptive pools), so their gradients are those ops'.
+// and adaptive max pools) or a scatter back (unpooling), or products with averaging matrices (the
+// adaptive average pools), so their gradients are those ops'.
 //
 //   nn::Conv2d conv{nn::ConvOptions(/*in_channels=*/3, /*out_channels=*/16, /*kernel_size=*/{3}).padding({1})};
 //   nn::MaxPool2d pool{nn::MaxPoolOptions({2})};
@@ -123,11 +123,14 @@ Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride =
 // torch's F.adaptive_avg_pool2d / 1d and F.adaptive_max_pool2d / 1d: output_size windows (one value
 // for both axes or two) covering the input, window i of an axis of size n spanning
 // [floor(i * n / out), ceil((i + 1) * n / out)), so they overlap when out does not divide n. The max
-// sends its gradient to the window's first largest entry in row-major order, as torch's.
+// takes its value and gradient from the window's first largest entry in row-major order or its last
+// NaN, as torch's; the _with_indices forms also return where each came from, as max_pool2d's.
 Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size);
 Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, const Dims& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, const Dims& output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, const Dims& output_size);
 
 }  // namespace functional
 

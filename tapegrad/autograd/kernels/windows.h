@@ -150,4 +150,43 @@ static void window_argmax(const T* images, std::int64_t* indices, std::int64_t p
   });
 }
 
+// The largest entry of every window given by its row and column ranges: window (y, x) covers rows
+// [row_start[y], row_end[y]) and columns [col_start[x], col_end[x]) (each range non-empty, inside
+// the plane), and indices[plane, y * ow + x] = the offset r * width + c of its first largest entry in
+// row-major order, or of its last NaN (torch's CPU rule). images: (planes, height, width) contiguous.
+template <class T>
+static void ranges_argmax(const T* images, std::int64_t* indices, std::int64_t planes, std::int64_t height,
+                          std::int64_t width, const std::vector<std::int64_t>& row_start,
+                          const std::vector<std::int64_t>& row_end, const std::vector<std::int64_t>& col_start,
+                          const std::vector<std::int64_t>& col_end) {
+  using Bits = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  const auto oh = static_cast<std::int64_t>(row_start.size()), ow = static_cast<std::int64_t>(col_start.size());
+  parallel_for(0, planes, 1, [&](std::int64_t first_plane, std::int64_t last_plane) {
+    for (std::int64_t p = first_plane; p < last_plane; ++p) {
+      const T* image = images + p * height * width;
+      std::int64_t* out = indices + p * oh * ow;
+      for (std::int64_t y = 0; y < oh; ++y)
+        for (std::int64_t x = 0; x < ow; ++x, ++out) {
+          std::int64_t best = row_start[y] * width + col_start[x];
+          T best_value = image[best];
+          for (std::int64_t r = row_start[y]; r < row_end[y]; ++r)
+            for (std::int64_t c = r == row_start[y] ? col_start[x] + 1 : col_start[x]; c < col_end[x]; ++c) {
+              const std::int64_t at = r * width + c;
+              const T v = image[at];
+              // Masks rather than branches, as window_argmax's.
+              const auto mask = -static_cast<std::uint64_t>((v > best_value) | (v != v));
+              best = static_cast<std::int64_t>((static_cast<std::uint64_t>(at) & mask) |
+                                               (static_cast<std::uint64_t>(best) & ~mask));
+              Bits new_bits, old_bits;
+              std::memcpy(&new_bits, &v, sizeof v);
+              std::memcpy(&old_bits, &best_value, sizeof best_value);
+              new_bits = (new_bits & static_cast<Bits>(mask)) | (old_bits & ~static_cast<Bits>(mask));
+              std::memcpy(&best_value, &new_bits, sizeof best_value);
+            }
+          *out = best;
+        }
+    }
+  });
+}
+
 }  // namespace tapegrad::kernels

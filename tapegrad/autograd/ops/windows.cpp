@@ -3,6 +3,7 @@
 // pools of nn/conv.h are built on these and matmul.
 
 #include <string>
+#include <vector>
 
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/elementwise.h"
@@ -138,6 +139,36 @@ Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilat
     using T = decltype(tag);
     Tensor indices = empty({x.shape()[0], x.shape()[1], w.out[0], w.out[1]}, kInt64);
     if (indices.numel() > 0) kernels::window_argmax(images.data_ptr<T>(), indices.data_ptr<std::int64_t>(), planes, w);
+    return indices;
+  });
+}
+
+Tensor adaptive_window_argmax(const Tensor& x, const Dims& output_size) {
+  const char* op = "adaptive_window_argmax";
+  if (x.dim() == 3) return squeeze(adaptive_window_argmax(unsqueeze(x, 0), output_size), 0);
+  if (x.dim() != 4)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  if (x.dtype() == kBFloat16) return adaptive_window_argmax(x.to(kFloat32), output_size);
+  std::int64_t size[2];
+  read_pair(output_size, size, 1, op, "output_size");
+  const std::int64_t height = x.shape()[2], width = x.shape()[3];
+  if (height < 1 || width < 1)
+    throw ShapeError(message(op, ": the input of shape ", x.shape().str(), " has an empty spatial axis"));
+  std::vector<std::int64_t> starts[2], ends[2];
+  for (int a = 0; a < 2; ++a) {
+    const std::int64_t n = a == 0 ? height : width;
+    for (std::int64_t i = 0; i < size[a]; ++i) {
+      starts[a].push_back(i * n / size[a]);
+      ends[a].push_back(((i + 1) * n + size[a] - 1) / size[a]);
+    }
+  }
+  const Tensor images = kernels::dense(x.detach());
+  return dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor indices = empty({x.shape()[0], x.shape()[1], size[0], size[1]}, kInt64);
+    if (indices.numel() > 0)
+      kernels::ranges_argmax(images.data_ptr<T>(), indices.data_ptr<std::int64_t>(), x.shape()[0] * x.shape()[1],
+                             height, width, starts[0], ends[0], starts[1], ends[1]);
     return indices;
   });
 }
