@@ -512,3 +512,22 @@ TEST_CASE("conv: max pools' indices and max_unpool, as torch 1.13 gives them") {
                        "pixel of an input of shape (1,1,1,1)",
                        ValueError);
 }
+
+TEST_CASE("conv: avg_pool2d's divisor_override divides every window's sum, as torch's") {
+  // torch.nn.functional.avg_pool2d(x, ..., divisor_override=d) in float64 on the 4 x 5 image above.
+  const Tensor x =
+      tensor({3.0, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4}, kFloat64).reshape({1, 1, 4, 5});
+  check_values(F::avg_pool2d(x, {2}, {}, {0}, true, false, 3), {5, 16.0 / 3.0, 6, 9}, 1e-15);
+  // Padding and ceil_mode change which entries are summed, not the divisor.
+  check_values(F::avg_pool2d(x, {3}, {2}, {1}, true, true, 2), {7.5, 9.5, 7, 14.5, 25, 18, 2.5, 6.5, 6}, 1e-15);
+  nn::AvgPool2d pool{nn::AvgPoolOptions({2}).divisor_override(3)};
+  check_values(pool(x), {5, 16.0 / 3.0, 6, 9}, 1e-15);
+  Generator gen(13);
+  check_gradients([](const TensorList& in) { return F::avg_pool2d(in[0], {3}, {2}, {1}, false, true, -4); },
+                  {randn({2, 3, 5, 6}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(F::avg_pool2d(x, {2}, {}, {0}, true, false, 0), "avg_pool2d: divisor_override must not be 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::AvgPool1d(nn::AvgPoolOptions({2}).divisor_override(2)),
+                       "AvgPool1d: divisor_override is for AvgPool2d (torch's AvgPool1d takes none), got 2",
+                       ValueError);
+}

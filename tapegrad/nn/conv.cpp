@@ -194,8 +194,9 @@ Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 }
 
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
-                  bool count_include_pad, bool ceil_mode) {
+                  bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
   const char* op = "avg_pool2d";
+  if (divisor_override && *divisor_override == 0) throw ValueError(message(op, ": divisor_override must not be 0"));
   const Dims& step = stride.empty() ? kernel_size : stride;
   Shape lead;
   const Tensor planes = as_planes(x, lead, op);
@@ -203,7 +204,7 @@ Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
   const std::int64_t h = planes.shape()[2], w = planes.shape()[3];
   const std::int64_t eh = ceil_mode ? ceil_overhang(h, kernel_size, {1}, padding, step, 0) : 0;
   const std::int64_t ew = ceil_mode ? ceil_overhang(w, kernel_size, {1}, padding, step, 1) : 0;
-  if (count_include_pad && eh == 0 && ew == 0) {
+  if (count_include_pad && eh == 0 && ew == 0 && !divisor_override) {
     const Tensor cols = unfold(planes, kernel_size, {1}, padding, step);  // (planes, kh * kw, L)
     const std::int64_t oh = windows_along(h, kernel_size, {1}, padding, step, 0);
     return from_planes(mean(cols, {1}), lead, oh, cols.shape()[2] / oh);
@@ -212,10 +213,12 @@ Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
   // overhang past the padding never.
   const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
   const Tensor cols = unfold(pad(planes, {pw, pw + ew, ph, ph + eh}), kernel_size, {1}, {0}, step);
+  const std::int64_t oh = windows_along(h + 2 * ph + eh, kernel_size, {1}, {0}, step, 0);
+  if (divisor_override)  // every window's sum over the same divisor, as torch's
+    return from_planes(sum(cols, {1}) / static_cast<double>(*divisor_override), lead, oh, cols.shape()[2] / oh);
   const Tensor counted =
       pad(pad(ones({1, 1, h, w}, cols.dtype()), {pw, pw, ph, ph}, count_include_pad ? 1.0 : 0.0), {0, ew, 0, eh});
   const Tensor means = sum(cols, {1}) / sum(unfold(counted, kernel_size, {1}, {0}, step), {1});
-  const std::int64_t oh = windows_along(h + 2 * ph + eh, kernel_size, {1}, {0}, step, 0);
   return from_planes(means, lead, oh, cols.shape()[2] / oh);
 }
 
@@ -591,9 +594,15 @@ Tensor AvgPool1dImpl::forward(const Tensor& x) {
                                 options_.count_include_pad(), options_.ceil_mode());
 }
 
+AvgPool1dImpl::AvgPool1dImpl(const AvgPoolOptions& options) : options_(options) {
+  if (options.divisor_override())
+    throw ValueError(message("AvgPool1d: divisor_override is for AvgPool2d (torch's AvgPool1d takes none), got ",
+                             *options.divisor_override()));
+}
+
 Tensor AvgPool2dImpl::forward(const Tensor& x) {
   return functional::avg_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(),
-                                options_.count_include_pad(), options_.ceil_mode());
+                                options_.count_include_pad(), options_.ceil_mode(), options_.divisor_override());
 }
 
 Tensor AdaptiveAvgPool1dImpl::forward(const Tensor& x) {

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <utility>
 
 #include "tapegrad/nn/functional.h"
@@ -114,9 +115,11 @@ Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Dims& kernel_s
 
 // torch's F.avg_pool2d and F.avg_pool1d: the mean of each window, the zero padding counted in the
 // divisor unless count_include_pad is false; with ceil_mode (after count_include_pad here, before it
-// in torch's argument list) the part of a last window past the padding is never counted.
+// in torch's argument list) the part of a last window past the padding is never counted. A
+// divisor_override (2-D only, as torch's) divides every window's sum instead; ValueError for 0.
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
-                  bool count_include_pad = true, bool ceil_mode = false);
+                  bool count_include_pad = true, bool ceil_mode = false,
+                  std::optional<std::int64_t> divisor_override = std::nullopt);
 Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride = {}, const Dims& padding = {0},
                   bool count_include_pad = true, bool ceil_mode = false);
 
@@ -247,6 +250,8 @@ struct AvgPoolOptions {
   TAPEGRAD_ARG(Dims, padding) = {0};
   TAPEGRAD_ARG(bool, count_include_pad) = true;
   TAPEGRAD_ARG(bool, ceil_mode) = false;
+  // AvgPool2d only (torch's AvgPool1d has none): every window's sum divided by this instead.
+  TAPEGRAD_ARG(std::optional<std::int64_t>, divisor_override) = std::nullopt;
 };
 
 class MaxPool1dImpl : public UnaryModule {
@@ -309,7 +314,8 @@ TAPEGRAD_MODULE(MaxUnpool2d);
 
 class AvgPool1dImpl : public UnaryModule {
  public:
-  explicit AvgPool1dImpl(const AvgPoolOptions& options) : options_(options) {}
+  // ValueError for a divisor_override, which torch's AvgPool1d does not take.
+  explicit AvgPool1dImpl(const AvgPoolOptions& options);
   Tensor forward(const Tensor& x) override;
   const AvgPoolOptions& options() const { return options_; }
 
