@@ -53,14 +53,19 @@ void check_1d_input(const Tensor& x, const char* op) {
     throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
 }
 
+// A window option of the 2-D forms: one value (both axes) or two (height, width).
+void check_pair(const Dims& values, const char* op, const char* name) {
+  if (values.size() != 1 && values.size() != 2)
+    throw ValueError(
+        message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", values.str()));
+}
+
 // The pools' kernel and padding, checked before the padding is applied (unfold checks the rest):
 // one value or two, a kernel of at least 1, a padding of at least 0 and at most half the kernel
 // along each axis, as torch requires.
 void check_pool_window(const Dims& kernel_size, const Dims& padding, const char* op) {
-  for (const Dims* option : {&kernel_size, &padding})
-    if (option->size() != 1 && option->size() != 2)
-      throw ValueError(message(op, ": ", option == &padding ? "padding" : "kernel_size",
-                               " takes one value (both axes) or two (height, width), got ", option->str()));
+  check_pair(kernel_size, op, "kernel_size");
+  check_pair(padding, op, "padding");
   for (int a = 0; a < 2; ++a)
     if (along(kernel_size, a) < 1 || along(padding, a) < 0 || along(padding, a) * 2 > along(kernel_size, a))
       throw ValueError(message(op, ": padding ", padding.str(), " must be between 0 and half the kernel size ",
@@ -96,8 +101,7 @@ std::array<std::pair<std::int64_t, std::int64_t>, 2> padding_pairs(const ConvPad
   std::array<std::pair<std::int64_t, std::int64_t>, 2> pairs;
   if (!padding.same()) {
     const Dims& values = padding.values();
-    if (values.size() != 1 && values.size() != 2)
-      throw ValueError(message(op, ": padding takes one value (both axes) or two (height, width), got ", values.str()));
+    check_pair(values, op, "padding");
     for (int a = 0; a < 2; ++a) pairs[a] = {along(values, a), along(values, a)};
     return pairs;
   }
@@ -249,12 +253,9 @@ Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Dims& kernel_s
   if (indices.dtype() != kInt64)
     throw TypeError(message(op, ": expected int64 indices, got ", dtype_name(indices.dtype())));
   const Dims& step = stride.empty() ? kernel_size : stride;
-  const std::pair<const Dims*, const char*> options[] = {
-      {&kernel_size, "kernel_size"}, {&step, "stride"}, {&padding, "padding"}};
-  for (const auto& [option, name] : options)
-    if (option->size() != 1 && option->size() != 2)
-      throw ValueError(
-          message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", option->str()));
+  check_pair(kernel_size, op, "kernel_size");
+  check_pair(step, op, "stride");
+  check_pair(padding, op, "padding");
   if (!output_size.empty() && output_size.size() != 2)
     throw ValueError(message(op, ": output_size takes two values (height, width), got ", output_size.str()));
   std::int64_t size[2];
@@ -321,12 +322,10 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
     throw ValueError(message(op, ": the weight's ", in, " input channels do not split into ", groups, " groups"));
   if (bias.defined() && bias.shape() != Shape{out})
     throw ShapeError(message(op, ": expected a bias of shape (", out, "), got ", bias.shape().str()));
-  const std::pair<const Dims*, const char*> options[] = {
-      {&stride, "stride"}, {&padding, "padding"}, {&output_padding, "output_padding"}, {&dilation, "dilation"}};
-  for (const auto& [option, name] : options)
-    if (option->size() != 1 && option->size() != 2)
-      throw ValueError(
-          message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", option->str()));
+  check_pair(stride, op, "stride");
+  check_pair(padding, op, "padding");
+  check_pair(output_padding, op, "output_padding");
+  check_pair(dilation, op, "dilation");
   Shape full, size;  // the output before and after the padding's crop, (height, width)
   for (int a = 0; a < 2; ++a) {
     const std::int64_t s = along(stride, a), p = along(padding, a), o = along(output_padding, a),
@@ -379,9 +378,7 @@ namespace {
 Shape adaptive_size(const Tensor& x, const Dims& output_size, const char* op) {
   if (x.dim() != 3 && x.dim() != 4)
     throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
-  if (output_size.size() != 1 && output_size.size() != 2)
-    throw ValueError(
-        message(op, ": output_size takes one value (both axes) or two (height, width), got ", output_size.str()));
+  check_pair(output_size, op, "output_size");
   const Shape size{along(output_size, 0), along(output_size, 1)};
   if (size[0] < 1 || size[1] < 1)
     throw ValueError(message(op, ": output_size must be at least 1, got ", output_size.str()));
