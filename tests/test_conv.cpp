@@ -182,7 +182,8 @@ TEST_CASE("conv: errors name the op, the option and the shapes") {
                        "conv1d: expected a weight of shape (out_channels, in_channels / groups, k), got (6,4)",
                        ShapeError);
   CHECK_THROWS_WITH_AS(unfold(zeros({4, 5}), {2}),
-                       "unfold: expected an input of shape (N, C, H, W) or (C, H, W), got (4,5)", ShapeError);
+                       "unfold: expected an input of shape (N, C, H, W), (C, H, W) or (N, C, D, H, W), got (4,5)",
+                       ShapeError);
   CHECK_THROWS_WITH_AS(fold(zeros({4}), {3}, {2}),
                        "fold: expected an input of shape (N, C * kh * kw, windows) or (C * kh * kw, windows), got (4)",
                        ShapeError);
@@ -527,7 +528,7 @@ TEST_CASE("conv: avg_pool2d's divisor_override divides every window's sum, as to
                   {randn({2, 3, 5, 6}, gen, kFloat64)});
   CHECK_THROWS_WITH_AS(F::avg_pool2d(x, {2}, {}, {0}, true, false, 0), "avg_pool2d: divisor_override must not be 0",
                        ValueError);
-  CHECK_THROWS_WITH_AS(nn::AvgPool1d(nn::AvgPoolOptions({2}).divisor_override(2)),
-                       "AvgPool1d: divisor_override is for AvgPool2d (torch's AvgPool1d takes none), got 2",
-                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      nn::AvgPool1d(nn::AvgPoolOptions({2}).divisor_override(2)),
+      "AvgPool1d: divisor_override is for AvgPool2d and AvgPool3d (torch's AvgPool1d takes none), got 2", ValueError);
 }

@@ -244,8 +244,11 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
   } else if (kind == "conv") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
-      // x: (N, C, [H,] W) or unbatched, weight: (out, C / groups, [kh,] kw), bias: (out) or undefined
-      const auto conv = config.at("dims").get<int>() == 1 ? nn::functional::conv1d : nn::functional::conv2d;
+      // x: (N, C, [[D,] H,] W) or unbatched, weight: (out, C / groups, [[kd,] kh,] kw), bias: (out) or undefined
+      const int dims = config.at("dims").get<int>();
+      const auto conv = dims == 1   ? nn::functional::conv1d
+                        : dims == 2 ? nn::functional::conv2d
+                                    : nn::functional::conv3d;
       const json& padding = config.at("padding");  // a list, or torch's "same" / "valid"
       const nn::ConvPadding pad = !padding.is_string()                   ? nn::ConvPadding(dims_of(config, "padding"))
                                   : padding.get<std::string>() == "same" ? nn::ConvPadding(nn::kSame)
@@ -267,9 +270,11 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
   } else if (kind == "conv_transpose") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
-      // x: (N, in, [H,] W) or unbatched, weight: (in, out / groups, [kh,] kw), bias: (out) or undefined
-      const auto conv =
-          config.at("dims").get<int>() == 1 ? nn::functional::conv_transpose1d : nn::functional::conv_transpose2d;
+      // x: (N, in, [[D,] H,] W) or unbatched, weight: (in, out / groups, [[kd,] kh,] kw), bias: (out) or undefined
+      const int dims = config.at("dims").get<int>();
+      const auto conv = dims == 1   ? nn::functional::conv_transpose1d
+                        : dims == 2 ? nn::functional::conv_transpose2d
+                                    : nn::functional::conv_transpose3d;
       return TensorMap{
           {"output", conv(in.at("x"), in.at("weight"), optional_input(in, "bias"), dims_of(config, "stride"),
                           dims_of(config, "padding"), dims_of(config, "output_padding"),
@@ -279,18 +284,22 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
       namespace F = nn::functional;
-      const bool max = config.at("kind").get<std::string>() == "max", one = config.at("dims").get<int>() == 1;
-      const Dims size = dims_of(config, "output_size");
-      const Tensor& x = in.at("x");
-      const Tensor y = max ? (one ? F::adaptive_max_pool1d(x, size) : F::adaptive_max_pool2d(x, size))
-                           : (one ? F::adaptive_avg_pool1d(x, size) : F::adaptive_avg_pool2d(x, size));
-      return TensorMap{{"output", y}};
+      const bool max = config.at("kind").get<std::string>() == "max";
+      const int dims = config.at("dims").get<int>();
+      const auto pool = max ? (dims == 1   ? F::adaptive_max_pool1d
+                               : dims == 2 ? F::adaptive_max_pool2d
+                                           : F::adaptive_max_pool3d)
+                            : (dims == 1   ? F::adaptive_avg_pool1d
+                               : dims == 2 ? F::adaptive_avg_pool2d
+                                           : F::adaptive_avg_pool3d);
+      return TensorMap{{"output", pool(in.at("x"), dims_of(config, "output_size"))}};
     };
   } else if (kind == "pool") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
       namespace F = nn::functional;
-      const bool max = config.at("kind").get<std::string>() == "max", one = config.at("dims").get<int>() == 1;
+      const bool max = config.at("kind").get<std::string>() == "max";
+      const int dims = config.at("dims").get<int>();
       const Tensor& x = in.at("x");
       const Dims kernel = dims_of(config, "kernel_size"), stride = dims_of(config, "stride"),
                  padding = dims_of(config, "padding");
@@ -298,12 +307,13 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       Tensor y;
       if (max) {
         const Dims dilation = dims_of(config, "dilation");
-        y = one ? F::max_pool1d(x, kernel, stride, padding, dilation, ceil)
-                : F::max_pool2d(x, kernel, stride, padding, dilation, ceil);
+        const auto pool = dims == 1 ? F::max_pool1d : dims == 2 ? F::max_pool2d : F::max_pool3d;
+        y = pool(x, kernel, stride, padding, dilation, ceil);
       } else {
         const bool count_pad = config.at("count_include_pad").get<bool>();
-        y = one ? F::avg_pool1d(x, kernel, stride, padding, count_pad, ceil)
-                : F::avg_pool2d(x, kernel, stride, padding, count_pad, ceil);
+        y = dims == 1   ? F::avg_pool1d(x, kernel, stride, padding, count_pad, ceil)
+            : dims == 2 ? F::avg_pool2d(x, kernel, stride, padding, count_pad, ceil)
+                        : F::avg_pool3d(x, kernel, stride, padding, count_pad, ceil);
       }
       return TensorMap{{"output", y}};
     };
@@ -733,7 +743,15 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "adaptive_avg_pool2d_global",
                                                "adaptive_avg_pool1d_unbatched",
                                                "adaptive_max_pool2d_overlapping",
-                                               "adaptive_max_pool1d"};
+                                               "adaptive_max_pool1d",
+                                               "conv3d_stride_padding_dilation",
+                                               "conv3d_groups_unbatched_same_no_bias",
+                                               "conv_transpose3d_stride_padding_output_padding_groups_dilation",
+                                               "max_pool3d_padding_dilation_ceil_mode",
+                                               "avg_pool3d_ceil_mode_count_include_pad_false",
+                                               "avg_pool3d_unbatched",
+                                               "adaptive_avg_pool3d_overlapping",
+                                               "adaptive_max_pool3d_overlapping"};
 const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training",
                                                   "batch_norm_1d_training_momentum_no_affine",
                                                   "batch_norm_2d_eval",
@@ -744,7 +762,9 @@ const std::vector<std::string> kBatchNormCases = {"batch_norm_2d_training",
                                                   "group_norm_instance",
                                                   "instance_norm_2d_running",
                                                   "instance_norm_1d_plain",
-                                                  "instance_norm_2d_eval"};
+                                                  "instance_norm_2d_eval",
+                                                  "batch_norm_3d_training",
+                                                  "instance_norm_3d_running"};
 const std::vector<std::string> kGroupedQueryCases = {"mha_grouped_query", "mha_grouped_query_causal_padding",
                                                      "mha_multi_query_causal"};
 const std::vector<std::string> kEncoderCases = {"encoder_layer_post_norm_relu", "encoder_layer_post_norm_gelu",
@@ -826,7 +846,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "torch reference: conv1d and conv2d (stride, padding and same and valid, dilation, groups, unbatched, no bias), "
+    "torch reference: conv1d, conv2d and conv3d (stride, padding and same and valid, dilation, groups, unbatched, no "
+    "bias), "
     "F.pad's "
     "reflect, replicate and circular modes, interpolate (nearest, linear, bilinear, align_corners), pixel_shuffle and "
     "pixel_unshuffle, the transposed convolutions "

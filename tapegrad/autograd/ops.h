@@ -402,10 +402,12 @@ std::vector<Tensor> unbind(const Tensor& x, std::int64_t axis = 0);
 // `padding` on each side, taken every `stride` pixels with taps `dilation` apart, as a column of
 // (N, C * kh * kw, windows); rows ordered (channel, kernel row, kernel column), windows row-major.
 // Each option takes one value (both axes) or two (height, width). A (C, H, W) input gives (C * kh *
-// kw, windows). ShapeError when no window fits, ValueError for a kernel, dilation or stride below 1 or
-// a negative padding. fold is its adjoint, as torch's F.fold: the columns added back into images of
-// output_size, overlapping windows summed; each is the other's gradient. The convolutions and pools
-// (nn/conv.h) are unfold and a matmul or a reduction.
+// kw, windows); an (N, C, D, H, W) batch of volumes gives (N, C * kd * kh * kw, windows), each option
+// then one value or three (depth, height, width) (torch's unfold has no 3-D form; its conv3d
+// computes the same columns). ShapeError when no window fits, ValueError for a kernel, dilation or
+// stride below 1 or a negative padding. fold is its adjoint, as torch's F.fold: the columns added back
+// into images of output_size (three extents: volumes), overlapping windows summed; each is the
+// other's gradient. The convolutions and pools (nn/conv.h) are unfold and a matmul or a reduction.
 Tensor unfold(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
               const Dims& stride = {1});
 Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, const Dims& dilation = {1},
@@ -413,13 +415,15 @@ Tensor fold(const Tensor& x, const Dims& output_size, const Dims& kernel_size, c
 // The indices of max pooling (torch's max_pool2d_with_indices): for every window of unfold's
 // geometry over an (N, C, H, W) or (C, H, W) input, the offset row * W + column, within its (H, W)
 // plane, of the window's first largest entry in row-major order or of its last NaN (as torch's CPU
-// kernel), the taps in the padding skipped; `overhang` rows and columns past the padded end (ceil_mode's) add windows
-// that run past it. Int64 of shape (N, C, oh, ow) or (C, oh, ow); no gradient (a gather with it is
-// the pool). ValueError when a window holds no pixel of the input.
+// kernel), the taps in the padding skipped; `overhang` rows and columns past the padded end
+// (ceil_mode's) add windows that run past it. Int64 of shape (N, C, oh, ow) or (C, oh, ow); no
+// gradient (a gather with it is the pool). An (N, C, D, H, W) input gives the offsets (depth * H +
+// row) * W + column within each volume, (N, C, od, oh, ow). ValueError when a window holds no pixel
+// of the input.
 Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilation = {1}, const Dims& padding = {0},
                      const Dims& stride = {1}, const Dims& overhang = {0});
-// The same for adaptive max pooling: output_size (one value for both axes or two) windows over each
-// axis of n entries, window i spanning [floor(i * n / out), ceil((i + 1) * n / out)). ValueError for
+// The same for adaptive max pooling: output_size (one value for every axis, or one per axis) windows
+// over each axis of n entries, window i spanning [floor(i * n / out), ceil((i + 1) * n / out)). ValueError for
 // an output size below 1, ShapeError for an empty spatial axis.
 Tensor adaptive_window_argmax(const Tensor& x, const Dims& output_size);
 

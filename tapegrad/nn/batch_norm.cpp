@@ -140,7 +140,9 @@ Tensor InstanceNormImpl::forward(const Tensor& x) {
   const bool unbatched = x.dim() == rank_ - 1;
   if ((x.dim() != rank_ && !unbatched) || x.shape()[unbatched ? 0 : 1] != options_.num_features())
     throw ShapeError(message(name_, ": expected an input of shape ",
-                             rank_ == 3 ? "(N, C, L) or (C, L)" : "(N, C, H, W) or (C, H, W)",
+                             rank_ == 3   ? "(N, C, L) or (C, L)"
+                             : rank_ == 4 ? "(N, C, H, W) or (C, H, W)"
+                                          : "(N, C, D, H, W) or (C, D, H, W)",
                              " with C = ", options_.num_features(), ", got ", x.shape().str()));
   const bool tracked = options_.track_running_stats();
   const bool use_input_stats = is_training() || !tracked;
@@ -204,7 +206,9 @@ BatchNormImpl::BatchNormImpl(const BatchNormOptions& options, const char* name, 
 Tensor BatchNormImpl::forward(const Tensor& x) {
   if (x.dim() < min_rank_ || x.dim() > max_rank_ || x.shape()[1] != options_.num_features())
     throw ShapeError(message(name_, ": expected an input of shape ",
-                             min_rank_ == 2 ? "(N, C) or (N, C, L)" : "(N, C, H, W)",
+                             min_rank_ == 2   ? "(N, C) or (N, C, L)"
+                             : min_rank_ == 4 ? "(N, C, H, W)"
+                                              : "(N, C, D, H, W)",
                              " with C = ", options_.num_features(), ", got ", x.shape().str()));
   // Training updates the running statistics; eval mode reads them, or uses the batch's without them.
   const bool update = is_training() && options_.track_running_stats();

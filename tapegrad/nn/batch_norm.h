@@ -1,7 +1,8 @@
 #pragma once
 // Batch, group and instance normalisation with PyTorch's names, semantics and defaults: BatchNorm1d
-// over (N, C) or (N, C, L), BatchNorm2d over (N, C, H, W), GroupNorm over (N, C, ...), InstanceNorm1d
-// over (N, C, L) or (C, L), InstanceNorm2d over (N, C, H, W) or (C, H, W), and the functional forms.
+// over (N, C) or (N, C, L), BatchNorm2d over (N, C, H, W), BatchNorm3d over (N, C, D, H, W), GroupNorm
+// over (N, C, ...), InstanceNorm1d / 2d / 3d over (N, C, L), (N, C, H, W) or (N, C, D, H, W) and their
+// unbatched forms, and the functional forms.
 // InstanceNorm normalises each sample's channels by their own mean and (biased) variance over the
 // spatial axes; with track_running_stats (off by default, as torch's) training also keeps running
 // estimates, the batch's mean of the per-instance ones, which eval mode then uses.
@@ -116,6 +117,13 @@ class BatchNorm2dImpl : public BatchNormImpl {
 };
 TAPEGRAD_MODULE(BatchNorm2d);
 
+// BatchNorm3d: input (N, C, D, H, W).
+class BatchNorm3dImpl : public BatchNormImpl {
+ public:
+  explicit BatchNorm3dImpl(const BatchNormOptions& options) : BatchNormImpl(options, "BatchNorm3d", 5, 5) {}
+};
+TAPEGRAD_MODULE(BatchNorm3d);
+
 struct GroupNormOptions {
   GroupNormOptions(std::int64_t num_groups, std::int64_t num_channels)
       : num_groups_(num_groups), num_channels_(num_channels) {}
@@ -146,7 +154,7 @@ struct InstanceNormOptions {
       : num_features_(num_features) {}
   TAPEGRAD_ARG(std::int64_t, num_features);
   TAPEGRAD_ARG(double, eps) = 1e-5;
-  TAPEGRAD_ARG(double, momentum) = 0.1;
+  TAPEGRAD_ARG(double, momentum) = 0.1;             // no cumulative average (torch 1.13's instance norms refuse None)
   TAPEGRAD_ARG(bool, affine) = false;               // weight ones and bias zeros, (num_features)
   TAPEGRAD_ARG(bool, track_running_stats) = false;  // running_mean, running_var, num_batches_tracked
 };
@@ -179,5 +187,12 @@ class InstanceNorm2dImpl : public InstanceNormImpl {
   explicit InstanceNorm2dImpl(const InstanceNormOptions& options) : InstanceNormImpl(options, "InstanceNorm2d", 4) {}
 };
 TAPEGRAD_MODULE(InstanceNorm2d);
+
+// InstanceNorm3d: input (N, C, D, H, W) or (C, D, H, W).
+class InstanceNorm3dImpl : public InstanceNormImpl {
+ public:
+  explicit InstanceNorm3dImpl(const InstanceNormOptions& options) : InstanceNormImpl(options, "InstanceNorm3d", 5) {}
+};
+TAPEGRAD_MODULE(InstanceNorm3d);
 
 }  // namespace tapegrad::nn

@@ -53,80 +53,105 @@ void check_1d_input(const Tensor& x, const char* op) {
     throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (C, L), got ", x.shape().str()));
 }
 
-// A window option of the 2-D forms: one value (both axes) or two (height, width).
-void check_pair(const Dims& values, const char* op, const char* name) {
-  if (values.size() != 1 && values.size() != 2)
-    throw ValueError(
-        message(op, ": ", name, " takes one value (both axes) or two (height, width), got ", values.str()));
+// The input layouts of the 2-D and 3-D forms, for messages.
+const char* input_layouts(int spatial) {
+  return spatial == 3 ? "(N, C, D, H, W) or (C, D, H, W)" : "(N, C, H, W) or (C, H, W)";
 }
 
-// The pools' kernel and padding, checked before the padding is applied (unfold checks the rest):
-// one value or two, a kernel of at least 1, a padding of at least 0 and at most half the kernel
-// along each axis, as torch requires.
-void check_pool_window(const Dims& kernel_size, const Dims& padding, const char* op) {
-  check_pair(kernel_size, op, "kernel_size");
-  check_pair(padding, op, "padding");
-  for (int a = 0; a < 2; ++a)
+// The kernel's axes in a weight's layout, for messages.
+const char* kernel_axes(int spatial) { return spatial == 3 ? "kd, kh, kw" : "kh, kw"; }
+
+// A window option of the 2-D or 3-D forms: one value (every axis) or one per spatial axis.
+void check_option(const Dims& values, int spatial, const char* op, const char* name) {
+  if (values.size() != 1 && values.size() != spatial)
+    throw ValueError(message(op, ": ", name,
+                             spatial == 3 ? " takes one value (every axis) or three (depth, height, width), got "
+                                          : " takes one value (both axes) or two (height, width), got ",
+                             values.str()));
+}
+
+// The trailing `spatial` extents of a shape.
+Dims spatial_extents(const Shape& shape, int spatial) {
+  return Dims(shape.begin() + (shape.size() - spatial), shape.end());
+}
+
+// The pools' window, checked before the padding is applied (unfold checks the rest): one value or
+// one per axis for each option, a kernel of at least 1, a padding of at least 0 and at most half the
+// kernel along each axis, as torch requires.
+void check_pool_window(const Dims& kernel_size, const Dims& stride, const Dims& padding, const Dims& dilation,
+                       int spatial, const char* op) {
+  check_option(kernel_size, spatial, op, "kernel_size");
+  check_option(stride, spatial, op, "stride");
+  check_option(padding, spatial, op, "padding");
+  check_option(dilation, spatial, op, "dilation");
+  for (int a = 0; a < spatial; ++a)
     if (along(kernel_size, a) < 1 || along(padding, a) < 0 || along(padding, a) * 2 > along(kernel_size, a))
       throw ValueError(message(op, ": padding ", padding.str(), " must be between 0 and half the kernel size ",
                                kernel_size.str(), " (a kernel of at least 1)"));
 }
 
-// x as (N * C, 1, H, W) for a pool, and the shape (N, C) or (C) its output goes back to; 3-D (C, H, W)
-// input is unbatched.
-Tensor as_planes(const Tensor& x, Shape& lead, const char* op) {
-  if (x.dim() != 3 && x.dim() != 4)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+// x as (N * C, 1, spatial...) for a pool, and the shape (N, C) or (C) its output goes back to; an
+// input of one axis fewer is unbatched.
+Tensor as_planes(const Tensor& x, Shape& lead, int spatial, const char* op) {
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected an input of shape ", input_layouts(spatial), ", got ", x.shape().str()));
   lead = Shape();
-  for (int d = 0; d + 2 < x.dim(); ++d) lead.push_back(x.shape()[d]);
-  return reshape(x, {lead.numel(), 1, x.shape()[x.dim() - 2], x.shape()[x.dim() - 1]});
+  for (int d = 0; d + spatial < x.dim(); ++d) lead.push_back(x.shape()[d]);
+  Shape shape{lead.numel(), 1};
+  for (const std::int64_t e : spatial_extents(x.shape(), spatial)) shape.push_back(e);
+  return reshape(x, shape);
 }
 
-// (planes, 1, oh * ow) back to lead + (oh, ow).
-Tensor from_planes(const Tensor& y, Shape lead, std::int64_t oh, std::int64_t ow) {
-  lead.push_back(oh);
-  lead.push_back(ow);
+// (planes, 1, prod(out)) back to lead + out.
+Tensor from_planes(const Tensor& y, Shape lead, const Dims& out) {
+  for (const std::int64_t e : out) lead.push_back(e);
   return reshape(y, lead);
 }
 
-}  // namespace
+// The padding list of F::pad (last axis first, before then after) from one pair per spatial axis.
+std::vector<std::int64_t> pad_list(const std::vector<std::pair<std::int64_t, std::int64_t>>& pairs) {
+  std::vector<std::int64_t> pads;
+  for (auto it = pairs.rbegin(); it != pairs.rend(); ++it) pads.insert(pads.end(), {it->first, it->second});
+  return pads;
+}
 
-namespace {
-
-// The (before, after) padding of each spatial axis, height first, that a padding asks for, given the
-// kernel's extents (kh, kw).
-std::array<std::pair<std::int64_t, std::int64_t>, 2> padding_pairs(const ConvPadding& padding, const Dims& stride,
-                                                                   const Dims& dilation, std::int64_t kh,
-                                                                   std::int64_t kw, const char* op) {
-  std::array<std::pair<std::int64_t, std::int64_t>, 2> pairs;
+// The (before, after) padding of each spatial axis, first axis first, that a padding asks for, given
+// the kernel's extents.
+std::vector<std::pair<std::int64_t, std::int64_t>> padding_pairs(const ConvPadding& padding, const Dims& stride,
+                                                                 const Dims& dilation, const Dims& kernel,
+                                                                 const char* op) {
+  const int spatial = kernel.size();
+  std::vector<std::pair<std::int64_t, std::int64_t>> pairs;
   if (!padding.same()) {
     const Dims& values = padding.values();
-    check_pair(values, op, "padding");
-    for (int a = 0; a < 2; ++a) pairs[a] = {along(values, a), along(values, a)};
+    check_option(values, spatial, op, "padding");
+    for (int a = 0; a < spatial; ++a) pairs.emplace_back(along(values, a), along(values, a));
     return pairs;
   }
-  for (int a = 0; a < 2; ++a) {
+  for (int a = 0; a < spatial; ++a) {
     if (along(stride, a) != 1) throw ValueError(message(op, ": padding kSame needs stride 1, got ", stride.str()));
-    const std::int64_t total = along(dilation, a) * ((a == 0 ? kh : kw) - 1);
-    pairs[a] = {total / 2, total - total / 2};
+    const std::int64_t total = along(dilation, a) * (kernel[a] - 1);
+    pairs.emplace_back(total / 2, total - total / 2);
   }
   return pairs;
 }
 
-}  // namespace
-
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
-              const ConvPadding& padding_option, const Dims& dilation, std::int64_t groups) {
-  const char* op = "conv2d";
-  if (x.dim() == 3) return squeeze(conv2d(unsqueeze(x, 0), weight, bias, stride, padding_option, dilation, groups), 0);
-  if (x.dim() != 4)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
-  if (weight.dim() != 4)
-    throw ShapeError(message(op, ": expected a weight of shape (out_channels, in_channels / groups, kh, kw), got ",
-                             weight.shape().str()));
+// conv2d and conv3d over `spatial` axes.
+Tensor convolution(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+                   const ConvPadding& padding_option, const Dims& dilation, std::int64_t groups, int spatial,
+                   const char* op) {
+  if (x.dim() == spatial + 1)
+    return squeeze(convolution(unsqueeze(x, 0), weight, bias, stride, padding_option, dilation, groups, spatial, op),
+                   0);
+  if (x.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected an input of shape ", input_layouts(spatial), ", got ", x.shape().str()));
+  if (weight.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected a weight of shape (out_channels, in_channels / groups, ",
+                             kernel_axes(spatial), "), got ", weight.shape().str()));
   if (groups < 1) throw ValueError(message(op, ": groups must be at least 1, got ", groups));
   const std::int64_t n = x.shape()[0], channels = x.shape()[1], out_channels = weight.shape()[0];
-  const std::int64_t group_channels = weight.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
+  const std::int64_t group_channels = weight.shape()[1];
+  const Dims kernel = spatial_extents(weight.shape(), spatial);
   if (out_channels % groups != 0)
     throw ValueError(
         message(op, ": the weight's ", out_channels, " output channels do not split into ", groups, " groups"));
@@ -135,28 +160,283 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
                              group_channels * groups, " input channels, got an input of shape ", x.shape().str()));
   if (bias.defined() && bias.shape() != Shape{out_channels})
     throw ShapeError(message(op, ": expected a bias of shape (", out_channels, "), got ", bias.shape().str()));
+  check_option(stride, spatial, op, "stride");
+  check_option(dilation, spatial, op, "dilation");
   // kSame with an odd total pads its extra row or column after the input, which unfold's symmetric
   // padding cannot: that input is padded first.
-  const auto pairs = padding_pairs(padding_option, stride, dilation, kh, kw, op);
-  const Dims padding{pairs[0].first, pairs[1].first};
-  const bool uneven = pairs[0].first != pairs[0].second || pairs[1].first != pairs[1].second;
-  if (uneven)
-    return conv2d(pad(x, {pairs[1].first, pairs[1].second, pairs[0].first, pairs[0].second}), weight, bias, stride, {0},
-                  dilation, groups);
-  const Tensor cols = unfold(x, {kh, kw}, dilation, padding, stride);  // (N, C * kh * kw, L)
-  const std::int64_t windows = cols.shape()[2];
+  const auto pairs = padding_pairs(padding_option, stride, dilation, kernel, op);
+  Dims padding;
+  bool uneven = false;
+  for (const auto& [before, after] : pairs) {
+    padding.push_back(before);
+    uneven |= before != after;
+  }
+  if (uneven) return convolution(pad(x, pad_list(pairs)), weight, bias, stride, {0}, dilation, groups, spatial, op);
+  const Tensor cols = unfold(x, kernel, dilation, padding, stride);  // (N, C * prod(kernel), L)
+  const std::int64_t windows = cols.shape()[2], rows = group_channels * kernel.numel();
   Tensor y;
   if (groups == 1) {
-    y = matmul(reshape(weight, {out_channels, channels * kh * kw}), cols);  // (N, out, L)
+    y = matmul(reshape(weight, {out_channels, rows}), cols);  // (N, out, L)
   } else {
-    const std::int64_t rows = group_channels * kh * kw;
     y = reshape(
         matmul(reshape(weight, {groups, out_channels / groups, rows}), reshape(cols, {n, groups, rows, windows})),
         {n, out_channels, windows});
   }
   if (bias.defined()) y = y + reshape(bias.to(y.dtype()), {1, out_channels, 1});  // bfloat16 under autocast, as torch's
-  const std::int64_t oh = windows_along(x.shape()[2], {kh, kw}, dilation, padding, stride, 0);
-  return reshape(y, {n, out_channels, oh, windows / oh});
+  Shape shape{n, out_channels};
+  for (int a = 0; a < spatial; ++a)
+    shape.push_back(windows_along(x.shape()[2 + a], kernel, dilation, padding, stride, a));
+  return reshape(y, shape);
+}
+
+// max_pool2d_with_indices and max_pool3d_with_indices over `spatial` axes.
+std::pair<Tensor, Tensor> max_pool_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
+                                                const Dims& padding, const Dims& dilation, bool ceil_mode, int spatial,
+                                                const char* op) {
+  const Dims& step = stride.empty() ? kernel_size : stride;
+  Shape lead;
+  const Tensor planes = as_planes(x, lead, spatial, op);
+  check_pool_window(kernel_size, step, padding, dilation, spatial, op);
+  const Dims size = spatial_extents(planes.shape(), spatial);
+  Dims extra;
+  for (int a = 0; a < spatial; ++a)
+    extra.push_back(ceil_mode ? ceil_overhang(size[a], kernel_size, dilation, padding, step, a) : 0);
+  // Each window's largest entry found in place (no padded copy, no columns), then gathered: the
+  // gradient goes back through the gather to that entry alone.
+  const Tensor indices = window_argmax(planes, kernel_size, dilation, padding, step, extra);  // (P, 1, out...)
+  const Dims out = spatial_extents(indices.shape(), spatial);
+  const Tensor flat = reshape(indices, {lead.numel(), out.numel()});
+  const Tensor best = gather(reshape(planes, {lead.numel(), size.numel()}), 1, flat);
+  return {from_planes(best, lead, out), from_planes(flat, lead, out)};
+}
+
+// avg_pool2d and avg_pool3d over `spatial` axes.
+Tensor avg_pool(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
+                bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override, int spatial,
+                const char* op) {
+  if (divisor_override && *divisor_override == 0) throw ValueError(message(op, ": divisor_override must not be 0"));
+  const Dims& step = stride.empty() ? kernel_size : stride;
+  Shape lead;
+  const Tensor planes = as_planes(x, lead, spatial, op);
+  check_pool_window(kernel_size, step, padding, {1}, spatial, op);
+  const Dims size = spatial_extents(planes.shape(), spatial);
+  std::vector<std::pair<std::int64_t, std::int64_t>> symmetric, overhang;
+  bool overhangs = false;
+  for (int a = 0; a < spatial; ++a) {
+    const std::int64_t extra = ceil_mode ? ceil_overhang(size[a], kernel_size, {1}, padding, step, a) : 0;
+    symmetric.emplace_back(along(padding, a), along(padding, a));
+    overhang.emplace_back(0, extra);
+    overhangs |= extra > 0;
+  }
+  const auto windows = [&](const Dims& extents, const Dims& pads) {
+    Dims out;
+    for (int a = 0; a < spatial; ++a) out.push_back(windows_along(extents[a], kernel_size, {1}, pads, step, a));
+    return out;
+  };
+  if (count_include_pad && !overhangs && !divisor_override) {
+    const Tensor cols = unfold(planes, kernel_size, {1}, padding, step);  // (planes, prod(kernel), L)
+    return from_planes(mean(cols, {1}), lead, windows(size, padding));
+  }
+  // Each window's divisor: the same windows over an image of ones, its padding counted or not, the
+  // overhang past the padding never.
+  const Tensor cols = unfold(pad(pad(planes, pad_list(symmetric)), pad_list(overhang)), kernel_size, {1}, {0}, step);
+  Dims padded;
+  for (int a = 0; a < spatial; ++a) padded.push_back(size[a] + symmetric[a].first * 2 + overhang[a].second);
+  const Dims out = windows(padded, {0});
+  if (divisor_override)  // every window's sum over the same divisor, as torch's
+    return from_planes(sum(cols, {1}) / static_cast<double>(*divisor_override), lead, out);
+  Shape unit{1, 1};
+  for (const std::int64_t e : size) unit.push_back(e);
+  const Tensor counted =
+      pad(pad(ones(unit, cols.dtype()), pad_list(symmetric), count_include_pad ? 1.0 : 0.0), pad_list(overhang));
+  return from_planes(sum(cols, {1}) / sum(unfold(counted, kernel_size, {1}, {0}, step), {1}), lead, out);
+}
+
+// max_unpool2d and max_unpool3d over `spatial` axes.
+Tensor max_unpool(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
+                  const Dims& padding, const Dims& output_size, int spatial, const char* op) {
+  Shape lead;
+  const Tensor planes = as_planes(x, lead, spatial, op);
+  if (indices.shape() != x.shape())
+    throw ShapeError(
+        message(op, ": expected indices of the input's shape ", x.shape().str(), ", got ", indices.shape().str()));
+  if (indices.dtype() != kInt64)
+    throw TypeError(message(op, ": expected int64 indices, got ", dtype_name(indices.dtype())));
+  const Dims& step = stride.empty() ? kernel_size : stride;
+  check_option(kernel_size, spatial, op, "kernel_size");
+  check_option(step, spatial, op, "stride");
+  check_option(padding, spatial, op, "padding");
+  if (!output_size.empty() && output_size.size() != spatial)
+    throw ValueError(message(op, ": output_size takes ",
+                             spatial == 3 ? "three values (depth, height, width)" : "two values (height, width)",
+                             ", got ", output_size.str()));
+  const Dims in = spatial_extents(planes.shape(), spatial);
+  Dims size;
+  for (int a = 0; a < spatial; ++a) {
+    size.push_back(output_size.empty() ? (in[a] - 1) * along(step, a) - 2 * along(padding, a) + along(kernel_size, a)
+                                       : output_size[a]);
+    if (size[a] < 1) throw ValueError(message(op, ": the output size ", size[a], " along axis ", 2 + a, " is empty"));
+  }
+  const std::int64_t volume = size.numel();
+  const Tensor flat = reshape(indices, {lead.numel(), in.numel()});
+  if (flat.numel() > 0) {
+    const std::int64_t low = min(flat).item<std::int64_t>(), high = max(flat).item<std::int64_t>();
+    if (low < 0 || high >= volume) {
+      std::string extents = std::to_string(size[0]);
+      for (int a = 1; a < spatial; ++a) extents += " x " + std::to_string(size[a]);
+      throw IndexError(message(op, ": index ", low < 0 ? low : high, " is outside an output ",
+                               spatial == 3 ? "volume" : "plane", " of ", extents, " (", volume, " entries)"));
+    }
+  }
+  const Tensor out =
+      scatter(zeros({lead.numel(), volume}, x.dtype()), 1, flat, reshape(planes, {lead.numel(), in.numel()}));
+  return from_planes(out, lead, size);
+}
+
+// conv_transpose2d and conv_transpose3d over `spatial` axes.
+Tensor transposed_convolution(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+                              const Dims& padding, const Dims& output_padding, std::int64_t groups,
+                              const Dims& dilation, int spatial, const char* op) {
+  if (x.dim() == spatial + 1)
+    return squeeze(transposed_convolution(unsqueeze(x, 0), weight, bias, stride, padding, output_padding, groups,
+                                          dilation, spatial, op),
+                   0);
+  if (x.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected an input of shape ", input_layouts(spatial), ", got ", x.shape().str()));
+  if (weight.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected a weight of shape (in_channels, out_channels / groups, ",
+                             kernel_axes(spatial), "), got ", weight.shape().str()));
+  if (groups < 1) throw ValueError(message(op, ": groups must be at least 1, got ", groups));
+  const std::int64_t n = x.shape()[0], in = weight.shape()[0], group_out = weight.shape()[1];
+  const Dims kernel = spatial_extents(weight.shape(), spatial);
+  const std::int64_t out = group_out * groups;
+  if (x.shape()[1] != in)
+    throw ShapeError(message(op, ": a weight of shape ", weight.shape().str(), " expects ", in,
+                             " input channels, got an input of shape ", x.shape().str()));
+  if (in % groups != 0)
+    throw ValueError(message(op, ": the weight's ", in, " input channels do not split into ", groups, " groups"));
+  if (bias.defined() && bias.shape() != Shape{out})
+    throw ShapeError(message(op, ": expected a bias of shape (", out, "), got ", bias.shape().str()));
+  check_option(stride, spatial, op, "stride");
+  check_option(padding, spatial, op, "padding");
+  check_option(output_padding, spatial, op, "output_padding");
+  check_option(dilation, spatial, op, "dilation");
+  Dims full;  // the output before the padding's crop
+  std::vector<std::pair<std::int64_t, std::int64_t>> crop;
+  for (int a = 0; a < spatial; ++a) {
+    const std::int64_t s = along(stride, a), p = along(padding, a), o = along(output_padding, a),
+                       d = along(dilation, a);
+    if (s < 1 || d < 1 || p < 0)
+      throw ValueError(message(op, ": stride ", stride.str(), " and dilation ", dilation.str(),
+                               " must be at least 1 and padding ", padding.str(), " at least 0"));
+    if (o < 0 || (o >= s && o >= d))
+      throw ValueError(message(op, ": output_padding ", output_padding.str(), " must be at least 0 and smaller than ",
+                               "the stride ", stride.str(), " or the dilation ", dilation.str()));
+    full.push_back((x.shape()[2 + a] - 1) * s + d * (kernel[a] - 1) + 1);
+    const std::int64_t size = full[a] - 2 * p + o;
+    if (size < 1) {
+      std::string extents = std::to_string(kernel[0]);
+      for (int b = 1; b < spatial; ++b) extents += "x" + std::to_string(kernel[b]);
+      throw ValueError(message(op, ": an input of shape ", x.shape().str(), " and a kernel of ", extents,
+                               " give an output of size ", size, " along axis ", 2 + a, " with padding ",
+                               padding.str()));
+    }
+    crop.emplace_back(-p, o - p);
+  }
+  // Every input pixel's contribution to its output window, (N, out * prod(kernel), pixels), added into
+  // the image without padding (fold is unfold's adjoint), then the padding cropped off each side and
+  // output_padding's rows and columns added at the end (zeros past the image, as torch's).
+  const std::int64_t pixels = spatial_extents(x.shape(), spatial).numel(), taps = kernel.numel();
+  const Tensor per_group = transpose(reshape(weight, {groups, in / groups, group_out * taps}), 1, 2);
+  const Tensor cols = reshape(matmul(per_group, reshape(x, {n, groups, in / groups, pixels})), {n, out * taps, pixels});
+  Tensor y = pad(fold(cols, full, kernel, dilation, {0}, stride), pad_list(crop));
+  if (bias.defined()) {
+    Shape shape{1, out};
+    for (int a = 0; a < spatial; ++a) shape.push_back(1);
+    y = y + reshape(bias.to(y.dtype()), shape);
+  }
+  return y;
+}
+
+// The output size of an adaptive pool over `spatial` axes, checked: one value or one per axis, each
+// at least 1, over an input with no empty spatial axis.
+Dims adaptive_size(const Tensor& x, const Dims& output_size, int spatial, const char* op) {
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected an input of shape ", input_layouts(spatial), ", got ", x.shape().str()));
+  check_option(output_size, spatial, op, "output_size");
+  Dims size;
+  for (int a = 0; a < spatial; ++a) {
+    size.push_back(along(output_size, a));
+    if (size[a] < 1) throw ValueError(message(op, ": output_size must be at least 1, got ", output_size.str()));
+  }
+  if (spatial_extents(x.shape(), spatial).contains(0))
+    throw ShapeError(message(op, ": the input of shape ", x.shape().str(), " has an empty spatial axis"));
+  return size;
+}
+
+// Window i of an axis of n entries cut into `out`: [floor(i * n / out), ceil((i + 1) * n / out)).
+std::pair<std::int64_t, std::int64_t> adaptive_window(std::int64_t i, std::int64_t n, std::int64_t out) {
+  return {i * n / out, ((i + 1) * n + out - 1) / out};
+}
+
+// The (out, n) matrix whose row i averages window i of an axis of n entries.
+Tensor averaging_matrix(std::int64_t n, std::int64_t out, DType dtype) {
+  std::vector<double> m(static_cast<std::size_t>(out * n), 0.0);
+  for (std::int64_t i = 0; i < out; ++i) {
+    const auto [start, end] = adaptive_window(i, n, out);
+    for (std::int64_t j = start; j < end; ++j)
+      m[static_cast<std::size_t>(i * n + j)] = 1.0 / static_cast<double>(end - start);
+  }
+  return from_vector(m, {out, n}).to(dtype);
+}
+
+// adaptive_avg_pool2d and adaptive_avg_pool3d over `spatial` axes.
+Tensor adaptive_avg_pool(const Tensor& x, const Dims& output_size, int spatial, const char* op) {
+  const Dims size = adaptive_size(x, output_size, spatial, op);
+  if (!x.is_floating_point())
+    throw TypeError(message(op, ": expected a floating-point input, got ", dtype_name(x.dtype())));
+  if (x.dtype() == kBFloat16)  // averaged in float32, rounded once
+    return adaptive_avg_pool(x.to(kFloat32), output_size, spatial, op).to(kBFloat16);
+  // A mean over a box is a mean along each axis in turn: a product with an averaging matrix per
+  // axis, in x's precision whatever autocast says.
+  const tapegrad::detail::AutocastOffGuard exact;
+  const Dims in = spatial_extents(x.shape(), spatial);
+  const auto averaging = [&](int a) { return averaging_matrix(in[a], size[a], x.dtype()); };
+  Tensor y = matmul(matmul(averaging(spatial - 2), x), averaging(spatial - 1).mT());  // the last two axes
+  if (spatial == 3) {  // the depth axis over (D, oh * ow)
+    Shape shape = y.shape();
+    y = matmul(averaging(0), flatten(y, -2));
+    shape[shape.size() - 3] = size[0];
+    y = reshape(y, shape);
+  }
+  return y;
+}
+
+// adaptive_max_pool2d_with_indices and adaptive_max_pool3d_with_indices over `spatial` axes.
+std::pair<Tensor, Tensor> adaptive_max_pool_with_indices(const Tensor& x, const Dims& output_size, int spatial,
+                                                         const char* op) {
+  const Dims size = adaptive_size(x, output_size, spatial, op);
+  // Each window's largest entry found in place, then gathered, as max_pool2d's.
+  const bool unbatched = x.dim() == spatial + 1;
+  Tensor indices = adaptive_window_argmax(unbatched ? unsqueeze(x, 0) : x, output_size);
+  if (unbatched) indices = squeeze(indices, 0);  // lead + out
+  const std::int64_t volume = spatial_extents(x.shape(), spatial).numel();
+  const std::int64_t planes = x.numel() == 0 ? 0 : x.numel() / volume;
+  const Tensor flat = reshape(indices, {planes, size.numel()});
+  const Tensor best = gather(reshape(x, {planes, volume}), 1, flat);
+  return {reshape(best, indices.shape()), indices};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
+              const Dims& dilation, std::int64_t groups) {
+  return convolution(x, weight, bias, stride, padding, dilation, groups, 2, "conv2d");
+}
+
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
+              const Dims& dilation, std::int64_t groups) {
+  return convolution(x, weight, bias, stride, padding, dilation, groups, 3, "conv3d");
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
@@ -175,21 +455,12 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const D
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
                                                   const Dims& padding, const Dims& dilation, bool ceil_mode) {
-  const char* op = "max_pool2d";
-  const Dims& step = stride.empty() ? kernel_size : stride;
-  Shape lead;
-  const Tensor planes = as_planes(x, lead, op);
-  check_pool_window(kernel_size, padding, op);
-  const std::int64_t h = planes.shape()[2], w = planes.shape()[3];
-  const std::int64_t eh = ceil_mode ? ceil_overhang(h, kernel_size, dilation, padding, step, 0) : 0;
-  const std::int64_t ew = ceil_mode ? ceil_overhang(w, kernel_size, dilation, padding, step, 1) : 0;
-  // Each window's largest entry found in place (no padded copy, no columns), then gathered: the
-  // gradient goes back through the gather to that entry alone.
-  const Tensor indices = window_argmax(planes, kernel_size, dilation, padding, step, {eh, ew});  // (P, 1, oh, ow)
-  const std::int64_t oh = indices.shape()[2], ow = indices.shape()[3];
-  const Tensor flat = reshape(indices, {lead.numel(), oh * ow});
-  const Tensor best = gather(reshape(planes, {lead.numel(), h * w}), 1, flat);
-  return {from_planes(best, lead, oh, ow), from_planes(flat, lead, oh, ow)};
+  return max_pool_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode, 2, "max_pool2d");
+}
+
+std::pair<Tensor, Tensor> max_pool3d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
+                                                  const Dims& padding, const Dims& dilation, bool ceil_mode) {
+  return max_pool_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode, 3, "max_pool3d");
 }
 
 Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
@@ -197,33 +468,19 @@ Tensor max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
   return max_pool2d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
 }
 
+Tensor max_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
+                  const Dims& dilation, bool ceil_mode) {
+  return max_pool3d_with_indices(x, kernel_size, stride, padding, dilation, ceil_mode).first;
+}
+
 Tensor avg_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
                   bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
-  const char* op = "avg_pool2d";
-  if (divisor_override && *divisor_override == 0) throw ValueError(message(op, ": divisor_override must not be 0"));
-  const Dims& step = stride.empty() ? kernel_size : stride;
-  Shape lead;
-  const Tensor planes = as_planes(x, lead, op);
-  check_pool_window(kernel_size, padding, op);
-  const std::int64_t h = planes.shape()[2], w = planes.shape()[3];
-  const std::int64_t eh = ceil_mode ? ceil_overhang(h, kernel_size, {1}, padding, step, 0) : 0;
-  const std::int64_t ew = ceil_mode ? ceil_overhang(w, kernel_size, {1}, padding, step, 1) : 0;
-  if (count_include_pad && eh == 0 && ew == 0 && !divisor_override) {
-    const Tensor cols = unfold(planes, kernel_size, {1}, padding, step);  // (planes, kh * kw, L)
-    const std::int64_t oh = windows_along(h, kernel_size, {1}, padding, step, 0);
-    return from_planes(mean(cols, {1}), lead, oh, cols.shape()[2] / oh);
-  }
-  // Each window's divisor: the same windows over an image of ones, its padding counted or not, the
-  // overhang past the padding never.
-  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
-  const Tensor cols = unfold(pad(planes, {pw, pw + ew, ph, ph + eh}), kernel_size, {1}, {0}, step);
-  const std::int64_t oh = windows_along(h + 2 * ph + eh, kernel_size, {1}, {0}, step, 0);
-  if (divisor_override)  // every window's sum over the same divisor, as torch's
-    return from_planes(sum(cols, {1}) / static_cast<double>(*divisor_override), lead, oh, cols.shape()[2] / oh);
-  const Tensor counted =
-      pad(pad(ones({1, 1, h, w}, cols.dtype()), {pw, pw, ph, ph}, count_include_pad ? 1.0 : 0.0), {0, ew, 0, eh});
-  const Tensor means = sum(cols, {1}) / sum(unfold(counted, kernel_size, {1}, {0}, step), {1});
-  return from_planes(means, lead, oh, cols.shape()[2] / oh);
+  return avg_pool(x, kernel_size, stride, padding, count_include_pad, ceil_mode, divisor_override, 2, "avg_pool2d");
+}
+
+Tensor avg_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride, const Dims& padding,
+                  bool count_include_pad, bool ceil_mode, std::optional<std::int64_t> divisor_override) {
+  return avg_pool(x, kernel_size, stride, padding, count_include_pad, ceil_mode, divisor_override, 3, "avg_pool3d");
 }
 
 std::pair<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const Dims& kernel_size, const Dims& stride,
@@ -244,37 +501,12 @@ Tensor max_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 
 Tensor max_unpool2d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
                     const Dims& padding, const Dims& output_size) {
-  const char* op = "max_unpool2d";
-  Shape lead;
-  const Tensor planes = as_planes(x, lead, op);
-  if (indices.shape() != x.shape())
-    throw ShapeError(
-        message(op, ": expected indices of the input's shape ", x.shape().str(), ", got ", indices.shape().str()));
-  if (indices.dtype() != kInt64)
-    throw TypeError(message(op, ": expected int64 indices, got ", dtype_name(indices.dtype())));
-  const Dims& step = stride.empty() ? kernel_size : stride;
-  check_pair(kernel_size, op, "kernel_size");
-  check_pair(step, op, "stride");
-  check_pair(padding, op, "padding");
-  if (!output_size.empty() && output_size.size() != 2)
-    throw ValueError(message(op, ": output_size takes two values (height, width), got ", output_size.str()));
-  std::int64_t size[2];
-  for (int a = 0; a < 2; ++a) {
-    size[a] = output_size.empty()
-                  ? (planes.shape()[2 + a] - 1) * along(step, a) - 2 * along(padding, a) + along(kernel_size, a)
-                  : output_size[a];
-    if (size[a] < 1) throw ValueError(message(op, ": the output size ", size[a], " along axis ", 2 + a, " is empty"));
-  }
-  const std::int64_t plane = size[0] * size[1], pixels = planes.shape()[2] * planes.shape()[3];
-  const Tensor flat = reshape(indices, {lead.numel(), pixels});
-  if (flat.numel() > 0) {
-    const std::int64_t low = min(flat).item<std::int64_t>(), high = max(flat).item<std::int64_t>();
-    if (low < 0 || high >= plane)
-      throw IndexError(message(op, ": index ", low < 0 ? low : high, " is outside an output plane of ", size[0], " x ",
-                               size[1], " (", plane, " entries)"));
-  }
-  const Tensor out = scatter(zeros({lead.numel(), plane}, x.dtype()), 1, flat, reshape(planes, {lead.numel(), pixels}));
-  return from_planes(out, lead, size[0], size[1]);
+  return max_unpool(x, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d");
+}
+
+Tensor max_unpool3d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
+                    const Dims& padding, const Dims& output_size) {
+  return max_unpool(x, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d");
 }
 
 Tensor max_unpool1d(const Tensor& x, const Tensor& indices, const Dims& kernel_size, const Dims& stride,
@@ -303,58 +535,14 @@ Tensor avg_pool1d(const Tensor& x, const Dims& kernel_size, const Dims& stride, 
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
                         const Dims& padding, const Dims& output_padding, std::int64_t groups, const Dims& dilation) {
-  const char* op = "conv_transpose2d";
-  if (x.dim() == 3)
-    return squeeze(conv_transpose2d(unsqueeze(x, 0), weight, bias, stride, padding, output_padding, groups, dilation),
-                   0);
-  if (x.dim() != 4)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
-  if (weight.dim() != 4)
-    throw ShapeError(message(op, ": expected a weight of shape (in_channels, out_channels / groups, kh, kw), got ",
-                             weight.shape().str()));
-  if (groups < 1) throw ValueError(message(op, ": groups must be at least 1, got ", groups));
-  const std::int64_t n = x.shape()[0], in = weight.shape()[0], group_out = weight.shape()[1];
-  const std::int64_t kh = weight.shape()[2], kw = weight.shape()[3], out = group_out * groups;
-  if (x.shape()[1] != in)
-    throw ShapeError(message(op, ": a weight of shape ", weight.shape().str(), " expects ", in,
-                             " input channels, got an input of shape ", x.shape().str()));
-  if (in % groups != 0)
-    throw ValueError(message(op, ": the weight's ", in, " input channels do not split into ", groups, " groups"));
-  if (bias.defined() && bias.shape() != Shape{out})
-    throw ShapeError(message(op, ": expected a bias of shape (", out, "), got ", bias.shape().str()));
-  check_pair(stride, op, "stride");
-  check_pair(padding, op, "padding");
-  check_pair(output_padding, op, "output_padding");
-  check_pair(dilation, op, "dilation");
-  Shape full, size;  // the output before and after the padding's crop, (height, width)
-  for (int a = 0; a < 2; ++a) {
-    const std::int64_t s = along(stride, a), p = along(padding, a), o = along(output_padding, a),
-                       d = along(dilation, a);
-    if (s < 1 || d < 1 || p < 0)
-      throw ValueError(message(op, ": stride ", stride.str(), " and dilation ", dilation.str(),
-                               " must be at least 1 and padding ", padding.str(), " at least 0"));
-    if (o < 0 || (o >= s && o >= d))
-      throw ValueError(message(op, ": output_padding ", output_padding.str(), " must be at least 0 and smaller than ",
-                               "the stride ", stride.str(), " or the dilation ", dilation.str()));
-    full.push_back((x.shape()[2 + a] - 1) * s + d * ((a == 0 ? kh : kw) - 1) + 1);
-    size.push_back(full[a] - 2 * p + o);
-    if (size[a] < 1)
-      throw ValueError(message(op, ": an input of shape ", x.shape().str(), " and a kernel of ", kh, "x", kw,
-                               " give an output of size ", size[a], " along axis ", 2 + a, " with padding ",
-                               padding.str()));
-  }
-  // Every input pixel's contribution to its output window, (N, out * kh * kw, H * W), added into the
-  // image without padding (fold is unfold's adjoint), then the padding cropped off each side and
-  // output_padding's rows and columns added at the end (zeros past the image, as torch's).
-  const std::int64_t pixels = x.shape()[2] * x.shape()[3];
-  const Tensor per_group = transpose(reshape(weight, {groups, in / groups, group_out * kh * kw}), 1, 2);
-  const Tensor cols =
-      reshape(matmul(per_group, reshape(x, {n, groups, in / groups, pixels})), {n, out * kh * kw, pixels});
-  Tensor y = fold(cols, full, {kh, kw}, dilation, {0}, stride);
-  const std::int64_t ph = along(padding, 0), pw = along(padding, 1);
-  y = pad(y, {-pw, along(output_padding, 1) - pw, -ph, along(output_padding, 0) - ph});
-  if (bias.defined()) y = y + reshape(bias.to(y.dtype()), {1, out, 1, 1});
-  return y;
+  return transposed_convolution(x, weight, bias, stride, padding, output_padding, groups, dilation, 2,
+                                "conv_transpose2d");
+}
+
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
+                        const Dims& padding, const Dims& output_padding, std::int64_t groups, const Dims& dilation) {
+  return transposed_convolution(x, weight, bias, stride, padding, output_padding, groups, dilation, 3,
+                                "conv_transpose3d");
 }
 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride,
@@ -371,68 +559,28 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
       -2);
 }
 
-namespace {
-
-// The output size of an adaptive pool, (height, width), checked: one value or two, each at least 1,
-// over an input of shape (N, C, H, W) or (C, H, W) with H and W at least 1.
-Shape adaptive_size(const Tensor& x, const Dims& output_size, const char* op) {
-  if (x.dim() != 3 && x.dim() != 4)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, H, W) or (C, H, W), got ", x.shape().str()));
-  check_pair(output_size, op, "output_size");
-  const Shape size{along(output_size, 0), along(output_size, 1)};
-  if (size[0] < 1 || size[1] < 1)
-    throw ValueError(message(op, ": output_size must be at least 1, got ", output_size.str()));
-  if (x.shape()[x.dim() - 2] < 1 || x.shape()[x.dim() - 1] < 1)
-    throw ShapeError(message(op, ": the input of shape ", x.shape().str(), " has an empty spatial axis"));
-  return size;
-}
-
-// Window i of an axis of n entries cut into `out`: [floor(i * n / out), ceil((i + 1) * n / out)).
-std::pair<std::int64_t, std::int64_t> adaptive_window(std::int64_t i, std::int64_t n, std::int64_t out) {
-  return {i * n / out, ((i + 1) * n + out - 1) / out};
-}
-
-// The (out, n) matrix whose row i averages window i of an axis of n entries.
-Tensor averaging_matrix(std::int64_t n, std::int64_t out, DType dtype) {
-  std::vector<double> m(static_cast<std::size_t>(out * n), 0.0);
-  for (std::int64_t i = 0; i < out; ++i) {
-    const auto [start, end] = adaptive_window(i, n, out);
-    for (std::int64_t j = start; j < end; ++j)
-      m[static_cast<std::size_t>(i * n + j)] = 1.0 / static_cast<double>(end - start);
-  }
-  return from_vector(m, {out, n}).to(dtype);
-}
-
-}  // namespace
-
 Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size) {
-  const char* op = "adaptive_avg_pool2d";
-  const Shape size = adaptive_size(x, output_size, op);
-  if (!x.is_floating_point())
-    throw TypeError(message(op, ": expected a floating-point input, got ", dtype_name(x.dtype())));
-  if (x.dtype() == kBFloat16)  // averaged in float32, rounded once
-    return adaptive_avg_pool2d(x.to(kFloat32), output_size).to(kBFloat16);
-  // A mean over a rectangle is a mean over its rows of the means over its columns: two products with
-  // averaging matrices, in x's precision whatever autocast says.
-  const tapegrad::detail::AutocastOffGuard exact;
-  const Tensor rows = averaging_matrix(x.shape()[x.dim() - 2], size[0], x.dtype());
-  const Tensor cols = averaging_matrix(x.shape()[x.dim() - 1], size[1], x.dtype());
-  return matmul(matmul(rows, x), cols.mT());
+  return adaptive_avg_pool(x, output_size, 2, "adaptive_avg_pool2d");
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& x, const Dims& output_size) {
+  return adaptive_avg_pool(x, output_size, 3, "adaptive_avg_pool3d");
 }
 
 std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, const Dims& output_size) {
-  const char* op = "adaptive_max_pool2d";
-  const Shape size = adaptive_size(x, output_size, op);
-  // Each window's largest entry found in place, then gathered, as max_pool2d's.
-  const Tensor indices = adaptive_window_argmax(x, output_size);  // lead + (oh, ow)
-  const std::int64_t planes = x.numel() == 0 ? 0 : x.numel() / (x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1]);
-  const Tensor flat = reshape(indices, {planes, size[0] * size[1]});
-  const Tensor best = gather(reshape(x, {planes, x.shape()[x.dim() - 2] * x.shape()[x.dim() - 1]}), 1, flat);
-  return {reshape(best, indices.shape()), indices};
+  return adaptive_max_pool_with_indices(x, output_size, 2, "adaptive_max_pool2d");
+}
+
+std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, const Dims& output_size) {
+  return adaptive_max_pool_with_indices(x, output_size, 3, "adaptive_max_pool3d");
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
   return adaptive_max_pool2d_with_indices(x, output_size).first;
+}
+
+Tensor adaptive_max_pool3d(const Tensor& x, const Dims& output_size) {
+  return adaptive_max_pool3d_with_indices(x, output_size).first;
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, const Dims& output_size) {
@@ -460,8 +608,11 @@ namespace {
 // The kernel's extents, one per spatial axis, from a kernel_size of one value or one per axis.
 Dims kernel_extents(const Dims& kernel, int spatial_axes, const char* name) {
   if (kernel.size() != 1 && kernel.size() != spatial_axes)
-    throw ValueError(
-        message(name, ": kernel_size takes one value", spatial_axes == 2 ? " or two" : "", ", got ", kernel.str()));
+    throw ValueError(message(name, ": kernel_size takes one value",
+                             spatial_axes == 2   ? " or two"
+                             : spatial_axes == 3 ? " or three"
+                                                 : "",
+                             ", got ", kernel.str()));
   Dims extents;
   for (int a = 0; a < spatial_axes; ++a) {
     const std::int64_t k = kernel[kernel.size() == 1 ? 0 : a];
@@ -505,7 +656,7 @@ ConvImpl::ConvImpl(const ConvOptions& options, int spatial_axes, const char* nam
 }
 
 ConvTransposeImpl::ConvTransposeImpl(const ConvTransposeOptions& options, int spatial_axes, const char* name)
-    : options_(options) {
+    : options_(options), spatial_axes_(spatial_axes), name_(name) {
   auto [weight, bias] =
       conv_parameters(options.in_channels(), options.out_channels(), options.groups(), options.kernel_size(),
                       spatial_axes, true, options.bias(), options.generator(), name);
@@ -514,29 +665,56 @@ ConvTransposeImpl::ConvTransposeImpl(const ConvTransposeOptions& options, int sp
   if (bias.defined()) bias_ = register_parameter("bias", bias);
 }
 
-Tensor ConvTranspose1dImpl::forward(const Tensor& x) {
-  return functional::conv_transpose1d(x, weight_, bias_, options_.stride(), options_.padding(),
-                                      options_.output_padding(), options_.groups(), options_.dilation());
-}
-
-Tensor ConvTranspose2dImpl::forward(const Tensor& x) {
-  return functional::conv_transpose2d(x, weight_, bias_, options_.stride(), options_.padding(),
-                                      options_.output_padding(), options_.groups(), options_.dilation());
+Tensor ConvTransposeImpl::forward(const Tensor& x, const Dims& output_size) {
+  const int spatial = spatial_axes_;
+  Dims output_padding = options_.output_padding();
+  const auto counted = [spatial](const Dims& values) { return values.size() == 1 || values.size() == spatial; };
+  const bool options_ok = counted(options_.kernel_size()) && counted(options_.stride()) &&
+                          counted(options_.padding()) && counted(options_.dilation());
+  if (!output_size.empty() && options_ok) {  // (options of the wrong count: the functional form says so)
+    // torch's rule: the size may be given with or without N and C; along each axis it must lie
+    // between the smallest output and that plus stride - 1, and output_padding is the difference.
+    if (output_size.size() != spatial && output_size.size() != x.dim())
+      throw ValueError(message(name_, ": output_size takes ", spatial, " spatial extents (or ", x.dim(),
+                               " with the leading axes), got ", output_size.str()));
+    const auto along = [](const Dims& values, int a) { return values[values.size() == 1 ? 0 : a]; };
+    const Dims& kernel = options_.kernel_size();
+    output_padding = Dims();
+    for (int a = 0; a < spatial; ++a) {
+      const std::int64_t wanted = output_size[output_size.size() - spatial + a];
+      const std::int64_t smallest = (x.shape()[x.dim() - spatial + a] - 1) * along(options_.stride(), a) -
+                                    2 * along(options_.padding(), a) +
+                                    along(options_.dilation(), a) * (along(kernel, a) - 1) + 1;
+      const std::int64_t largest = smallest + along(options_.stride(), a) - 1;
+      if (wanted < smallest || wanted > largest)
+        throw ValueError(message(name_, ": output_size ", output_size.str(), " asks for ", wanted, " along axis ",
+                                 x.dim() - spatial + a, ", where an input of shape ", x.shape().str(), " gives ",
+                                 smallest, " to ", largest));
+      output_padding.push_back(wanted - smallest);
+    }
+  }
+  const auto run = spatial == 1   ? functional::conv_transpose1d
+                   : spatial == 2 ? functional::conv_transpose2d
+                                  : functional::conv_transpose3d;
+  return run(x, weight_, bias_, options_.stride(), options_.padding(), output_padding, options_.groups(),
+             options_.dilation());
 }
 
 // A padding_mode other than zeros: the input padded by F::pad in that mode, then convolved without
 // padding, as torch's modules do.
 Tensor ConvImpl::padded_input(const Tensor& x, int spatial_axes) const {
-  const Dims& kernel = options_.kernel_size();
-  const std::int64_t kh = spatial_axes == 1 ? 1 : kernel[0], kw = kernel[kernel.size() - 1];
-  const char* op = spatial_axes == 1 ? "Conv1d" : "Conv2d";
+  const char* op = spatial_axes == 1 ? "Conv1d" : spatial_axes == 2 ? "Conv2d" : "Conv3d";
+  // The 1-D module's options as the 2-D ones over (1, length), whose height padding is dropped below.
+  const bool line = spatial_axes == 1;
+  const Dims kernel =
+      line ? Dims{1, options_.kernel_size().back()} : kernel_extents(options_.kernel_size(), spatial_axes, op);
   ConvPadding padding = options_.padding();
-  if (spatial_axes == 1 && !padding.same()) padding = ConvPadding({0, padding.values()[0]});
-  const Dims stride = spatial_axes == 1 ? Dims{1, options_.stride()[0]} : options_.stride();
-  const Dims dilation = spatial_axes == 1 ? Dims{1, options_.dilation()[0]} : options_.dilation();
-  const auto pairs = functional::padding_pairs(padding, stride, dilation, kh, kw, op);
-  std::vector<std::int64_t> pads{pairs[1].first, pairs[1].second};
-  if (spatial_axes == 2) pads.insert(pads.end(), {pairs[0].first, pairs[0].second});
+  if (line && !padding.same()) padding = ConvPadding({0, padding.values()[0]});
+  const Dims stride = line ? Dims{1, options_.stride()[0]} : options_.stride();
+  const Dims dilation = line ? Dims{1, options_.dilation()[0]} : options_.dilation();
+  std::vector<std::int64_t> pads =
+      functional::pad_list(functional::padding_pairs(padding, stride, dilation, kernel, op));
+  if (line) pads.resize(2);
   return functional::pad(x, pads, options_.padding_mode());
 }
 
@@ -554,6 +732,54 @@ Tensor Conv2dImpl::forward(const Tensor& x) {
                               options_.groups());
   return functional::conv2d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(),
                             options_.groups());
+}
+
+Tensor Conv3dImpl::forward(const Tensor& x) {
+  if (options_.padding_mode() != PadMode::Constant)
+    return functional::conv3d(padded_input(x, 3), weight_, bias_, options_.stride(), {0}, options_.dilation(),
+                              options_.groups());
+  return functional::conv3d(x, weight_, bias_, options_.stride(), options_.padding(), options_.dilation(),
+                            options_.groups());
+}
+
+Tensor MaxPool3dImpl::forward(const Tensor& x) {
+  return functional::max_pool3d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation(),
+                                options_.ceil_mode());
+}
+
+std::pair<Tensor, Tensor> MaxPool3dImpl::forward_with_indices(const Tensor& x) {
+  return functional::max_pool3d_with_indices(x, options_.kernel_size(), options_.stride(), options_.padding(),
+                                             options_.dilation(), options_.ceil_mode());
+}
+
+Tensor MaxUnpool3dImpl::forward(const Tensor& x, const Tensor& indices, const Dims& output_size) {
+  return functional::max_unpool3d(x, indices, options_.kernel_size(), options_.stride(), options_.padding(),
+                                  output_size);
+}
+
+Tensor AvgPool3dImpl::forward(const Tensor& x) {
+  return functional::avg_pool3d(x, options_.kernel_size(), options_.stride(), options_.padding(),
+                                options_.count_include_pad(), options_.ceil_mode(), options_.divisor_override());
+}
+
+Tensor AdaptiveAvgPool3dImpl::forward(const Tensor& x) {
+  return functional::adaptive_avg_pool3d(x, options_.output_size());
+}
+
+Tensor AdaptiveMaxPool3dImpl::forward(const Tensor& x) {
+  return functional::adaptive_max_pool3d(x, options_.output_size());
+}
+
+std::pair<Tensor, Tensor> AdaptiveMaxPool1dImpl::forward_with_indices(const Tensor& x) {
+  return functional::adaptive_max_pool1d_with_indices(x, options_.output_size());
+}
+
+std::pair<Tensor, Tensor> AdaptiveMaxPool2dImpl::forward_with_indices(const Tensor& x) {
+  return functional::adaptive_max_pool2d_with_indices(x, options_.output_size());
+}
+
+std::pair<Tensor, Tensor> AdaptiveMaxPool3dImpl::forward_with_indices(const Tensor& x) {
+  return functional::adaptive_max_pool3d_with_indices(x, options_.output_size());
 }
 
 Tensor MaxPool1dImpl::forward(const Tensor& x) {
@@ -593,8 +819,9 @@ Tensor AvgPool1dImpl::forward(const Tensor& x) {
 
 AvgPool1dImpl::AvgPool1dImpl(const AvgPoolOptions& options) : options_(options) {
   if (options.divisor_override())
-    throw ValueError(message("AvgPool1d: divisor_override is for AvgPool2d (torch's AvgPool1d takes none), got ",
-                             *options.divisor_override()));
+    throw ValueError(
+        message("AvgPool1d: divisor_override is for AvgPool2d and AvgPool3d (torch's AvgPool1d takes none), got ",
+                *options.divisor_override()));
 }
 
 Tensor AvgPool2dImpl::forward(const Tensor& x) {

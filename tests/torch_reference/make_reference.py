@@ -892,12 +892,12 @@ def cell_case(seed, cell, *, input_size=3, hidden=4, batch=3):
 # ---------------------------------------------------------------- convolutions, pools and windows
 
 def conv_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, dilation=1, groups=1):
-    """F.conv1d / F.conv2d: inputs x, weight and (optionally) bias."""
+    """F.conv1d / F.conv2d / F.conv3d: inputs x, weight and (optionally) bias."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape)), "weight": leaf(randn(*w_shape))}
     if bias:
         inputs["bias"] = leaf(randn(w_shape[0]))
-    conv = F.conv1d if dims == 1 else F.conv2d
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[dims]
     outputs = {"output": conv(inputs["x"], inputs["weight"], inputs.get("bias"), stride=stride, padding=padding,
                               dilation=dilation, groups=groups)}
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
@@ -917,12 +917,12 @@ def pad_case(seed, *, x_shape, pads, mode):
 
 def conv_transpose_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, padding=0, output_padding=0, groups=1,
                         dilation=1):
-    """F.conv_transpose1d / F.conv_transpose2d: inputs x, weight (in, out / groups, kernel...) and bias."""
+    """F.conv_transpose1d / 2d / 3d: inputs x, weight (in, out / groups, kernel...) and bias."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape)), "weight": leaf(randn(*w_shape))}
     if bias:
         inputs["bias"] = leaf(randn(w_shape[1] * groups))
-    conv = F.conv_transpose1d if dims == 1 else F.conv_transpose2d
+    conv = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[dims]
     outputs = {"output": conv(inputs["x"], inputs["weight"], inputs.get("bias"), stride=stride, padding=padding,
                               output_padding=output_padding, groups=groups, dilation=dilation)}
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
@@ -932,11 +932,11 @@ def conv_transpose_case(seed, dims, *, x_shape, w_shape, bias=True, stride=1, pa
 
 
 def adaptive_pool_case(seed, kind, dims, *, x_shape, output_size):
-    """F.adaptive_max_pool1d/2d and F.adaptive_avg_pool1d/2d."""
+    """F.adaptive_max_pool1d/2d/3d and F.adaptive_avg_pool1d/2d/3d."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape))}
-    pools = {("max", 1): F.adaptive_max_pool1d, ("max", 2): F.adaptive_max_pool2d,
-             ("avg", 1): F.adaptive_avg_pool1d, ("avg", 2): F.adaptive_avg_pool2d}
+    pools = {("max", 1): F.adaptive_max_pool1d, ("max", 2): F.adaptive_max_pool2d, ("max", 3): F.adaptive_max_pool3d,
+             ("avg", 1): F.adaptive_avg_pool1d, ("avg", 2): F.adaptive_avg_pool2d, ("avg", 3): F.adaptive_avg_pool3d}
     outputs = {"output": pools[(kind, dims)](inputs["x"], output_size)}
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
     config = {"kind": kind, "dims": dims, "output_size": listed(output_size)}
@@ -949,14 +949,14 @@ def listed(v):
 
 def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True,
               ceil_mode=False):
-    """F.max_pool1d/2d and F.avg_pool1d/2d (stride None: the kernel size)."""
+    """F.max_pool1d/2d/3d and F.avg_pool1d/2d/3d (stride None: the kernel size)."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape))}
     if kind == "max":
-        pool = F.max_pool1d if dims == 1 else F.max_pool2d
+        pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[dims]
         output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
     else:
-        pool = F.avg_pool1d if dims == 1 else F.avg_pool2d
+        pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[dims]
         output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, count_include_pad=count_include_pad,
                       ceil_mode=ceil_mode)
     outputs = {"output": output}
@@ -1199,6 +1199,26 @@ def main():
         "instance_norm_1d_plain": instance_norm_case(191, x_shape=(2, 3, 6), use_input_stats=True, running=False,
                                                      affine=False, eps=1e-3),
         "instance_norm_2d_eval": instance_norm_case(192, x_shape=(2, 3, 4, 4), use_input_stats=False),
+        "conv3d_stride_padding_dilation": conv_case(193, 3, x_shape=(2, 3, 5, 6, 5), w_shape=(4, 3, 2, 3, 2),
+                                                    stride=(2, 1, 1), padding=(1, 0, 1), dilation=(1, 2, 1)),
+        "conv3d_groups_unbatched_same_no_bias": conv_case(194, 3, x_shape=(4, 5, 4, 4), w_shape=(6, 2, 3, 2, 2),
+                                                          bias=False, padding="same", groups=2),
+        "conv_transpose3d_stride_padding_output_padding_groups_dilation": conv_transpose_case(
+            195, 3, x_shape=(2, 4, 3, 2, 3), w_shape=(4, 3, 2, 3, 2), stride=(2, 1, 2), padding=(1, 0, 0),
+            output_padding=(1, 0, 1), groups=2, dilation=(1, 2, 1)),
+        "max_pool3d_padding_dilation_ceil_mode": pool_case(196, "max", 3, x_shape=(2, 3, 6, 7, 5),
+                                                           kernel_size=(3, 2, 2), stride=(2, 2, 1),
+                                                           padding=(1, 1, 0), dilation=(1, 2, 1), ceil_mode=True),
+        "avg_pool3d_ceil_mode_count_include_pad_false": pool_case(197, "avg", 3, x_shape=(2, 3, 6, 7, 5),
+                                                                  kernel_size=(3, 2, 2), stride=2, padding=(1, 0, 1),
+                                                                  count_include_pad=False, ceil_mode=True),
+        "avg_pool3d_unbatched": pool_case(198, "avg", 3, x_shape=(3, 4, 4, 6), kernel_size=2),
+        "adaptive_avg_pool3d_overlapping": adaptive_pool_case(199, "avg", 3, x_shape=(2, 3, 5, 7, 4),
+                                                              output_size=(3, 4, 3)),
+        "adaptive_max_pool3d_overlapping": adaptive_pool_case(200, "max", 3, x_shape=(2, 3, 5, 7, 4),
+                                                              output_size=(2, 4, 3)),
+        "batch_norm_3d_training": batch_norm_case(201, x_shape=(2, 3, 3, 4, 2), training=True),
+        "instance_norm_3d_running": instance_norm_case(202, x_shape=(2, 3, 3, 4, 2), use_input_stats=True),
         "interpolate_nearest_size": resample_case(164, "interpolate", x_shape=(2, 3, 3, 4), size=(5, 7)),
         "interpolate_nearest_scale_1d": resample_case(165, "interpolate", x_shape=(2, 3, 5), scale_factor=1.7),
         "interpolate_bilinear_size": resample_case(166, "interpolate", x_shape=(2, 2, 4, 5), size=(7, 3),
