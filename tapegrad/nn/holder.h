@@ -132,6 +132,12 @@ class ModuleHolder {
     return detail::ForwardCall::call(*checked(), std::forward<Args>(args)...);
   }
 
+  // The module's operator[] (a container's entries: list[0], dict["key"]).
+  template <class Arg>
+  decltype(auto) operator[](Arg&& arg) const {
+    return (*checked())[std::forward<Arg>(arg)];
+  }
+
   Impl* operator->() const { return checked(); }
   Impl& operator*() const { return *checked(); }
   Impl* get() const { return checked(); }

@@ -92,6 +92,49 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace_back(name, std::move(module));
 }
 
+namespace {
+
+// Where `name` is in a registration list, or an IndexError naming the module and the list's names.
+template <class List>
+auto registered(List& list, const std::string& name, const std::string& owner, const char* what) {
+  const auto at = std::find_if(list.begin(), list.end(), [&](const auto& entry) { return entry.first == name; });
+  if (at == list.end()) {
+    std::string names;
+    for (const auto& entry : list) names += (names.empty() ? "" : ", ") + entry.first;
+    throw IndexError(
+        message(owner, ": no ", what, " \"", name, "\" (registered: ", names.empty() ? "none" : names, ")"));
+  }
+  return at;
+}
+
+}  // namespace
+
+void Module::unregister_module(const std::string& name) {
+  children_.erase(registered(children_, name, this->name(), "module"));
+}
+
+void Module::unregister_parameter(const std::string& name) {
+  const auto at = registered(parameters_, name, this->name(), "parameter");
+  parameter_slots_.erase(parameter_slots_.begin() + (at - parameters_.begin()));
+  parameters_.erase(at);
+}
+
+void Module::replace_module(const std::string& name, std::shared_ptr<Module> module) {
+  if (!module) throw ValueError("Module::register_module: \"" + name + "\" is a null module");
+  registered(children_, name, this->name(), "module")->second = std::move(module);
+}
+
+Tensor Module::replace_parameter(const std::string& name, const Tensor& value) {
+  if (!value.defined()) throw ValueError("Module::register_parameter: \"" + name + "\" is an undefined tensor");
+  if (!value.is_leaf())
+    throw GraphError("Module::register_parameter: \"" + name + "\" must be a leaf tensor (detach it first)");
+  const auto at = registered(parameters_, name, this->name(), "parameter");
+  value.requires_grad_(true);
+  at->second = value;
+  parameter_slots_[static_cast<std::size_t>(at - parameters_.begin())] = nullptr;
+  return value;
+}
+
 void Module::collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out) const {
   if (params) check_parameter_slots();
   for (const auto& [name, t] : params ? parameters_ : buffers_) out.emplace_back(prefix + name, t);
@@ -322,24 +365,27 @@ IncompatibleKeys Module::load_state_dict(const NamedTensors& state, const LoadOp
 
 // ---------------------------------------------------------------- clone
 
-std::shared_ptr<Module> Module::clone() const {
+std::shared_ptr<Module> Module::copy_structure() const {
   if (!factory_)
     throw TypeError(name() +
                     ": clone() needs a module made through its handle (nn::Linear(...), a TAPEGRAD_MODULE "
                     "handle) with copyable constructor arguments; this one was made otherwise");
+  // Building the copy draws initial values; the default generator is left as it was.
+  Generator& gen = default_generator();
+  const std::string state = gen.state();
   std::shared_ptr<Module> copy;
-  {
-    // Building the copy draws initial values; the default generator is left as it was.
-    Generator& gen = default_generator();
-    const std::string state = gen.state();
-    try {
-      copy = factory_();
-    } catch (...) {
-      gen.set_state(state);
-      throw;
-    }
+  try {
+    copy = factory_();
+  } catch (...) {
     gen.set_state(state);
+    throw;
   }
+  gen.set_state(state);
+  return copy;
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  std::shared_ptr<Module> copy = copy_structure();
   copy->factory_ = factory_;
   // The dtype first (load_state_dict keeps the module's), then the values, flags and modes.
   const NamedTensors own = state_dict();

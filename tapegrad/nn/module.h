@@ -179,6 +179,16 @@ class Module {
   //   nn::Linear twin = fc.clone();
   std::shared_ptr<Module> clone() const;
 
+  // This module as T (an Impl type: as<LinearImpl>()), or nullptr when it is another type.
+  template <class T>
+  T* as() {
+    return dynamic_cast<T*>(this);
+  }
+  template <class T>
+  const T* as() const {
+    return dynamic_cast<const T*>(this);
+  }
+
   // The module's type for messages: its class name without namespaces and without a trailing "Impl"
   // ("Linear", "MultiHeadAttention", "Mlp" for a user's MlpImpl). Override to name it otherwise.
   virtual std::string name() const;
@@ -198,6 +208,17 @@ class Module {
   IncompatibleKeys load_state_dict(const NamedTensors& state, const LoadOptions& options);
 
  protected:
+  // The module clone() fills with this one's state: by default one built as this one was (the
+  // handle's constructor arguments). Containers override it to copy what they hold.
+  virtual std::shared_ptr<Module> copy_structure() const;
+
+  // For containers: a child or parameter removed, or given another module or tensor under its name
+  // and position. IndexError when the name is not registered.
+  void unregister_module(const std::string& name);
+  void unregister_parameter(const std::string& name);
+  void replace_module(const std::string& name, std::shared_ptr<Module> module);
+  Tensor replace_parameter(const std::string& name, const Tensor& value);
+
   // Called by to(dtype) once every parameter and buffer has the new dtype: a module whose state is
   // derived from values it keeps elsewhere (a table computed in double) refills it here.
   virtual void converted_to(DType /*dtype*/) {}
@@ -316,21 +337,6 @@ RemovableHandle Module::register_forward_hook(Fn fn) {
         }
       });
 }
-
-// An indexed list of child modules named "0", "1", ... (a stack's "layers"). push_back takes a
-// handle or a shared_ptr and returns it.
-class ModuleListImpl : public Module {
- public:
-  template <class M>
-  M push_back(M module) {
-    return register_module(std::to_string(size_++), std::move(module));
-  }
-  std::size_t size() const { return size_; }
-
- private:
-  std::size_t size_ = 0;
-};
-TAPEGRAD_MODULE(ModuleList);
 
 // A module whose forward maps one tensor to one tensor; Sequential composes these. operator() runs
 // forward with the module's hooks, as a handle's call does.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "tapegrad/nn/containers.h"
 #include "tapegrad/nn/routing.h"
 
 namespace tapegrad::nn {

@@ -4,6 +4,7 @@
 #include "tapegrad/nn/alignment.h"
 #include "tapegrad/nn/attention.h"
 #include "tapegrad/nn/batch_norm.h"
+#include "tapegrad/nn/containers.h"
 #include "tapegrad/nn/conv.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/embedding_bag.h"
