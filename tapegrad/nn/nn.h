@@ -15,6 +15,7 @@
 #include "tapegrad/nn/latent_attention.h"
 #include "tapegrad/nn/layers.h"
 #include "tapegrad/nn/linear.h"
+#include "tapegrad/nn/loss_modules.h"
 #include "tapegrad/nn/losses.h"
 #include "tapegrad/nn/module.h"
 #include "tapegrad/nn/moe.h"
