@@ -466,3 +466,38 @@ TEST_CASE("layers: the activation modules, their options, gradcheck and errors")
                        "PReLU: num_parameters must be at least 1, got 0", ValueError);
   CHECK_THROWS_WITH_AS(F::relu6(zeros({2}, kInt64)), doctest::Contains("hardtanh"), TypeError);
 }
+
+TEST_CASE("layers: the shrinks, threshold, softmin, and the two-input distance modules") {
+  namespace F = nn::functional;
+  // At the kinks torch's gradients are 0: |x| = lambd is inside the dead zone, x = threshold too.
+  const Tensor x = from_vector(std::vector<double>{-2.0, -0.5, -0.2, 0.0, 0.5, 1.5}, {6}).requires_grad_(true);
+  check_values(F::softshrink(x, 0.5), {-1.5, 0.0, 0.0, 0.0, 0.0, 1.0}, 1e-15);
+  check_values(F::hardshrink(x, 0.5), {-2.0, 0.0, 0.0, 0.0, 0.0, 1.5}, 1e-15);
+  check_values(F::threshold(x, 0.0, 9.0), {9.0, 9.0, 9.0, 9.0, 0.5, 1.5}, 1e-15);
+  sum(F::softshrink(x, 0.5) + F::hardshrink(x, 0.5) + F::threshold(x, 0.5, 9.0)).backward();
+  check_values(x.grad(), {2.0, 0.0, 0.0, 0.0, 0.0, 3.0}, 1e-15);
+  CHECK_THROWS_WITH_AS(F::softshrink(x, -1.0), "softshrink: lambd must be at least 0, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(nn::Softshrink(-0.5), "Softshrink: lambd must be at least 0, got -0.5", ValueError);
+
+  Generator gen(12);
+  const Tensor a = randn({3, 4}, gen, kFloat64) * 2.0;
+  check_gradients([](const TensorList& in) { return nn::functional::softshrink(in[0], 0.3); }, {a});
+  check_gradients([](const TensorList& in) { return nn::functional::tanhshrink(in[0]); }, {a});
+  check_gradients([](const TensorList& in) { return nn::functional::softmin(in[0], 0); }, {a});
+  CHECK(max(abs(nn::Softmin(1)(a) - softmax(-a, 1))).item() == 0.0);
+  CHECK(max(abs(nn::Tanhshrink()(a) - (a - tanh(a)))).item() == 0.0);
+  CHECK(max(abs(nn::Hardshrink(1.0)(a) - F::hardshrink(a, 1.0))).item() == 0.0);
+  CHECK(max(abs(nn::Threshold(nn::ThresholdOptions(0.1, 20.0))(a) - F::threshold(a, 0.1, 20.0))).item() == 0.0);
+
+  // Distances and similarities of rows, as torch 1.13 gives them.
+  const Tensor u = from_vector(std::vector<double>{1, 2, 3, 0, -1, 4}, {2, 3});
+  const Tensor v = from_vector(std::vector<double>{1, 0, 3, 2, 2, 2}, {2, 3});
+  check_values(nn::PairwiseDistance()(u, v), {2.0000010000005, 4.123104898011085}, 1e-14);
+  const Tensor l1 = nn::PairwiseDistance(nn::PairwiseDistanceOptions().p(1.0).keepdim(true))(u, v);
+  CHECK(l1.shape() == Shape{2, 1});
+  check_values(l1, {2.0000030000000004, 6.999999}, 1e-14);
+  check_values(F::pairwise_distance(u, v, INFINITY), {2.000001, 2.999999}, 1e-14);
+  check_values(nn::CosineSimilarity()(u, v), {0.8451542547285166, 0.420084025208403}, 1e-14);
+  check_gradients([](const TensorList& in) { return nn::functional::pairwise_distance(in[0], in[1]); },
+                  {randn({3, 4}, gen, kFloat64), randn({3, 4}, gen, kFloat64)});
+}

@@ -352,6 +352,12 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       else if (name == "logsigmoid") y = F::logsigmoid(x);
       else if (name == "softsign") y = F::softsign(x);
       else if (name == "glu") y = F::glu(x, config.at("dim").get<std::int64_t>());
+      else if (name == "softshrink") y = F::softshrink(x, config.at("lambd").get<double>());
+      else if (name == "hardshrink") y = F::hardshrink(x, config.at("lambd").get<double>());
+      else if (name == "tanhshrink") y = F::tanhshrink(x);
+      else if (name == "threshold")
+        y = F::threshold(x, config.at("threshold").get<double>(), config.at("value").get<double>());
+      else if (name == "softmin") y = F::softmin(x, config.at("dim").get<std::int64_t>());
       else y = F::prelu(x, in.at("weight"));
       return TensorMap{{"output", y}};
     };
@@ -706,7 +712,9 @@ const std::vector<std::string> kFunctionCases = {"embedding_bag_sum",  "embeddin
                                                  "hardsigmoid",        "hardswish",
                                                  "logsigmoid",         "softsign",
                                                  "glu_axis_1",         "prelu_per_channel",
-                                                 "prelu_shared"};
+                                                 "prelu_shared",       "softshrink",
+                                                 "hardshrink",         "tanhshrink",
+                                                 "threshold",          "softmin"};
 const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "conv2d_groups_unbatched_no_bias",
                                                "conv1d_stride_padding_dilation_groups",

@@ -143,6 +143,32 @@ Tensor softsign(const Tensor& x) {
   return x / (abs(x) + 1.0);
 }
 
+Tensor softshrink(const Tensor& x, double lambd) {
+  check_floating(x, "softshrink");
+  if (!(lambd >= 0.0)) throw ValueError(message("softshrink: lambd must be at least 0, got ", lambd));
+  return where(gt(x, lambd), x - lambd, where(lt(x, -lambd), x + lambd, zeros_like(x)));
+}
+
+Tensor hardshrink(const Tensor& x, double lambd) {
+  check_floating(x, "hardshrink");
+  return where(gt(abs(x), lambd), x, zeros_like(x));
+}
+
+Tensor tanhshrink(const Tensor& x) {
+  check_floating(x, "tanhshrink");
+  return x - tanh(x);
+}
+
+Tensor threshold(const Tensor& x, double threshold, double value) {
+  return where(gt(x, threshold), x, full_like(x, value));
+}
+
+Tensor softmin(const Tensor& x, std::int64_t axis) { return softmax(-x, axis); }
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  return norm(x1 - x2 + eps, p, {-1}, keepdim);
+}
+
 Tensor glu(const Tensor& x, std::int64_t axis_arg) {
   check_floating(x, "glu");
   if (x.dim() == 0) throw ShapeError("glu: expected a tensor with at least one axis, got a scalar");

@@ -67,6 +67,19 @@ Tensor hardswish(const Tensor& x);
 // torch's F.logsigmoid, log(sigmoid(x)) = -softplus(-x) without overflow; F.softsign, x / (1 + |x|).
 Tensor logsigmoid(const Tensor& x);
 Tensor softsign(const Tensor& x);
+// torch's F.softshrink: x - lambd above lambd, x + lambd below -lambd, 0 between (gradient 1 outside
+// [-lambd, lambd], 0 on it); F.hardshrink: x where |x| > lambd, else 0; F.tanhshrink: x - tanh(x);
+// F.threshold: x where x > threshold, else value (gradient 0 there). ValueError for a negative
+// lambd of softshrink (as torch's).
+Tensor softshrink(const Tensor& x, double lambd = 0.5);
+Tensor hardshrink(const Tensor& x, double lambd = 0.5);
+Tensor tanhshrink(const Tensor& x);
+Tensor threshold(const Tensor& x, double threshold, double value);
+// torch's F.softmin: softmax(-x) along axis.
+Tensor softmin(const Tensor& x, std::int64_t axis);
+// torch's F.pairwise_distance: the p-norm of x1 - x2 + eps over the last axis (broadcast together),
+// that axis kept with keepdim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6, bool keepdim = false);
 // torch's F.glu: x's halves a and b along axis, a * sigmoid(b). ValueError for an odd axis size.
 Tensor glu(const Tensor& x, std::int64_t axis = -1);
 // torch's F.prelu: x where x > 0, weight * x elsewhere; weight has one entry, or one per channel

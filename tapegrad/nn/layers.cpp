@@ -7,6 +7,7 @@
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/nn/functional.h"
 #include "tapegrad/nn/linear.h"
+#include "tapegrad/nn/similarity.h"
 
 namespace tapegrad::nn {
 
@@ -186,6 +187,28 @@ Tensor SigmoidImpl::forward(const Tensor& x) { return sigmoid(x); }
 Tensor SoftmaxImpl::forward(const Tensor& x) { return softmax(x, axis_); }
 
 Tensor LogSoftmaxImpl::forward(const Tensor& x) { return log_softmax(x, axis_); }
+
+Tensor SoftminImpl::forward(const Tensor& x) { return functional::softmin(x, axis_); }
+
+SoftshrinkImpl::SoftshrinkImpl(const ShrinkOptions& options) : lambd_(options.lambd()) {
+  if (!(lambd_ >= 0.0)) throw ValueError(message("Softshrink: lambd must be at least 0, got ", lambd_));
+}
+
+Tensor SoftshrinkImpl::forward(const Tensor& x) { return functional::softshrink(x, lambd_); }
+Tensor HardshrinkImpl::forward(const Tensor& x) { return functional::hardshrink(x, lambd_); }
+Tensor TanhshrinkImpl::forward(const Tensor& x) { return functional::tanhshrink(x); }
+
+Tensor ThresholdImpl::forward(const Tensor& x) {
+  return functional::threshold(x, options_.threshold(), options_.value());
+}
+
+Tensor PairwiseDistanceImpl::forward(const Tensor& x1, const Tensor& x2) {
+  return functional::pairwise_distance(x1, x2, options_.p(), options_.eps(), options_.keepdim());
+}
+
+Tensor CosineSimilarityImpl::forward(const Tensor& x1, const Tensor& x2) {
+  return cosine_similarity(x1, x2, options_.axis(), options_.eps());
+}
 
 Tensor IdentityImpl::forward(const Tensor& x) { return x; }
 

@@ -409,6 +409,100 @@ class LogSoftmaxImpl : public UnaryModule {
 };
 TAPEGRAD_MODULE(LogSoftmax);
 
+// Softmin over one axis, as torch's Softmin(dim): softmax(-x).
+class SoftminImpl : public UnaryModule {
+ public:
+  explicit SoftminImpl(const SoftmaxOptions& options) : axis_(options.axis()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  std::int64_t axis_;
+};
+TAPEGRAD_MODULE(Softmin);
+
+// Softshrink(lambd) and Hardshrink(lambd), default 0.5, and Tanhshrink: functional's softshrink,
+// hardshrink and tanhshrink. ValueError at construction for a negative lambd of Softshrink.
+struct ShrinkOptions {
+  ShrinkOptions(double lambd = 0.5) : lambd_(lambd) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(double, lambd);
+};
+
+class SoftshrinkImpl : public UnaryModule {
+ public:
+  explicit SoftshrinkImpl(const ShrinkOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double lambd_;
+};
+TAPEGRAD_MODULE(Softshrink);
+
+class HardshrinkImpl : public UnaryModule {
+ public:
+  explicit HardshrinkImpl(const ShrinkOptions& options = {}) : lambd_(options.lambd()) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  double lambd_;
+};
+TAPEGRAD_MODULE(Hardshrink);
+
+class TanhshrinkImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Tanhshrink);
+
+// Threshold(threshold, value): x where x > threshold, else value, as torch's.
+struct ThresholdOptions {
+  ThresholdOptions(double threshold, double value) : threshold_(threshold), value_(value) {}
+  TAPEGRAD_ARG(double, threshold);
+  TAPEGRAD_ARG(double, value);
+};
+
+class ThresholdImpl : public UnaryModule {
+ public:
+  explicit ThresholdImpl(const ThresholdOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  ThresholdOptions options_;
+};
+TAPEGRAD_MODULE(Threshold);
+
+// PairwiseDistance and CosineSimilarity, torch's modules of two inputs: functional's
+// pairwise_distance (p, eps, keepdim) and cosine_similarity (axis, eps).
+struct PairwiseDistanceOptions {
+  TAPEGRAD_ARG(double, p) = 2.0;
+  TAPEGRAD_ARG(double, eps) = 1e-6;
+  TAPEGRAD_ARG(bool, keepdim) = false;
+};
+
+class PairwiseDistanceImpl : public Module {
+ public:
+  explicit PairwiseDistanceImpl(const PairwiseDistanceOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+
+ private:
+  PairwiseDistanceOptions options_;
+};
+TAPEGRAD_MODULE(PairwiseDistance);
+
+struct CosineSimilarityOptions {
+  TAPEGRAD_ARG(std::int64_t, axis) = 1;
+  TAPEGRAD_ARG(double, eps) = 1e-8;
+};
+
+class CosineSimilarityImpl : public Module {
+ public:
+  explicit CosineSimilarityImpl(const CosineSimilarityOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+
+ private:
+  CosineSimilarityOptions options_;
+};
+TAPEGRAD_MODULE(CosineSimilarity);
+
 // ---------------------------------------------------------------- Identity, Flatten
 
 // Identity: returns its input (the same tensor, as torch's), a placeholder where a layer is optional.

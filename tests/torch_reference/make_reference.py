@@ -1057,8 +1057,8 @@ def resample_case(seed, kind, *, x_shape, size=None, scale_factor=None, mode="ne
 
 
 def activation_case(seed, name, *, x_shape, scale=3.0, **options):
-    """One of the activations F.hardtanh, relu6, hardsigmoid, hardswish, logsigmoid, softsign, glu and
-    prelu (its weight an input), on x = scale * standard normals (reaching past the kinks)."""
+    """One of the activations F.hardtanh, relu6, hardsigmoid, hardswish, logsigmoid, softsign, glu,
+    softshrink, hardshrink, tanhshrink, threshold, softmin and prelu (its weight an input), on x = scale * standard normals (reaching past the kinks)."""
     torch.manual_seed(seed)
     inputs = {"x": leaf(randn(*x_shape) * scale)}
     tolerance = {"grad_rel_tol": options.pop("grad_rel_tol")} if "grad_rel_tol" in options else {}
@@ -1239,6 +1239,11 @@ def main():
         "hardswish": activation_case(175, "hardswish", x_shape=(3, 5)),
         "logsigmoid": activation_case(176, "logsigmoid", x_shape=(3, 5), scale=20.0),
         "softsign": activation_case(177, "softsign", x_shape=(3, 5)),
+        "softshrink": activation_case(203, "softshrink", x_shape=(3, 5), lambd=1.0),
+        "hardshrink": activation_case(204, "hardshrink", x_shape=(3, 5), lambd=0.7),
+        "tanhshrink": activation_case(205, "tanhshrink", x_shape=(3, 5)),
+        "threshold": activation_case(206, "threshold", x_shape=(3, 5), threshold=0.3, value=-2.0),
+        "softmin": activation_case(207, "softmin", x_shape=(3, 5), dim=1),
         "glu_axis_1": activation_case(178, "glu", x_shape=(2, 6, 3), dim=1),
         "prelu_per_channel": activation_case(179, "prelu", x_shape=(2, 3, 4), channels=3),
         "prelu_shared": activation_case(180, "prelu", x_shape=(4, 5), channels=1),
