@@ -376,7 +376,8 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                                .scale_factor(config.at("scale_factor").get<std::vector<double>>())
                                .mode(mode == "nearest"  ? nn::InterpolateMode::Nearest
                                      : mode == "linear" ? nn::InterpolateMode::Linear
-                                                        : nn::InterpolateMode::Bilinear)
+                                     : mode == "bilinear" ? nn::InterpolateMode::Bilinear
+                                                          : nn::InterpolateMode::Trilinear)
                                .align_corners(config.at("align_corners").get<bool>());
       return TensorMap{{"output", F::interpolate(x, options)}};
     };
@@ -737,6 +738,9 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "interpolate_bilinear_align_corners",
                                                "interpolate_bilinear_scale",
                                                "interpolate_linear_scale",
+                                               "interpolate_trilinear_size",
+                                               "interpolate_trilinear_align_corners_scale",
+                                               "interpolate_nearest_3d",
                                                "pixel_shuffle",
                                                "pixel_unshuffle_unbatched",
                                                "conv_transpose2d_stride_padding_output_padding_groups_dilation",

@@ -69,6 +69,30 @@ TEST_CASE("upsampling: gradcheck first and second order") {
       {line});
 }
 
+TEST_CASE("upsampling: volumes, nearest and trilinear, and the trilinear mode's rank") {
+  Generator gen(17);
+  const Tensor v = randn({1, 2, 3, 2, 4}, gen, kFloat64);
+  // Trilinear is linear along each axis in turn: the depth axis alone matches linear over it.
+  nn::Upsample up{nn::UpsampleOptions().size({5, 2, 4}).mode(nn::InterpolateMode::Trilinear).align_corners(true)};
+  const Tensor y = up(v);
+  REQUIRE(y.shape() == Shape{1, 2, 5, 2, 4});
+  const Tensor by_depth = F::interpolate(v.permute({0, 1, 3, 4, 2}).reshape({1, 16, 3}),
+                                         F::InterpolateOptions().size({5}).mode(nn::InterpolateMode::Linear).align_corners(true));
+  CHECK(max(abs(y - by_depth.reshape({1, 2, 2, 4, 5}).permute({0, 1, 4, 2, 3}))).item() < 1e-14);
+  // Nearest doubles every entry along each axis.
+  const Tensor twice = F::interpolate(v, F::InterpolateOptions().scale_factor({2}));
+  CHECK(twice.shape() == Shape{1, 2, 6, 4, 8});
+  CHECK(max(abs(twice.slice(2, 1, 6, 2).slice(3, 1, 4, 2).slice(4, 1, 8, 2) - v)).item() == 0.0);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::interpolate(in[0], F::InterpolateOptions().size({4, 3, 3}).mode(nn::InterpolateMode::Trilinear));
+      },
+      {v});
+  CHECK_THROWS_WITH_AS(
+      F::interpolate(zeros({1, 2, 3, 4}), F::InterpolateOptions().size({2}).mode(nn::InterpolateMode::Trilinear)),
+      "interpolate: mode trilinear needs a 5-D input, got shape (1,2,3,4)", ValueError);
+}
+
 TEST_CASE("upsampling: errors name the op and the values") {
   const Tensor x = zeros({1, 2, 3, 4});
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions()),
@@ -90,7 +114,7 @@ TEST_CASE("upsampling: errors name the op and the values") {
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({2, 2, 2})),
                        "interpolate: scale_factor takes one value or 2, got 3", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({2, 3}), F::InterpolateOptions().size({2})),
-                       "interpolate: expected an input of shape (N, C, L) or (N, C, H, W), got (2,3)", ShapeError);
+                       "interpolate: expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got (2,3)", ShapeError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({1, 1, 2}, kInt64), F::InterpolateOptions().size({4})),
                        "interpolate: expected a floating-point input, got int64", TypeError);
   CHECK_THROWS_WITH_AS(F::pixel_shuffle(zeros({1, 6, 2, 2}), 2),

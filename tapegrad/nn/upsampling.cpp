@@ -11,7 +11,17 @@ namespace tapegrad::nn::functional {
 namespace {
 
 const char* mode_name(InterpolateMode mode) {
-  return mode == InterpolateMode::Nearest ? "nearest" : mode == InterpolateMode::Linear ? "linear" : "bilinear";
+  switch (mode) {
+    case InterpolateMode::Nearest:
+      return "nearest";
+    case InterpolateMode::Linear:
+      return "linear";
+    case InterpolateMode::Bilinear:
+      return "bilinear";
+    case InterpolateMode::Trilinear:
+      return "trilinear";
+  }
+  return "unknown";
 }
 
 // What one output axis reads: for output entry i, input entries low[i] and high[i] with the weight
@@ -69,13 +79,19 @@ Tensor resample_axis(const Tensor& x, int axis, const AxisReads& reads) {
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const char* op = "interpolate";
-  if (x.dim() != 3 && x.dim() != 4)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L) or (N, C, H, W), got ", x.shape().str()));
+  if (x.dim() < 3 || x.dim() > 5)
+    throw ShapeError(message(op, ": expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ",
+                             x.shape().str()));
   const int axes = x.dim() - 2;
   const InterpolateMode mode = o.mode();
-  if ((mode == InterpolateMode::Linear && axes != 1) || (mode == InterpolateMode::Bilinear && axes != 2))
-    throw ValueError(message(op, ": mode ", mode_name(mode), " needs a ", mode == InterpolateMode::Linear ? 3 : 4,
-                             "-D input, got shape ", x.shape().str()));
+  // The linear modes each fit one rank: linear 3-D, bilinear 4-D, trilinear 5-D.
+  const int wanted = mode == InterpolateMode::Linear     ? 1
+                     : mode == InterpolateMode::Bilinear ? 2
+                     : mode == InterpolateMode::Trilinear ? 3
+                                                          : axes;
+  if (axes != wanted)
+    throw ValueError(
+        message(op, ": mode ", mode_name(mode), " needs a ", wanted + 2, "-D input, got shape ", x.shape().str()));
   if (mode == InterpolateMode::Nearest && o.align_corners())
     throw ValueError(message(op, ": align_corners is for the linear modes, not nearest"));
   if (!x.is_floating_point())

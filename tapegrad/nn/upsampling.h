@@ -1,6 +1,6 @@
 #pragma once
-// Resampling images and signals, with PyTorch's names and semantics: interpolate (nearest, linear,
-// bilinear) and its module Upsample, and PixelShuffle / PixelUnshuffle, which move channels into
+// Resampling signals, images and volumes, with PyTorch's names and semantics: interpolate (nearest,
+// linear, bilinear, trilinear) and its module Upsample, and PixelShuffle / PixelUnshuffle, which move channels into
 // space and back.
 //
 //   namespace F = nn::functional;
@@ -9,7 +9,7 @@
 //   nn::PixelShuffle shuffle{2};                                 // (N, 4C, H, W) -> (N, C, 2H, 2W)
 //
 // Each output entry reads one input entry (nearest) or two along each axis (linear, bilinear: the
-// two neighbours of its source position, weighted by distance), gathered with index_select, so the
+// two neighbours of its source position, weighted by distance; trilinear likewise), gathered with index_select, so the
 // gradient returns to the entries read.
 
 #include <cstdint>
@@ -19,9 +19,9 @@
 
 namespace tapegrad::nn {
 
-// torch's interpolation modes: Nearest (3-D or 4-D input), Linear (3-D, (N, C, L)) and Bilinear
-// (4-D, (N, C, H, W)).
-enum class InterpolateMode { Nearest, Linear, Bilinear };
+// torch's interpolation modes: Nearest (3-D, 4-D or 5-D input), Linear (3-D, (N, C, L)), Bilinear
+// (4-D, (N, C, H, W)) and Trilinear (5-D, (N, C, D, H, W)).
+enum class InterpolateMode { Nearest, Linear, Bilinear, Trilinear };
 
 namespace functional {
 
@@ -41,7 +41,7 @@ struct InterpolateOptions {
 // torch's F.interpolate over the axes after (N, C): nearest reads entry min(floor(dst * scale), in - 1)
 // with scale in / out (1 / factor for a scale_factor), computed in float32 as torch's kernels do.
 // ValueError for a missing or doubled size, a mode that does not fit the input's rank, a size or
-// factor that is not positive; ShapeError for an input that is not 3-D or 4-D.
+// factor that is not positive; ShapeError for an input that is not 3-D, 4-D or 5-D.
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
 
 // torch's F.pixel_shuffle: (*, C * r * r, H, W) -> (*, C, H * r, W * r), each r x r block of the output
