@@ -374,8 +374,8 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       const auto options = F::InterpolateOptions()
                                .size(dims_of(config, "size"))
                                .scale_factor(config.at("scale_factor").get<std::vector<double>>())
-                               .mode(mode == "nearest"  ? nn::InterpolateMode::Nearest
-                                     : mode == "linear" ? nn::InterpolateMode::Linear
+                               .mode(mode == "nearest"    ? nn::InterpolateMode::Nearest
+                                     : mode == "linear"   ? nn::InterpolateMode::Linear
                                      : mode == "bilinear" ? nn::InterpolateMode::Bilinear
                                                           : nn::InterpolateMode::Trilinear)
                                .align_corners(config.at("align_corners").get<bool>());
@@ -732,6 +732,8 @@ const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "pad_replicate",
                                                "pad_circular",
                                                "pad_reflect_1d",
+                                               "pad_reflect_3d",
+                                               "pad_replicate_3d",
                                                "interpolate_nearest_size",
                                                "interpolate_nearest_scale_1d",
                                                "interpolate_bilinear_size",

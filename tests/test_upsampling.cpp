@@ -76,8 +76,9 @@ TEST_CASE("upsampling: volumes, nearest and trilinear, and the trilinear mode's 
   nn::Upsample up{nn::UpsampleOptions().size({5, 2, 4}).mode(nn::InterpolateMode::Trilinear).align_corners(true)};
   const Tensor y = up(v);
   REQUIRE(y.shape() == Shape{1, 2, 5, 2, 4});
-  const Tensor by_depth = F::interpolate(v.permute({0, 1, 3, 4, 2}).reshape({1, 16, 3}),
-                                         F::InterpolateOptions().size({5}).mode(nn::InterpolateMode::Linear).align_corners(true));
+  const Tensor by_depth =
+      F::interpolate(v.permute({0, 1, 3, 4, 2}).reshape({1, 16, 3}),
+                     F::InterpolateOptions().size({5}).mode(nn::InterpolateMode::Linear).align_corners(true));
   CHECK(max(abs(y - by_depth.reshape({1, 2, 2, 4, 5}).permute({0, 1, 4, 2, 3}))).item() < 1e-14);
   // Nearest doubles every entry along each axis.
   const Tensor twice = F::interpolate(v, F::InterpolateOptions().scale_factor({2}));
@@ -114,7 +115,8 @@ TEST_CASE("upsampling: errors name the op and the values") {
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({2, 2, 2})),
                        "interpolate: scale_factor takes one value or 2, got 3", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({2, 3}), F::InterpolateOptions().size({2})),
-                       "interpolate: expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got (2,3)", ShapeError);
+                       "interpolate: expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got (2,3)",
+                       ShapeError);
   CHECK_THROWS_WITH_AS(F::interpolate(zeros({1, 1, 2}, kInt64), F::InterpolateOptions().size({4})),
                        "interpolate: expected a floating-point input, got int64", TypeError);
   CHECK_THROWS_WITH_AS(F::pixel_shuffle(zeros({1, 6, 2, 2}), 2),
@@ -156,5 +158,18 @@ TEST_CASE("padding modules: torch 1.13's values, the padding spec, and errors") 
   CHECK_THROWS_WITH_AS(reflect(zeros({3, 3})),
                        "ReflectionPad2d: expected an input with at least 3 axes, got shape (3,3)", ShapeError);
   CHECK_THROWS_WITH_AS(mirror(zeros({2, 1})), doctest::Contains("pad (reflect): pads (1, 1) do not fit axis 1"),
+                       ValueError);
+  // The 3-D modules pad the last three axes, (left, right, top, bottom, front, back), as F::pad.
+  const Tensor volume = arange(0, 24, 1, kFloat64).reshape({1, 2, 3, 4});
+  nn::ReflectionPad3d reflect3{nn::PadOptions({1, 0, 2, 1, 1, 1})};
+  nn::ReplicationPad3d replicate3{nn::PadOptions({1})};
+  nn::ConstantPad3d constant3{nn::PadOptions({0, 1, 0, 0, 1, 0}).value(-3.0)};
+  CHECK(max(abs(reflect3(volume) - F::pad(volume, {1, 0, 2, 1, 1, 1}, F::PadMode::Reflect))).item() == 0.0);
+  CHECK(replicate3(volume).shape() == Shape{1, 4, 5, 6});
+  CHECK(replicate3(volume).select(1, 0).select(1, 0).select(1, 0).item() == 0.0);  // the corner repeated
+  CHECK(constant3(volume).shape() == Shape{1, 3, 3, 5});
+  CHECK(constant3(volume).select(1, 0).select(1, 1).select(1, 2).item() == -3.0);  // the front plane
+  CHECK_THROWS_WITH_AS(nn::ConstantPad3d(nn::PadOptions({1, 2})),
+                       "ConstantPad3d: padding takes one value or 6 (left, right, top, bottom, front, back), got (1,2)",
                        ValueError);
 }

@@ -7,7 +7,10 @@ PadImpl::PadImpl(const PadOptions& options, functional::PadMode mode, int axes, 
   const Dims& padding = options.padding();
   if (padding.size() != 1 && padding.size() != 2 * axes)
     throw ValueError(message(name, ": padding takes one value or ", 2 * axes, " (",
-                             axes == 1 ? "left, right" : "left, right, top, bottom", "), got ", padding.str()));
+                             axes == 1   ? "left, right"
+                             : axes == 2 ? "left, right, top, bottom"
+                                         : "left, right, top, bottom, front, back",
+                             "), got ", padding.str()));
   for (int i = 0; i < 2 * axes; ++i) pads_.push_back(padding[padding.size() == 1 ? 0 : i]);
 }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Padding modules with PyTorch's names: ZeroPad2d, ConstantPad1d / 2d, ReflectionPad1d / 2d and
-// ReplicationPad1d / 2d, each functional::pad in its mode over the last one or two axes.
+// Padding modules with PyTorch's names: ZeroPad2d, ConstantPad1d / 2d / 3d, ReflectionPad1d / 2d / 3d
+// and ReplicationPad1d / 2d / 3d, each functional::pad in its mode over the last one, two or three
+// axes.
 //
 //   nn::ReflectionPad2d pad{nn::PadOptions({1, 1, 2, 0})};  // (left, right, top, bottom): H + 2, W + 2
 //   nn::ConstantPad1d fill{nn::PadOptions({3}).value(-1)};  // three -1 each side of the last axis
@@ -61,6 +62,13 @@ class ConstantPad2dImpl : public PadImpl {
 };
 TAPEGRAD_MODULE(ConstantPad2d);
 
+class ConstantPad3dImpl : public PadImpl {
+ public:
+  explicit ConstantPad3dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Constant, 3, "ConstantPad3d") {}
+};
+TAPEGRAD_MODULE(ConstantPad3d);
+
 class ReflectionPad1dImpl : public PadImpl {
  public:
   explicit ReflectionPad1dImpl(const PadOptions& options)
@@ -75,6 +83,13 @@ class ReflectionPad2dImpl : public PadImpl {
 };
 TAPEGRAD_MODULE(ReflectionPad2d);
 
+class ReflectionPad3dImpl : public PadImpl {
+ public:
+  explicit ReflectionPad3dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Reflect, 3, "ReflectionPad3d") {}
+};
+TAPEGRAD_MODULE(ReflectionPad3d);
+
 class ReplicationPad1dImpl : public PadImpl {
  public:
   explicit ReplicationPad1dImpl(const PadOptions& options)
@@ -88,5 +103,12 @@ class ReplicationPad2dImpl : public PadImpl {
       : PadImpl(options, functional::PadMode::Replicate, 2, "ReplicationPad2d") {}
 };
 TAPEGRAD_MODULE(ReplicationPad2d);
+
+class ReplicationPad3dImpl : public PadImpl {
+ public:
+  explicit ReplicationPad3dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Replicate, 3, "ReplicationPad3d") {}
+};
+TAPEGRAD_MODULE(ReplicationPad3d);
 
 }  // namespace tapegrad::nn

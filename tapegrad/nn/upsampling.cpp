@@ -80,13 +80,13 @@ Tensor resample_axis(const Tensor& x, int axis, const AxisReads& reads) {
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const char* op = "interpolate";
   if (x.dim() < 3 || x.dim() > 5)
-    throw ShapeError(message(op, ": expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ",
-                             x.shape().str()));
+    throw ShapeError(
+        message(op, ": expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ", x.shape().str()));
   const int axes = x.dim() - 2;
   const InterpolateMode mode = o.mode();
   // The linear modes each fit one rank: linear 3-D, bilinear 4-D, trilinear 5-D.
-  const int wanted = mode == InterpolateMode::Linear     ? 1
-                     : mode == InterpolateMode::Bilinear ? 2
+  const int wanted = mode == InterpolateMode::Linear      ? 1
+                     : mode == InterpolateMode::Bilinear  ? 2
                      : mode == InterpolateMode::Trilinear ? 3
                                                           : axes;
   if (axes != wanted)

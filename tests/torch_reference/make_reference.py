@@ -1190,6 +1190,8 @@ def main():
         "pad_replicate": pad_case(157, x_shape=(2, 3, 4, 5), pads=(1, 2, 1, 0), mode="replicate"),
         "pad_circular": pad_case(158, x_shape=(2, 3, 4, 5), pads=(2, 1, 1, 3), mode="circular"),
         "pad_reflect_1d": pad_case(159, x_shape=(2, 3, 6), pads=(3, 5), mode="reflect"),
+        "pad_reflect_3d": pad_case(211, x_shape=(2, 2, 3, 4, 5), pads=(2, 1, 0, 3, 1, 2), mode="reflect"),
+        "pad_replicate_3d": pad_case(212, x_shape=(1, 2, 3, 4, 2), pads=(1, 2, 2, 0, 3, 1), mode="replicate"),
         "group_norm_2d": group_norm_case(160, x_shape=(2, 6, 4, 3), groups=3),
         "group_norm_1d_no_affine_eps": group_norm_case(161, x_shape=(3, 4, 5), groups=2, affine=False, eps=1e-3),
         "group_norm_one_group": group_norm_case(162, x_shape=(2, 4, 3, 3), groups=1),
