@@ -225,6 +225,22 @@ TEST_CASE("layers: Dropout1d and Dropout2d drop whole channels") {
                        "dropout1d: expected an input of shape (N, C, L) or (C, L), got (4)", ShapeError);
   CHECK_THROWS_WITH_AS(nn::Dropout2d(nn::DropoutOptions(2.0)),
                        "Dropout2d: dropout probability p must be in [0, 1], got 2", ValueError);
+  // Dropout3d over (N, C, D, H, W) and unbatched (C, D, H, W): one draw per volume.
+  Generator seed3(4);
+  nn::Dropout3d drop3{nn::DropoutOptions(0.5).generator(&seed3)};
+  const Tensor volumes = drop3(ones({30, 2, 3, 2}, kFloat64)).reshape({30, 12});
+  int zero_volumes = 0;
+  for (std::int64_t c = 0; c < 30; ++c) {
+    const std::vector<double> r = volumes.select(0, c).to_vector<double>();
+    CHECK(std::count(r.begin(), r.end(), r.front()) == 12);
+    zero_volumes += r.front() == 0.0;
+  }
+  CHECK(zero_volumes > 3);  // Binomial(30, 0.5)
+  CHECK(zero_volumes < 27);
+  CHECK(drop3(zeros({2, 3, 2, 2, 2})).shape() == Shape{2, 3, 2, 2, 2});
+  CHECK_THROWS_WITH_AS(F::dropout3d(zeros({3, 4, 4}), 0.5, true, gen),
+                       "dropout3d: expected an input of shape (N, C, D, H, W) or (C, D, H, W), got (3,4,4)",
+                       ShapeError);
 }
 
 TEST_CASE("layers: Dropout in eval mode passes gradients unchanged") {

@@ -302,6 +302,14 @@ Tensor dropout1d(const Tensor& x, double p, bool training, Generator& gen) {
   return channel_dropout(x, p, training, gen);
 }
 
+Tensor dropout3d(const Tensor& x, double p, bool training, Generator& gen) {
+  if (x.dim() == 4) return dropout3d(x.unsqueeze(0), p, training, gen).squeeze(0);
+  if (x.dim() != 5)
+    throw ShapeError(
+        message("dropout3d: expected an input of shape (N, C, D, H, W) or (C, D, H, W), got ", x.shape().str()));
+  return channel_dropout(x, p, training, gen);
+}
+
 Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen) {
   if (x.dim() != 4)
     throw ShapeError(message("dropout2d: expected an input of shape (N, C, H, W), got ", x.shape().str(),

@@ -114,6 +114,8 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // as (C, H, W): unsqueeze or use dropout1d to say which).
 Tensor dropout1d(const Tensor& x, double p, bool training, Generator& gen);
 Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen);
+// torch's F.dropout3d: the same over (N, C, D, H, W), or unbatched (C, D, H, W).
+Tensor dropout3d(const Tensor& x, double p, bool training, Generator& gen);
 
 // torch's F.scaled_dot_product_attention (see attention.h): q: (..., Tq, D), k: (..., Tk, D),
 // v: (..., Tk, Dv) -> (..., Tq, Dv). nn::scaled_dot_product_attention also returns the weights.

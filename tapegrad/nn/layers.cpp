@@ -132,6 +132,7 @@ Tensor DropoutImpl::forward(const Tensor& x) { return functional::dropout(x, p_,
 Tensor Dropout1dImpl::forward(const Tensor& x) { return functional::dropout1d(x, p(), is_training(), generator()); }
 
 Tensor Dropout2dImpl::forward(const Tensor& x) { return functional::dropout2d(x, p(), is_training(), generator()); }
+Tensor Dropout3dImpl::forward(const Tensor& x) { return functional::dropout3d(x, p(), is_training(), generator()); }
 
 Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 

@@ -167,8 +167,8 @@ class DropoutImpl : public UnaryModule {
 };
 TAPEGRAD_MODULE(Dropout);
 
-// Dropout1d and Dropout2d: Dropout of whole channels (F::dropout1d / dropout2d), one draw per sample
-// and channel; inputs (N, C, L) or (C, L), and (N, C, H, W).
+// Dropout1d, Dropout2d and Dropout3d: Dropout of whole channels (F::dropout1d / 2d / 3d), one draw
+// per sample and channel; inputs (N, C, L) or (C, L), (N, C, H, W), and (N, C, D, H, W) or (C, D, H, W).
 class Dropout1dImpl : public DropoutImpl {
  public:
   explicit Dropout1dImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "Dropout1d") {}
@@ -182,6 +182,13 @@ class Dropout2dImpl : public DropoutImpl {
   Tensor forward(const Tensor& x) override;
 };
 TAPEGRAD_MODULE(Dropout2d);
+
+class Dropout3dImpl : public DropoutImpl {
+ public:
+  explicit Dropout3dImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "Dropout3d") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Dropout3d);
 
 class ReLUImpl : public UnaryModule {
  public:
