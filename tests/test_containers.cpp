@@ -217,3 +217,52 @@ TEST_CASE("containers: a user's module holds a ModuleDict and a ParameterList, w
   const auto m = std::make_shared<HeadsImpl>();
   CHECK(names(m->state_dict()) == std::vector<std::string>{"heads.a.weight", "heads.a.bias", "bias.0"});
 }
+
+TEST_CASE("containers: refused changes name the container, the value and the reason, and change nothing") {
+  nn::ModuleList list;
+  list->push_back(nn::ReLU());
+  CHECK_THROWS_WITH_AS(list->set(1, nn::Tanh().ptr()),
+                       "ModuleList::set: index 1 is out of range for a list of 1 modules", IndexError);
+  CHECK_THROWS_WITH_AS(list->set(0, nullptr), "ModuleList::set: the module is null (an empty handle)", ValueError);
+  CHECK(list[0]->name() == "ReLU");
+  CHECK_THROWS_WITH_AS(nn::ModuleList(std::vector<std::shared_ptr<nn::Module>>{nn::ReLU().ptr(), nullptr}),
+                       "ModuleList: the module is null (an empty handle)", ValueError);
+
+  nn::ModuleDict dict;
+  CHECK_THROWS_WITH_AS(dict->insert("head", nn::Linear(nullptr)),
+                       "ModuleDict::insert: the module is null (an empty handle)", ValueError);
+  CHECK(dict->empty());
+
+  nn::ParameterList list_of_parameters;
+  CHECK_THROWS_WITH_AS(list_of_parameters->extend({ones({2}), Tensor()}), "ParameterList::extend: an undefined tensor",
+                       ValueError);
+  CHECK(list_of_parameters->empty());
+
+  nn::ParameterDict gains;
+  gains->insert("kept", ones({2}));
+  const Tensor not_leaf = ones({2}).requires_grad_(true) * 2.0;
+  CHECK_THROWS_WITH_AS(gains->update({{"a", ones({1})}, {"b.c", ones({1})}}),
+                       "ParameterDict::update: key \"b.c\" must be non-empty and contain no '.'", ValueError);
+  CHECK_THROWS_WITH_AS(gains->update({{"a", ones({1})}, {"b", Tensor()}}),
+                       "ParameterDict::update: \"b\" is an undefined tensor", ValueError);
+  CHECK_THROWS_WITH_AS(gains->update({{"a", ones({1})}, {"b", not_leaf}}),
+                       "ParameterDict::update: \"b\" must be a leaf tensor (detach it first)", GraphError);
+  CHECK(gains->keys() == std::vector<std::string>{"kept"});  // "a" was not added by any of them
+}
+
+TEST_CASE("containers: a module unregistering a name it does not have gets an IndexError naming it and its names") {
+  struct ShrinkingImpl : nn::Module {
+    ShrinkingImpl() {
+      register_module("layer", nn::Linear(2, 2));
+      register_parameter("scale", ones({2}));
+    }
+    void drop_module(const std::string& name) { unregister_module(name); }
+    void drop_parameter(const std::string& name) { unregister_parameter(name); }
+  };
+  ShrinkingImpl m;
+  CHECK_THROWS_WITH_AS(m.drop_module("head"), "Shrinking: no module \"head\" (registered: layer)", IndexError);
+  CHECK_THROWS_WITH_AS(m.drop_parameter("bias"), "Shrinking: no parameter \"bias\" (registered: scale)", IndexError);
+  m.drop_parameter("scale");
+  CHECK_THROWS_WITH_AS(m.drop_parameter("scale"), "Shrinking: no parameter \"scale\" (registered: none)", IndexError);
+  CHECK(names(m.state_dict()) == std::vector<std::string>{"layer.weight", "layer.bias"});
+}

@@ -121,16 +121,11 @@ void ModuleDictImpl::update(const std::vector<Item>& items) {
 }
 
 std::shared_ptr<Module> ModuleDictImpl::pop(const std::string& key) {
-  const auto at = found(key, "ModuleDict::pop");
-  std::shared_ptr<Module> removed = at->second;
-  unregister_module(key);
-  entries_.erase(at);
-  return removed;
+  return remove(key, "ModuleDict::pop", [this](const std::string& name) { unregister_module(name); });
 }
 
 void ModuleDictImpl::clear() {
-  for (const auto& item : entries_) unregister_module(item.first);
-  entries_.clear();
+  remove_all([this](const std::string& name) { unregister_module(name); });
 }
 
 const std::shared_ptr<Module>& ModuleDictImpl::ptr(const std::string& key) const {
@@ -196,16 +191,11 @@ void ParameterDictImpl::update(const std::vector<Item>& items) {
 }
 
 Tensor ParameterDictImpl::pop(const std::string& key) {
-  const auto at = found(key, "ParameterDict::pop");
-  Tensor removed = at->second;
-  unregister_parameter(key);
-  entries_.erase(at);
-  return removed;
+  return remove(key, "ParameterDict::pop", [this](const std::string& name) { unregister_parameter(name); });
 }
 
 void ParameterDictImpl::clear() {
-  for (const auto& item : entries_) unregister_parameter(item.first);
-  entries_.clear();
+  remove_all([this](const std::string& name) { unregister_parameter(name); });
 }
 
 const Tensor& ParameterDictImpl::operator[](const std::string& key) const {

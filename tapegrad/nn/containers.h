@@ -94,6 +94,21 @@ class KeyedEntries : public Entries<std::pair<std::string, Value>> {
   const std::vector<Item>& items() const { return this->entries_; }
 
  protected:
+  // Removes the key's entry (an IndexError naming `op` when there is none) and returns its value;
+  // `unregister(key)` drops the owning module's registration of it.
+  template <class Unregister>
+  Value remove(const std::string& key, const char* op, Unregister unregister) {
+    const auto at = found(key, op);
+    Value removed = at->second;
+    unregister(key);
+    this->entries_.erase(at);
+    return removed;
+  }
+  template <class Unregister>
+  void remove_all(Unregister unregister) {
+    for (const Item& item : this->entries_) unregister(item.first);
+    this->entries_.clear();
+  }
   typename std::vector<Item>::iterator find(const std::string& key) {
     return std::find_if(this->entries_.begin(), this->entries_.end(),
                         [&](const Item& item) { return item.first == key; });
