@@ -71,6 +71,26 @@ TEST_CASE("loss modules: each equals its function with the same options") {
                      nn::cosine_embedding_loss(a, b, rank, 0.1)) == 0.0);
   const auto triplet = nn::TripletMarginLossOptions().margin(0.5).swap(true);
   CHECK(max_abs_diff(nn::TripletMarginLoss(triplet)(a, b, c), nn::triplet_margin_loss(a, b, c, triplet)) == 0.0);
+
+  CHECK(max_abs_diff(nn::HingeEmbeddingLoss(nn::HingeEmbeddingLossOptions().margin(0.5))(x, labels),
+                     nn::hinge_embedding_loss(x, labels, 0.5)) == 0.0);
+  const auto multi = nn::MultiMarginLossOptions().p(2).margin(0.5).weight(weight).reduction(nn::Reduction::None);
+  nn::MultiMarginLoss multi_margin(multi);
+  CHECK(max_abs_diff(multi_margin(logits, targets), nn::multi_margin_loss(logits, targets, multi)) == 0.0);
+  CHECK(names(multi_margin->state_dict()) == std::vector<std::string>{"weight"});
+  const Tensor label_rows = from_vector(std::vector<std::int64_t>{2, 0, -1, 0, 3, -1, 1, 1, 0, 1, 2, 3}, {3, 4});
+  const Tensor scores = randn({3, 4}, gen, kFloat64);
+  CHECK(max_abs_diff(nn::MultiLabelMarginLoss(nn::Reduction::Sum)(scores, label_rows),
+                     nn::multilabel_margin_loss(scores, label_rows, nn::Reduction::Sum)) == 0.0);
+  nn::MultiLabelSoftMarginLoss soft_labels(nn::MultiLabelSoftMarginLossOptions().weight(element_weight));
+  CHECK(max_abs_diff(soft_labels(x, truth),
+                     nn::multilabel_soft_margin_loss(x, truth, nn::Reduction::Mean, element_weight)) == 0.0);
+  CHECK(names(soft_labels->state_dict()) == std::vector<std::string>{"weight"});
+  const auto poisson = nn::PoissonNLLLossOptions().log_input(false).full(true).eps(1e-4);
+  CHECK(max_abs_diff(nn::PoissonNLLLoss(poisson)(probs, truth * 3.0),
+                     nn::poisson_nll_loss(probs, truth * 3.0, poisson)) == 0.0);
+  const auto gaussian = nn::GaussianNLLLossOptions().full(true).reduction(nn::Reduction::Sum);
+  CHECK(max_abs_diff(nn::GaussianNLLLoss(gaussian)(x, y, probs), nn::gaussian_nll_loss(x, y, probs, gaussian)) == 0.0);
 }
 
 TEST_CASE("loss modules: weights follow to(dtype), gradients flow, and hooks see the call") {

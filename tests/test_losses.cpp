@@ -864,3 +864,104 @@ TEST_CASE("losses: soft margin, margin ranking, triplet and cosine embedding los
                        "and (1)",
                        ShapeError);
 }
+
+TEST_CASE("losses: hinge embedding, multi-margin, multilabel margins and the Poisson and Gaussian likelihoods") {
+  // torch's documented examples: x = [0.1, 0.2, 0.4, 0.8]. Class 3 against the others:
+  // (0.3 + 0.4 + 0.6) / 4; classes {3, 0} against {1, 2}: (0.9 + 0.6 + 1.1 + 0.8) / 4.
+  const Tensor x = tensor({{0.1, 0.2, 0.4, 0.8}}, kFloat64).requires_grad_(true);
+  const Tensor multi = nn::multi_margin_loss(x, from_vector(std::vector<std::int64_t>{3}, {1}));
+  CHECK(multi.item() == doctest::Approx(0.325).epsilon(1e-14));
+  multi.backward();
+  check_values(x.grad(), {0.25, 0.25, 0.25, -0.75}, 1e-15);
+  const Tensor labels = from_vector(std::vector<std::int64_t>{3, 0, -1, 1}, {1, 4});
+  CHECK(nn::multilabel_margin_loss(x, labels).item() == doctest::Approx(0.85).epsilon(1e-14));
+  // Nothing after the first -1 is read, and the unbatched form gives a scalar.
+  const Tensor row = from_vector(std::vector<std::int64_t>{3, 0, -1, 2}, {4});
+  CHECK(nn::multilabel_margin_loss(x.squeeze(0), row, nn::Reduction::None).item() ==
+        doctest::Approx(0.85).epsilon(1e-14));
+  // The hinge embedding loss: the distance where y = 1, the margin's hinge where y = -1.
+  check_values(nn::hinge_embedding_loss(tensor({0.3, 0.3, 2.0}, kFloat64), tensor({1.0, -1.0, -1.0}, kFloat64), 1.0,
+                                        nn::Reduction::None),
+               {0.3, 0.7, 0.0}, 1e-15);
+  // Poisson with log rates: exp(x) - y x; Gaussian: 0.5 (log var + d^2 / var), var clamped to eps.
+  check_values(nn::poisson_nll_loss(tensor({0.0, 1.0}, kFloat64), tensor({2.0, 3.0}, kFloat64),
+                                    nn::PoissonNLLLossOptions().reduction(nn::Reduction::None)),
+               {1.0, std::exp(1.0) - 3.0}, 1e-15);
+  const Tensor var = tensor({4.0, 0.0}, kFloat64).requires_grad_(true);
+  const Tensor gaussian = nn::gaussian_nll_loss(tensor({1.0, 0.0}, kFloat64), tensor({3.0, 0.0}, kFloat64), var,
+                                                nn::GaussianNLLLossOptions().eps(0.5).reduction(nn::Reduction::None));
+  check_values(gaussian, {0.5 * (std::log(4.0) + 1.0), 0.5 * std::log(0.5)}, 1e-15);
+  sum(gaussian).backward();
+  check_values(var.grad(), {0.5 * (0.25 - 4.0 / 16.0), 0.5 / 0.5}, 1e-15);  // the clamp's gradient is 1
+
+  Generator gen(23);
+  const Tensor a = randn({3, 5}, gen, kFloat64);
+  const Tensor b = randn({3, 5}, gen, kFloat64);
+  const Tensor rates = rand({3, 5}, gen, kFloat64) * 3.0 + 0.2;
+  const Tensor counts = rand({3, 5}, gen, kFloat64) * 4.0 + 0.1;
+  const Tensor variances = rand({3, 5}, gen, kFloat64) + 0.1;
+  const Tensor pm_one =
+      tensor({{1.0, -1.0, 1.0, -1.0, 1.0}, {-1.0, 1.0, 1.0, 1.0, -1.0}, {1.0, -1.0, -1.0, 1.0, 1.0}}, kFloat64);
+  const Tensor classes = from_vector(std::vector<std::int64_t>{4, 0, 2}, {3});
+  const Tensor class_weight = tensor({0.5, 1.0, 1.5, 2.0, 2.5}, kFloat64);
+  const Tensor label_rows =
+      from_vector(std::vector<std::int64_t>{1, 3, -1, 0, 0, 4, -1, 0, 0, 0, 0, 1, 2, 3, 4}, {3, 5});
+  check_gradients([&](const TensorList& in) { return nn::hinge_embedding_loss(in[0], pm_one, 0.8); }, {a});
+  check_gradients(
+      [&](const TensorList& in) {
+        return nn::multi_margin_loss(in[0], classes,
+                                     nn::MultiMarginLossOptions().p(2).margin(1.5).weight(class_weight));
+      },
+      {a});
+  check_gradients([&](const TensorList& in) { return nn::multilabel_margin_loss(in[0], label_rows); }, {a});
+  check_gradients(
+      [&](const TensorList& in) {
+        return nn::multilabel_soft_margin_loss(in[0], in[1], nn::Reduction::Sum, class_weight);  // no gradient to it
+      },
+      {a, sigmoid(b)});
+  check_gradients(
+      [&](const TensorList& in) {
+        return nn::poisson_nll_loss(in[0], in[1], nn::PoissonNLLLossOptions().log_input(false).full(true));
+      },
+      {rates, counts});
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::gaussian_nll_loss(in[0], in[1], in[2], nn::GaussianNLLLossOptions().full(true));
+      },
+      {a, b, variances});
+  check_gradients([](const TensorList& in) { return nn::gaussian_nll_loss(in[0], in[1], in[2]); },
+                  {a, b, variances.select(1, 0)});  // one variance per row
+
+  CHECK_THROWS_WITH_AS(nn::multi_margin_loss(a, classes, nn::MultiMarginLossOptions().p(3)),
+                       "multi_margin_loss: p must be 1 or 2, got 3", ValueError);
+  CHECK_THROWS_WITH_AS(nn::multi_margin_loss(a, from_vector(std::vector<std::int64_t>{4, 5, 0}, {3})),
+                       "multi_margin_loss: target 5 is out of range for 5 classes", IndexError);
+  CHECK_THROWS_WITH_AS(nn::multi_margin_loss(a, classes.narrow(0, 0, 2)),
+                       "multi_margin_loss: input of shape (3,5) needs target of shape (3), got (2)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::multi_margin_loss(a, classes, nn::MultiMarginLossOptions().weight(ones({5}))),
+                       "multi_margin_loss: weight is float32 but the input is float64", TypeError);
+  CHECK_THROWS_WITH_AS(nn::multi_margin_loss(a.unsqueeze(0), classes),
+                       "multi_margin_loss: input must be (N, C) or (C) with C > 0, got (1,3,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(
+      nn::multilabel_margin_loss(
+          a, from_vector(std::vector<std::int64_t>{1, 5, -1, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1}, {3, 5})),
+      "multilabel_margin_loss: target 5 is out of range for 5 classes (-1 ends a row)", IndexError);
+  CHECK_THROWS_WITH_AS(nn::multilabel_margin_loss(a, classes),
+                       "multilabel_margin_loss: target of shape (3) must match input of shape (3,5)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::multilabel_soft_margin_loss(a, b, nn::Reduction::Mean, ones({3, 1, 1}, kFloat64)),
+                       "multilabel_soft_margin_loss: weight of shape (3,1,1) does not broadcast to the input's shape "
+                       "(3,5)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::gaussian_nll_loss(a, b, variances - 0.5),
+                       doctest::Contains("gaussian_nll_loss: var has a negative entry (the smallest is -0."),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::gaussian_nll_loss(a, b, variances.narrow(1, 0, 2)),
+                       "gaussian_nll_loss: var of shape (3,2) must be the input's shape (3,5), or it with the last "
+                       "axis 1 or without it",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(nn::poisson_nll_loss(a, b, nn::PoissonNLLLossOptions().reduction(nn::Reduction::BatchMean)),
+                       "poisson_nll_loss: reduction BatchMean is only defined for kl_div; use None, Mean or Sum",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::hinge_embedding_loss(a, pm_one.narrow(0, 0, 1)),
+                       "hinge_embedding_loss: target of shape (1,5) must match input of shape (3,5)", ShapeError);
+}

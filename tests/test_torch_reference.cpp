@@ -241,6 +241,43 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
     built.forward = [r](const TensorMap& in) {
       return TensorMap{{"output", nn::mse_loss(in.at("input"), in.at("target"), r)}};
     };
+  } else if (kind == "loss") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      const std::string name = config.at("name").get<std::string>();
+      const nn::Reduction r = reduction_of(config.at("reduction").get<std::string>());
+      const Tensor& input = in.at("input");
+      const Tensor& target = in.at("target");
+      Tensor out;
+      if (name == "hinge_embedding_loss") {
+        out = nn::hinge_embedding_loss(input, target, config.at("margin").get<double>(), r);
+      } else if (name == "multi_margin_loss") {  // input (N, C) or (C), target Int64 (N) or ()
+        out = nn::multi_margin_loss(input, target,
+                                    nn::MultiMarginLossOptions()
+                                        .p(config.value<std::int64_t>("p", 1))
+                                        .margin(config.value("margin", 1.0))
+                                        .weight(optional_input(in, "weight"))
+                                        .reduction(r));
+      } else if (name == "multilabel_margin_loss") {  // target Int64 of the input's shape, rows ended by -1
+        out = nn::multilabel_margin_loss(input, target, r);
+      } else if (name == "multilabel_soft_margin_loss") {
+        out = nn::multilabel_soft_margin_loss(input, target, r, optional_input(in, "weight"));
+      } else if (name == "poisson_nll_loss") {
+        out = nn::poisson_nll_loss(input, target,
+                                   nn::PoissonNLLLossOptions()
+                                       .log_input(config.at("log_input").get<bool>())
+                                       .full(config.at("full").get<bool>())
+                                       .eps(config.value("eps", 1e-8))
+                                       .reduction(r));
+      } else if (name == "gaussian_nll_loss") {  // var: the input's shape, or without / with 1 as its last axis
+        out = nn::gaussian_nll_loss(
+            input, target, in.at("var"),
+            nn::GaussianNLLLossOptions().full(config.value("full", false)).eps(config.value("eps", 1e-6)).reduction(r));
+      } else {
+        throw ValueError("torch_reference.json: unknown loss \"" + name + "\"");
+      }
+      return TensorMap{{"output", out}};
+    };
   } else if (kind == "conv") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -716,6 +753,19 @@ const std::vector<std::string> kFunctionCases = {"embedding_bag_sum",  "embeddin
                                                  "prelu_shared",       "softshrink",
                                                  "hardshrink",         "tanhshrink",
                                                  "threshold",          "softmin"};
+const std::vector<std::string> kLossCases = {"hinge_embedding_loss",
+                                             "multi_margin_loss_weighted",
+                                             "multi_margin_loss_squared_none",
+                                             "multi_margin_loss_unbatched",
+                                             "multilabel_margin_loss",
+                                             "multilabel_margin_loss_unbatched",
+                                             "multilabel_soft_margin_loss_weighted",
+                                             "multilabel_soft_margin_loss_none",
+                                             "poisson_nll_loss_log_input",
+                                             "poisson_nll_loss_rate_full",
+                                             "gaussian_nll_loss",
+                                             "gaussian_nll_loss_row_variance",
+                                             "gaussian_nll_loss_column_full"};
 const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "conv2d_groups_unbatched_no_bias",
                                                "conv1d_stride_padding_dilation_groups",
@@ -813,11 +863,16 @@ TEST_CASE("torch reference: the fixture is float64 from PyTorch 1.13 and every c
   CHECK(data.at("dtype").get<std::string>() == "float64");
   CHECK(data.at("torch_version").get<std::string>().rfind("1.13", 0) == 0);
   std::set<std::string> checked;
-  for (const auto* group :
-       {&kAttentionCases, &kCrossAttentionCases, &kGroupedQueryCases, &kAttentionFunctionCases, &kEinsumCases,
-        &kFunctionCases, &kEncoderCases, &kDecoderCases, &kLayerCases, &kMoECases, &kRecurrentCases, &kCellCases,
-        &kPositionAndNormCases, &kLatentAttentionCases, &kWord2vecLossCases, &kInformationCases, &kPointerSentinelCases,
-        &kWindowCases, &kBatchNormCases})
+  for (const auto* group : {&kAttentionCases,       &kCrossAttentionCases,
+                            &kGroupedQueryCases,    &kAttentionFunctionCases,
+                            &kEinsumCases,          &kFunctionCases,
+                            &kEncoderCases,         &kDecoderCases,
+                            &kLayerCases,           &kMoECases,
+                            &kRecurrentCases,       &kCellCases,
+                            &kPositionAndNormCases, &kLatentAttentionCases,
+                            &kWord2vecLossCases,    &kInformationCases,
+                            &kPointerSentinelCases, &kWindowCases,
+                            &kBatchNormCases,       &kLossCases})
     checked.insert(group->begin(), group->end());
   std::set<std::string> in_file;
   for (const auto& [name, c] : data.at("cases").items()) in_file.insert(name);
@@ -875,6 +930,14 @@ TEST_CASE(
     "eval) and group_norm (groups of several channels, one group, one channel a group, no affine) match F.batch_norm "
     "and F.group_norm") {
   check_cases(kBatchNormCases);
+}
+
+TEST_CASE(
+    "torch reference: hinge_embedding_loss, multi_margin_loss (p 1 and 2, class weights, unbatched), "
+    "multilabel_margin_loss (rows ended by -1, a row of every class, an empty row), multilabel_soft_margin_loss, "
+    "poisson_nll_loss (log input, rates with Stirling's term) and gaussian_nll_loss (per element, per row, a "
+    "variance below eps) match torch.nn.functional's") {
+  check_cases(kLossCases);
 }
 
 TEST_CASE("torch reference: TransformerEncoderLayer pre- and post-norm, ReLU and GELU, matches PyTorch's") {

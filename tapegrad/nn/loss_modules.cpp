@@ -37,4 +37,13 @@ Tensor BCEWithLogitsLossImpl::forward(const Tensor& input, const Tensor& target)
                                           options_.weight());
 }
 
+MultiMarginLossImpl::MultiMarginLossImpl(const MultiMarginLossOptions& options) : options_(options) {
+  if (options_.weight().defined()) options_.weight(register_buffer("weight", options_.weight()));
+}
+
+MultiLabelSoftMarginLossImpl::MultiLabelSoftMarginLossImpl(const MultiLabelSoftMarginLossOptions& options)
+    : options_(options) {
+  if (options_.weight().defined()) options_.weight(register_buffer("weight", options_.weight()));
+}
+
 }  // namespace tapegrad::nn

@@ -1,8 +1,10 @@
 #pragma once
 // The losses of losses.h as modules, with torch.nn's names: CrossEntropyLoss, NLLLoss, MSELoss,
 // L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, BCEWithLogitsLoss, SoftMarginLoss,
-// MarginRankingLoss, CosineEmbeddingLoss and TripletMarginLoss. Each keeps its options and calls its
-// function on forward(input, target) (three tensors for the ranking, embedding and triplet losses);
+// MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss, HingeEmbeddingLoss, MultiMarginLoss,
+// MultiLabelMarginLoss, MultiLabelSoftMarginLoss, PoissonNLLLoss and GaussianNLLLoss. Each keeps its
+// options and calls its function on forward(input, target) (three tensors for the ranking, embedding
+// and triplet losses, forward(input, target, var) for GaussianNLLLoss);
 // class and element weights (weight, pos_weight) are buffers, so state_dict() lists them and to(dtype)
 // converts them, as torch's modules do.
 //
@@ -204,5 +206,83 @@ class TripletMarginLossImpl : public Module {
   TripletMarginLossOptions options_;
 };
 TAPEGRAD_MODULE(TripletMarginLoss);
+
+struct HingeEmbeddingLossOptions {
+  TAPEGRAD_ARG(double, margin) = 1.0;
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+
+class HingeEmbeddingLossImpl : public Module {
+ public:
+  explicit HingeEmbeddingLossImpl(const HingeEmbeddingLossOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return hinge_embedding_loss(input, target, options_.margin(), options_.reduction());
+  }
+  const HingeEmbeddingLossOptions& options() const { return options_; }
+
+ private:
+  HingeEmbeddingLossOptions options_;
+};
+TAPEGRAD_MODULE(HingeEmbeddingLoss);
+
+// Its class weight, when given, is a buffer.
+class MultiMarginLossImpl : public Module {
+ public:
+  explicit MultiMarginLossImpl(const MultiMarginLossOptions& options = {});
+  Tensor forward(const Tensor& input, const Tensor& target) { return multi_margin_loss(input, target, options_); }
+  const MultiMarginLossOptions& options() const { return options_; }
+
+ private:
+  MultiMarginLossOptions options_;
+};
+TAPEGRAD_MODULE(MultiMarginLoss);
+
+class MultiLabelMarginLossImpl : public detail::ReductionLoss<multilabel_margin_loss> {
+  using ReductionLoss::ReductionLoss;
+};
+TAPEGRAD_MODULE(MultiLabelMarginLoss);
+
+struct MultiLabelSoftMarginLossOptions {
+  TAPEGRAD_ARG(Tensor, weight);  // (C) or broadcast against the input; a buffer of the module
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+
+class MultiLabelSoftMarginLossImpl : public Module {
+ public:
+  explicit MultiLabelSoftMarginLossImpl(const MultiLabelSoftMarginLossOptions& options = {});
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return multilabel_soft_margin_loss(input, target, options_.reduction(), options_.weight());
+  }
+  const MultiLabelSoftMarginLossOptions& options() const { return options_; }
+
+ private:
+  MultiLabelSoftMarginLossOptions options_;
+};
+TAPEGRAD_MODULE(MultiLabelSoftMarginLoss);
+
+class PoissonNLLLossImpl : public Module {
+ public:
+  explicit PoissonNLLLossImpl(const PoissonNLLLossOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target) { return poisson_nll_loss(input, target, options_); }
+  const PoissonNLLLossOptions& options() const { return options_; }
+
+ private:
+  PoissonNLLLossOptions options_;
+};
+TAPEGRAD_MODULE(PoissonNLLLoss);
+
+// forward(input, target, var).
+class GaussianNLLLossImpl : public Module {
+ public:
+  explicit GaussianNLLLossImpl(const GaussianNLLLossOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target, const Tensor& var) {
+    return gaussian_nll_loss(input, target, var, options_);
+  }
+  const GaussianNLLLossOptions& options() const { return options_; }
+
+ private:
+  GaussianNLLLossOptions options_;
+};
+TAPEGRAD_MODULE(GaussianNLLLoss);
 
 }  // namespace tapegrad::nn

@@ -424,6 +424,175 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
   return reduce_loss(loss, reduction, op);
 }
 
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin, Reduction reduction) {
+  const char* op = "hinge_embedding_loss";
+  check_elementwise_pair(input, target, reduction, op);
+  const Tensor zero = zeros_like(input);
+  const Tensor hinge = where(ne(target, 1.0), clamp(rsub(margin, input), 0.0, std::nullopt), zero);
+  const Tensor distance = where(ne(target, -1.0), input, zero);
+  return reduce_loss(hinge + distance, reduction, op);
+}
+
+namespace {
+
+// Class-index targets of a (N, C) or (C) input, as read by the multi-class losses: N values in [0, C).
+std::vector<std::int64_t> class_targets(const Tensor& input, const Tensor& target, const char* op) {
+  if (target.dtype() != kInt64)
+    throw TypeError(message(op, ": target must be an int64 tensor of class indices, got ", dtype_name(target.dtype())));
+  const bool unbatched = input.dim() == 1;
+  const bool fits =
+      unbatched ? target.numel() == 1 && target.dim() <= 1 : target.dim() == 1 && target.size(0) == input.size(0);
+  if (!fits)
+    throw ShapeError(message(op, ": input of shape ", input.shape().str(), " needs target of shape ",
+                             unbatched ? "() or (1)" : Shape{input.size(0)}.str(), ", got ", target.shape().str()));
+  const std::int64_t classes = input.size(-1);
+  std::vector<std::int64_t> values = target.to_vector<std::int64_t>();
+  for (const std::int64_t t : values)
+    if (t < 0 || t >= classes)
+      throw IndexError(message(op, ": target ", t, " is out of range for ", classes, " classes"));
+  return values;
+}
+
+void check_class_input(const Tensor& input, const char* op) {
+  check_floating(input, op, "input");
+  if ((input.dim() != 1 && input.dim() != 2) || input.size(-1) == 0)
+    throw ShapeError(message(op, ": input must be (N, C) or (C) with C > 0, got ", input.shape().str()));
+}
+
+}  // namespace
+
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options) {
+  const char* op = "multi_margin_loss";
+  check_class_input(input, op);
+  if (options.p() != 1 && options.p() != 2) throw ValueError(message(op, ": p must be 1 or 2, got ", options.p()));
+  reject_batch_mean(options.reduction(), op);
+  const std::vector<std::int64_t> classes_of = class_targets(input, target, op);
+  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;  // (N, C)
+  const std::int64_t n = x.size(0);
+  const std::int64_t classes = x.size(1);
+  const Tensor w = checked_class_weight(options.weight(), input, classes, op);
+
+  const Tensor picked = gather(x, 1, from_vector(classes_of, {n, 1}));  // x[y]: (N, 1)
+  const Tensor z = x - picked + options.margin();                       // (N, C)
+  // The hinge counts where it is positive, over the classes other than y: a mask, so the gradient is
+  // 0 where z <= 0 (torch's rule) and at y.
+  std::vector<bool> other(static_cast<std::size_t>(n * classes), true);
+  for (std::int64_t i = 0; i < n; ++i) other[static_cast<std::size_t>(i * classes + classes_of[i])] = false;
+  const Tensor counted = logical_and(from_vector(other, {n, classes}), gt(z.detach(), 0.0));
+  Tensor hinge = where(counted, options.p() == 1 ? z : z * z, 0.0);
+  if (w.defined()) hinge = hinge * gather(w, 0, from_vector(classes_of, {n})).unsqueeze(1);
+  const Tensor loss = sum(hinge, {1}) / static_cast<double>(classes);  // (N)
+  if (options.reduction() == Reduction::None) return loss.reshape(target.shape());
+  return reduce_loss(loss, options.reduction(), op);
+}
+
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "multilabel_margin_loss";
+  check_class_input(input, op);
+  if (target.dtype() != kInt64)
+    throw TypeError(message(op, ": target must be an int64 tensor of class indices, got ", dtype_name(target.dtype())));
+  if (target.shape() != input.shape())
+    throw ShapeError(
+        message(op, ": target of shape ", target.shape().str(), " must match input of shape ", input.shape().str()));
+  reject_batch_mean(reduction, op);
+  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;  // (N, C)
+  const std::int64_t n = x.size(0);
+  const std::int64_t classes = x.size(1);
+  const auto c = static_cast<std::size_t>(classes);
+
+  // Row i's classes Y_i: the target entries before its first -1. listed[i, j] is Y_i's j-th class
+  // (0 past its end), pairs[i, j, k] whether j < |Y_i| and class k is not in Y_i.
+  const std::vector<std::int64_t> values = target.to_vector<std::int64_t>();
+  std::vector<std::int64_t> listed(values.size(), 0);
+  std::vector<bool> pairs(values.size() * c, false);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
+    std::vector<bool> in_y(c, false);
+    std::size_t count = 0;
+    for (; count < c; ++count) {
+      const std::int64_t t = values[i * c + count];
+      if (t == -1) break;
+      if (t < -1 || t >= classes)
+        throw IndexError(message(op, ": target ", t, " is out of range for ", classes, " classes (-1 ends a row)"));
+      listed[i * c + count] = t;
+      in_y[static_cast<std::size_t>(t)] = true;
+    }
+    for (std::size_t j = 0; j < count; ++j)
+      for (std::size_t k = 0; k < c; ++k) pairs[(i * c + j) * c + k] = !in_y[k];
+  }
+  // z[i, j, k] = 1 - (x[i, Y_ij] - x[i, k]), counted where positive (the gradient 0 elsewhere, as torch's).
+  const Tensor picked = gather(x, 1, from_vector(listed, {n, classes}));  // (N, C)
+  const Tensor z = rsub(1.0, picked.unsqueeze(2)) + x.unsqueeze(1);       // (N, C, C)
+  const Tensor counted = logical_and(from_vector(pairs, {n, classes, classes}), gt(z.detach(), 0.0));
+  Tensor loss = sum(where(counted, z, 0.0), {1, 2}) / static_cast<double>(classes);  // (N)
+  if (input.dim() == 1) loss = loss.squeeze(0);
+  return reduce_loss(loss, reduction, op);
+}
+
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction,
+                                   const Tensor& weight) {
+  const char* op = "multilabel_soft_margin_loss";
+  check_elementwise_pair(input, target, reduction, op);
+  if (input.dim() == 0) throw ShapeError(message(op, ": input must have a class axis, got a scalar"));
+  // -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) = y softplus(-x) + (1 - y) softplus(x)
+  Tensor loss = target * softplus(neg(input)) + rsub(1.0, target) * softplus(input);
+  if (weight.defined()) {
+    if (weight.dtype() != input.dtype())
+      throw TypeError(
+          message(op, ": weight is ", dtype_name(weight.dtype()), " but the input is ", dtype_name(input.dtype())));
+    loss = loss * weight.detach();
+  }
+  if (loss.shape() != input.shape())
+    throw ShapeError(message(op, ": weight of shape ", weight.shape().str(),
+                             " does not broadcast to the input's shape ", input.shape().str()));
+  return reduce_loss(sum(loss, {-1}) / static_cast<double>(input.size(-1)), reduction, op);
+}
+
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& options) {
+  const char* op = "poisson_nll_loss";
+  check_elementwise_pair(input, target, options.reduction(), op);
+  Tensor loss = options.log_input() ? exp(input) - target * input : input - target * log(input + options.eps());
+  if (options.full()) {
+    // y log y - y + 0.5 log(2 pi y) where y > 1; elsewhere 0, with y read as 2 there so that no log
+    // of 0 or below reaches the gradient.
+    constexpr double kTwoPi = 6.28318530717958647692;
+    const Tensor counted = gt(target.detach(), 1.0);
+    const Tensor y = where(counted, target, 2.0);
+    loss = loss + where(counted, y * log(y) - y + 0.5 * log(y * kTwoPi), 0.0);
+  }
+  return reduce_loss(loss, options.reduction(), op);
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& options) {
+  const char* op = "gaussian_nll_loss";
+  check_elementwise_pair(input, target, options.reduction(), op);
+  check_floating(var, op, "var");
+  // One variance per element, or per row: (..., D), (..., 1) or (...) for an input (..., D).
+  Tensor v = var;
+  if (var.shape() != input.shape()) {
+    Shape rows = input.shape();
+    if (!rows.empty()) rows.pop_back();
+    Shape column = rows;
+    column.push_back(1);
+    if (!input.shape().empty() && var.shape() == rows) v = var.unsqueeze(-1);
+    else if (input.shape().empty() || var.shape() != column)
+      throw ShapeError(message(op, ": var of shape ", var.shape().str(), " must be the input's shape ",
+                               input.shape().str(), ", or it with the last axis 1 or without it"));
+  }
+  if (v.numel() > 0) {
+    const double smallest = min(v.detach()).item();
+    if (smallest < 0.0) throw ValueError(message(op, ": var has a negative entry (the smallest is ", smallest, ")"));
+  }
+  // torch clamps a copy of var in place without recording it: the clamped values, the identity gradient.
+  const Tensor held = v.detach();
+  const Tensor clamped = v + (clamp(held, options.eps(), std::nullopt) - held);
+  constexpr double kHalfLogTwoPi = 0.91893853320467274178;
+  const Tensor d = input - target;
+  Tensor loss = 0.5 * (log(clamped) + d * d / clamped);
+  if (options.full()) loss = loss + kHalfLogTwoPi;
+  return reduce_loss(loss, options.reduction(), op);
+}
+
 Tensor negative_sampling_loss(const Tensor& hidden, const Tensor& positive, const Tensor& negatives,
                               Reduction reduction) {
   const char* op = "negative_sampling_loss";

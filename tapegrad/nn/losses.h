@@ -110,6 +110,62 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target, double margin = 0.0,
                              Reduction reduction = Reduction::Mean);
 
+// torch's hinge_embedding_loss: x where y = 1, max(0, margin - x) where y = -1 (x a distance, y
+// whether the pair is similar); other labels add both terms, as torch's. input and target of one shape.
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin = 1.0,
+                            Reduction reduction = Reduction::Mean);
+
+struct MultiMarginLossOptions {
+  TAPEGRAD_ARG(std::int64_t, p) = 1;  // 1 or 2
+  TAPEGRAD_ARG(double, margin) = 1.0;
+  TAPEGRAD_ARG(Tensor, weight) = Tensor();  // optional class weights (C), the input's dtype; no gradient
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+// torch's multi_margin_loss, the multi-class hinge: input (N, C) or (C), target Int64 (N) or () /
+// (1) for a (C) input. Per example, with y its class and w[y] its weight (1 without),
+//   loss = w[y] sum over i != y of max(0, margin - x[y] + x[i])^p / C,
+// the gradient 0 where the hinge is 0 (as torch's). None keeps the target's shape.
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, const MultiMarginLossOptions& options = {});
+
+// torch's multilabel_margin_loss: input (N, C) or (C); target Int64 of the input's shape, each row
+// the example's classes followed by -1 (what follows the first -1 is not read). Per example, with
+// Y its classes,
+//   loss = sum over j in Y, i not in Y of max(0, 1 - (x[j] - x[i])) / C.
+// IndexError for a class outside [-1, C). None gives (N), or () for a (C) input.
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+
+// torch's multilabel_soft_margin_loss: per example the mean over the C classes (the last axis) of
+// -w (y log sigmoid(x) + (1 - y) log sigmoid(-x)), y in [0, 1] of the input's shape; weight (C) or
+// broadcast to the input, optional. None keeps the leading axes.
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean,
+                                   const Tensor& weight = Tensor());
+
+// ---------------------------------------------------------------- likelihoods
+struct PoissonNLLLossOptions {
+  TAPEGRAD_ARG(bool, log_input) = true;  // the input is log(rate); false: the rate itself
+  TAPEGRAD_ARG(bool, full) = false;      // add Stirling's term for log(target!)
+  TAPEGRAD_ARG(double, eps) = 1e-8;      // log(rate + eps) when log_input is false
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+// torch's poisson_nll_loss, the negative log-likelihood of counts y under Poisson rates:
+//   log_input: exp(x) - y x;  otherwise x - y log(x + eps);
+//   full adds y log y - y + 0.5 log(2 pi y) where y > 1 (Stirling's approximation of log y!).
+// input and target of one shape; the target takes a gradient too, as torch's.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, const PoissonNLLLossOptions& options = {});
+
+struct GaussianNLLLossOptions {
+  TAPEGRAD_ARG(bool, full) = false;  // add 0.5 log(2 pi)
+  TAPEGRAD_ARG(double, eps) = 1e-6;  // variances below it count as eps (the gradient passes as if not clamped)
+  TAPEGRAD_ARG(Reduction, reduction) = Reduction::Mean;
+};
+// torch's gaussian_nll_loss: the negative log-likelihood of target under N(input, var),
+//   0.5 (log max(var, eps) + (input - target)^2 / max(var, eps)),
+// with torch's clamp: the clamp's values are used, its gradient is the identity. input and target
+// of one shape; var of the input's shape, or that shape with the last axis 1 or without it (one
+// variance per row). ValueError for a negative variance (the message gives the smallest).
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         const GaussianNLLLossOptions& options = {});
+
 // ---------------------------------------------------------------- word2vec's losses
 // Losses that train an output layer over a large vocabulary without its full softmax. hidden
 // (B, D) is what predicts the word: the center word's input vector (skip-gram) or the mean of the

@@ -1073,6 +1073,58 @@ def activation_case(seed, name, *, x_shape, scale=3.0, **options):
                        cotangents)
 
 
+def loss_case(seed, name, **options):
+    """One of torch's losses F.hinge_embedding_loss, multi_margin_loss, multilabel_margin_loss,
+    multilabel_soft_margin_loss, poisson_nll_loss and gaussian_nll_loss on short random inputs (labels,
+    class indices and weights constant inputs), with the options given."""
+    torch.manual_seed(seed)
+    reduction = options.get("reduction", "mean")
+    config = dict(options, name=name, reduction=reduction)
+    if name == "hinge_embedding_loss":
+        inputs = {"input": leaf(randn(3, 4, scale=2.0)),
+                  "target": torch.tensor([1.0, -1.0])[torch.randint(0, 2, (3, 4))]}
+    elif name == "multi_margin_loss":
+        shape = options.pop("shape")
+        inputs = {"input": leaf(randn(*shape)),
+                  "target": torch.randint(0, shape[-1], shape[:-1], dtype=torch.int64)}
+        if options.pop("weighted", False):
+            inputs["weight"] = short(torch.rand(shape[-1], dtype=DTYPE) + 0.5)
+        config = dict(options, name=name, reduction=reduction, weighted="weight" in inputs)
+    elif name == "multilabel_margin_loss":
+        inputs = {"input": leaf(randn(4, 5)),
+                  "target": torch.tensor([[3, 0, -1, 1, 2], [1, -1, -1, -1, -1], [0, 1, 2, 3, 4],
+                                          [-1, 2, 2, 2, 2]])}
+        if options.pop("unbatched", False):
+            inputs = {"input": inputs["input"].detach()[0].clone().requires_grad_(True),
+                      "target": torch.tensor([4, 2, 2, -1, 0])}
+            config["unbatched"] = True
+    elif name == "multilabel_soft_margin_loss":
+        inputs = {"input": leaf(randn(3, 4, scale=2.0)), "target": leaf(short(torch.rand(3, 4, dtype=DTYPE)))}
+        if options.pop("weighted", False):
+            inputs["weight"] = short(torch.rand(4, dtype=DTYPE) + 0.5)
+        config = dict(options, name=name, reduction=reduction, weighted="weight" in inputs)
+    elif name == "poisson_nll_loss":
+        rate = randn(3, 4) if options["log_input"] else short(torch.rand(3, 4, dtype=DTYPE) * 3.0 + 0.1)
+        counts = short(torch.rand(3, 4, dtype=DTYPE) * 4.0)  # some at or below 1, where Stirling's term is 0
+        inputs = {"input": leaf(rate), "target": leaf(counts)}
+    elif name == "gaussian_nll_loss":
+        var_shape = options.pop("var_shape")
+        var = short(torch.rand(*var_shape, dtype=DTYPE) + 0.05)
+        var.reshape(-1)[0] = 1e-8  # below eps: clamped, the gradient passing as the identity
+        inputs = {"input": leaf(randn(3, 4)), "target": leaf(randn(3, 4)), "var": leaf(var)}
+    else:
+        raise ValueError(name)
+    call = {k: v for k, v in options.items() if k != "reduction"}
+    named = {k: v for k, v in inputs.items() if k not in ("input", "target")}
+    if name == "gaussian_nll_loss":
+        output = F.gaussian_nll_loss(inputs["input"], inputs["target"], inputs["var"], reduction=reduction, **call)
+    else:
+        output = getattr(F, name)(inputs["input"], inputs["target"], reduction=reduction, **named, **call)
+    outputs = {"output": output}
+    cotangents = {n: cotangent_like(o) for n, o in outputs.items()}
+    return finish_case("loss", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1252,6 +1304,22 @@ def main():
         "tanhshrink": activation_case(205, "tanhshrink", x_shape=(3, 5)),
         "threshold": activation_case(206, "threshold", x_shape=(3, 5), threshold=0.3, value=-2.0),
         "softmin": activation_case(207, "softmin", x_shape=(3, 5), dim=1),
+        "hinge_embedding_loss": loss_case(213, "hinge_embedding_loss", margin=1.5),
+        "multi_margin_loss_weighted": loss_case(214, "multi_margin_loss", shape=(4, 5), weighted=True),
+        "multi_margin_loss_squared_none": loss_case(215, "multi_margin_loss", shape=(4, 5), p=2, margin=0.7,
+                                                    reduction="none"),
+        "multi_margin_loss_unbatched": loss_case(216, "multi_margin_loss", shape=(5,), reduction="sum"),
+        "multilabel_margin_loss": loss_case(217, "multilabel_margin_loss"),
+        "multilabel_margin_loss_unbatched": loss_case(218, "multilabel_margin_loss", unbatched=True,
+                                                      reduction="none"),
+        "multilabel_soft_margin_loss_weighted": loss_case(219, "multilabel_soft_margin_loss", weighted=True),
+        "multilabel_soft_margin_loss_none": loss_case(220, "multilabel_soft_margin_loss", reduction="none"),
+        "poisson_nll_loss_log_input": loss_case(221, "poisson_nll_loss", log_input=True, full=False),
+        "poisson_nll_loss_rate_full": loss_case(222, "poisson_nll_loss", log_input=False, full=True, eps=1e-3,
+                                                reduction="none"),
+        "gaussian_nll_loss": loss_case(223, "gaussian_nll_loss", var_shape=(3, 4)),
+        "gaussian_nll_loss_row_variance": loss_case(224, "gaussian_nll_loss", var_shape=(3,), reduction="sum"),
+        "gaussian_nll_loss_column_full": loss_case(225, "gaussian_nll_loss", var_shape=(3, 1), full=True, eps=1e-4),
         "glu_axis_1": activation_case(178, "glu", x_shape=(2, 6, 3), dim=1),
         "prelu_per_channel": activation_case(179, "prelu", x_shape=(2, 3, 4), channels=3),
         "prelu_shared": activation_case(180, "prelu", x_shape=(4, 5), channels=1),
