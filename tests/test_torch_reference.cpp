@@ -278,6 +278,18 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       }
       return TensorMap{{"output", out}};
     };
+  } else if (kind == "ctc_loss") {
+    built.module = std::make_shared<nn::Module>();
+    const auto options = nn::CTCLossOptions()
+                             .blank(config.at("blank").get<std::int64_t>())
+                             .reduction(reduction_of(config.at("reduction").get<std::string>()))
+                             .zero_infinity(config.at("zero_infinity").get<bool>());
+    built.forward = [options](const TensorMap& in) {
+      // logits: (T, N, C) or (T, C); targets: Int64 (N, S) padded or concatenated; lengths: Int64 (N) or ()
+      const Tensor& logits = in.at("logits");
+      return TensorMap{{"output", nn::ctc_loss(log_softmax(logits, logits.dim() - 1), in.at("targets"),
+                                               in.at("input_lengths"), in.at("target_lengths"), options)}};
+    };
   } else if (kind == "conv") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -765,7 +777,11 @@ const std::vector<std::string> kLossCases = {"hinge_embedding_loss",
                                              "poisson_nll_loss_rate_full",
                                              "gaussian_nll_loss",
                                              "gaussian_nll_loss_row_variance",
-                                             "gaussian_nll_loss_column_full"};
+                                             "gaussian_nll_loss_column_full",
+                                             "ctc_loss_padded_mean",
+                                             "ctc_loss_concatenated_blank_sum",
+                                             "ctc_loss_zero_infinity_none",
+                                             "ctc_loss_unbatched"};
 const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
                                                "conv2d_groups_unbatched_no_bias",
                                                "conv1d_stride_padding_dilation_groups",
@@ -936,7 +952,8 @@ TEST_CASE(
     "torch reference: hinge_embedding_loss, multi_margin_loss (p 1 and 2, class weights, unbatched), "
     "multilabel_margin_loss (rows ended by -1, a row of every class, an empty row), multilabel_soft_margin_loss, "
     "poisson_nll_loss (log input, rates with Stirling's term) and gaussian_nll_loss (per element, per row, a "
-    "variance below eps) match torch.nn.functional's") {
+    "variance below eps) and ctc_loss (padded and concatenated targets, another blank, zero_infinity, unbatched) "
+    "match torch.nn.functional's") {
   check_cases(kLossCases);
 }
 

@@ -2,9 +2,10 @@
 // The losses of losses.h as modules, with torch.nn's names: CrossEntropyLoss, NLLLoss, MSELoss,
 // L1Loss, SmoothL1Loss, HuberLoss, KLDivLoss, BCELoss, BCEWithLogitsLoss, SoftMarginLoss,
 // MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss, HingeEmbeddingLoss, MultiMarginLoss,
-// MultiLabelMarginLoss, MultiLabelSoftMarginLoss, PoissonNLLLoss and GaussianNLLLoss. Each keeps its
-// options and calls its function on forward(input, target) (three tensors for the ranking, embedding
-// and triplet losses, forward(input, target, var) for GaussianNLLLoss);
+// MultiLabelMarginLoss, MultiLabelSoftMarginLoss, PoissonNLLLoss, GaussianNLLLoss and CTCLoss. Each
+// keeps its options and calls its function on forward(input, target) (three tensors for the ranking,
+// embedding and triplet losses, forward(input, target, var) for GaussianNLLLoss, and
+// forward(log_probs, targets, input_lengths, target_lengths) for CTCLoss);
 // class and element weights (weight, pos_weight) are buffers, so state_dict() lists them and to(dtype)
 // converts them, as torch's modules do.
 //
@@ -14,6 +15,7 @@
 //   Tensor loss = criterion(logits, targets);     // forward hooks see (logits, targets)
 //   nn::BCEWithLogitsLoss bce(nn::BCEWithLogitsLossOptions().pos_weight(full({C}, 3.0)));
 
+#include "tapegrad/nn/ctc.h"
 #include "tapegrad/nn/losses.h"
 #include "tapegrad/nn/module.h"
 
@@ -284,5 +286,20 @@ class GaussianNLLLossImpl : public Module {
   GaussianNLLLossOptions options_;
 };
 TAPEGRAD_MODULE(GaussianNLLLoss);
+
+// forward(log_probs, targets, input_lengths, target_lengths), the lengths as Int64 tensors (ctc.h).
+class CTCLossImpl : public Module {
+ public:
+  explicit CTCLossImpl(const CTCLossOptions& options = {}) : options_(options) {}
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths) {
+    return ctc_loss(log_probs, targets, input_lengths, target_lengths, options_);
+  }
+  const CTCLossOptions& options() const { return options_; }
+
+ private:
+  CTCLossOptions options_;
+};
+TAPEGRAD_MODULE(CTCLoss);
 
 }  // namespace tapegrad::nn

@@ -6,6 +6,7 @@
 #include "tapegrad/nn/batch_norm.h"
 #include "tapegrad/nn/containers.h"
 #include "tapegrad/nn/conv.h"
+#include "tapegrad/nn/ctc.h"
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/embedding_bag.h"
 #include "tapegrad/nn/functional.h"

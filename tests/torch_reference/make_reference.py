@@ -1125,6 +1125,25 @@ def loss_case(seed, name, **options):
     return finish_case("loss", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def ctc_case(seed, *, frames, classes, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False, unbatched=False):
+    """F.ctc_loss of log_softmax(logits) (the gradient compared is the logits', where torch's kernel
+    and the loss's own gradient agree), targets padded (2-D) or concatenated (1-D)."""
+    torch.manual_seed(seed)
+    shape = (frames, classes) if unbatched else (frames, len(input_lengths), classes)
+    inputs = {"logits": leaf(randn(*shape, scale=1.5)), "targets": torch.tensor(targets),
+              "input_lengths": torch.tensor(input_lengths), "target_lengths": torch.tensor(target_lengths)}
+    if unbatched:
+        inputs["input_lengths"] = inputs["input_lengths"].reshape(())
+        inputs["target_lengths"] = inputs["target_lengths"].reshape(())
+    output = F.ctc_loss(inputs["logits"].log_softmax(-1), inputs["targets"], inputs["input_lengths"],
+                        inputs["target_lengths"], blank=blank, reduction=reduction, zero_infinity=zero_infinity)
+    outputs = {"output": output}
+    cotangents = {n: cotangent_like(o) for n, o in outputs.items()}
+    config = {"blank": blank, "reduction": reduction, "zero_infinity": zero_infinity}
+    return finish_case("ctc_loss", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1319,6 +1338,16 @@ def main():
                                                 reduction="none"),
         "gaussian_nll_loss": loss_case(223, "gaussian_nll_loss", var_shape=(3, 4)),
         "gaussian_nll_loss_row_variance": loss_case(224, "gaussian_nll_loss", var_shape=(3,), reduction="sum"),
+        "ctc_loss_padded_mean": ctc_case(226, frames=7, classes=5, targets=[[1, 1, 2, 0], [3, 4, 0, 0], [2, 3, 1, 4]],
+                                         input_lengths=[7, 5, 6], target_lengths=[3, 2, 4]),
+        "ctc_loss_concatenated_blank_sum": ctc_case(227, frames=6, classes=4, targets=[0, 1, 1, 3, 0, 0],
+                                                    input_lengths=[6, 4, 3], target_lengths=[3, 1, 2], blank=2,
+                                                    reduction="sum"),
+        "ctc_loss_zero_infinity_none": ctc_case(228, frames=5, classes=4, targets=[[1, 1, 1], [2, 3, 0], [3, 0, 0]],
+                                                input_lengths=[4, 5, 5], target_lengths=[3, 2, 0], reduction="none",
+                                                zero_infinity=True),
+        "ctc_loss_unbatched": ctc_case(229, frames=6, classes=5, targets=[4, 2, 2], input_lengths=[6],
+                                       target_lengths=[3], reduction="none", unbatched=True),
         "gaussian_nll_loss_column_full": loss_case(225, "gaussian_nll_loss", var_shape=(3, 1), full=True, eps=1e-4),
         "glu_axis_1": activation_case(178, "glu", x_shape=(2, 6, 3), dim=1),
         "prelu_per_channel": activation_case(179, "prelu", x_shape=(2, 3, 4), channels=3),
