@@ -1,0 +1,32 @@
+#pragma once
+// For optimisers whose update is a loop over a parameter's elements (Adadelta, Adamax, NAdam, RAdam,
+// Rprop): the loop on the pool and the state's bookkeeping after it.
+
+#include <cstdint>
+
+#include "tapegrad/autograd/parallel.h"
+#include "tapegrad/autograd/storage.h"
+#include "tapegrad/optim/optimizer.h"
+
+namespace tapegrad::optim::detail {
+
+// fn(i) for i in [0, n), in chunks on the pool (each element is written by one chunk alone).
+template <class F>
+void for_each_element(std::int64_t n, const F& fn) {
+  parallel_for(0, n, 16384, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) fn(i);
+  });
+}
+
+// The state's buffers, created at zero on the parameter's first update.
+inline void start_buffers(const Optimizer& opt, const Tensor& p, ParamState& state) {
+  if (!state.buffers.empty()) return;
+  for (const std::string& name : opt.state_buffer_names()) state.buffers[name] = zeros_like(p);
+}
+
+// Marks every buffer of the state as written through its data pointer.
+inline void mark_written(ParamState& state) {
+  for (auto& entry : state.buffers) entry.second.impl()->storage->bump_version();
+}
+
+}  // namespace tapegrad::optim::detail
