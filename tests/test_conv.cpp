@@ -532,3 +532,32 @@ TEST_CASE("conv: avg_pool2d's divisor_override divides every window's sum, as to
       nn::AvgPool1d(nn::AvgPoolOptions({2}).divisor_override(2)),
       "AvgPool1d: divisor_override is for AvgPool2d and AvgPool3d (torch's AvgPool1d takes none), got 2", ValueError);
 }
+
+TEST_CASE("conv: lp pools are sum pools at p = 1, near max pools at large p, and differentiable") {
+  Generator gen(71);
+  const Tensor x = rand({2, 3, 6, 5}, gen, kFloat64) + 0.5;  // positive, so every p is defined
+  // p = 1: the window sums; the 1-D form with ceil_mode scales its clipped last window as its average.
+  CHECK(tapegrad::testing::max_abs_diff(F::lp_pool2d(x, 1.0, {2, 3}), F::avg_pool2d(x, {2, 3}) * 6.0) < 1e-13);
+  const Tensor row = tensor({1.0, 2.0, 3.0, 4.0, 5.0}, kFloat64).reshape({1, 1, 5});
+  check_values(F::lp_pool1d(row, 2.0, {2}, {2}, /*ceil_mode=*/true),
+               {std::sqrt(5.0), std::sqrt(25.0), std::sqrt(2.0 * 25.0)}, 1e-14);
+  // A large p approaches the window's largest entry.
+  CHECK(tapegrad::testing::max_abs_diff(F::lp_pool2d(x, 200.0, {3}), F::max_pool2d(x, {3})) < 2e-2);
+  CHECK(F::lp_pool3d(x.unsqueeze(0), 2.0, {1, 2, 2}).shape() == Shape{1, 2, 3, 3, 2});
+
+  nn::LPPool2d pool(nn::LPPoolOptions(3.0, {2}).stride({1}));
+  CHECK(tapegrad::testing::max_abs_diff(pool(x), F::lp_pool2d(x, 3.0, {2}, {1})) == 0.0);
+  CHECK(tapegrad::testing::max_abs_diff(nn::LPPool1d(nn::LPPoolOptions(2.0, {3}))(row), F::lp_pool1d(row, 2.0, {3})) ==
+        0.0);
+  CHECK(tapegrad::testing::max_abs_diff(nn::LPPool3d(nn::LPPoolOptions(1.5, {1, 2, 2}))(x.unsqueeze(0)),
+                                        F::lp_pool3d(x.unsqueeze(0), 1.5, {1, 2, 2})) == 0.0);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::lp_pool2d(in[0], 2.5, {2, 2}, {1, 2}, true);
+      },
+      {x.narrow(1, 0, 1)});
+  CHECK_THROWS_WITH_AS(F::lp_pool2d(x, 0.0, {2}), "lp_pool2d: norm_type must be positive and finite, got 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::lp_pool1d(row, std::numeric_limits<double>::infinity(), {2}),
+                       "lp_pool1d: norm_type must be positive and finite, got inf", ValueError);
+}

@@ -354,7 +354,12 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
                  padding = dims_of(config, "padding");
       const bool ceil = config.at("ceil_mode").get<bool>();
       Tensor y;
-      if (max) {
+      if (config.at("kind").get<std::string>() == "lp") {
+        const double p = config.at("norm_type").get<double>();
+        y = dims == 1   ? F::lp_pool1d(x, p, kernel, stride, ceil)
+            : dims == 2 ? F::lp_pool2d(x, p, kernel, stride, ceil)
+                        : F::lp_pool3d(x, p, kernel, stride, ceil);
+      } else if (max) {
         const Dims dilation = dims_of(config, "dilation");
         const auto pool = dims == 1 ? F::max_pool1d : dims == 2 ? F::max_pool2d : F::max_pool3d;
         y = pool(x, kernel, stride, padding, dilation, ceil);
@@ -782,7 +787,10 @@ const std::vector<std::string> kLossCases = {"hinge_embedding_loss",
                                              "ctc_loss_concatenated_blank_sum",
                                              "ctc_loss_zero_infinity_none",
                                              "ctc_loss_unbatched"};
-const std::vector<std::string> kWindowCases = {"conv2d_stride_padding_dilation",
+const std::vector<std::string> kWindowCases = {"lp_pool1d_ceil_mode",
+                                               "lp_pool2d",
+                                               "lp_pool3d",
+                                               "conv2d_stride_padding_dilation",
                                                "conv2d_groups_unbatched_no_bias",
                                                "conv1d_stride_padding_dilation_groups",
                                                "max_pool2d_padding_dilation",
@@ -936,7 +944,8 @@ TEST_CASE(
     "F.pad's "
     "reflect, replicate and circular modes, interpolate (nearest, linear, bilinear, align_corners), pixel_shuffle and "
     "pixel_unshuffle, the transposed convolutions "
-    "(output_padding too), max and average pools (padding, dilation, count_include_pad, ceil_mode), the adaptive "
+    "(output_padding too), max, average and power-average pools (padding, dilation, count_include_pad, ceil_mode), "
+    "the adaptive "
     "pools, and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);
 }

@@ -559,6 +559,42 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
       -2);
 }
 
+namespace {
+
+void check_norm_type(double norm_type, const char* op) {
+  if (!(norm_type > 0.0 && std::isfinite(norm_type)))
+    throw ValueError(message(op, ": norm_type must be positive and finite, got ", norm_type));
+}
+
+// The average of x^p over each window (`averaged`) as the p-norm of the window, torch's way.
+Tensor power_average(const Tensor& averaged, double norm_type, const Dims& kernel_size, int spatial) {
+  double window = 1.0;
+  for (int i = 0; i < spatial; ++i)
+    window *= static_cast<double>(kernel_size.size() == 1 ? kernel_size[0] : kernel_size[static_cast<std::size_t>(i)]);
+  // sign(a) relu(|a|) is a, with torch's gradient (0 where a is 0).
+  return pow(sign(averaged) * relu(abs(averaged)) * window, 1.0 / norm_type);
+}
+
+}  // namespace
+
+Tensor lp_pool1d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride, bool ceil_mode) {
+  check_norm_type(norm_type, "lp_pool1d");
+  return power_average(avg_pool1d(pow(x, norm_type), kernel_size, stride, {0}, true, ceil_mode), norm_type, kernel_size,
+                       1);
+}
+
+Tensor lp_pool2d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride, bool ceil_mode) {
+  check_norm_type(norm_type, "lp_pool2d");
+  return power_average(avg_pool2d(pow(x, norm_type), kernel_size, stride, {0}, true, ceil_mode), norm_type, kernel_size,
+                       2);
+}
+
+Tensor lp_pool3d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride, bool ceil_mode) {
+  check_norm_type(norm_type, "lp_pool3d");
+  return power_average(avg_pool3d(pow(x, norm_type), kernel_size, stride, {0}, true, ceil_mode), norm_type, kernel_size,
+                       3);
+}
+
 Tensor adaptive_avg_pool2d(const Tensor& x, const Dims& output_size) {
   return adaptive_avg_pool(x, output_size, 2, "adaptive_avg_pool2d");
 }
@@ -827,6 +863,21 @@ AvgPool1dImpl::AvgPool1dImpl(const AvgPoolOptions& options) : options_(options) 
 Tensor AvgPool2dImpl::forward(const Tensor& x) {
   return functional::avg_pool2d(x, options_.kernel_size(), options_.stride(), options_.padding(),
                                 options_.count_include_pad(), options_.ceil_mode(), options_.divisor_override());
+}
+
+Tensor LPPool1dImpl::forward(const Tensor& x) {
+  return functional::lp_pool1d(x, options_.norm_type(), options_.kernel_size(), options_.stride(),
+                               options_.ceil_mode());
+}
+
+Tensor LPPool2dImpl::forward(const Tensor& x) {
+  return functional::lp_pool2d(x, options_.norm_type(), options_.kernel_size(), options_.stride(),
+                               options_.ceil_mode());
+}
+
+Tensor LPPool3dImpl::forward(const Tensor& x) {
+  return functional::lp_pool3d(x, options_.norm_type(), options_.kernel_size(), options_.stride(),
+                               options_.ceil_mode());
 }
 
 Tensor AdaptiveAvgPool1dImpl::forward(const Tensor& x) {

@@ -139,6 +139,18 @@ Tensor avg_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride =
                   bool count_include_pad = true, bool ceil_mode = false,
                   std::optional<std::int64_t> divisor_override = std::nullopt);
 
+// torch's F.lp_pool1d / 2d / 3d, power-average pooling with p = norm_type: (sum over each window of
+// x^p)^(1 / p), computed as torch does, as an average pool of x^p (no padding) times the window's size,
+// so p = 1 is a sum pool and a large p nears a max pool. A window whose sum of x^p is negative (an odd p
+// over negative entries) gives NaN, and the gradient at a zero sum is NaN, as torch's. ValueError for
+// a norm_type that is not positive and finite.
+Tensor lp_pool1d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride = {},
+                 bool ceil_mode = false);
+Tensor lp_pool3d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride = {},
+                 bool ceil_mode = false);
+
 // torch's F.adaptive_avg_pool1d / 2d / 3d and F.adaptive_max_pool1d / 2d / 3d: output_size windows
 // (one value for every axis or one per axis) covering the input, window i of an axis of size n spanning
 // [floor(i * n / out), ceil((i + 1) * n / out)), so they overlap when out does not divide n. The max
@@ -410,6 +422,48 @@ class AvgPool3dImpl : public UnaryModule {
   AvgPoolOptions options_;
 };
 TAPEGRAD_MODULE(AvgPool3d);
+
+struct LPPoolOptions {
+  LPPoolOptions(double norm_type, const Dims& kernel_size) : norm_type_(norm_type), kernel_size_(kernel_size) {}
+  TAPEGRAD_ARG(double, norm_type);
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, stride) = {};  // empty: the kernel size
+  TAPEGRAD_ARG(bool, ceil_mode) = false;
+};
+
+// The power-average pools: each runs the functional form of its name with its options.
+class LPPool1dImpl : public UnaryModule {
+ public:
+  explicit LPPool1dImpl(const LPPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const LPPoolOptions& options() const { return options_; }
+
+ private:
+  LPPoolOptions options_;
+};
+TAPEGRAD_MODULE(LPPool1d);
+
+class LPPool2dImpl : public UnaryModule {
+ public:
+  explicit LPPool2dImpl(const LPPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const LPPoolOptions& options() const { return options_; }
+
+ private:
+  LPPoolOptions options_;
+};
+TAPEGRAD_MODULE(LPPool2d);
+
+class LPPool3dImpl : public UnaryModule {
+ public:
+  explicit LPPool3dImpl(const LPPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const LPPoolOptions& options() const { return options_; }
+
+ private:
+  LPPoolOptions options_;
+};
+TAPEGRAD_MODULE(LPPool3d);
 
 // The adaptive pools' option: the output's size, one value (both axes for the 2-D forms) or one per axis.
 struct AdaptivePoolOptions {

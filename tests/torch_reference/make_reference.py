@@ -948,11 +948,20 @@ def listed(v):
 
 
 def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0, dilation=1, count_include_pad=True,
-              ceil_mode=False):
-    """F.max_pool1d/2d/3d and F.avg_pool1d/2d/3d (stride None: the kernel size)."""
+              ceil_mode=False, norm_type=None):
+    """F.max_pool1d/2d/3d, F.avg_pool1d/2d/3d and F.lp_pool1d/2d (stride None: the kernel size); lp_pool3d
+    written as torch 2's (torch 1.13 has none), on positive inputs."""
     torch.manual_seed(seed)
-    inputs = {"x": leaf(randn(*x_shape))}
-    if kind == "max":
+    inputs = {"x": leaf(randn(*x_shape) if kind != "lp" else short(randn(*x_shape).abs() + 0.1))}
+    if kind == "lp":
+        if dims == 3:
+            pooled = F.avg_pool3d(inputs["x"].pow(norm_type), kernel_size, stride=stride, ceil_mode=ceil_mode)
+            window = math.prod(kernel_size) if isinstance(kernel_size, tuple) else kernel_size ** 3
+            output = (torch.sign(pooled) * F.relu(pooled.abs())).mul(window).pow(1.0 / norm_type)
+        else:
+            pool = {1: F.lp_pool1d, 2: F.lp_pool2d}[dims]
+            output = pool(inputs["x"], norm_type, kernel_size, stride=stride, ceil_mode=ceil_mode)
+    elif kind == "max":
         pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[dims]
         output = pool(inputs["x"], kernel_size, stride=stride, padding=padding, dilation=dilation, ceil_mode=ceil_mode)
     else:
@@ -963,7 +972,8 @@ def pool_case(seed, kind, dims, *, x_shape, kernel_size, stride=None, padding=0,
     cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
     config = {"kind": kind, "dims": dims, "kernel_size": listed(kernel_size),
               "stride": [] if stride is None else listed(stride), "padding": listed(padding),
-              "dilation": listed(dilation), "count_include_pad": count_include_pad, "ceil_mode": ceil_mode}
+              "dilation": listed(dilation), "count_include_pad": count_include_pad, "ceil_mode": ceil_mode,
+              "norm_type": norm_type}
     return finish_case("pool", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
@@ -1338,6 +1348,10 @@ def main():
                                                 reduction="none"),
         "gaussian_nll_loss": loss_case(223, "gaussian_nll_loss", var_shape=(3, 4)),
         "gaussian_nll_loss_row_variance": loss_case(224, "gaussian_nll_loss", var_shape=(3,), reduction="sum"),
+        "lp_pool1d_ceil_mode": pool_case(230, "lp", 1, x_shape=(2, 3, 9), kernel_size=3, stride=2, ceil_mode=True,
+                                         norm_type=2.0),
+        "lp_pool2d": pool_case(231, "lp", 2, x_shape=(2, 2, 6, 7), kernel_size=(3, 2), stride=(2, 1), norm_type=3.0),
+        "lp_pool3d": pool_case(232, "lp", 3, x_shape=(1, 2, 4, 5, 4), kernel_size=(2, 3, 2), norm_type=1.5),
         "ctc_loss_padded_mean": ctc_case(226, frames=7, classes=5, targets=[[1, 1, 2, 0], [3, 4, 0, 0], [2, 3, 1, 4]],
                                          input_lengths=[7, 5, 6], target_lengths=[3, 2, 4]),
         "ctc_loss_concatenated_blank_sum": ctc_case(227, frames=6, classes=4, targets=[0, 1, 1, 3, 0, 0],
