@@ -3,11 +3,13 @@
 #include "tapegrad/nn/functional.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "tapegrad/autograd/format.h"
+#include "tapegrad/nn/conv.h"
 
 namespace tapegrad::nn::functional {
 
@@ -315,6 +317,73 @@ Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen) {
     throw ShapeError(message("dropout2d: expected an input of shape (N, C, H, W), got ", x.shape().str(),
                              " (a 3-D input: unsqueeze it to (1, C, H, W), or use dropout1d for (N, C, L))"));
   return channel_dropout(x, p, training, gen);
+}
+
+namespace {
+
+// Alpha dropout with one mask entry per element of mask_shape (x's shape, or (N, C, 1, ...)).
+Tensor alpha_dropout_over(const Tensor& x, double p, bool training, Generator& gen, const Shape& mask_shape,
+                          const char* op) {
+  if (!(p >= 0.0 && p <= 1.0)) throw ValueError(message(op, ": p must be in [0, 1], got ", p));
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return x * 0.0;
+  constexpr double kSaturation = 1.7580993408473766;  // SELU's scale times its alpha
+  const double a = 1.0 / std::sqrt((kSaturation * kSaturation * p + 1.0) * (1.0 - p));
+  const Tensor keep = gt(tapegrad::dropout(ones(mask_shape, x.dtype()), p, true, gen), 0.0).to(x.dtype());
+  // kept: a x + a alpha' p; dropped: a alpha' (p - 1), the saturation mapped as the kept ones are.
+  return x * (keep * a) + (keep - 1.0) * (kSaturation * a) + kSaturation * a * p;
+}
+
+}  // namespace
+
+Tensor alpha_dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  return alpha_dropout_over(x, p, training, gen, x.shape(), "alpha_dropout");
+}
+
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  if (x.dim() < 2)
+    throw ShapeError(message("feature_alpha_dropout: expected an input (N, C, ...), got ", x.shape().str()));
+  Shape channels = Shape::filled(x.dim(), 1);
+  channels[0] = x.shape()[0];
+  channels[1] = x.shape()[1];
+  return alpha_dropout_over(x, p, training, gen, channels, "feature_alpha_dropout");
+}
+
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generator& gen) {
+  if (!(lower >= 0.0 && lower <= upper))
+    throw ValueError(message("rrelu: expected 0 <= lower <= upper, got lower ", lower, " and upper ", upper));
+  const Tensor positive = gt(x.detach(), 0.0);
+  if (!training) return where(positive, x, x * (0.5 * (lower + upper)));
+  const Tensor slopes = rand(x.shape(), gen, x.dtype()) * (upper - lower) + lower;
+  return where(positive, x, x * slopes);
+}
+
+Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha, double beta, double k) {
+  if (x.dim() < 3)
+    throw ShapeError(
+        message("local_response_norm: expected an input of 3 or more axes (N, C, ...), got ", x.shape().str()));
+  if (size < 1) throw ValueError(message("local_response_norm: size must be at least 1, got ", size));
+  const std::int64_t batch = x.size(0), channels = x.size(1);
+  const std::int64_t rest = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
+  // The squares as (N, 1, C, rest), zero-padded along C, averaged over windows of `size` channels.
+  const Tensor squares = (x * x).reshape({batch, 1, channels, rest});
+  const Tensor padded = pad(squares, {0, 0, size / 2, (size - 1) / 2});
+  const Tensor window_mean = avg_pool2d(padded, {size, 1}, {1, 1}).reshape(x.shape());
+  return x / pow(window_mean * alpha + k, beta);
+}
+
+Tensor channel_shuffle(const Tensor& x, std::int64_t groups) {
+  if (x.dim() < 3)
+    throw ShapeError(
+        message("channel_shuffle: expected an input of 3 or more axes (N, C, ...), got ", x.shape().str()));
+  const std::int64_t channels = x.size(1);
+  if (groups < 1 || channels % groups != 0)
+    throw ValueError(
+        message("channel_shuffle: groups must be positive and divide the ", channels, " channels, got ", groups));
+  Shape grouped = x.shape();
+  grouped[1] = channels / groups;
+  grouped.insert(1, groups);  // (N, groups, C / groups, ...)
+  return x.reshape(grouped).transpose(1, 2).reshape(x.shape());
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,

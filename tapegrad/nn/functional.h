@@ -116,6 +116,29 @@ Tensor dropout1d(const Tensor& x, double p, bool training, Generator& gen);
 Tensor dropout2d(const Tensor& x, double p, bool training, Generator& gen);
 // torch's F.dropout3d: the same over (N, C, D, H, W), or unbatched (C, D, H, W).
 Tensor dropout3d(const Tensor& x, double p, bool training, Generator& gen);
+// torch's F.alpha_dropout, dropout for self-normalising (SELU) networks: when training each element
+// is dropped with probability p to SELU's negative saturation -alpha' (alpha' = 1.7580993408473766,
+// SELU's scale times its alpha), then all are mapped by a x + b with a = 1 / sqrt((alpha'^2 p + 1)
+// (1 - p)) and b = a alpha' p, so inputs of mean 0 and variance 1 keep them. p = 1 gives zeros; the
+// identity when not training. feature_alpha_dropout draws one mask entry per (sample, channel) of
+// (N, C, ...) instead. ValueError for a p outside [0, 1].
+Tensor alpha_dropout(const Tensor& x, double p, bool training, Generator& gen);
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+// torch's F.rrelu, the randomised leaky ReLU: x where x > 0, else a x, with a drawn uniformly from
+// [lower, upper] for each element when training and (lower + upper) / 2 otherwise; the gradient is
+// that slope. ValueError unless 0 <= lower <= upper.
+Tensor rrelu(const Tensor& x, double lower, double upper, bool training, Generator& gen);
+
+// torch's F.local_response_norm over the channels of (N, C, ...): x / (k + alpha / size * sum of x^2
+// over the `size` channels around each one)^beta, the window running size / 2 channels before and
+// (size - 1) / 2 after, zeros past the ends. ShapeError for fewer than 3 axes; ValueError for size < 1.
+Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+
+// torch's F.channel_shuffle (ShuffleNet): the C channels of (N, C, ...) read as (groups, C / groups)
+// and written transposed, so channel g * (C / groups) + i moves to i * groups + g. ShapeError for
+// fewer than 3 axes; ValueError for groups < 1 or not dividing C.
+Tensor channel_shuffle(const Tensor& x, std::int64_t groups);
 
 // torch's F.scaled_dot_product_attention (see attention.h): q: (..., Tq, D), k: (..., Tk, D),
 // v: (..., Tk, Dv) -> (..., Tq, Dv). nn::scaled_dot_product_attention also returns the weights.

@@ -1,5 +1,6 @@
 #include "tapegrad/nn/layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -133,6 +134,75 @@ Tensor Dropout1dImpl::forward(const Tensor& x) { return functional::dropout1d(x,
 
 Tensor Dropout2dImpl::forward(const Tensor& x) { return functional::dropout2d(x, p(), is_training(), generator()); }
 Tensor Dropout3dImpl::forward(const Tensor& x) { return functional::dropout3d(x, p(), is_training(), generator()); }
+
+Tensor AlphaDropoutImpl::forward(const Tensor& x) {
+  return functional::alpha_dropout(x, p(), is_training(), generator());
+}
+
+Tensor FeatureAlphaDropoutImpl::forward(const Tensor& x) {
+  return functional::feature_alpha_dropout(x, p(), is_training(), generator());
+}
+
+RReLUImpl::RReLUImpl(const RReLUOptions& options) : options_(options) {
+  if (!(options.lower() >= 0.0 && options.lower() <= options.upper()))
+    throw ValueError(
+        message("RReLU: expected 0 <= lower <= upper, got lower ", options.lower(), " and upper ", options.upper()));
+  gen_.manual_seed(generator_or_default(options.generator()).next_u64());
+  register_generator("generator", gen_);
+}
+
+Tensor RReLUImpl::forward(const Tensor& x) {
+  return functional::rrelu(x, options_.lower(), options_.upper(), is_training(), gen_);
+}
+
+Tensor Softmax2dImpl::forward(const Tensor& x) {
+  if (x.dim() != 3 && x.dim() != 4)
+    throw ShapeError(message("Softmax2d: expected an input (N, C, H, W) or (C, H, W), got ", x.shape().str()));
+  return softmax(x, -3);
+}
+
+Tensor LocalResponseNormImpl::forward(const Tensor& x) {
+  return functional::local_response_norm(x, options_.size(), options_.alpha(), options_.beta(), options_.k());
+}
+
+Tensor ChannelShuffleImpl::forward(const Tensor& x) { return functional::channel_shuffle(x, groups_); }
+
+Tensor UnflattenImpl::forward(const Tensor& x) {
+  const std::int64_t axis = options_.axis() < 0 ? options_.axis() + x.dim() : options_.axis();
+  if (axis < 0 || axis >= x.dim())
+    throw IndexError(
+        message("Unflatten: axis ", options_.axis(), " is out of range for an input of shape ", x.shape().str()));
+  const Dims& sizes = options_.sizes();
+  std::int64_t known = 1;
+  int unknown = 0;
+  for (const std::int64_t s : sizes) {
+    if (s == -1) ++unknown;
+    else known *= s;
+  }
+  const std::int64_t size = x.size(axis);
+  const bool fits = std::all_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s >= 0 || s == -1; }) &&
+                    !sizes.empty() && unknown <= 1 && (unknown == 0 ? known == size : known > 0 && size % known == 0);
+  if (!fits)
+    throw ShapeError(message("Unflatten: axis ", axis, " of size ", size, " cannot be split into ", sizes.str()));
+  Shape shape;
+  for (int i = 0; i < x.dim(); ++i) {
+    if (i != axis) {
+      shape.push_back(x.size(i));
+      continue;
+    }
+    for (const std::int64_t s : sizes) shape.push_back(s == -1 ? size / known : s);
+  }
+  return x.reshape(shape);
+}
+
+Tensor UnfoldImpl::forward(const Tensor& x) {
+  return unfold(x, options_.kernel_size(), options_.dilation(), options_.padding(), options_.stride());
+}
+
+Tensor FoldImpl::forward(const Tensor& x) {
+  return fold(x, options_.output_size(), options_.kernel_size(), options_.dilation(), options_.padding(),
+              options_.stride());
+}
 
 Tensor ReLUImpl::forward(const Tensor& x) { return relu(x); }
 

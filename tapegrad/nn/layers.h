@@ -190,6 +190,43 @@ class Dropout3dImpl : public DropoutImpl {
 };
 TAPEGRAD_MODULE(Dropout3d);
 
+// AlphaDropout and FeatureAlphaDropout: F::alpha_dropout and F::feature_alpha_dropout with the
+// module's p and mask generator, in training mode; the identity in eval mode.
+class AlphaDropoutImpl : public DropoutImpl {
+ public:
+  explicit AlphaDropoutImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "AlphaDropout") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(AlphaDropout);
+
+class FeatureAlphaDropoutImpl : public DropoutImpl {
+ public:
+  explicit FeatureAlphaDropoutImpl(const DropoutOptions& options = {}) : DropoutImpl(options, "FeatureAlphaDropout") {}
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(FeatureAlphaDropout);
+
+struct RReLUOptions {
+  TAPEGRAD_ARG(double, lower) = 1.0 / 8.0;
+  TAPEGRAD_ARG(double, upper) = 1.0 / 3.0;
+  // Seeds the module's own slope generator with one draw from *generator (default generator if null).
+  TAPEGRAD_ARG(Generator*, generator) = nullptr;
+};
+
+// RReLU: F::rrelu, slopes drawn from the module's generator (registered as "generator") in training
+// mode, their mean in eval mode. ValueError at construction unless 0 <= lower <= upper.
+class RReLUImpl : public UnaryModule {
+ public:
+  explicit RReLUImpl(const RReLUOptions& options = {});
+  Tensor forward(const Tensor& x) override;
+  const RReLUOptions& options() const { return options_; }
+
+ private:
+  RReLUOptions options_;
+  Generator gen_;
+};
+TAPEGRAD_MODULE(RReLU);
+
 class ReLUImpl : public UnaryModule {
  public:
   Tensor forward(const Tensor& x) override;
@@ -427,6 +464,46 @@ class SoftminImpl : public UnaryModule {
 };
 TAPEGRAD_MODULE(Softmin);
 
+// Softmax2d: softmax over the channels of (N, C, H, W) or (C, H, W) (axis -3). ShapeError for other
+// ranks, as torch's.
+class Softmax2dImpl : public UnaryModule {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+TAPEGRAD_MODULE(Softmax2d);
+
+struct LocalResponseNormOptions {
+  LocalResponseNormOptions(std::int64_t size) : size_(size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(std::int64_t, size);
+  TAPEGRAD_ARG(double, alpha) = 1e-4;
+  TAPEGRAD_ARG(double, beta) = 0.75;
+  TAPEGRAD_ARG(double, k) = 1.0;
+};
+
+// LocalResponseNorm: F::local_response_norm with its options.
+class LocalResponseNormImpl : public UnaryModule {
+ public:
+  explicit LocalResponseNormImpl(const LocalResponseNormOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const LocalResponseNormOptions& options() const { return options_; }
+
+ private:
+  LocalResponseNormOptions options_;
+};
+TAPEGRAD_MODULE(LocalResponseNorm);
+
+// ChannelShuffle: F::channel_shuffle with its groups.
+class ChannelShuffleImpl : public UnaryModule {
+ public:
+  explicit ChannelShuffleImpl(std::int64_t groups) : groups_(groups) {}
+  Tensor forward(const Tensor& x) override;
+  std::int64_t groups() const { return groups_; }
+
+ private:
+  std::int64_t groups_;
+};
+TAPEGRAD_MODULE(ChannelShuffle);
+
 // Softshrink(lambd) and Hardshrink(lambd), default 0.5, and Tanhshrink: functional's softshrink,
 // hardshrink and tanhshrink. ValueError at construction for a negative lambd of Softshrink.
 struct ShrinkOptions {
@@ -536,6 +613,68 @@ class FlattenImpl : public UnaryModule {
   std::int64_t start_axis_, end_axis_;
 };
 TAPEGRAD_MODULE(Flatten);
+
+struct UnflattenOptions {
+  UnflattenOptions(std::int64_t axis, const Dims& sizes) : axis_(axis), sizes_(sizes) {}
+  TAPEGRAD_ARG(std::int64_t, axis);
+  TAPEGRAD_ARG(Dims, sizes);  // their product the axis's size; one may be -1, worked out from the others
+};
+
+// Unflatten: Flatten's inverse, the axis split into sizes: Unflatten({1, {C, H, W}}) turns (N, C * H * W)
+// into (N, C, H, W). ShapeError (naming the axis, its size and the sizes) when they do not multiply
+// to it; IndexError for an axis out of range.
+class UnflattenImpl : public UnaryModule {
+ public:
+  explicit UnflattenImpl(const UnflattenOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const UnflattenOptions& options() const { return options_; }
+
+ private:
+  UnflattenOptions options_;
+};
+TAPEGRAD_MODULE(Unflatten);
+
+struct UnfoldOptions {
+  UnfoldOptions(const Dims& kernel_size) : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, dilation) = {1};
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(Dims, stride) = {1};
+};
+
+struct FoldOptions {
+  FoldOptions(const Dims& output_size, const Dims& kernel_size)
+      : output_size_(output_size), kernel_size_(kernel_size) {}
+  TAPEGRAD_ARG(Dims, output_size);
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, dilation) = {1};
+  TAPEGRAD_ARG(Dims, padding) = {0};
+  TAPEGRAD_ARG(Dims, stride) = {1};
+};
+
+// Unfold and Fold: the ops unfold (sliding windows as columns) and fold (columns summed back into an
+// image) with their options, as torch's modules.
+class UnfoldImpl : public UnaryModule {
+ public:
+  explicit UnfoldImpl(const UnfoldOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const UnfoldOptions& options() const { return options_; }
+
+ private:
+  UnfoldOptions options_;
+};
+TAPEGRAD_MODULE(Unfold);
+
+class FoldImpl : public UnaryModule {
+ public:
+  explicit FoldImpl(const FoldOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  const FoldOptions& options() const { return options_; }
+
+ private:
+  FoldOptions options_;
+};
+TAPEGRAD_MODULE(Fold);
 
 // ---------------------------------------------------------------- Sequential
 

@@ -1,5 +1,5 @@
 #pragma once
-// Padding modules with PyTorch's names: ZeroPad2d, ConstantPad1d / 2d / 3d, ReflectionPad1d / 2d / 3d
+// Padding modules with PyTorch's names: ZeroPad1d / 2d / 3d, ConstantPad1d / 2d / 3d, ReflectionPad1d / 2d / 3d
 // and ReplicationPad1d / 2d / 3d, each functional::pad in its mode over the last one, two or three
 // axes.
 //
@@ -41,12 +41,26 @@ class PadImpl : public UnaryModule {
   const char* name_;
 };
 
+class ZeroPad1dImpl : public PadImpl {
+ public:
+  explicit ZeroPad1dImpl(const PadOptions& options)
+      : PadImpl(PadOptions(options.padding()), functional::PadMode::Constant, 1, "ZeroPad1d") {}
+};
+TAPEGRAD_MODULE(ZeroPad1d);
+
 class ZeroPad2dImpl : public PadImpl {
  public:
   explicit ZeroPad2dImpl(const PadOptions& options)
       : PadImpl(PadOptions(options.padding()), functional::PadMode::Constant, 2, "ZeroPad2d") {}
 };
 TAPEGRAD_MODULE(ZeroPad2d);
+
+class ZeroPad3dImpl : public PadImpl {
+ public:
+  explicit ZeroPad3dImpl(const PadOptions& options)
+      : PadImpl(PadOptions(options.padding()), functional::PadMode::Constant, 3, "ZeroPad3d") {}
+};
+TAPEGRAD_MODULE(ZeroPad3d);
 
 class ConstantPad1dImpl : public PadImpl {
  public:
