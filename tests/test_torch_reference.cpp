@@ -290,6 +290,26 @@ BuiltModule build(const std::string& kind, const json& config, Generator& gen) {
       return TensorMap{{"output", nn::ctc_loss(log_softmax(logits, logits.dim() - 1), in.at("targets"),
                                                in.at("input_lengths"), in.at("target_lengths"), options)}};
     };
+  } else if (kind == "grid_sample") {
+    built.module = std::make_shared<nn::Module>();
+    built.forward = [config](const TensorMap& in) {
+      namespace F = nn::functional;
+      const std::string mode = config.at("mode").get<std::string>(),
+                        padding = config.at("padding_mode").get<std::string>();
+      const bool align = config.at("align_corners").get<bool>();
+      const auto options = F::GridSampleOptions()
+                               .mode(mode == "nearest" ? nn::GridSampleMode::Nearest : nn::GridSampleMode::Bilinear)
+                               .padding_mode(padding == "border"       ? nn::GridSamplePadding::Border
+                                             : padding == "reflection" ? nn::GridSamplePadding::Reflection
+                                                                       : nn::GridSamplePadding::Zeros)
+                               .align_corners(align);
+      const Tensor& x = in.at("x");  // (N, C, H, W)
+      if (!config.at("affine").get<bool>())
+        return TensorMap{{"output", F::grid_sample(x, in.at("grid"), options)}};  // grid: (N, Ho, Wo, 2)
+      const Dims out = dims_of(config, "out_hw");                                 // theta: (N, 2, 3)
+      const Tensor grid = F::affine_grid(in.at("theta"), {x.size(0), x.size(1), out[0], out[1]}, align);
+      return TensorMap{{"output", F::grid_sample(x, grid, options)}, {"grid", grid}};
+    };
   } else if (kind == "conv") {
     built.module = std::make_shared<nn::Module>();
     built.forward = [config](const TensorMap& in) {
@@ -790,6 +810,13 @@ const std::vector<std::string> kLossCases = {"hinge_embedding_loss",
 const std::vector<std::string> kWindowCases = {"lp_pool1d_ceil_mode",
                                                "lp_pool2d",
                                                "lp_pool3d",
+                                               "grid_sample_bilinear_zeros",
+                                               "grid_sample_bilinear_border_align_corners",
+                                               "grid_sample_bilinear_reflection",
+                                               "grid_sample_bilinear_reflection_align_corners",
+                                               "grid_sample_nearest_zeros",
+                                               "grid_sample_affine_grid",
+                                               "grid_sample_affine_grid_align_corners",
                                                "conv2d_stride_padding_dilation",
                                                "conv2d_groups_unbatched_no_bias",
                                                "conv1d_stride_padding_dilation_groups",
@@ -945,7 +972,7 @@ TEST_CASE(
     "reflect, replicate and circular modes, interpolate (nearest, linear, bilinear, align_corners), pixel_shuffle and "
     "pixel_unshuffle, the transposed convolutions "
     "(output_padding too), max, average and power-average pools (padding, dilation, count_include_pad, ceil_mode), "
-    "the adaptive "
+    "grid_sample (bilinear and nearest, the three padding modes, align_corners) with affine_grid, the adaptive "
     "pools, and unfold and fold match torch.nn.functional's") {
   check_cases(kWindowCases);
 }

@@ -10,6 +10,7 @@
 #include "tapegrad/nn/decoding.h"
 #include "tapegrad/nn/embedding_bag.h"
 #include "tapegrad/nn/functional.h"
+#include "tapegrad/nn/grid_sample.h"
 #include "tapegrad/nn/huffman.h"
 #include "tapegrad/nn/init.h"
 #include "tapegrad/nn/key_map.h"

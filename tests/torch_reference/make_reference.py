@@ -1154,6 +1154,29 @@ def ctc_case(seed, *, frames, classes, targets, input_lengths, target_lengths, b
     return finish_case("ctc_loss", config, inputs, lambda grad: {}, outputs, cotangents)
 
 
+def grid_sample_case(seed, *, mode="bilinear", padding_mode="zeros", align_corners=False, affine=False,
+                     x_shape=(2, 3, 5, 6), out_hw=(4, 7)):
+    """F.grid_sample on a grid of random points reaching past [-1, 1] (so the padding modes matter), or
+    on F.affine_grid of a random theta (both differentiable inputs)."""
+    torch.manual_seed(seed)
+    n = x_shape[0]
+    inputs = {"x": leaf(randn(*x_shape))}
+    if affine:
+        inputs["theta"] = leaf(short(torch.eye(2, 3, dtype=DTYPE).expand(n, 2, 3) * 1.1 + randn(n, 2, 3, scale=0.3)))
+        grid = F.affine_grid(inputs["theta"], (n, x_shape[1]) + out_hw, align_corners=align_corners)
+    else:
+        inputs["grid"] = leaf(short(torch.rand(n, *out_hw, 2, dtype=DTYPE) * 2.6 - 1.3))
+        grid = inputs["grid"]
+    outputs = {"output": F.grid_sample(inputs["x"], grid, mode=mode, padding_mode=padding_mode,
+                                       align_corners=align_corners)}
+    if affine:
+        outputs["grid"] = grid
+    cotangents = {name: cotangent_like(o) for name, o in outputs.items()}
+    config = {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners, "affine": affine,
+              "out_hw": list(out_hw)}
+    return finish_case("grid_sample", config, inputs, lambda grad: {}, outputs, cotangents)
+
+
 def main():
     cases = {
         "mha_self": mha_case(1, need_weights=True),
@@ -1352,6 +1375,15 @@ def main():
                                          norm_type=2.0),
         "lp_pool2d": pool_case(231, "lp", 2, x_shape=(2, 2, 6, 7), kernel_size=(3, 2), stride=(2, 1), norm_type=3.0),
         "lp_pool3d": pool_case(232, "lp", 3, x_shape=(1, 2, 4, 5, 4), kernel_size=(2, 3, 2), norm_type=1.5),
+        "grid_sample_bilinear_zeros": grid_sample_case(233),
+        "grid_sample_bilinear_border_align_corners": grid_sample_case(234, padding_mode="border", align_corners=True),
+        "grid_sample_bilinear_reflection": grid_sample_case(235, padding_mode="reflection"),
+        "grid_sample_bilinear_reflection_align_corners": grid_sample_case(236, padding_mode="reflection",
+                                                                          align_corners=True),
+        "grid_sample_nearest_zeros": grid_sample_case(237, mode="nearest"),
+        "grid_sample_affine_grid": grid_sample_case(238, affine=True),
+        "grid_sample_affine_grid_align_corners": grid_sample_case(239, affine=True, align_corners=True,
+                                                                  padding_mode="border", out_hw=(3, 1)),
         "ctc_loss_padded_mean": ctc_case(226, frames=7, classes=5, targets=[[1, 1, 2, 0], [3, 4, 0, 0], [2, 3, 1, 4]],
                                          input_lengths=[7, 5, 6], target_lengths=[3, 2, 4]),
         "ctc_loss_concatenated_blank_sum": ctc_case(227, frames=6, classes=4, targets=[0, 1, 1, 3, 0, 0],
