@@ -571,6 +571,42 @@ int recurrent_gates(RecurrentMode mode);
 // "rnn_tanh", "rnn_relu", "lstm", "gru" (the ops' names in messages: "lstm_layer: ...").
 const char* recurrent_mode_name(RecurrentMode mode);
 
+// ---------------------------------------------------------------- grids, products and bins (ops/grids.cpp)
+// torch.meshgrid: 1-D tensors of sizes n1, n2, ... each expanded to (n1, n2, ...) (views; gradients sum
+// back); XY indexing swaps the first two axes, (n2, n1, ...), as numpy's. ShapeError for a tensor
+// that is not 1-D, ValueError for none.
+enum class MeshIndexing { IJ, XY };
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, MeshIndexing indexing = MeshIndexing::IJ);
+// torch.cartesian_prod: every combination of the 1-D tensors' entries as the rows of (n1 n2 ..., k),
+// the last tensor's entry varying fastest; one tensor is returned as it is.
+Tensor cartesian_prod(const std::vector<Tensor>& tensors);
+// torch.kron: the Kronecker product, the shorter shape padded with leading 1s: out[i * B + j] =
+// a[i] b[j] along every axis (B the axis's size in b).
+Tensor kron(const Tensor& a, const Tensor& b);
+// torch.diag_embed over the last two axes: x (..., n) -> (..., m, m), m = n + |offset|, with x[..., i]
+// at [i, i + offset] (offset >= 0) or [i - offset, i], zeros elsewhere.
+Tensor diag_embed(const Tensor& x, std::int64_t offset = 0);
+// torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M) -> (..., P, R),
+// batch axes broadcast; the gradient at a zero distance is 0, as torch's. ValueError for p <= 0.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
+// torch.tril_indices / triu_indices: the (row, column) pairs, as Int64 (2, k) in row-major order, of
+// the entries of a rows x cols matrix on or below (above) the diagonal `offset` (> 0: above the main).
+Tensor tril_indices(std::int64_t rows, std::int64_t cols, std::int64_t offset = 0);
+Tensor triu_indices(std::int64_t rows, std::int64_t cols, std::int64_t offset = 0);
+// torch.searchsorted: for each value, the index where it would be inserted into `sorted` (ascending
+// along the last axis) to keep it sorted: the first i with sorted[i] >= v, or > v when right. sorted
+// 1-D serves values of any shape; otherwise its leading axes equal the values'. Int64, the values'
+// shape; comparisons are IEEE's, as torch's binary search (a NaN value lands at the end). bucketize(input, boundaries,
+// right) is searchsorted(boundaries, input, right): boundaries[i - 1] < x <= boundaries[i] (right: boundaries[i - 1] <=
+// x < boundaries[i]).
+Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right = false);
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right = false);
+// torch.histc: counts of x's entries in `bins` equal bins over [min, max] (x == max in the last), in
+// x's dtype; entries outside (and NaN) are not counted. min == max takes the data's range (widened by
+// 1 each side when the data are constant). Not differentiable: the result never requires grad.
+// ValueError for bins < 1 or min > max.
+Tensor histc(const Tensor& x, std::int64_t bins = 100, double min = 0.0, double max = 0.0);
+
 // One recurrent layer, one direction, over a whole sequence as one op with its own backward.
 //   input_gates (T, B, G H): the input's part of the pre-activations, x W_ih^T + b_ih, for all
 //                            steps at once (the caller's one product over the sequence)
