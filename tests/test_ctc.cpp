@@ -125,6 +125,23 @@ TEST_CASE("ctc_loss: its gradient matches finite differences of the loss and, th
       GraphError);
 }
 
+TEST_CASE("ctc_loss: a class of probability 0 gets gradient 0, not NaN") {
+  // Class 3 has log-probability -inf at every frame (masked); no alignment uses it.
+  Generator gen(65);
+  const Tensor logits = randn({4, 1, 4}, gen, kFloat64);
+  const Tensor masked = from_vector(std::vector<double>{0.0, 0.0, 0.0, -std::numeric_limits<double>::infinity()}, {4});
+  const Tensor x = log_softmax(logits + masked, 2).detach().requires_grad_(true);
+  const Tensor loss = nn::ctc_loss(x, from_vector(std::vector<std::int64_t>{1, 2}, {1, 2}), {4}, {2});
+  loss.backward();
+  CHECK(std::isfinite(loss.item()));
+  const std::vector<double> grad = x.grad().to_vector<double>();
+  for (std::size_t i = 0; i < grad.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::isfinite(grad[i]));
+    if (i % 4 == 3) CHECK(grad[i] == 0.0);
+  }
+}
+
 TEST_CASE("ctc_loss: a target that cannot fit is an infinite loss, or 0 with zero_infinity") {
   // Three equal labels need five frames (1, blank, 1, blank, 1); sequence 0 has four.
   Generator gen(63);

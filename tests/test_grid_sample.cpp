@@ -50,6 +50,19 @@ TEST_CASE("grid_sample: the identity map reproduces the image, a translation shi
   CHECK(max_abs_diff(mirrored.narrow(3, 4, 1), x.narrow(3, 4, 1)) < 1e-14);
 }
 
+TEST_CASE("grid_sample: bfloat16 samples in float32, so images wider than 256 pixels read the right ones") {
+  // A 1 x 300 image whose pixel j holds j: the point over pixel 290 must read 290 (bfloat16 holds
+  // 289 and 291 apart only in steps of 2).
+  const Tensor image = arange(0.0, 300.0, 1.0, kFloat32).reshape({1, 1, 1, 300});
+  const double x = (2.0 * 290.0 + 1.0) / 300.0 - 1.0;  // pixel 290's centre, align_corners false
+  const Tensor grid = tensor({x, 0.0}, kFloat32).reshape({1, 1, 1, 2});
+  const Tensor out =
+      F::grid_sample(image.to(kBFloat16), grid.to(kBFloat16), F::GridSampleOptions().mode(nn::GridSampleMode::Nearest));
+  CHECK(out.dtype() == kBFloat16);
+  CHECK(F::grid_sample(image, grid, F::GridSampleOptions().mode(nn::GridSampleMode::Nearest)).item() == 290.0);
+  CHECK(out.to(kFloat32).item() == 290.0);  // 290 is a bfloat16 value; a neighbour's read would be 288 or 292
+}
+
 TEST_CASE("grid_sample: gradients of the image, the grid and theta match finite differences") {
   Generator gen(92);
   const Tensor x = randn({1, 2, 3, 4}, gen, kFloat64);
@@ -79,11 +92,13 @@ TEST_CASE("grid_sample: gradients of the image, the grid and theta match finite 
 TEST_CASE("grid_sample: shapes and dtypes that do not fit are named") {
   const Tensor x = zeros({2, 3, 4, 5}, kFloat64);
   CHECK_THROWS_WITH_AS(F::grid_sample(x, zeros({1, 4, 5, 2}, kFloat64)),
-                       "grid_sample: expected input (N, C, H, W) and grid (N, H_out, W_out, 2) with the same N, got "
-                       "input (2,3,4,5) and grid (1,4,5,2)",
+                       "grid_sample: expected input (N, C, H, W) with H and W positive and grid (N, H_out, W_out, 2) "
+                       "with the same N, got input (2,3,4,5) and grid (1,4,5,2)",
                        ShapeError);
   CHECK_THROWS_WITH_AS(F::grid_sample(x, zeros({2, 4, 5, 2})), "grid_sample: grid is float32 but the input is float64",
                        TypeError);
+  CHECK_THROWS_AS(F::grid_sample(zeros({2, 3, 0, 5}, kFloat64), zeros({2, 4, 5, 2}, kFloat64)), ShapeError);
+  CHECK_THROWS_AS(F::affine_grid(zeros({2, 2, 3}, kFloat64), {2, 3, -1, 5}), ShapeError);
   CHECK_THROWS_WITH_AS(F::affine_grid(zeros({2, 3, 3}, kFloat64), {2, 3, 4, 5}),
                        "affine_grid: expected theta (N, 2, 3) and size (N, C, H, W) with the same N, got theta "
                        "(2,3,3) and size (2,3,4,5)",

@@ -34,6 +34,10 @@ TEST_CASE("grids: meshgrid in both indexings, cartesian_prod, kron and diag_embe
   CHECK(xy[1].to_vector<double>() == std::vector<double>{10, 10, 10, 20, 20, 20});
   CHECK(cartesian_prod({a, b}).to_vector<double>() == std::vector<double>{1, 10, 1, 20, 2, 10, 2, 20, 3, 10, 3, 20});
   CHECK_THROWS_WITH_AS(meshgrid({a, b.reshape({1, 2})}), "meshgrid: tensor 1 must be 1-D, got (1,2)", ShapeError);
+  CHECK_THROWS_WITH_AS(cartesian_prod({}), "cartesian_prod: expected at least one tensor", ValueError);
+  CHECK_THROWS_WITH_AS(kron(ones({1, 1, 1, 1, 2}), ones({2})),
+                       "kron: inputs of at most 4 axes (its product takes twice as many), got (1,1,1,1,2) and (2)",
+                       ShapeError);
 
   // torch's documented kron(eye(2), ones(2, 2)), and a vector against a matrix (leading 1s).
   CHECK(kron(eye(2, std::nullopt, kFloat64), ones({2, 2}, kFloat64)).to_vector<double>() ==
@@ -49,6 +53,8 @@ TEST_CASE("grids: meshgrid in both indexings, cartesian_prod, kron and diag_embe
   CHECK(diag_embed(x, -1).select(0, 1).to_vector<double>() ==
         std::vector<double>{0, 0, 0, 0, 4, 0, 0, 0, 0, 5, 0, 0, 0, 0, 6, 0});
   CHECK(max_abs_diff(diagonal(diag_embed(x), 0, -2, -1), x) == 0.0);
+  CHECK_THROWS_WITH_AS(diag_embed(x, std::numeric_limits<std::int64_t>::min()),
+                       "diag_embed: offset -9223372036854775808 is outside [-2^31, 2^31]", ValueError);
 
   Generator gen(101);
   const Tensor u = randn({2, 3}, gen, kFloat64), v = randn({3, 2}, gen, kFloat64);
@@ -111,4 +117,6 @@ TEST_CASE("grids: tril_indices, triu_indices, searchsorted, bucketize and histc 
   CHECK(histc(tensor({1.0}).requires_grad_(true), 2).requires_grad() == false);
   CHECK_THROWS_WITH_AS(histc(tensor({1.0}), 0), "histc: bins must be at least 1, got 0", ValueError);
   CHECK_THROWS_WITH_AS(histc(tensor({1.0}), 2, 3.0, 1.0), "histc: min 3 is above max 1", ValueError);
+  CHECK_THROWS_WITH_AS(histc(tensor({1.0}), 2, -std::numeric_limits<double>::infinity(), 1.0),
+                       "histc: min and max must be finite, got -inf and 1", ValueError);
 }

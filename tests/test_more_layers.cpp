@@ -46,6 +46,7 @@ TEST_CASE("more layers: local_response_norm and channel_shuffle match torch's") 
   CHECK_THROWS_WITH_AS(F::local_response_norm(x.select(0, 0), 3),
                        "local_response_norm: expected an input of 3 or more axes (N, C, ...), got (4,3)", ShapeError);
   CHECK_THROWS_WITH_AS(F::local_response_norm(x, 0), "local_response_norm: size must be at least 1, got 0", ValueError);
+  CHECK(F::local_response_norm(zeros({0, 4, 3}, kFloat64), 3).shape() == Shape{0, 4, 3});  // a zero batch
 
   // Six channels in three groups of two: channel g * 2 + i moves to i * 3 + g (torch's order).
   const Tensor y = arange(0.0, 12.0, 1.0, kFloat64).reshape({1, 6, 2});
@@ -160,6 +161,8 @@ TEST_CASE("more layers: Softmax2d, Unflatten, Fold and Unfold, ZeroPad1d and Zer
   CHECK(nn::Unflatten(nn::UnflattenOptions(-1, {-1, 5}))(flat).shape() == Shape{2, 12, 5});
   CHECK_THROWS_WITH_AS(nn::Unflatten(nn::UnflattenOptions(1, {7, -1}))(flat),
                        "Unflatten: axis 1 of size 60 cannot be split into (7,-1)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::Unflatten(nn::UnflattenOptions(1, {std::int64_t{1} << 62, 4}))(flat),
+                       "Unflatten: axis 1 of size 60 cannot be split into (4611686018427387904,4)", ShapeError);
   CHECK_THROWS_WITH_AS(nn::Unflatten(nn::UnflattenOptions(2, {60}))(flat),
                        "Unflatten: axis 2 is out of range for an input of shape (2,60)", IndexError);
 

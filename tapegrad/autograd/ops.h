@@ -596,7 +596,8 @@ Tensor triu_indices(std::int64_t rows, std::int64_t cols, std::int64_t offset = 
 // torch.searchsorted: for each value, the index where it would be inserted into `sorted` (ascending
 // along the last axis) to keep it sorted: the first i with sorted[i] >= v, or > v when right. sorted
 // 1-D serves values of any shape; otherwise its leading axes equal the values'. Int64, the values'
-// shape; comparisons are IEEE's, as torch's binary search (a NaN value lands at the end). bucketize(input, boundaries,
+// shape; comparisons are IEEE's, as torch's binary search (a NaN value lands at the end), on values
+// read as double (int64 entries beyond 2^53 compare rounded). bucketize(input, boundaries,
 // right) is searchsorted(boundaries, input, right): boundaries[i - 1] < x <= boundaries[i] (right: boundaries[i - 1] <=
 // x < boundaries[i]).
 Tensor searchsorted(const Tensor& sorted, const Tensor& values, bool right = false);
@@ -604,7 +605,7 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right = fal
 // torch.histc: counts of x's entries in `bins` equal bins over [min, max] (x == max in the last), in
 // x's dtype; entries outside (and NaN) are not counted. min == max takes the data's range (widened by
 // 1 each side when the data are constant). Not differentiable: the result never requires grad.
-// ValueError for bins < 1 or min > max.
+// ValueError for bins < 1, a min or max that is not finite, or min > max.
 Tensor histc(const Tensor& x, std::int64_t bins = 100, double min = 0.0, double max = 0.0);
 
 // One recurrent layer, one direction, over a whole sequence as one op with its own backward.

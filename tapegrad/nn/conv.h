@@ -141,8 +141,9 @@ Tensor avg_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& stride =
 
 // torch's F.lp_pool1d / 2d / 3d, power-average pooling with p = norm_type: (sum over each window of
 // x^p)^(1 / p), computed as torch does, as an average pool of x^p (no padding) times the window's size,
-// so p = 1 is a sum pool and a large p nears a max pool. A window whose sum of x^p is negative (an odd p
-// over negative entries) gives NaN, and the gradient at a zero sum is NaN, as torch's. ValueError for
+// so p = 1 is a sum pool and a large p nears a max pool. A window whose sum of x^p is negative gives
+// NaN for p other than 1 (its root; p = 1 returns the sum), and the gradient at a zero sum is NaN
+// for p > 1, as torch's. ValueError for
 // a norm_type that is not positive and finite.
 Tensor lp_pool1d(const Tensor& x, double norm_type, const Dims& kernel_size, const Dims& stride = {},
                  bool ceil_mode = false);

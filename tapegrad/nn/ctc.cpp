@@ -74,6 +74,12 @@ double sequence_loss(const Frames& lp, std::int64_t n, const Sequence& seq, std:
   if (log_p == kNegInf && zero_infinity) return 0.0;
   const double loss = -log_p;
   if (grad == nullptr) return loss;
+  if (log_p == kNegInf) {  // no alignment: the gradient is NaN over its frames, as torch's
+    for (std::int64_t t = 0; t < frames; ++t)
+      for (std::int64_t c = 0; c < lp.classes; ++c)
+        grad[(t * lp.batch + n) * lp.classes + c] = std::numeric_limits<double>::quiet_NaN();
+    return loss;
+  }
 
   std::vector<double> beta(alpha.size(), kNegInf);
   beta[cell(frames - 1, extended - 1)] = lp.at(frames - 1, n, blank);
@@ -93,9 +99,12 @@ double sequence_loss(const Frames& lp, std::int64_t n, const Sequence& seq, std:
       double& c = through[static_cast<std::size_t>(label(s))];
       c = log_add(c, alpha[cell(t, s)] + beta[cell(t, s)]);
     }
-    for (std::int64_t c = 0; c < lp.classes; ++c)
+    for (std::int64_t c = 0; c < lp.classes; ++c) {
+      const double alignments = through[static_cast<std::size_t>(c)];
+      // No alignment through c at t (a class of probability 0 included): 0, not exp(-inf + inf).
       grad[(t * lp.batch + n) * lp.classes + c] =
-          -std::exp(through[static_cast<std::size_t>(c)] + loss - lp.at(t, n, c));
+          alignments == kNegInf ? 0.0 : -std::exp(alignments + loss - lp.at(t, n, c));
+    }
   }
   return loss;
 }
@@ -178,10 +187,9 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const std::vecto
     if (input_lengths[n] < 0 || input_lengths[n] > frames)
       throw ValueError(message("ctc_loss: input_lengths[", n, "] = ", input_lengths[n], " is outside [0, ", frames,
                                "], the frames of log_probs"));
-    if (target_lengths[n] < 0 || (padded && target_lengths[n] > width))
-      throw ValueError(message("ctc_loss: target_lengths[", n, "] = ", target_lengths[n],
-                               padded ? " is outside [0, " + std::to_string(width) + "], the padded targets' width"
-                                      : std::string(" is negative")));
+    if (target_lengths[n] < 0 || target_lengths[n] > width)
+      throw ValueError(message("ctc_loss: target_lengths[", n, "] = ", target_lengths[n], " is outside [0, ", width,
+                               padded ? "], the padded targets' width" : "], the labels the 1-D targets hold"));
     concatenated += target_lengths[n];
   }
   if (!padded && concatenated != width)

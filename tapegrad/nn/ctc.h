@@ -16,7 +16,8 @@
 //
 // Per sequence the loss is -log sum over alignments of prod_t y_t(pi_t), +inf when no alignment fits
 // in its input length (a target needs its length plus its adjacent repeats in frames; its gradient
-// is then NaN, as torch's); zero_infinity makes those losses and their gradients 0. None gives (N)
+// over its frames is then NaN, as torch's); zero_infinity makes those losses and their gradients 0.
+// A class of probability 0 (log_probs -inf) gets gradient 0 where torch's is NaN. None gives (N)
 // (() for one sequence), Sum their sum, Mean the batch mean of each loss divided by its target length
 // (at least 1), as torch's.
 //
@@ -30,7 +31,7 @@
 //
 // Errors name ctc_loss and the values: ShapeError for a layout that does not fit, IndexError for a
 // label outside [0, C), ValueError for a label equal to the blank, a blank outside [0, C), or a length
-// outside [0, T] (inputs) or [0, S] (padded targets).
+// outside [0, T] (inputs) or [0, S] (the targets' width, or all the labels of 1-D targets).
 
 #include <cstdint>
 #include <vector>

@@ -363,6 +363,7 @@ Tensor local_response_norm(const Tensor& x, std::int64_t size, double alpha, dou
     throw ShapeError(
         message("local_response_norm: expected an input of 3 or more axes (N, C, ...), got ", x.shape().str()));
   if (size < 1) throw ValueError(message("local_response_norm: size must be at least 1, got ", size));
+  if (x.numel() == 0) return x * 1.0;  // nothing to normalise (a zero batch, no channels or positions)
   const std::int64_t batch = x.size(0), channels = x.size(1);
   const std::int64_t rest = channels == 0 || batch == 0 ? 0 : x.numel() / (batch * channels);
   // The squares as (N, 1, C, rest), zero-padded along C, averaged over windows of `size` channels.

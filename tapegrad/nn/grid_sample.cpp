@@ -1,5 +1,6 @@
 #include "tapegrad/nn/grid_sample.h"
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/ops.h"
 
@@ -45,7 +46,8 @@ Tensor source_position(const Tensor& coord, std::int64_t size, const GridSampleO
 Tensor affine_grid(const Tensor& theta, const Dims& size, bool align_corners) {
   if (!theta.is_floating_point())
     throw TypeError(message("affine_grid: theta must be a floating-point tensor, got ", dtype_name(theta.dtype())));
-  if (size.size() != 4 || theta.dim() != 3 || theta.size(0) != size[0] || theta.size(1) != 2 || theta.size(2) != 3)
+  if (size.size() != 4 || theta.dim() != 3 || theta.size(0) != size[0] || theta.size(1) != 2 || theta.size(2) != 3 ||
+      size[2] < 0 || size[3] < 0)
     throw ShapeError(message("affine_grid: expected theta (N, 2, 3) and size (N, C, H, W) with the same N, got theta ",
                              theta.shape().str(), " and size ", size.str()));
   const std::int64_t batch = size[0], height = size[2], width = size[3];
@@ -59,15 +61,19 @@ Tensor affine_grid(const Tensor& theta, const Dims& size, bool align_corners) {
 }
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& options) {
+  if (detail::is_bf16(input) && detail::is_bf16(grid))  // positions in float32: bfloat16 is exact to 256 only
+    return detail::precision_result(grid_sample(detail::widen_bf16(input), detail::widen_bf16(grid), options),
+                                    kBFloat16);
   if (!input.is_floating_point())
     throw TypeError(message("grid_sample: input must be a floating-point tensor, got ", dtype_name(input.dtype())));
   if (grid.dtype() != input.dtype())
     throw TypeError(
         message("grid_sample: grid is ", dtype_name(grid.dtype()), " but the input is ", dtype_name(input.dtype())));
-  if (input.dim() != 4 || grid.dim() != 4 || grid.size(0) != input.size(0) || grid.size(3) != 2)
+  if (input.dim() != 4 || grid.dim() != 4 || grid.size(0) != input.size(0) || grid.size(3) != 2 || input.size(2) == 0 ||
+      input.size(3) == 0)
     throw ShapeError(
-        message("grid_sample: expected input (N, C, H, W) and grid (N, H_out, W_out, 2) with the same N, "
-                "got input ",
+        message("grid_sample: expected input (N, C, H, W) with H and W positive and grid (N, H_out, W_out, 2) with "
+                "the same N, got input ",
                 input.shape().str(), " and grid ", grid.shape().str()));
   const std::int64_t batch = input.size(0), channels = input.size(1), height = input.size(2), width = input.size(3);
   const std::int64_t out_h = grid.size(1), out_w = grid.size(2), points = out_h * out_w;
@@ -80,8 +86,9 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOpti
   const auto pixels = [&](const Tensor& cx, const Tensor& cy) {
     const Tensor inside = logical_and(logical_and(ge(cx, 0.0), le(cx, static_cast<double>(width - 1))),
                                       logical_and(ge(cy, 0.0), le(cy, static_cast<double>(height - 1))));
-    const Tensor offset =
-        where(inside, cy * static_cast<double>(width) + cx, 0.0).to(kInt64).reshape({batch, 1, points});
+    // Offsets in int64: a float32 position is exact, a float32 product past 2^24 would not be.
+    const Tensor column = where(inside, cx, 0.0).to(kInt64), row = where(inside, cy, 0.0).to(kInt64);
+    const Tensor offset = (row * width + column).reshape({batch, 1, points});
     const Tensor read =
         gather(flat, 2, expand(offset, {batch, channels, points})).reshape({batch, channels, out_h, out_w});
     return where(inside.unsqueeze(1), read, 0.0);

@@ -41,8 +41,9 @@ Tensor affine_grid(const Tensor& theta, const Dims& size, bool align_corners = f
 
 // torch's F.grid_sample for 2-D: input (N, C, H, W), grid (N, H_out, W_out, 2) of the input's dtype
 // -> (N, C, H_out, W_out); the gradient reaches the input (from the pixels read) and the grid (through
-// the bilinear weights). ShapeError for shapes that do not fit; TypeError for a non-floating input or
-// a grid of another dtype.
+// the bilinear weights). bfloat16 input and grid are sampled in float32 and rounded back. ShapeError
+// for shapes that do not fit or an empty image; TypeError for a non-floating input or a grid of
+// another dtype.
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const GridSampleOptions& options = {});
 
 }  // namespace functional

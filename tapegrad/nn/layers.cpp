@@ -175,13 +175,15 @@ Tensor UnflattenImpl::forward(const Tensor& x) {
   const Dims& sizes = options_.sizes();
   std::int64_t known = 1;
   int unknown = 0;
+  bool overflow = false;
   for (const std::int64_t s : sizes) {
     if (s == -1) ++unknown;
-    else known *= s;
+    else if (s >= 0) overflow = overflow || __builtin_mul_overflow(known, s, &known);
   }
   const std::int64_t size = x.size(axis);
   const bool fits = std::all_of(sizes.begin(), sizes.end(), [](std::int64_t s) { return s >= 0 || s == -1; }) &&
-                    !sizes.empty() && unknown <= 1 && (unknown == 0 ? known == size : known > 0 && size % known == 0);
+                    !overflow && !sizes.empty() && unknown <= 1 &&
+                    (unknown == 0 ? known == size : known > 0 && size % known == 0);
   if (!fits)
     throw ShapeError(message("Unflatten: axis ", axis, " of size ", size, " cannot be split into ", sizes.str()));
   Shape shape;

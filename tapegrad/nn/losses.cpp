@@ -500,29 +500,37 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
   const std::int64_t classes = x.size(1);
   const auto c = static_cast<std::size_t>(classes);
 
-  // Row i's classes Y_i: the target entries before its first -1. listed[i, j] is Y_i's j-th class
-  // (0 past its end), pairs[i, j, k] whether j < |Y_i| and class k is not in Y_i.
+  // Row i's classes Y_i: the target entries before its first -1, read up to the widest row J, so
+  // the pairs take (N, J, C), not (N, C, C). listed[i, j] is Y_i's j-th class (0 past its end),
+  // pairs[i, j, k] whether j < |Y_i| and class k is not in Y_i.
   const std::vector<std::int64_t> values = target.to_vector<std::int64_t>();
-  std::vector<std::int64_t> listed(values.size(), 0);
-  std::vector<bool> pairs(values.size() * c, false);
-  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i) {
-    std::vector<bool> in_y(c, false);
-    std::size_t count = 0;
-    for (; count < c; ++count) {
-      const std::int64_t t = values[i * c + count];
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(n));
+  std::size_t widest = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (std::size_t j = 0; j < c; ++j) {
+      const std::int64_t t = values[i * c + j];
       if (t == -1) break;
       if (t < -1 || t >= classes)
         throw IndexError(message(op, ": target ", t, " is out of range for ", classes, " classes (-1 ends a row)"));
-      listed[i * c + count] = t;
-      in_y[static_cast<std::size_t>(t)] = true;
+      rows[i].push_back(t);
     }
-    for (std::size_t j = 0; j < count; ++j)
-      for (std::size_t k = 0; k < c; ++k) pairs[(i * c + j) * c + k] = !in_y[k];
+    widest = std::max(widest, rows[i].size());
+  }
+  const auto width = static_cast<std::int64_t>(widest);
+  std::vector<std::int64_t> listed(rows.size() * widest, 0);
+  std::vector<bool> pairs(rows.size() * widest * c, false);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    std::vector<bool> in_y(c, false);
+    for (const std::int64_t t : rows[i]) in_y[static_cast<std::size_t>(t)] = true;
+    for (std::size_t j = 0; j < rows[i].size(); ++j) {
+      listed[i * widest + j] = rows[i][j];
+      for (std::size_t k = 0; k < c; ++k) pairs[(i * widest + j) * c + k] = !in_y[k];
+    }
   }
   // z[i, j, k] = 1 - (x[i, Y_ij] - x[i, k]), counted where positive (the gradient 0 elsewhere, as torch's).
-  const Tensor picked = gather(x, 1, from_vector(listed, {n, classes}));  // (N, C)
-  const Tensor z = rsub(1.0, picked.unsqueeze(2)) + x.unsqueeze(1);       // (N, C, C)
-  const Tensor counted = logical_and(from_vector(pairs, {n, classes, classes}), gt(z.detach(), 0.0));
+  const Tensor picked = gather(x, 1, from_vector(listed, {n, width}));  // (N, J)
+  const Tensor z = rsub(1.0, picked.unsqueeze(2)) + x.unsqueeze(1);     // (N, J, C)
+  const Tensor counted = logical_and(from_vector(pairs, {n, width, classes}), gt(z.detach(), 0.0));
   Tensor loss = sum(where(counted, z, 0.0), {1, 2}) / static_cast<double>(classes);  // (N)
   if (input.dim() == 1) loss = loss.squeeze(0);
   return reduce_loss(loss, reduction, op);
@@ -533,17 +541,19 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, Re
   const char* op = "multilabel_soft_margin_loss";
   check_elementwise_pair(input, target, reduction, op);
   if (input.dim() == 0) throw ShapeError(message(op, ": input must have a class axis, got a scalar"));
-  // -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) = y softplus(-x) + (1 - y) softplus(x)
-  Tensor loss = target * softplus(neg(input)) + rsub(1.0, target) * softplus(input);
   if (weight.defined()) {
     if (weight.dtype() != input.dtype())
       throw TypeError(
           message(op, ": weight is ", dtype_name(weight.dtype()), " but the input is ", dtype_name(input.dtype())));
-    loss = loss * weight.detach();
+    bool fits = weight.dim() <= input.dim();
+    for (int i = 1; fits && i <= weight.dim(); ++i) fits = weight.size(-i) == 1 || weight.size(-i) == input.size(-i);
+    if (!fits)
+      throw ShapeError(message(op, ": weight of shape ", weight.shape().str(),
+                               " does not broadcast to the input's shape ", input.shape().str()));
   }
-  if (loss.shape() != input.shape())
-    throw ShapeError(message(op, ": weight of shape ", weight.shape().str(),
-                             " does not broadcast to the input's shape ", input.shape().str()));
+  // -(y log sigmoid(x) + (1 - y) log sigmoid(-x)) = y softplus(-x) + (1 - y) softplus(x)
+  Tensor loss = target * softplus(neg(input)) + rsub(1.0, target) * softplus(input);
+  if (weight.defined()) loss = loss * weight.detach();
   return reduce_loss(sum(loss, {-1}) / static_cast<double>(input.size(-1)), reduction, op);
 }
 

@@ -34,6 +34,7 @@ std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, MeshIndexing in
 }
 
 Tensor cartesian_prod(const std::vector<Tensor>& tensors) {
+  if (tensors.empty()) throw ValueError("cartesian_prod: expected at least one tensor");
   if (tensors.size() == 1) {
     if (tensors[0].dim() != 1)
       throw ShapeError(message("cartesian_prod: tensor 0 must be 1-D, got ", tensors[0].shape().str()));
@@ -46,6 +47,9 @@ Tensor cartesian_prod(const std::vector<Tensor>& tensors) {
 
 Tensor kron(const Tensor& a, const Tensor& b) {
   const int rank = std::max(a.dim(), b.dim());
+  if (2 * rank > kMaxRank)
+    throw ShapeError(message("kron: inputs of at most ", kMaxRank / 2, " axes (its product takes twice as many), got ",
+                             a.shape().str(), " and ", b.shape().str()));
   // a as (a0, 1, a1, 1, ...), b as (1, b0, 1, b1, ...): their product (a0, b0, a1, b1, ...) merged in pairs.
   Shape a_shape, b_shape, out;
   for (int i = 0; i < rank; ++i) {
@@ -62,6 +66,9 @@ Tensor kron(const Tensor& a, const Tensor& b) {
 
 Tensor diag_embed(const Tensor& x, std::int64_t offset) {
   if (x.dim() < 1) throw ShapeError("diag_embed: expected a tensor of at least one axis, got a scalar");
+  constexpr std::int64_t kLargestOffset = std::int64_t{1} << 31;  // beyond it the square's size overflows
+  if (offset < -kLargestOffset || offset > kLargestOffset)
+    throw ValueError(message("diag_embed: offset ", offset, " is outside [-2^31, 2^31]"));
   const std::int64_t n = x.size(-1);
   const std::int64_t m = n + std::abs(offset);
   // Entry i goes to the flat position row * m + column of its (row, column) on the diagonal.
@@ -159,6 +166,8 @@ Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool right) {
 
 Tensor histc(const Tensor& x, std::int64_t bins, double min, double max) {
   if (bins < 1) throw ValueError(message("histc: bins must be at least 1, got ", bins));
+  if (!std::isfinite(min) || !std::isfinite(max))
+    throw ValueError(message("histc: min and max must be finite, got ", min, " and ", max));
   if (min > max) throw ValueError(message("histc: min ", min, " is above max ", max));
   if (!x.is_floating_point())
     throw TypeError(message("histc: expected a floating-point tensor, got ", dtype_name(x.dtype())));
