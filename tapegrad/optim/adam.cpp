@@ -6,6 +6,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels/optim.h"
 #include "tapegrad/autograd/storage.h"
+#include "tapegrad/optim/elementwise_update.h"
 
 namespace tapegrad::optim {
 
@@ -64,7 +65,7 @@ void AdamUpdate::update(const ParamGroup& group, const Tensor& p, const Tensor& 
     kernels::adam_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), state.buffers["exp_avg"].data_ptr<T>(),
                             state.buffers["exp_avg_sq"].data_ptr<T>(), vmax, p.numel(), step);
   });
-  for (auto& [key, buffer] : state.buffers) buffer.impl()->storage->bump_version();
+  detail::mark_written(state);
 }
 
 }  // namespace detail

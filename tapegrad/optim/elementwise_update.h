@@ -1,6 +1,7 @@
 #pragma once
 // For optimisers whose update is a loop over a parameter's elements (Adadelta, Adamax, NAdam, RAdam,
-// Rprop): the loop on the pool and the state's bookkeeping after it.
+// Rprop): the loop on the pool; and for those and the others whose buffers are written through data
+// pointers (Adam, RMSprop), the state's bookkeeping around it.
 
 #include <cstdint>
 

@@ -6,6 +6,7 @@
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels/optim.h"
 #include "tapegrad/autograd/storage.h"
+#include "tapegrad/optim/elementwise_update.h"
 
 namespace tapegrad::optim {
 
@@ -39,8 +40,7 @@ std::vector<std::string> RMSprop::state_buffer_names() const {
 }
 
 void RMSprop::update(const ParamGroup& group, const Tensor& p, const Tensor& g, ParamState& state) {
-  if (state.buffers.count("square_avg") == 0)
-    for (const std::string& name : state_buffer_names()) state.buffers[name] = zeros_like(p);
+  detail::start_buffers(*this, p, state);
   kernels::RmspropStep step;
   step.lr = *group.lr;
   step.alpha = options_.alpha();
@@ -54,7 +54,7 @@ void RMSprop::update(const ParamGroup& group, const Tensor& p, const Tensor& g, 
     kernels::rmsprop_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), state.buffers["square_avg"].data_ptr<T>(), grad_avg,
                                buf, p.numel(), step);
   });
-  for (auto& [key, buffer] : state.buffers) buffer.impl()->storage->bump_version();
+  detail::mark_written(state);
 }
 
 }  // namespace tapegrad::optim
