@@ -193,6 +193,10 @@ TEST_CASE("ctc_loss: CTCLoss is the function with its options, and bad arguments
                        "ctc_loss: the target lengths sum to 3 but the 1-D targets hold 4 labels", ShapeError);
   CHECK_THROWS_WITH_AS(nn::ctc_loss(lp.select(1, 0), targets, {4}, {2}),
                        "ctc_loss: targets must be (S) for log_probs of shape (4,3), got (2,2)", ShapeError);
+  CHECK_THROWS_WITH_AS(nn::ctc_loss(lp.to(kInt64), targets, in4, tl),
+                       "ctc_loss: log_probs must be a floating-point tensor, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(nn::ctc_loss(lp.unsqueeze(0), targets, in4, tl),
+                       "ctc_loss: log_probs must be (T, N, C) or (T, C), got (1,4,2,3)", ShapeError);
   CHECK_THROWS_WITH_AS(nn::ctc_loss(lp, targets.to(kFloat64), in4, tl),
                        "ctc_loss: targets must be an int64 tensor of labels, got float64", TypeError);
   CHECK_THROWS_WITH_AS(nn::ctc_loss(lp, targets, input_lengths.to(kFloat32), target_lengths),

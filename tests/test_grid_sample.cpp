@@ -98,6 +98,10 @@ TEST_CASE("grid_sample: shapes and dtypes that do not fit are named") {
   CHECK_THROWS_WITH_AS(F::grid_sample(x, zeros({2, 4, 5, 2})), "grid_sample: grid is float32 but the input is float64",
                        TypeError);
   CHECK_THROWS_AS(F::grid_sample(zeros({2, 3, 0, 5}, kFloat64), zeros({2, 4, 5, 2}, kFloat64)), ShapeError);
+  CHECK_THROWS_WITH_AS(F::grid_sample(zeros({2, 3, 4, 5}, kInt64), zeros({2, 4, 5, 2}, kInt64)),
+                       "grid_sample: input must be a floating-point tensor, got int64", TypeError);
+  CHECK_THROWS_WITH_AS(F::affine_grid(zeros({2, 2, 3}, kInt64), {2, 3, 4, 5}),
+                       "affine_grid: theta must be a floating-point tensor, got int64", TypeError);
   CHECK_THROWS_AS(F::affine_grid(zeros({2, 2, 3}, kFloat64), {2, 3, -1, 5}), ShapeError);
   CHECK_THROWS_WITH_AS(F::affine_grid(zeros({2, 3, 3}, kFloat64), {2, 3, 4, 5}),
                        "affine_grid: expected theta (N, 2, 3) and size (N, C, H, W) with the same N, got theta "

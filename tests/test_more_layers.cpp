@@ -57,6 +57,8 @@ TEST_CASE("more layers: local_response_norm and channel_shuffle match torch's") 
                        "channel_shuffle: groups must be positive and divide the 6 channels, got 4", ValueError);
   CHECK_THROWS_WITH_AS(F::channel_shuffle(y.select(0, 0), 3),
                        "channel_shuffle: expected an input of 3 or more axes (N, C, ...), got (6,2)", ShapeError);
+  Generator gen(84);
+  check_gradients([](const TensorList& in) { return F::channel_shuffle(in[0], 2); }, {randn({2, 4, 3}, gen, kFloat64)});
 }
 
 TEST_CASE("more layers: alpha dropout maps kept and dropped entries affinely and keeps mean 0 and variance 1") {
@@ -97,6 +99,8 @@ TEST_CASE("more layers: alpha dropout maps kept and dropped entries affinely and
   CHECK(max_abs_diff(F::alpha_dropout(x, 1.0, true, masks), zeros({400, 250}, kFloat64)) == 0.0);
   CHECK_THROWS_WITH_AS(F::alpha_dropout(x, 1.5, true, masks), "alpha_dropout: p must be in [0, 1], got 1.5",
                        ValueError);
+  CHECK_THROWS_WITH_AS(F::feature_alpha_dropout(x.select(0, 0), 0.5, true, masks),
+                       "feature_alpha_dropout: expected an input (N, C, ...), got (250)", ShapeError);
 
   // The feature form drops whole channels: each (sample, channel) slab is all kept or all dropped.
   const Tensor images = randn({8, 16, 3, 3}, gen, kFloat64);
@@ -141,6 +145,10 @@ TEST_CASE("more layers: RReLU draws a slope in [lower, upper] per negative entry
   CHECK(largest > 0.29);
   rrelu->eval();
   CHECK(max_abs_diff(rrelu(x), F::leaky_relu(x, 0.2)) < 1e-15);
+  check_gradients([&](const TensorList& in) { return F::rrelu(in[0], 0.1, 0.3, false, gen); },
+                  {x.detach().narrow(0, 0, 3)});
+  CHECK_THROWS_WITH_AS(F::rrelu(x, 0.4, 0.3, true, gen),
+                       "rrelu: expected 0 <= lower <= upper, got lower 0.4 and upper 0.3", ValueError);
   CHECK_THROWS_WITH_AS(nn::RReLU(nn::RReLUOptions().lower(0.5).upper(0.2)),
                        "RReLU: expected 0 <= lower <= upper, got lower 0.5 and upper 0.2", ValueError);
   const auto generators = rrelu->named_generators();  // a checkpoint keeps the slopes' generator
