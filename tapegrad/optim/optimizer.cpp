@@ -123,6 +123,16 @@ void Optimizer::step() {
   ++steps_taken_;
 }
 
+Tensor Optimizer::step(const Closure& closure) {
+  Tensor loss;
+  {
+    GradModeGuard grad_mode(true);
+    loss = closure();
+  }
+  step();
+  return loss;
+}
+
 void Optimizer::update_sparse(const ParamGroup& /*group*/, const Tensor& p, const SparseRows& /*g*/,
                               ParamState& /*state*/) {
   throw ValueError(message(name_, ": cannot update the ", p.shape().str(), " parameter from a row-sparse gradient"));

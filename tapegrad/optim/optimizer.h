@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,6 +47,9 @@ struct GroupDefaults {
   double weight_decay = 0.0;
 };
 
+// What step(closure) calls: zeroes the gradients, computes the loss, backpropagates it and returns it.
+using Closure = std::function<Tensor()>;
+
 // Per-parameter state. step counts the updates this parameter received (skipped steps do not count).
 struct ParamState {
   std::int64_t step = 0;
@@ -64,7 +68,10 @@ class Optimizer {
 
   // One update of every parameter with a gradient (dense or row-sparse), under NoGradGuard. A ValueError naming
   // the parameter, before anything is updated, when a gradient is of a kind this optimiser does not take.
-  void step();
+  virtual void step();
+  // torch's step(closure): calls the closure with gradients enabled, then step(); returns the closure's loss.
+  // Optimisers that evaluate the loss more than once per step (LBFGS) need this form.
+  virtual Tensor step(const Closure& closure);
   // Zeroes (or, with set_to_none, drops) the gradient of every parameter.
   void zero_grad(bool set_to_none = false);
 
@@ -84,12 +91,12 @@ class Optimizer {
 
   // State as named tensors: "stepcount" (float64 scalar), and per parameter with state
   // "group{g}.param{i}.step" (float64 scalar) plus "group{g}.param{i}.{buffer}" (clones).
-  NamedTensors state_tensors() const;
+  virtual NamedTensors state_tensors() const;
   // Restores what state_tensors() produced on an optimiser with the same groups; ValueError naming the entry on a
   // missing/extra name, a shape or dtype mismatch, or buffers that are not the ones this optimiser keeps (state
   // saved by another kind of optimiser, or by Adam with another amsgrad setting). Buffers are copied into fresh
   // tensors; on any error nothing changes.
-  void load_state(const NamedTensors& state);
+  virtual void load_state(const NamedTensors& state);
 
   // The buffers each updated parameter has in this optimiser's state ("exp_avg", ...), sorted.
   virtual std::vector<std::string> state_buffer_names() const = 0;
@@ -111,6 +118,9 @@ class Optimizer {
   static std::string weight_decay_refusal(const ParamGroup& group);
   // Optimiser name used in error messages.
   const char* name_;
+  // Counted by step(), saved and restored by state_tensors() / load_state(); an optimiser that overrides them
+  // keeps it too.
+  std::int64_t steps_taken_ = 0;
 
  private:
   // Checks `group` (its index will be groups_.size()) against the defaults and the parameters already held,
@@ -120,7 +130,6 @@ class Optimizer {
   GroupDefaults defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> state_;
-  std::int64_t steps_taken_ = 0;
 };
 
 // One group holding `params`, its lr and weight_decay left to the optimiser's defaults.
