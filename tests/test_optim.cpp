@@ -725,6 +725,45 @@ TEST_CASE("optim: linear_ramp, polynomial and one_cycle follow torch's LinearLR,
   CHECK_THROWS_WITH_AS(optim::one_cycle(10, bad), "one_cycle: invalid final_div_factor inf", ValueError);
 }
 
+TEST_CASE("optim: cyclic follows torch's CyclicLR in its three modes") {
+  // lr / base_lr before each step, printed by PyTorch 1.13's CyclicLR (base_lr 0.01, max_lr 0.1,
+  // cycle_momentum=False): up 3 and down 2 in each mode (gamma 0.9 for exp_range), and up 4 with the
+  // default down.
+  auto check_schedule = [](const optim::Schedule& schedule, const std::vector<double>& expected) {
+    for (std::size_t s = 0; s < expected.size(); ++s) {
+      CAPTURE(s);
+      CHECK(schedule(static_cast<std::int64_t>(s)) == doctest::Approx(expected[s]).epsilon(1e-12));
+    }
+  };
+  optim::CyclicOptions options;
+  options.step_size_down = 2;
+  check_schedule(optim::cyclic(10.0, 3, options), {1.0, 4.0, 7.0, 10.0, 5.5, 1.0, 4.0, 7.0, 10.0, 5.5, 1.0, 4.0});
+  options.mode = optim::CyclicMode::Triangular2;
+  check_schedule(optim::cyclic(10.0, 3, options), {1.0, 4.0, 7.0, 10.0, 5.5, 1.0, 2.5, 4.0, 5.5, 3.25, 1.0, 1.75});
+  options.mode = optim::CyclicMode::ExpRange;
+  options.gamma = 0.9;
+  check_schedule(optim::cyclic(10.0, 3, options),
+                 {1.0, 3.6999999999999997, 5.859999999999999, 7.561, 3.95245, 1.0, 2.594323000000002,
+                  3.8697814000000004, 4.874204890000001, 2.743392200500002, 1.0, 1.941431788270001});
+  check_schedule(optim::cyclic(10.0, 4), {1.0, 3.25, 5.5, 7.75, 10.0, 7.75, 5.5, 3.25, 1.0, 3.25});
+
+  // Through a Scheduler: the optimiser's lr is the bottom.
+  Tensor w = zeros(Shape{1}, kFloat64).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.01));
+  optim::Scheduler sched(opt, optim::cyclic(10.0, 4));
+  sched.step();
+  CHECK(*opt.param_groups()[0].lr == doctest::Approx(0.0325).epsilon(1e-12));
+
+  CHECK_THROWS_WITH_AS(optim::cyclic(0.5, 3), "cyclic: invalid max_factor (must be >= 1) 0.5", ValueError);
+  CHECK_THROWS_WITH_AS(optim::cyclic(2.0, 0), "cyclic: invalid step_size_up 0", ValueError);
+  optim::CyclicOptions bad;
+  bad.step_size_down = -1;
+  CHECK_THROWS_WITH_AS(optim::cyclic(2.0, 3, bad), "cyclic: invalid step_size_down -1", ValueError);
+  bad.step_size_down = std::nullopt;
+  bad.gamma = 0.0;
+  CHECK_THROWS_WITH_AS(optim::cyclic(2.0, 3, bad), "cyclic: invalid gamma 0", ValueError);
+}
+
 TEST_CASE("optim: Scheduler sets each group's lr and restores its step") {
   Tensor a = make_param({1.0});
   Tensor b = make_param({1.0});

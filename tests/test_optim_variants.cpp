@@ -1,4 +1,4 @@
-// optim: Adadelta, Adamax, NAdam, RAdam and Rprop. Trajectories on the problem test_optim.cpp uses
+// optim: Adadelta, Adamax, NAdam, RAdam, Rprop and ASGD. Trajectories on the problem test_optim.cpp uses
 // (x0 = (1, -2) float64, gradient 2x + 0.5): Adadelta, Adamax, RAdam and Rprop against the numbers
 // torch.optim printed (PyTorch 1.13, float64), and their state after the last step; NAdam against
 // torch 2's rule worked in plain Python double arithmetic (torch 1.13's differs, see adam_variants.h).
@@ -54,6 +54,7 @@ std::vector<std::pair<std::string, Factory>> variants() {
       {"NAdam", [](const TensorList& p) { return std::make_unique<optim::NAdam>(p, optim::NAdamOptions(0.05)); }},
       {"RAdam", [](const TensorList& p) { return std::make_unique<optim::RAdam>(p, optim::RAdamOptions(0.05)); }},
       {"Rprop", [](const TensorList& p) { return std::make_unique<optim::Rprop>(p, optim::RpropOptions(0.05)); }},
+      {"ASGD", [](const TensorList& p) { return std::make_unique<optim::ASGD>(p, optim::ASGDOptions(0.05)); }},
   };
 }
 
@@ -195,6 +196,64 @@ TEST_CASE("optim variants: Rprop grows and shrinks its step sizes, and clamps th
   check_values(p, {-0.1}, 1e-15);
   check_values(state_buffer(opt, "step_size"), {0.05}, 1e-15);
   CHECK(state_buffer(opt, "prev").to_vector<double>() == std::vector<double>{0.0});
+}
+
+TEST_CASE("optim variants: ASGD steps and averages as torch.optim.ASGD") {
+  // torch 1.13 with its default dtype float64 (its eta and mu are tensors of that dtype): the parameter,
+  // then the average, after each step. With t0 = 2 the average starts at step 4 (mu = 1/2, 1/3, 1/4).
+  const std::vector<std::vector<double>> params = {{0.865, -1.805},
+                                                   {0.7452986002816292, -1.6320979781845757},
+                                                   {0.6391111686058116, -1.478716132430617},
+                                                   {0.5448672089674981, -1.3425859685086088},
+                                                   {0.461183952565577, -1.2217101537058337},
+                                                   {0.38684329397993483, -1.1143292024154619}};
+  const std::vector<std::vector<double>> averages = {{0.865, -1.805},
+                                                     {0.7452986002816292, -1.6320979781845757},
+                                                     {0.6391111686058116, -1.478716132430617},
+                                                     {0.5448672089674981, -1.3425859685086088},
+                                                     {0.5030255807665376, -1.2821480611072213},
+                                                     {0.46429815183767, -1.2262084415433014}};
+  Tensor p = start_point();
+  optim::ASGD opt({p}, optim::ASGDOptions(0.05).lambd(0.1).alpha(0.75).t0(2.0).weight_decay(0.1));
+  check_values(opt.averaged(p), {1.0, -2.0}, 1e-15);  // before any step: the parameter
+  for (std::size_t t = 0; t < params.size(); ++t) {
+    CAPTURE(t);
+    linear_gradient(p);
+    opt.step();
+    check_values(p, params[t], 1e-13);
+    check_values(opt.averaged(p), averages[t], 1e-13);
+  }
+  // The defaults: no averaging before a million steps, eta barely decays.
+  Tensor q = start_point();
+  optim::ASGD plain({q}, optim::ASGDOptions(0.05));
+  check_path(plain, q,
+             {{0.874995, -1.82499},
+              {0.7624915469126854, -1.6674824657028846},
+              {0.6612393391542912, -1.5257269448853448},
+              {0.5701131242101624, -1.3981480570218834},
+              {0.48810019141444155, -1.2833279828762163},
+              {0.4142891157253847, -1.179990705516576}});
+  check_values(plain.averaged(q), {0.4142891157253847, -1.179990705516576}, 1e-13);
+  CHECK_THROWS_WITH_AS(plain.averaged(p), "ASGD: averaged: the (2) tensor is not one of this optimiser's parameters",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::ASGD({q}, optim::ASGDOptions().t0(-1.0)), "ASGD: invalid t0 -1 (must be >= 0)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::ASGD({q}, optim::ASGDOptions().lambd(-1.0)), "ASGD: invalid lambd -1 (must be >= 0)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(optim::ASGD({q}, optim::ASGDOptions().alpha(-0.5)), "ASGD: invalid alpha -0.5 (must be >= 0)",
+                       ValueError);
+}
+
+TEST_CASE("optim: Optimizer::param_state hands out a parameter's state, and names a bad index") {
+  Tensor p = start_point();
+  optim::ASGD opt({p});
+  CHECK(opt.param_state(0, 0).step == 0);
+  linear_gradient(p);
+  opt.step();
+  CHECK(opt.param_state(0, 0).step == 1);
+  CHECK(opt.param_state(0, 0).buffers.count("ax") == 1);
+  CHECK_THROWS_WITH_AS(opt.param_state(0, 1), "ASGD: no parameter 1 in group 0 (1 groups)", ValueError);
+  CHECK_THROWS_WITH_AS(opt.param_state(2, 0), "ASGD: no parameter 0 in group 2 (1 groups)", ValueError);
 }
 
 TEST_CASE("optim variants: each converges on a quadratic in float64 and float32") {

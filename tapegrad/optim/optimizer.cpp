@@ -152,6 +152,12 @@ std::string Optimizer::weight_decay_refusal(const ParamGroup& group) {
          "); sparse gradients need weight_decay 0";
 }
 
+const ParamState& Optimizer::param_state(std::size_t group, std::size_t index) const {
+  if (group >= state_.size() || index >= state_[group].size())
+    throw ValueError(message(name_, ": no parameter ", index, " in group ", group, " (", state_.size(), " groups)"));
+  return state_[group][index];
+}
+
 void Optimizer::zero_grad(bool set_to_none) {
   for (const ParamGroup& group : groups_)
     for (const Tensor& p : group.params) p.zero_grad(set_to_none);

@@ -89,6 +89,10 @@ class Optimizer {
   // Number of step() calls made (restored by load_state).
   std::int64_t steps_taken() const { return steps_taken_; }
 
+  // The state of parameter `index` of group `group` (its step count and buffers; empty before its first
+  // update). ValueError for an index out of range.
+  const ParamState& param_state(std::size_t group, std::size_t index) const;
+
   // State as named tensors: "stepcount" (float64 scalar), and per parameter with state
   // "group{g}.param{i}.step" (float64 scalar) plus "group{g}.param{i}.{buffer}" (clones).
   virtual NamedTensors state_tensors() const;

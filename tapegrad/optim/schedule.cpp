@@ -93,6 +93,27 @@ Schedule polynomial(std::int64_t total_steps, double power) {
   };
 }
 
+Schedule cyclic(double max_factor, std::int64_t step_size_up, const CyclicOptions& options) {
+  if (!(max_factor >= 1.0 && std::isfinite(max_factor))) fail("cyclic", "max_factor (must be >= 1)", max_factor);
+  if (step_size_up < 1) fail("cyclic", "step_size_up", static_cast<double>(step_size_up));
+  const std::int64_t step_size_down = options.step_size_down.value_or(step_size_up);
+  if (step_size_down < 0) fail("cyclic", "step_size_down", static_cast<double>(step_size_down));
+  if (!(options.gamma > 0.0 && std::isfinite(options.gamma))) fail("cyclic", "gamma", options.gamma);
+  const double total = static_cast<double>(step_size_up) + static_cast<double>(step_size_down);
+  const double up_ratio = static_cast<double>(step_size_up) / total;
+  const CyclicMode mode = options.mode;
+  const double gamma = options.gamma;
+  return [=](std::int64_t step) {
+    const double position = static_cast<double>(step) / total;
+    const double cycle = std::floor(1.0 + position);
+    const double x = 1.0 + position - cycle;
+    double height = x <= up_ratio ? x / up_ratio : (x - 1.0) / (up_ratio - 1.0);
+    if (mode == CyclicMode::Triangular2) height /= std::pow(2.0, cycle - 1.0);
+    if (mode == CyclicMode::ExpRange) height *= std::pow(gamma, static_cast<double>(step));
+    return 1.0 + (max_factor - 1.0) * height;
+  };
+}
+
 Schedule one_cycle(std::int64_t total_steps, const OneCycleOptions& options) {
   const OneCycleOptions& o = options;
   if (total_steps < 1) fail("one_cycle", "total_steps", static_cast<double>(total_steps));

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "tapegrad/optim/optimizer.h"
@@ -60,6 +61,29 @@ struct OneCycleOptions {
 // ValueError unless total_steps >= 1, 0 <= pct_start <= 1 (three_phase: <= 0.5) and both factors are
 // finite and > 0.
 Schedule one_cycle(std::int64_t total_steps, const OneCycleOptions& options = {});
+// How cyclic scales the height of each cycle (torch's CyclicLR modes): kept; halved every cycle; times
+// gamma^step.
+enum class CyclicMode { Triangular, Triangular2, ExpRange };
+
+struct CyclicOptions {
+  std::optional<std::int64_t> step_size_down;  // steps from the top back to the bottom; unset: step_size_up
+  CyclicMode mode = CyclicMode::Triangular;
+  double gamma = 1.0;  // ExpRange's factor per step
+};
+
+// Cyclical learning rates (Smith 2017) as torch's CyclicLR computes them, the group's base lr being the
+// bottom of the cycle (torch's base_lr) and max_factor times it the top (torch's max_lr / base_lr): a
+// straight line up over step_size_up steps and down over step_size_down, again and again. With u and d
+// the two sizes, c = floor(1 + step / (u + d)) the cycle and x = 1 + step / (u + d) - c its fraction
+// done, the height is x / r on the way up (x <= r = u / (u + d)) and (x - 1) / (r - 1) on the way down,
+// times 1 (Triangular), 1 / 2^(c - 1) (Triangular2) or gamma^step (ExpRange); the multiplier is
+// 1 + (max_factor - 1) * height. torch's cycle_momentum is not followed: the schedule sets the rate
+// alone. ValueError unless max_factor is finite and >= 1, step_size_up >= 1, step_size_down >= 0 and
+// gamma is finite and > 0.
+//
+//   optim::SGD opt(params, optim::SGDOptions(0.001));                  // the bottom
+//   optim::Scheduler sched(opt, optim::cyclic(/*max_factor=*/6.0, /*step_size_up=*/2000));  // top 0.006
+Schedule cyclic(double max_factor, std::int64_t step_size_up, const CyclicOptions& options = {});
 // min(1, (step + 1) / warmup_steps): the first step already uses lr / warmup_steps. ValueError for warmup_steps <= 0.
 Schedule linear_warmup(std::int64_t warmup_steps);
 // (step + 1) / warmup_steps for step < warmup_steps, then with progress = min(1, (step - warmup) / (total - warmup))
