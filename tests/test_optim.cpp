@@ -1038,10 +1038,10 @@ TEST_CASE("optim: invalid hyper-parameters are ValueErrors naming the value") {
   CHECK_THROWS_WITH_AS(optim::SGD({p}, optim::SGDOptions(0.1).nesterov(true)),
                        "SGD: nesterov requires momentum > 0 and dampening 0 (got momentum 0, dampening 0)", ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({1.0, 0.999})),
-                       "Adam: invalid beta1 (must be in [0, 1)) 1", ValueError);
+                       "Adam: invalid beta1 1 (must be in [0, 1))", ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().betas({0.9, -0.5})),
-                       "Adam: invalid beta2 (must be in [0, 1)) -0.5", ValueError);
-  CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions().eps(0.0)), "AdamW: invalid eps (must be > 0) 0",
+                       "Adam: invalid beta2 -0.5 (must be in [0, 1))", ValueError);
+  CHECK_THROWS_WITH_AS(optim::AdamW({p}, optim::AdamWOptions().eps(0.0)), "AdamW: invalid eps 0 (must be > 0)",
                        ValueError);
   CHECK_THROWS_WITH_AS(optim::Adam({p}, optim::AdamOptions().weight_decay(-1.0)), "Adam: invalid weight_decay -1",
                        ValueError);

@@ -1,7 +1,6 @@
 #include "tapegrad/optim/adam.h"
 
 #include <cmath>
-#include <sstream>
 
 #include "tapegrad/autograd/error.h"
 #include "tapegrad/autograd/kernels/optim.h"
@@ -14,15 +13,9 @@ namespace {
 
 template <class Options>
 detail::AdamUpdate::Rule checked_rule(const Options& o, bool decoupled, const char* name) {
-  auto fail = [name](const std::string& what, double v) {
-    std::ostringstream out;
-    out << name << ": invalid " << what << " " << v;
-    throw ValueError(out.str());
-  };
+  detail::check_betas(o.betas(), name);
+  if (!(o.eps() > 0.0)) throw ValueError(message(name, ": invalid eps ", o.eps(), " (must be > 0)"));
   const auto [beta1, beta2] = o.betas();
-  if (!(beta1 >= 0.0 && beta1 < 1.0)) fail("beta1 (must be in [0, 1))", beta1);
-  if (!(beta2 >= 0.0 && beta2 < 1.0)) fail("beta2 (must be in [0, 1))", beta2);
-  if (!(o.eps() > 0.0)) fail("eps (must be > 0)", o.eps());
   return {beta1, beta2, o.eps(), o.amsgrad(), decoupled};
 }
 

@@ -13,11 +13,7 @@ namespace {
 // Checks the options every variant shares.
 template <class Options>
 void check_betas_and_eps(const Options& o, const char* name) {
-  const auto [beta1, beta2] = o.betas();
-  if (!(beta1 >= 0.0 && beta1 < 1.0))
-    throw ValueError(message(name, ": invalid beta1 ", beta1, " (must be in [0, 1))"));
-  if (!(beta2 >= 0.0 && beta2 < 1.0))
-    throw ValueError(message(name, ": invalid beta2 ", beta2, " (must be in [0, 1))"));
+  detail::check_betas(o.betas(), name);
   if (!(o.eps() >= 0.0)) throw ValueError(message(name, ": invalid eps ", o.eps(), " (must be >= 0)"));
 }
 

@@ -7,17 +7,14 @@
 #include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/kernels/optim.h"
 #include "tapegrad/autograd/storage.h"
+#include "tapegrad/optim/elementwise_update.h"
 
 namespace tapegrad::optim {
 
 namespace {
 
 void check_options(const SparseAdamOptions& o) {
-  const auto [beta1, beta2] = o.betas();
-  if (!(beta1 >= 0.0 && beta1 < 1.0))
-    throw ValueError(message("SparseAdam: invalid beta1 ", beta1, " (must be in [0, 1))"));
-  if (!(beta2 >= 0.0 && beta2 < 1.0))
-    throw ValueError(message("SparseAdam: invalid beta2 ", beta2, " (must be in [0, 1))"));
+  detail::check_betas(o.betas(), "SparseAdam");
   if (!(o.eps() >= 0.0)) throw ValueError(message("SparseAdam: invalid eps ", o.eps(), " (must be >= 0)"));
 }
 
