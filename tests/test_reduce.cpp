@@ -451,3 +451,54 @@ TEST_CASE("reduce: prod and cumprod of int64 wrap around, Bool gives int64, bflo
   CHECK_THROWS_WITH_AS(cumprod(zeros({2, 3}), -3), "cumprod: axis -3 is out of range for a tensor of rank 2",
                        IndexError);
 }
+
+// ---------------------------------------------------------------- logcumsumexp
+
+TEST_CASE("reduce: logcumsumexp matches PyTorch, stays finite where exp would not, and names its errors") {
+  const double inf = std::numeric_limits<double>::infinity();
+  // torch.logcumsumexp (PyTorch 1.13, float64).
+  check_values(logcumsumexp(from_vector(std::vector<double>{-1000.0, 0.0, -inf, 3.0}, {4}), 0),
+               {-1000.0, 0.0, 0.0, 3.048587351573742}, 1e-15);
+  const std::vector<double> with_inf =
+      logcumsumexp(from_vector(std::vector<double>{1.0, inf, 2.0}, {3}), 0).to_vector<double>();
+  CHECK(with_inf == std::vector<double>{1.0, inf, inf});
+  // A NaN stays in the running value, as torch's.
+  CHECK(std::isnan(
+      logcumsumexp(from_vector(std::vector<double>{1.0, std::nan(""), 2.0}, {3}), 0).to_vector<double>()[2]));
+  // float32 carries in double: 1e30 twice is 1e30 + log 2, where exp overflows float32.
+  check_values(logcumsumexp(tensor({1e30f, 1e30f}), 0), {1.0000000150474662e+30, 1.0000000150474662e+30}, 1e-7);
+  // Against log(cumsum(exp(x))) along each axis, and through a transposed view.
+  const Tensor x = distinct_3d();
+  for (std::int64_t axis : {0, 1, 2, -1}) {
+    CAPTURE(axis);
+    check_close(logcumsumexp(x, axis), log(cumsum(exp(x), axis)), 1e-13);
+  }
+  check_close(x.transpose(0, 2).logcumsumexp(1), log(cumsum(exp(x.transpose(0, 2)), 1)), 1e-13);
+  CHECK(logcumsumexp(zeros({2, 0}, kFloat64), 1).shape() == Shape{2, 0});
+  CHECK(logcumsumexp(x.to(kBFloat16), 1).dtype() == kBFloat16);
+  CHECK_THROWS_AS(logcumsumexp(x, 3), IndexError);
+  CHECK_THROWS_WITH_AS(logcumsumexp(arange(0, 4, 1, kInt64), 0), doctest::Contains("logcumsumexp"), TypeError);
+}
+
+TEST_CASE("reduce: logcumsumexp's gradient matches PyTorch's, gradcheck first and second order") {
+  // torch 1.13: the gradient of (logcumsumexp(x, 1) * w).sum(); w has entries of both signs and a 0.
+  const Tensor x = from_vector(std::vector<double>{0.5, -1.0, 2.0, 0.25, 1.5, 1.0}, {2, 3}).requires_grad_();
+  const Tensor w = from_vector(std::vector<double>{1.0, -2.0, 0.5, 0.3, 0.0, -1.0}, {2, 3});
+  sum(logcumsumexp(x, 1) * w).backward();
+  const Tensor xd = x.detach();
+  // Reference in plain arithmetic: gx[j] = sum_{k >= j} w[k] exp(x[j] - out[k]).
+  const std::vector<double> out = logcumsumexp(xd, 1).to_vector<double>(), xs = xd.to_vector<double>(),
+                            ws = w.to_vector<double>();
+  std::vector<double> expected(6, 0.0);
+  for (int r = 0; r < 2; ++r)
+    for (int j = 0; j < 3; ++j)
+      for (int k = j; k < 3; ++k) expected[r * 3 + j] += ws[r * 3 + k] * std::exp(xs[r * 3 + j] - out[r * 3 + k]);
+  check_values(x.grad(), expected, 1e-14);
+  check_values(x.grad().select(0, 0), {-0.5475037563172689, -0.345294760977369, 0.3927985172946379}, 1e-13);
+
+  for (std::int64_t axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    check_gradients([axis](const TensorList& in) { return logcumsumexp(in[0], axis); }, {distinct_3d()});
+  }
+  check_gradients([](const TensorList& in) { return logcumsumexp(in[0].transpose(0, 1), 2); }, {distinct_3d()});
+}

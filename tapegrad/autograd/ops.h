@@ -25,7 +25,8 @@
 // raw buffers are in kernels/):
 //   ops/elementwise.cpp  arithmetic, maximum, minimum, comparisons, logical ops, where, copies
 //   ops/unary.cpp        unary math and activations (exp, log, tanh, relu, gelu, silu, clamp ...)
-//   ops/reduce.cpp       sum, prod, mean, max, min, var, std, norm, argmax, argmin, logsumexp, cumsum, cumprod
+//   ops/reduce.cpp       sum, prod, mean, max, min, var, std, norm, argmax, argmin, logsumexp, cumsum, cumprod,
+//                        logcumsumexp
 //   ops/softmax.cpp      softmax, log_softmax, causal_softmax
 //   ops/matmul.cpp       matmul and linear on BLAS
 //   ops/einsum.cpp       einsum, lowered to permutes, sums and matmul
@@ -314,6 +315,13 @@ Tensor cumsum(const Tensor& x, std::int64_t axis);
 // int64 stays int64 (wrapping around), Bool gives int64, bfloat16 follows the float32 policy.
 // Gradient exact where x has zeros (no division by x).
 Tensor cumprod(const Tensor& x, std::int64_t axis);
+// log(cumsum(exp(x))) along axis, x's shape, as torch.logcumsumexp: each position adds the next entry
+// to the running value as log(exp(a) + exp(b)) = max + log1p(exp(min - max)), so no entry overflows or
+// vanishes (-1000 then 0 gives -1000 then 0); float32 carries in double, bfloat16 follows the float32
+// policy. Floating point only. Gradient: entry j receives sum over k >= j of g[k] exp(x[j] - out[k]),
+// computed as torch does in log space from taped ops (so it has its own gradient); like torch's it is
+// NaN at an entry of -inf whose running value is still -inf.
+Tensor logcumsumexp(const Tensor& x, std::int64_t axis);
 // exp(x) / sum(exp(x)) along axis, stable; a row of -inf gives NaN as in PyTorch.
 Tensor softmax(const Tensor& x, std::int64_t axis);
 // x - logsumexp(x) along axis, stable.

@@ -268,6 +268,7 @@ class Tensor {
   Tensor argmax(std::int64_t axis, bool keepdim = false) const;
   Tensor cumsum(std::int64_t axis) const;
   Tensor cumprod(std::int64_t axis) const;
+  Tensor logcumsumexp(std::int64_t axis) const;
   // torch's Tensor.repeat: the tensor tiled reps[i] times along axis i; reps may have more entries
   // than axes (new leading axes), not fewer. tile() takes fewer.
   Tensor repeat(const Dims& reps) const;

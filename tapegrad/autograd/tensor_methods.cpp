@@ -38,6 +38,7 @@ Tensor Tensor::std(const Dims& axes, std::int64_t correction, bool keepdim) cons
 Tensor Tensor::argmax(std::int64_t axis, bool keepdim) const { return tapegrad::argmax(*this, axis, keepdim); }
 Tensor Tensor::cumsum(std::int64_t axis) const { return tapegrad::cumsum(*this, axis); }
 Tensor Tensor::cumprod(std::int64_t axis) const { return tapegrad::cumprod(*this, axis); }
+Tensor Tensor::logcumsumexp(std::int64_t axis) const { return tapegrad::logcumsumexp(*this, axis); }
 Tensor Tensor::repeat(const Dims& reps) const {
   if (reps.size() < dim())
     throw ValueError(message("repeat: ", reps.size(), " repetitions ", reps.str(), " for a tensor of rank ", dim(),

@@ -394,6 +394,56 @@ Tensor cumprod(const Tensor& x, std::int64_t axis) {
   return out;
 }
 
+// ---------------------------------------------------------------- logcumsumexp
+
+namespace {
+
+// log(exp(a) + exp(b)), stable; -inf and -inf give -inf, inf and inf give inf, a NaN gives NaN.
+double log_add_exp(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return a + b;
+  const double lo = std::min(a, b), hi = std::max(a, b);
+  if (lo == hi && !std::isfinite(lo)) return a;
+  return hi + std::log1p(std::exp(lo - hi));
+}
+
+// logcumsumexp from the end of the axis.
+Tensor reverse_logcumsumexp(const Tensor& x, std::int64_t axis) {
+  return flip(logcumsumexp(flip(x, {axis}), axis), {axis});
+}
+
+}  // namespace
+
+Tensor logcumsumexp(const Tensor& x, std::int64_t axis) {
+  const char* op = "logcumsumexp";
+  if (x.dtype() == kBFloat16)  // float32 policy (autocast.h), as cumsum
+    return detail::precision_result(logcumsumexp(x.to(kFloat32), axis), kBFloat16);
+  const int a = normalize_axis(axis, x.dim(), op);
+  Tensor out = dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    Tensor result = empty(x.shape(), x.dtype());
+    if (result.numel() == 0) return result;
+    const Tensor xd = kernels::dense(x);
+    kernels::cumulative<T, double>(xd.data_ptr<T>(), result.data_ptr<T>(), kernels::split_at(x.shape(), a),
+                                   /*reverse=*/false, -std::numeric_limits<double>::infinity(), log_add_exp);
+    return result;
+  });
+  if (any_requires_grad({&x}))
+    record(op, out, {x}, [sx = SavedTensor(x), sout = SavedTensor::output(out), axis](const Tensor& g) -> TensorList {
+      // gx[j] = sum over k >= j of g[k] exp(x[j] - out[k]), the positive and negative parts of g apart,
+      // each in log space: exp(x[j] + reverse_logcumsumexp(log |g| - out)[j]).
+      const Tensor &x = sx.unpack(), &out = sout.unpack();
+      if (g.dim() == 0 || g.numel() == 0) return {g};
+      const double lowest =
+          x.dtype() == kFloat32 ? std::numeric_limits<float>::lowest() : std::numeric_limits<double>::lowest();
+      auto part = [&](const Tensor& mask, const Tensor& magnitude) {
+        const Tensor log_magnitude = where(mask, log(where(mask, magnitude, 1.0)), lowest);
+        return exp(reverse_logcumsumexp(log_magnitude - out, axis) + x);
+      };
+      return {part(gt(g, 0.0), g) - part(lt(g, 0.0), neg(g))};
+    });
+  return out;
+}
+
 // ---------------------------------------------------------------- prod
 
 Tensor prod(const Tensor& x, const Dims& axes, bool keepdim) {
