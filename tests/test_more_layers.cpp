@@ -1,7 +1,7 @@
 // The smaller torch.nn layers: LocalResponseNorm and ChannelShuffle (against torch 1.13's values),
 // AlphaDropout and FeatureAlphaDropout (their affine map, the statistics they keep, one draw per
 // channel), RReLU (slopes in range, their mean in eval mode), Softmax2d, Unflatten, Fold and Unfold,
-// ZeroPad1d and ZeroPad3d; gradchecks and the errors.
+// ZeroPad1d and ZeroPad3d, CircularPad1d/2d/3d; gradchecks and the errors.
 
 #include <doctest/doctest.h>
 
@@ -187,4 +187,28 @@ TEST_CASE("more layers: Softmax2d, Unflatten, Fold and Unfold, ZeroPad1d and Zer
   const Tensor volume = nn::ZeroPad3d(nn::PadOptions({1}))(ones({1, 1, 2, 2, 2}, kFloat64));
   CHECK(volume.shape() == Shape{1, 1, 4, 4, 4});
   CHECK(sum(volume).item() == 8.0);
+}
+
+TEST_CASE("more layers: CircularPad1d, 2d and 3d wrap around as torch's") {
+  const Tensor signal = arange(1, 5, 1, kFloat64).reshape({1, 1, 4});
+  CHECK(nn::CircularPad1d(nn::PadOptions({2, 1}))(signal).to_vector<double>() ==
+        std::vector<double>{3, 4, 1, 2, 3, 4, 1});
+  // torch.nn.functional.pad(arange(12).reshape(1, 1, 3, 4), (2, 1, 1, 0), mode='circular') (PyTorch 1.13).
+  const Tensor image = arange(0, 12, 1, kFloat64).reshape({1, 1, 3, 4});
+  CHECK(
+      nn::CircularPad2d(nn::PadOptions({2, 1, 1, 0}))(image).to_vector<double>() ==
+      std::vector<double>{10, 11, 8, 9, 10, 11, 8, 2, 3, 0, 1, 2, 3, 0, 6, 7, 4, 5, 6, 7, 4, 10, 11, 8, 9, 10, 11, 8});
+  const Tensor volume = arange(0, 8, 1, kFloat64).reshape({1, 1, 2, 2, 2});
+  const Tensor wrapped = nn::CircularPad3d(nn::PadOptions({1}))(volume);
+  CHECK(wrapped.shape() == Shape{1, 1, 4, 4, 4});
+  CHECK(max_abs_diff(wrapped, F::pad(volume, {1, 1, 1, 1, 1, 1}, F::PadMode::Circular)) == 0.0);
+  Generator gen(5);
+  check_gradients(
+      [](const TensorList& in) {
+        return nn::CircularPad2d(nn::PadOptions({2, 1, 1, 2}))(in[0]);
+      },
+      {randn({1, 2, 3, 4}, gen, kFloat64)});
+  CHECK_THROWS_WITH_AS(nn::CircularPad1d(nn::PadOptions({5, 0}))(signal), doctest::Contains("at most the axis's size"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::CircularPad2d(nn::PadOptions({1, 2, 3})), doctest::Contains("CircularPad2d"), ValueError);
 }

@@ -1,7 +1,7 @@
 #pragma once
-// Padding modules with PyTorch's names: ZeroPad1d / 2d / 3d, ConstantPad1d / 2d / 3d, ReflectionPad1d / 2d / 3d
-// and ReplicationPad1d / 2d / 3d, each functional::pad in its mode over the last one, two or three
-// axes.
+// Padding modules with PyTorch's names: ZeroPad1d / 2d / 3d, ConstantPad1d / 2d / 3d, ReflectionPad1d / 2d / 3d,
+// ReplicationPad1d / 2d / 3d and CircularPad1d / 2d / 3d (torch 2's), each functional::pad in its mode over
+// the last one, two or three axes.
 //
 //   nn::ReflectionPad2d pad{nn::PadOptions({1, 1, 2, 0})};  // (left, right, top, bottom): H + 2, W + 2
 //   nn::ConstantPad1d fill{nn::PadOptions({3}).value(-1)};  // three -1 each side of the last axis
@@ -124,5 +124,26 @@ class ReplicationPad3dImpl : public PadImpl {
       : PadImpl(options, functional::PadMode::Replicate, 3, "ReplicationPad3d") {}
 };
 TAPEGRAD_MODULE(ReplicationPad3d);
+
+class CircularPad1dImpl : public PadImpl {
+ public:
+  explicit CircularPad1dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Circular, 1, "CircularPad1d") {}
+};
+TAPEGRAD_MODULE(CircularPad1d);
+
+class CircularPad2dImpl : public PadImpl {
+ public:
+  explicit CircularPad2dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Circular, 2, "CircularPad2d") {}
+};
+TAPEGRAD_MODULE(CircularPad2d);
+
+class CircularPad3dImpl : public PadImpl {
+ public:
+  explicit CircularPad3dImpl(const PadOptions& options)
+      : PadImpl(options, functional::PadMode::Circular, 3, "CircularPad3d") {}
+};
+TAPEGRAD_MODULE(CircularPad3d);
 
 }  // namespace tapegrad::nn
