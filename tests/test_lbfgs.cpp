@@ -169,7 +169,6 @@ TEST_CASE("LBFGS: float32 parameters converge, and a parameter without a gradien
   for (int s = 0; s < 10; ++s) opt.step(closure);
   check_values(x, {1.0, 1.0}, 1e-3);
   CHECK(unused.item() == 7.0);
-  CHECK(x.dtype() == kFloat32);
 }
 
 TEST_CASE("LBFGS: a run resumed from its saved state continues bit-identically") {
@@ -181,13 +180,15 @@ TEST_CASE("LBFGS: a run resumed from its saved state continues bit-identically")
     const optim::Closure closure = rosenbrock_closure(opt, x);
     for (int s = 0; s < 3; ++s) opt.step(closure);
     const NamedTensors saved = opt.state_tensors();
+    const std::int64_t saved_history = opt.history_length();
+    REQUIRE(saved_history > 0);
     const Tensor saved_x = x.detach().clone();
     for (int s = 0; s < 3; ++s) opt.step(closure);
 
     Tensor y = saved_x.clone().requires_grad_();
     optim::LBFGS resumed({y}, options);
     resumed.load_state(saved);
-    CHECK(resumed.history_length() == opt.history_length());
+    CHECK(resumed.history_length() == saved_history);
     const optim::Closure resumed_closure = rosenbrock_closure(resumed, y);
     for (int s = 0; s < 3; ++s) resumed.step(resumed_closure);
     CHECK(y.to_vector<double>() == x.to_vector<double>());
@@ -215,7 +216,10 @@ TEST_CASE("LBFGS: errors") {
   throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().max_iter(0)); }, "invalid max_iter 0");
   throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().max_eval(0)); }, "invalid max_eval 0");
   throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().history_size(0)); }, "invalid history_size 0");
-  throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().tolerance_change(-1.0)); }, "invalid tolerance_grad");
+  throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().tolerance_grad(-1.0)); },
+         "invalid tolerance_grad -1 (must be >= 0)");
+  throws([&] { optim::LBFGS({x}, optim::LBFGSOptions().tolerance_change(-1.0)); },
+         "invalid tolerance_change -1 (must be >= 0)");
   throws([&] { optim::LBFGS({x}, optim::LBFGSOptions(-1.0)); }, "invalid learning rate -1");
   throws(
       [&] {
@@ -230,6 +234,7 @@ TEST_CASE("LBFGS: errors") {
 
   optim::LBFGS opt({x});
   throws([&] { opt.step(); }, "step() needs a closure");
+  throws([&] { opt.step(optim::Closure()); }, "LBFGS: step(closure) was given an empty closure");
   throws([&] { opt.step([] { return zeros(Shape{2}, kFloat64); }); }, "it returned shape (2)");
   throws([&] { opt.step([] { return Tensor(); }); }, "an undefined tensor");
   opt.param_groups()[0].weight_decay = 0.1;
@@ -266,6 +271,8 @@ TEST_CASE("LBFGS: errors") {
   throws([&] { fresh.load_state(with("lbfgs.ro", zeros(Shape{3}, kFloat64))); }, "3 pairs, more than history_size 2");
   throws([&] { fresh.load_state(with("lbfgs.n_iter", from_vector(std::vector<double>{-1.0}, Shape{1}))); },
          "invalid count -1");
+  throws([&] { fresh.load_state(with("lbfgs.func_evals", from_vector(std::vector<double>{HUGE_VAL}, Shape{1}))); },
+         "invalid count inf");
   NamedTensors extra = state;
   extra.emplace_back("group0.param0.exp_avg", zeros(Shape{2}, kFloat64));
   throws([&] { fresh.load_state(extra); }, "entry 'group0.param0.exp_avg': unexpected name");
@@ -288,4 +295,55 @@ TEST_CASE("Optimizer::step(closure): the closure runs with gradients on, then on
   CHECK(loss.item() == 5.0);
   check_values(w, {0.8, -1.6}, 1e-15);
   CHECK(opt.steps_taken() == 1);
+}
+
+TEST_CASE("LBFGS: an empty history and a state before any iteration save and load") {
+  // max_iter 1: one iteration per step, and the first adds no pair, so the saved history is empty.
+  const auto options = optim::LBFGSOptions(0.5).max_iter(1);
+  Tensor x = from_vector(std::vector<double>{-1.2, 1.0}, Shape{2}).requires_grad_();
+  optim::LBFGS opt({x}, options);
+  opt.step(rosenbrock_closure(opt, x));
+  REQUIRE(opt.history_length() == 0);
+  const NamedTensors saved = opt.state_tensors();
+  Tensor y = x.detach().clone().requires_grad_();
+  optim::LBFGS resumed({y}, options);
+  resumed.load_state(saved);
+  for (int s = 0; s < 4; ++s) {
+    opt.step(rosenbrock_closure(opt, x));
+    resumed.step(rosenbrock_closure(resumed, y));
+  }
+  CHECK(opt.history_length() > 0);
+  CHECK(y.to_vector<double>() == x.to_vector<double>());
+
+  // A state saved before any iteration (the first gradient was already small enough) loads into an
+  // optimiser that ran, and clears its history.
+  Tensor at_minimum = from_vector(std::vector<double>{1.0, 1.0}, Shape{2}).requires_grad_();
+  optim::LBFGS done({at_minimum});
+  done.step(rosenbrock_closure(done, at_minimum));
+  resumed.load_state(done.state_tensors());
+  CHECK(resumed.iterations() == 0);
+  CHECK(resumed.history_length() == 0);
+  CHECK(resumed.state_tensors().size() == 3);
+}
+
+TEST_CASE("LBFGS: a closure that throws in the line search leaves the parameters where the search started") {
+  Tensor x = from_vector(std::vector<double>{-1.5, 2.0}, Shape{2}).requires_grad_();
+  optim::LBFGS opt({x}, optim::LBFGSOptions().line_search(optim::LineSearch::StrongWolfe));
+  int calls = 0;
+  const optim::Closure failing = [&] {
+    if (++calls == 2) throw IoError("the data went away");
+    opt.zero_grad();
+    Tensor loss = rosenbrock(x);
+    loss.backward();
+    return loss;
+  };
+  CHECK_THROWS_AS(opt.step(failing), IoError);
+  CHECK(calls == 2);
+  CHECK(x.to_vector<double>() == std::vector<double>{-1.5, 2.0});
+}
+
+TEST_CASE("Optimizer::step(closure) refuses an empty closure") {
+  Tensor w = from_vector(std::vector<double>{1.0}, Shape{1}).requires_grad_();
+  optim::SGD opt({w}, optim::SGDOptions(0.1));
+  CHECK_THROWS_WITH_AS(opt.step(optim::Closure()), "SGD: step(closure) was given an empty closure", ValueError);
 }

@@ -754,7 +754,7 @@ TEST_CASE("optim: cyclic follows torch's CyclicLR in its three modes") {
   sched.step();
   CHECK(*opt.param_groups()[0].lr == doctest::Approx(0.0325).epsilon(1e-12));
 
-  CHECK_THROWS_WITH_AS(optim::cyclic(0.5, 3), "cyclic: invalid max_factor (must be >= 1) 0.5", ValueError);
+  CHECK_THROWS_WITH_AS(optim::cyclic(0.5, 3), "cyclic: invalid max_factor 0.5 (must be finite and >= 1)", ValueError);
   CHECK_THROWS_WITH_AS(optim::cyclic(2.0, 0), "cyclic: invalid step_size_up 0", ValueError);
   optim::CyclicOptions bad;
   bad.step_size_down = -1;

@@ -200,7 +200,8 @@ TEST_CASE("optim variants: Rprop grows and shrinks its step sizes, and clamps th
 
 TEST_CASE("optim variants: ASGD steps and averages as torch.optim.ASGD") {
   // torch 1.13 with its default dtype float64 (its eta and mu are tensors of that dtype): the parameter,
-  // then the average, after each step. With t0 = 2 the average starts at step 4 (mu = 1/2, 1/3, 1/4).
+  // then the average, after each step. With t0 = 2 the average leaves the parameter at step 5 (mu = 1/2,
+  // then 1/3).
   const std::vector<std::vector<double>> params = {{0.865, -1.805},
                                                    {0.7452986002816292, -1.6320979781845757},
                                                    {0.6391111686058116, -1.478716132430617},

@@ -26,7 +26,7 @@ Tensor ASGD::averaged(const Tensor& p) const {
       if (params[i].impl() != p.impl()) continue;
       const ParamState& state = param_state(g, i);
       const auto ax = state.buffers.find("ax");
-      return ax == state.buffers.end() ? p.detach() : ax->second;
+      return (ax == state.buffers.end() ? p : ax->second).detach().clone();
     }
   }
   throw ValueError(

@@ -42,7 +42,7 @@ class ASGD : public Optimizer {
   const ASGDOptions& options() const { return options_; }
   std::vector<std::string> state_buffer_names() const override { return {"ax"}; }
 
-  // The average of parameter p's iterates (its state's "ax"); p itself before its first step. ValueError
+  // A copy of the average of parameter p's iterates (its state's "ax"); of p before its first step. ValueError
   // for a tensor that is not one of this optimiser's parameters.
   Tensor averaged(const Tensor& p) const;
 

@@ -53,10 +53,11 @@ using Objective = std::function<std::pair<double, Tensor>(double t)>;
 // A step along d satisfying the strong Wolfe conditions (sufficient decrease c1, curvature c2), from the
 // point (0, f, g, gtd) and a first trial t: trials grow by cubic extrapolation until they bracket such a
 // step, then the bracket shrinks by safeguarded cubic interpolation (Nocedal and Wright, algorithms 3.5
-// and 3.6, as torch's _strong_wolfe). At most 25 evaluations; the best trial found is returned.
-LineSearchResult strong_wolfe(const Objective& objective, double t, const Tensor& d, const Trial& start,
-                              double tolerance_change) {
+// and 3.6, as torch's _strong_wolfe). At most 25 evaluations after the first; the best trial found is
+// returned.
+LineSearchResult strong_wolfe(const Objective& objective, double t, const Tensor& d, const Trial& start) {
   constexpr double c1 = 1e-4, c2 = 0.9;
+  constexpr double tolerance_change = 1e-9;  // torch's, whatever the optimiser's tolerance_change
   constexpr int max_evals = 25;
   const double d_norm = abs_max(d);
   auto evaluate = [&](double at) {
@@ -154,9 +155,10 @@ LBFGS::LBFGS(std::vector<ParamGroup> groups, const LBFGSOptions& options)
     throw ValueError(message("LBFGS: invalid max_eval ", *options_.max_eval(), " (must be >= 1)"));
   if (options_.history_size() < 1)
     throw ValueError(message("LBFGS: invalid history_size ", options_.history_size(), " (must be >= 1)"));
-  if (!(options_.tolerance_grad() >= 0.0) || !(options_.tolerance_change() >= 0.0))
-    throw ValueError(message("LBFGS: invalid tolerance_grad ", options_.tolerance_grad(), " or tolerance_change ",
-                             options_.tolerance_change(), " (must be >= 0)"));
+  if (!(options_.tolerance_grad() >= 0.0))
+    throw ValueError(message("LBFGS: invalid tolerance_grad ", options_.tolerance_grad(), " (must be >= 0)"));
+  if (!(options_.tolerance_change() >= 0.0))
+    throw ValueError(message("LBFGS: invalid tolerance_change ", options_.tolerance_change(), " (must be >= 0)"));
   if (param_groups().size() != 1)
     throw ValueError(message("LBFGS: ", param_groups().size(),
                              " parameter groups given; LBFGS treats all parameters as one vector and takes one"));
@@ -243,14 +245,23 @@ double LBFGS::call_closure(const Closure& closure, Tensor* loss) {
 std::pair<double, Tensor> LBFGS::evaluate_along(const Closure& closure, const std::vector<Tensor>& start, double step,
                                                 const Tensor& direction) {
   const TensorList& params = param_groups()[0].params;
+  auto restore = [&] {
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(start[i]);
+  };
   add_to_params(step, direction);
-  const double loss = call_closure(closure);
-  Tensor grad = gather_flat_grad();
-  for (std::size_t i = 0; i < params.size(); ++i) params[i].copy_(start[i]);
-  return {loss, std::move(grad)};
+  try {
+    const double loss = call_closure(closure);
+    Tensor grad = gather_flat_grad();
+    restore();
+    return {loss, std::move(grad)};
+  } catch (...) {
+    restore();  // a closure that throws leaves the parameters where the line search started
+    throw;
+  }
 }
 
 Tensor LBFGS::step(const Closure& closure) {
+  if (!closure) throw ValueError("LBFGS: step(closure) was given an empty closure");
   check_before_step();
   NoGradGuard no_grad;
   const double lr = *param_groups()[0].lr;
@@ -318,7 +329,7 @@ Tensor LBFGS::step(const Closure& closure) {
       std::vector<Tensor> start;
       for (const Tensor& p : param_groups()[0].params) start.push_back(p.detach().clone());
       const LineSearchResult found = strong_wolfe([&](double step) { return evaluate_along(closure, start, step, d_); },
-                                                  t_, d_, Trial{0.0, loss, flat_grad, gtd}, tolerance_change);
+                                                  t_, d_, Trial{0.0, loss, flat_grad, gtd});
       loss = found.best.f;
       flat_grad = found.best.g;
       t_ = found.best.t;
@@ -386,7 +397,7 @@ void LBFGS::load_state(const NamedTensors& state) {
   };
   auto count = [&](const std::string& name) {
     const double v = scalar(name);
-    if (!(v >= 0.0) || v != std::floor(v)) fail(name, "invalid count " + format_number(v));
+    if (!(v >= 0.0 && v <= 9007199254740992.0) || v != std::floor(v)) fail(name, "invalid count " + format_number(v));
     return static_cast<std::int64_t>(v);
   };
   auto vector = [&](const std::string& name) {

@@ -2,8 +2,9 @@
 // runs up to max_iter iterations; each iteration turns the current gradient into a direction through the
 // last history_size pairs (s, y) of parameter and gradient changes (the two-loop recursion, the initial
 // inverse Hessian scaled by y.s / y.y), then moves along it by lr, or by a step a strong-Wolfe line search
-// finds (cubic interpolation, c1 = 1e-4, c2 = 0.9, at most 25 evaluations). A pair enters the history only
-// when y.s > 1e-10. The first iteration ever scales its step to min(1, 1 / |g|_1) * lr. Iterations stop at
+// finds (cubic interpolation, c1 = 1e-4, c2 = 0.9, at most 25 evaluations after the first, torch's fixed
+// 1e-9 as the narrowest bracket whatever tolerance_change is). A pair enters the history only when
+// y.s > 1e-10. The first iteration ever scales its step to min(1, 1 / |g|_1) * lr. Iterations stop at
 // max_iter, at max_eval closure calls in this step, when the largest gradient component is at most
 // tolerance_grad, or when the step, or the change of loss, is below tolerance_change.
 //
@@ -15,11 +16,14 @@
 //
 // The parameters are treated as one vector: one group, one floating dtype (float32 or float64), no weight
 // decay; a parameter without a gradient counts as a zero gradient, a row-sparse one as its dense form. The
-// plain step() (without a closure) is a ValueError. Memory: 2 * history_size + 3 vectors the size of all
-// parameters together. State (state_tensors / load_state): "stepcount", "lbfgs.func_evals", "lbfgs.n_iter",
-// and, once an iteration ran, "lbfgs.d", "lbfgs.t", "lbfgs.old_dirs" and "lbfgs.old_steps" ((k, n) for a
-// history of k pairs), "lbfgs.ro" (k), "lbfgs.h_diag", "lbfgs.prev_flat_grad", "lbfgs.prev_loss"; a run
-// resumed from them continues bit-identically.
+// plain step() (without a closure) is a ValueError; a closure that throws in the line search leaves the
+// parameters where the search started. Step sizes, curvatures and dot products are doubles (torch keeps
+// them in the parameters' dtype), so float32 runs differ from torch's by rounding; float64 runs agree.
+// Memory: 2 * history_size + 3 vectors the size of all parameters together. State (state_tensors /
+// load_state): "stepcount", "lbfgs.func_evals", "lbfgs.n_iter", and, once an iteration ran, "lbfgs.d",
+// "lbfgs.t", "lbfgs.old_dirs" and "lbfgs.old_steps" ((k, n) for a history of k pairs), "lbfgs.ro" (k),
+// "lbfgs.h_diag", "lbfgs.prev_flat_grad", "lbfgs.prev_loss"; a run resumed from them continues
+// bit-identically.
 #pragma once
 
 #include <cstdint>

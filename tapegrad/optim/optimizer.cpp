@@ -124,6 +124,7 @@ void Optimizer::step() {
 }
 
 Tensor Optimizer::step(const Closure& closure) {
+  if (!closure) throw ValueError(message(name_, ": step(closure) was given an empty closure"));
   Tensor loss;
   {
     GradModeGuard grad_mode(true);
@@ -189,7 +190,8 @@ void Optimizer::load_state(const NamedTensors& state) {
   auto read_count = [&](const std::string& entry, const Tensor& t) {
     if (!t.defined() || t.numel() != 1 || !t.is_floating_point()) fail(entry, "expected a scalar step count");
     const double v = t.contiguous().to_vector<double>()[0];
-    if (!(v >= 0.0) || v != std::floor(v)) fail(entry, "invalid step count " + format_number(v));
+    if (!(v >= 0.0 && v <= 9007199254740992.0) || v != std::floor(v))  // a whole number an int64 holds exactly
+      fail(entry, "invalid step count " + format_number(v));
     return static_cast<std::int64_t>(v);
   };
   for (const auto& [entry, t] : state) {

@@ -94,7 +94,8 @@ Schedule polynomial(std::int64_t total_steps, double power) {
 }
 
 Schedule cyclic(double max_factor, std::int64_t step_size_up, const CyclicOptions& options) {
-  if (!(max_factor >= 1.0 && std::isfinite(max_factor))) fail("cyclic", "max_factor (must be >= 1)", max_factor);
+  if (!(max_factor >= 1.0 && std::isfinite(max_factor)))
+    throw ValueError(message("cyclic: invalid max_factor ", max_factor, " (must be finite and >= 1)"));
   if (step_size_up < 1) fail("cyclic", "step_size_up", static_cast<double>(step_size_up));
   const std::int64_t step_size_down = options.step_size_down.value_or(step_size_up);
   if (step_size_down < 0) fail("cyclic", "step_size_down", static_cast<double>(step_size_down));
