@@ -11,6 +11,7 @@ using namespace tapegrad;
 namespace F = tapegrad::nn::functional;
 using tapegrad::testing::check_gradients;
 using tapegrad::testing::check_values;
+using tapegrad::testing::max_abs_diff;
 
 TEST_CASE("upsampling: the modules on worked cases") {
   // Nearest, factor 2: every entry twice along each axis.
@@ -92,6 +93,45 @@ TEST_CASE("upsampling: volumes, nearest and trilinear, and the trilinear mode's 
   CHECK_THROWS_WITH_AS(
       F::interpolate(zeros({1, 2, 3, 4}), F::InterpolateOptions().size({2}).mode(nn::InterpolateMode::Trilinear)),
       "interpolate: mode trilinear needs a 5-D input, got shape (1,2,3,4)", ValueError);
+}
+
+TEST_CASE("upsampling: bicubic follows torch's upsample_bicubic2d") {
+  // x[0, 0] = arange(12)^1.5 as (3, 4), x[0, 1] its negative; the first 8 outputs of channel 0 printed
+  // by PyTorch 1.13's F.interpolate(mode='bicubic') in float64.
+  const Tensor grid = pow(arange(0, 12, 1, kFloat64), 1.5).reshape({1, 1, 3, 4});
+  const Tensor x = concat({grid, -grid}, 1);
+  auto check = [&](F::InterpolateOptions options, const Shape& shape, const std::vector<double>& first) {
+    const Tensor y = F::interpolate(x, options.mode(nn::InterpolateMode::Bicubic));
+    REQUIRE(y.shape() == shape);
+    const std::vector<double> channel = y.select(1, 0).reshape({-1}).to_vector<double>();
+    check_values(from_vector(std::vector<double>(channel.begin(), channel.begin() + first.size()),
+                             {static_cast<std::int64_t>(first.size())}),
+                 first, 1e-12);
+    CHECK(max_abs_diff(y.select(1, 1), -y.select(1, 0)) == 0.0);
+  };
+  check(F::InterpolateOptions().size({5, 7}), Shape{1, 2, 5, 7},
+        {-0.846449211625484, -0.6010561254382928, -0.09952450425131487, 0.7211217569732573, 1.893498143836773,
+         3.2603434918376557, 4.138091297574539, 1.8761920498323585});
+  check(F::InterpolateOptions().size({5, 7}).align_corners(true), Shape{1, 2, 5, 7},
+        {0.0, 0.32858495705504465, 1.0, 1.7859893156893039, 2.8284271247461903, 4.183704816671367, 5.196152422706632,
+         2.628679656440357});
+  check(F::InterpolateOptions().scale_factor({2.5}), Shape{1, 2, 7, 10},
+        {-0.9657478323962088, -0.8307969297581519, -0.656157444704176, -0.2844412128907805, 0.31527642711735726,
+         0.8542633815911622, 1.8006880174583404, 2.777512910102955});
+  check(F::InterpolateOptions().size({2, 3}), Shape{1, 2, 2, 3},
+        {1.4689450018877932, 3.722987617736381, 7.239194493772046, 20.11748775644093, 25.942896949845704,
+         32.28743319387135});
+  // The same size is the input itself (the kernel is 1 at distance 0 and 0 at 1 and 2).
+  CHECK(max_abs_diff(F::interpolate(x, F::InterpolateOptions().size({3, 4}).mode(nn::InterpolateMode::Bicubic)), x) ==
+        0.0);
+  check_gradients(
+      [](const TensorList& in) {
+        return F::interpolate(in[0], F::InterpolateOptions().size({4, 5}).mode(nn::InterpolateMode::Bicubic));
+      },
+      {x.slice(3, 0, 3)});
+  CHECK_THROWS_WITH_AS(
+      F::interpolate(grid.reshape({1, 1, 12}), F::InterpolateOptions().size({5}).mode(nn::InterpolateMode::Bicubic)),
+      "interpolate: mode bicubic needs a 4-D input, got shape (1,1,12)", ValueError);
 }
 
 TEST_CASE("upsampling: errors name the op and the values") {

@@ -1,5 +1,6 @@
 #include "tapegrad/nn/upsampling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -18,6 +19,8 @@ const char* mode_name(InterpolateMode mode) {
       return "linear";
     case InterpolateMode::Bilinear:
       return "bilinear";
+    case InterpolateMode::Bicubic:
+      return "bicubic";
     case InterpolateMode::Trilinear:
       return "trilinear";
   }
@@ -75,6 +78,41 @@ Tensor resample_axis(const Tensor& x, int axis, const AxisReads& reads) {
   return low * (1.0 - w) + high * w;
 }
 
+// Bicubic along one axis: output entry i reads input entries floor(s) - 1 .. floor(s) + 2 (clamped to
+// the axis) of its source position s, weighted by Keys's cubic convolution kernel (a = -0.75) at their
+// distances from s.
+Tensor resample_axis_cubic(const Tensor& x, int axis, std::int64_t in, std::int64_t out,
+                           const std::vector<double>& factor, int a, bool align_corners) {
+  constexpr double A = -0.75;
+  auto near = [](double d) { return ((A + 2.0) * d - (A + 3.0)) * d * d + 1.0; };       // |d| <= 1
+  auto far = [](double d) { return ((A * d - 5.0 * A) * d + 8.0 * A) * d - 4.0 * A; };  // 1 < |d| < 2
+  const double scale = align_corners
+                           ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
+                           : (factor.empty() ? static_cast<double>(in) / static_cast<double>(out)
+                                             : 1.0 / factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)]);
+  std::vector<std::vector<std::int64_t>> taps(4, std::vector<std::int64_t>(static_cast<std::size_t>(out)));
+  std::vector<std::vector<double>> weights(4, std::vector<double>(static_cast<std::size_t>(out)));
+  for (std::int64_t i = 0; i < out; ++i) {
+    const double source = align_corners ? static_cast<double>(i) * scale : (static_cast<double>(i) + 0.5) * scale - 0.5;
+    const double base = std::floor(source), t = source - base;
+    const double w[4] = {far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)};
+    for (std::size_t k = 0; k < 4; ++k) {
+      const auto j = static_cast<std::int64_t>(base) - 1 + static_cast<std::int64_t>(k);
+      taps[k][static_cast<std::size_t>(i)] = std::clamp<std::int64_t>(j, 0, in - 1);
+      weights[k][static_cast<std::size_t>(i)] = w[k];
+    }
+  }
+  Shape shape = Shape::filled(x.dim(), 1);
+  shape[axis] = out;
+  Tensor y;
+  for (std::size_t k = 0; k < 4; ++k) {
+    const Tensor term =
+        index_select(x, axis, from_vector(taps[k], {out})) * from_vector(weights[k], shape).to(x.dtype());
+    y = y.defined() ? y + term : term;
+  }
+  return y;
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
@@ -84,11 +122,11 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
         message(op, ": expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ", x.shape().str()));
   const int axes = x.dim() - 2;
   const InterpolateMode mode = o.mode();
-  // The linear modes each fit one rank: linear 3-D, bilinear 4-D, trilinear 5-D.
-  const int wanted = mode == InterpolateMode::Linear      ? 1
-                     : mode == InterpolateMode::Bilinear  ? 2
-                     : mode == InterpolateMode::Trilinear ? 3
-                                                          : axes;
+  // The linear modes and bicubic each fit one rank: linear 3-D, bilinear and bicubic 4-D, trilinear 5-D.
+  const int wanted = mode == InterpolateMode::Linear                                         ? 1
+                     : mode == InterpolateMode::Bilinear || mode == InterpolateMode::Bicubic ? 2
+                     : mode == InterpolateMode::Trilinear                                    ? 3
+                                                                                             : axes;
   if (axes != wanted)
     throw ValueError(
         message(op, ": mode ", mode_name(mode), " needs a ", wanted + 2, "-D input, got shape ", x.shape().str()));
@@ -118,7 +156,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     if (out < 1 || in < 1)
       throw ValueError(message(op, ": an input of shape ", x.shape().str(), " resampled to size ", out, " along axis ",
                                2 + a, ": both must be at least 1"));
-    y = resample_axis(y, 2 + a, axis_reads(in, out, factor, a, o));
+    y = mode == InterpolateMode::Bicubic ? resample_axis_cubic(y, 2 + a, in, out, factor, a, o.align_corners())
+                                         : resample_axis(y, 2 + a, axis_reads(in, out, factor, a, o));
   }
   return y;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // Resampling signals, images and volumes, with PyTorch's names and semantics: interpolate (nearest,
-// linear, bilinear, trilinear) and its module Upsample, and PixelShuffle / PixelUnshuffle, which move channels into
-// space and back.
+// linear, bilinear, bicubic, trilinear) and its module Upsample, and PixelShuffle / PixelUnshuffle, which move channels
+// into space and back.
 //
 //   namespace F = nn::functional;
 //   F::interpolate(x, F::InterpolateOptions().scale_factor({2}).mode(nn::InterpolateMode::Bilinear));
@@ -9,8 +9,8 @@
 //   nn::PixelShuffle shuffle{2};                                 // (N, 4C, H, W) -> (N, C, 2H, 2W)
 //
 // Each output entry reads one input entry (nearest) or two along each axis (linear, bilinear: the
-// two neighbours of its source position, weighted by distance; trilinear likewise), gathered with index_select, so the
-// gradient returns to the entries read.
+// two neighbours of its source position, weighted by distance; trilinear likewise; bicubic four, with
+// Keys's cubic convolution weights), gathered with index_select, so the gradient returns to the entries read.
 
 #include <cstdint>
 #include <vector>
@@ -20,8 +20,11 @@
 namespace tapegrad::nn {
 
 // torch's interpolation modes: Nearest (3-D, 4-D or 5-D input), Linear (3-D, (N, C, L)), Bilinear
-// (4-D, (N, C, H, W)) and Trilinear (5-D, (N, C, D, H, W)).
-enum class InterpolateMode { Nearest, Linear, Bilinear, Trilinear };
+// and Bicubic (4-D, (N, C, H, W)) and Trilinear (5-D, (N, C, D, H, W)). Bicubic reads the 4 x 4 entries
+// around each source position (the edge entry repeated past the border) with the weights of Keys's
+// cubic convolution at a = -0.75, as torch's; its source positions are not clamped at 0, and its output
+// may overshoot the input's range.
+enum class InterpolateMode { Nearest, Linear, Bilinear, Bicubic, Trilinear };
 
 namespace functional {
 
@@ -32,7 +35,7 @@ struct InterpolateOptions {
   // the two must be given.
   TAPEGRAD_ARG(std::vector<double>, scale_factor) = {};
   TAPEGRAD_ARG(InterpolateMode, mode) = InterpolateMode::Nearest;
-  // Linear and bilinear: true maps the corner entries of input and output onto each other (source
+  // The linear modes and bicubic: true maps the corner entries of input and output onto each other (source
   // position dst * (in - 1) / (out - 1)); false (torch's default) maps pixel centres, (dst + 0.5) *
   // in / out - 0.5 (or / factor when a scale_factor is given), clamped at 0. Nearest refuses true.
   TAPEGRAD_ARG(bool, align_corners) = false;
