@@ -1,8 +1,11 @@
 // optim::LBFGS and Optimizer::step(closure). LBFGS's path on the Rosenbrock function from (-1.5, 2) in
 // float64, with and without the strong-Wolfe line search, against the numbers torch.optim.LBFGS printed
 // (PyTorch 1.13: max_iter 5, history_size 3, lr 1): parameters, closure calls, iterations and the scalars
-// of its state after each of four steps, and where 34 steps end. Also: least squares solved to the normal
-// equations' answer, float32, a run resumed from saved state continuing bit-identically, and the errors.
+// of its state after each of four steps, and where 34 steps end. The path amplifies the rounding of the
+// sums, which run in other orders than torch's: by the fourth step the parameters differ from torch's by
+// 1e-11 relative in the -O3 build and 1.6e-10 in the -O1 sanitizer build, hence the tolerances of 1e-9
+// (a wrong rule is off by 1e-3 or more). Also: least squares solved to the normal equations' answer,
+// float32, a run resumed from saved state continuing bit-identically, and the errors.
 
 #include <doctest/doctest.h>
 
@@ -59,8 +62,8 @@ void check_rosenbrock_path(optim::LineSearch line_search, const std::vector<Expe
   for (std::size_t s = 0; s < expected.size(); ++s) {
     CAPTURE(s);
     const Tensor loss = opt.step(closure);
-    CHECK(loss.item() == doctest::Approx(expected[s].loss).epsilon(1e-13));
-    check_values(x, expected[s].x, 1e-11);
+    CHECK(loss.item() == doctest::Approx(expected[s].loss).epsilon(1e-10));
+    check_values(x, expected[s].x, 1e-9);
     CHECK(opt.func_evals() == expected[s].func_evals);
     CHECK(opt.iterations() == expected[s].iterations);
     CHECK(opt.history_length() == 3);
@@ -135,7 +138,7 @@ TEST_CASE("LBFGS: the Rosenbrock path of torch.optim.LBFGS with the strong-Wolfe
        {5.851898414902332, {-1.1382996644053018, 1.2446282267668267}, 12, 9, 0.002852893888565928},
        {4.833424985249163, {-0.5680025987904874, 0.3233359078067535}, 18, 13, 0.1063327267255507},
        {2.4586824116143133, {-0.09026694462499765, 0.03233111088726748}, 24, 17, 0.026559809826469827}},
-      {1.0000006898305547, 1.0000015458306801}, 1e-9, 81, 64);
+      {1.0000006898305547, 1.0000015458306801}, 5e-9, 81, 64);
 }
 
 TEST_CASE("LBFGS: least squares through a Linear module reaches the normal equations' solution") {
