@@ -1007,6 +1007,25 @@ TEST_CASE("optim: load_state rejects mismatched state with the entry named") {
   CHECK_THROWS_WITH_AS(opt.load_state({{"stepcount", zeros({1}, kFloat64)}, {"bogus", zeros({1}, kFloat64)}}),
                        "Adam: load_state entry 'bogus': unexpected name (expected group<g>.param<i>.<buffer>)",
                        ValueError);
+  // Step counts are whole numbers an int64 holds exactly, saved as floating-point scalars.
+  auto with_count = [&](const std::string& name, const Tensor& value) {
+    NamedTensors changed = state;
+    for (auto& entry : changed)
+      if (entry.first == name) entry.second = value;
+    return changed;
+  };
+  const Tensor half = from_vector(std::vector<double>{2.5}, Shape{1});
+  CHECK_THROWS_WITH_AS(opt.load_state(with_count("stepcount", half)),
+                       "Adam: load_state entry 'stepcount': invalid count 2.5", ValueError);
+  CHECK_THROWS_WITH_AS(
+      opt.load_state(with_count("group0.param0.step", from_vector(std::vector<double>{-1.0}, Shape{1}))),
+      "Adam: load_state entry 'group0.param0.step': invalid count -1", ValueError);
+  CHECK_THROWS_WITH_AS(opt.load_state(with_count("stepcount", from_vector(std::vector<double>{1e300}, Shape{1}))),
+                       "Adam: load_state entry 'stepcount': invalid count 1e+300", ValueError);
+  CHECK_THROWS_WITH_AS(opt.load_state(with_count("stepcount", zeros({2}, kFloat64))),
+                       "Adam: load_state entry 'stepcount': expected a floating-point scalar", ValueError);
+  CHECK_THROWS_WITH_AS(opt.load_state(with_count("stepcount", zeros({1}, kInt64))),
+                       "Adam: load_state entry 'stepcount': expected a floating-point scalar", ValueError);
 
   // State of another kind of optimiser, or of Adam with another amsgrad setting, is refused whole.
   Tensor q = make_param();

@@ -27,6 +27,26 @@ const char* mode_name(InterpolateMode mode) {
   return "unknown";
 }
 
+// The scale factor given for axis a, 0 when the output size was given instead.
+double axis_factor(const std::vector<double>& factor, int a) {
+  return factor.empty() ? 0.0 : factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)];
+}
+
+// Where each output entry of an axis resampled from `in` to `out` entries reads, in input coordinates, for the
+// linear modes and bicubic (torch's source index before the linear modes clamp it at 0): align_corners maps the
+// end entries onto each other; otherwise entry centres map with the scale in / out, or 1 / factor when a scale
+// factor was given.
+std::vector<double> source_positions(std::int64_t in, std::int64_t out, double factor, bool align_corners) {
+  const double scale = align_corners  ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
+                       : factor > 0.0 ? 1.0 / factor
+                                      : static_cast<double>(in) / static_cast<double>(out);
+  std::vector<double> source(static_cast<std::size_t>(out));
+  for (std::int64_t i = 0; i < out; ++i)
+    source[static_cast<std::size_t>(i)] =
+        align_corners ? static_cast<double>(i) * scale : (static_cast<double>(i) + 0.5) * scale - 0.5;
+  return source;
+}
+
 // What one output axis reads: for output entry i, input entries low[i] and high[i] with the weight
 // of high (1 - it for low); nearest reads one entry (high == low, weight 0).
 struct AxisReads {
@@ -37,27 +57,21 @@ struct AxisReads {
 AxisReads axis_reads(std::int64_t in, std::int64_t out, const std::vector<double>& factor, int a,
                      const InterpolateOptions& o) {
   AxisReads r;
-  const bool scaled = !factor.empty();
-  const double f = scaled ? factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)] : 0.0;
-  // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
-  const float nearest_scale = scaled ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
-  const double linear_scale = scaled ? 1.0 / f : static_cast<double>(in) / static_cast<double>(out);
-  for (std::int64_t i = 0; i < out; ++i) {
-    if (o.mode() == InterpolateMode::Nearest) {
+  const double f = axis_factor(factor, a);
+  if (o.mode() == InterpolateMode::Nearest) {
+    // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
+    const float scale = f > 0.0 ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
+    for (std::int64_t i = 0; i < out; ++i) {
       const auto j =
-          out == in ? i
-                    : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * nearest_scale)), in - 1);
+          out == in ? i : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * scale)), in - 1);
       r.low.push_back(j);
       r.high.push_back(j);
       r.weight.push_back(0.0);
-      continue;
     }
-    double source;
-    if (o.align_corners()) {
-      source = out > 1 ? static_cast<double>(i) * static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0;
-    } else {
-      source = std::max(0.0, (static_cast<double>(i) + 0.5) * linear_scale - 0.5);
-    }
+    return r;
+  }
+  for (const double position : source_positions(in, out, f, o.align_corners())) {
+    const double source = std::max(0.0, position);
     const auto low = std::min(static_cast<std::int64_t>(source), in - 1);
     r.low.push_back(low);
     r.high.push_back(low < in - 1 ? low + 1 : low);
@@ -86,14 +100,11 @@ Tensor resample_axis_cubic(const Tensor& x, int axis, std::int64_t in, std::int6
   constexpr double A = -0.75;
   auto near = [](double d) { return ((A + 2.0) * d - (A + 3.0)) * d * d + 1.0; };       // |d| <= 1
   auto far = [](double d) { return ((A * d - 5.0 * A) * d + 8.0 * A) * d - 4.0 * A; };  // 1 < |d| < 2
-  const double scale = align_corners
-                           ? (out > 1 ? static_cast<double>(in - 1) / static_cast<double>(out - 1) : 0.0)
-                           : (factor.empty() ? static_cast<double>(in) / static_cast<double>(out)
-                                             : 1.0 / factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)]);
+  const std::vector<double> sources = source_positions(in, out, axis_factor(factor, a), align_corners);
   std::vector<std::vector<std::int64_t>> taps(4, std::vector<std::int64_t>(static_cast<std::size_t>(out)));
   std::vector<std::vector<double>> weights(4, std::vector<double>(static_cast<std::size_t>(out)));
   for (std::int64_t i = 0; i < out; ++i) {
-    const double source = align_corners ? static_cast<double>(i) * scale : (static_cast<double>(i) + 0.5) * scale - 0.5;
+    const double source = sources[static_cast<std::size_t>(i)];
     const double base = std::floor(source), t = source - base;
     const double w[4] = {far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)};
     for (std::size_t k = 0; k < 4; ++k) {

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "tapegrad/autograd/error.h"
-#include "tapegrad/autograd/format.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad::optim {
@@ -132,8 +131,6 @@ LineSearchResult strong_wolfe(const Objective& objective, double t, const Tensor
   }
   return {bracket[low], evals};
 }
-
-Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1}); }
 
 // Rows of a (k, n) tensor built from k vectors of n elements.
 Tensor stack_rows(const std::vector<Tensor>& rows, std::int64_t n, DType dtype) {
@@ -357,18 +354,18 @@ Tensor LBFGS::step(const Closure& closure) {
 
 NamedTensors LBFGS::state_tensors() const {
   NamedTensors out;
-  out.emplace_back("stepcount", scalar64(static_cast<double>(steps_taken_)));
-  out.emplace_back("lbfgs.func_evals", scalar64(static_cast<double>(func_evals_)));
-  out.emplace_back("lbfgs.n_iter", scalar64(static_cast<double>(n_iter_)));
+  out.emplace_back("stepcount", state_scalar(static_cast<double>(steps_taken_)));
+  out.emplace_back("lbfgs.func_evals", state_scalar(static_cast<double>(func_evals_)));
+  out.emplace_back("lbfgs.n_iter", state_scalar(static_cast<double>(n_iter_)));
   if (n_iter_ == 0) return out;
   out.emplace_back("lbfgs.d", d_.clone());
-  out.emplace_back("lbfgs.t", scalar64(t_));
+  out.emplace_back("lbfgs.t", state_scalar(t_));
   out.emplace_back("lbfgs.old_dirs", stack_rows(old_dirs_, n_, dtype_));
   out.emplace_back("lbfgs.old_steps", stack_rows(old_steps_, n_, dtype_));
   out.emplace_back("lbfgs.ro", from_vector(ro_, Shape{static_cast<std::int64_t>(ro_.size())}));
-  out.emplace_back("lbfgs.h_diag", scalar64(h_diag_));
+  out.emplace_back("lbfgs.h_diag", state_scalar(h_diag_));
   out.emplace_back("lbfgs.prev_flat_grad", prev_flat_grad_.clone());
-  out.emplace_back("lbfgs.prev_loss", scalar64(prev_loss_));
+  out.emplace_back("lbfgs.prev_loss", state_scalar(prev_loss_));
   return out;
 }
 
@@ -390,16 +387,8 @@ void LBFGS::load_state(const NamedTensors& state) {
     if (it == entries.end()) fail(name, "missing");
     return it->second;
   };
-  auto scalar = [&](const std::string& name) {
-    const Tensor& t = get(name);
-    if (t.numel() != 1 || !t.is_floating_point()) fail(name, "expected a floating-point scalar");
-    return t.contiguous().to_vector<double>()[0];
-  };
-  auto count = [&](const std::string& name) {
-    const double v = scalar(name);
-    if (!(v >= 0.0 && v <= 9007199254740992.0) || v != std::floor(v)) fail(name, "invalid count " + format_number(v));
-    return static_cast<std::int64_t>(v);
-  };
+  auto scalar = [&](const std::string& name) { return read_state_scalar(name, get(name)); };
+  auto count = [&](const std::string& name) { return read_state_count(name, get(name)); };
   auto vector = [&](const std::string& name) {
     const Tensor& t = get(name);
     if (t.shape() != Shape{n_} || t.dtype() != dtype_)

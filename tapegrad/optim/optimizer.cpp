@@ -12,12 +12,6 @@
 
 namespace tapegrad::optim {
 
-namespace {
-
-Tensor scalar64(double v) { return from_vector(std::vector<double>{v}, Shape{1}); }
-
-}  // namespace
-
 std::vector<ParamGroup> single_group(const TensorList& params) {
   return {ParamGroup{params, std::nullopt, std::nullopt}};
 }
@@ -164,15 +158,30 @@ void Optimizer::zero_grad(bool set_to_none) {
     for (const Tensor& p : group.params) p.zero_grad(set_to_none);
 }
 
+Tensor Optimizer::state_scalar(double v) { return from_vector(std::vector<double>{v}, Shape{1}); }
+
+double Optimizer::read_state_scalar(const std::string& entry, const Tensor& t) const {
+  if (!t.defined() || t.numel() != 1 || !t.is_floating_point())
+    throw ValueError(message(name_, ": load_state entry '", entry, "': expected a floating-point scalar"));
+  return t.contiguous().to_vector<double>()[0];
+}
+
+std::int64_t Optimizer::read_state_count(const std::string& entry, const Tensor& t) const {
+  const double v = read_state_scalar(entry, t);
+  if (!(v >= 0.0 && v <= 9007199254740992.0) || v != std::floor(v))
+    throw ValueError(message(name_, ": load_state entry '", entry, "': invalid count ", format_number(v)));
+  return static_cast<std::int64_t>(v);
+}
+
 NamedTensors Optimizer::state_tensors() const {
   NamedTensors out;
-  out.emplace_back("stepcount", scalar64(static_cast<double>(steps_taken_)));
+  out.emplace_back("stepcount", state_scalar(static_cast<double>(steps_taken_)));
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     for (std::size_t i = 0; i < state_[g].size(); ++i) {
       const ParamState& state = state_[g][i];
       if (state.step == 0 && state.buffers.empty()) continue;
       const std::string prefix = "group" + std::to_string(g) + ".param" + std::to_string(i) + ".";
-      out.emplace_back(prefix + "step", scalar64(static_cast<double>(state.step)));
+      out.emplace_back(prefix + "step", state_scalar(static_cast<double>(state.step)));
       for (const auto& [key, buffer] : state.buffers) out.emplace_back(prefix + key, buffer.clone());
     }
   }
@@ -187,17 +196,10 @@ void Optimizer::load_state(const NamedTensors& state) {
   auto fail = [&](const std::string& entry, const std::string& why) {
     throw ValueError(message(name_, ": load_state entry '", entry, "': ", why));
   };
-  auto read_count = [&](const std::string& entry, const Tensor& t) {
-    if (!t.defined() || t.numel() != 1 || !t.is_floating_point()) fail(entry, "expected a scalar step count");
-    const double v = t.contiguous().to_vector<double>()[0];
-    if (!(v >= 0.0 && v <= 9007199254740992.0) || v != std::floor(v))  // a whole number an int64 holds exactly
-      fail(entry, "invalid step count " + format_number(v));
-    return static_cast<std::int64_t>(v);
-  };
   for (const auto& [entry, t] : state) {
     if (!seen.insert(entry).second) fail(entry, "duplicate name");
     if (entry == "stepcount") {
-      steps_taken = read_count(entry, t);
+      steps_taken = read_state_count(entry, t);
       continue;
     }
     // group{g}.param{i}.{key}
@@ -208,7 +210,7 @@ void Optimizer::load_state(const NamedTensors& state) {
     const std::string buffer_name = entry.substr(static_cast<std::size_t>(consumed));
     if (g >= groups_.size() || i >= groups_[g].params.size()) fail(entry, "no such parameter in this optimiser");
     if (buffer_name == "step") {
-      loaded[g][i].step = read_count(entry, t);
+      loaded[g][i].step = read_state_count(entry, t);
       continue;
     }
     const Tensor& p = groups_[g].params[i];

@@ -120,6 +120,12 @@ class Optimizer {
   // The sparse refusal of a group with a weight decay, which would change every row; empty without
   // one. For optimisers that step only a sparse gradient's rows (SGD, Adagrad).
   static std::string weight_decay_refusal(const ParamGroup& group);
+  // A number kept in saved state (a step count, a scalar of the rule): a float64 tensor of one element.
+  static Tensor state_scalar(double v);
+  // The value of a saved scalar `entry`, and of a saved count (a whole number in [0, 2^53], which an int64 holds
+  // exactly); otherwise a ValueError naming the optimiser and the entry.
+  double read_state_scalar(const std::string& entry, const Tensor& t) const;
+  std::int64_t read_state_count(const std::string& entry, const Tensor& t) const;
   // Optimiser name used in error messages.
   const char* name_;
   // Counted by step(), saved and restored by state_tensors() / load_state(); an optimiser that overrides them
