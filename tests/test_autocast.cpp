@@ -108,9 +108,9 @@ TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat1
 
 TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equal float64 arithmetic") {
   // The shapes cross the dot-product kernel's blocks: k past one block of 256 (and odd, so the last
-  // pair is half empty), rows past one block of 168 and not a multiple of the 14-row tile, columns
-  // past one packed block of 4096 and not a multiple of the 32-column tile, and a single row block
-  // (its columns then split among the threads).
+  // pair is half empty), rows past one block of 168 and not a multiple of the 14-row tile (401 rows:
+  // 29 tiles in four blocks of 7 or 8), columns past one packed block of 4096 and not a multiple of
+  // the 32-column tile, and a single row block (its columns then split among the threads).
   const bool dot_product = kernels::cpu_has_avx512_bf16();
   CHECK(kernels::bf16_gemm_kernel() ==
         (dot_product ? kernels::Bf16GemmKernel::kDotProduct : kernels::Bf16GemmKernel::kWidening));
@@ -123,7 +123,8 @@ TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equa
   };
   for (const Case c : {Case{false, false, 200, 45, 513, 0.0f}, Case{true, false, 171, 33, 257, 0.5f},
                        Case{false, true, 15, 4100, 3, 1.0f}, Case{true, true, 29, 70, 600, 0.0f},
-                       Case{false, false, 5, 200, 64, -2.0f}, Case{false, true, 1, 1, 1, 0.0f}}) {
+                       Case{false, false, 5, 200, 64, -2.0f}, Case{false, true, 1, 1, 1, 0.0f},
+                       Case{true, false, 401, 40, 70, 0.0f}}) {
     CAPTURE(c.ta);
     CAPTURE(c.tb);
     CAPTURE(c.m);

@@ -261,12 +261,13 @@ void gemm_dot_product(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n
                       const BFloat16* a, std::int64_t lda, const BFloat16* b, std::int64_t ldb, float beta, float* c,
                       std::int64_t ldc, const float* bias, BFloat16* r, std::int64_t ldr) {
   const std::int64_t threads = in_parallel_region() ? 1 : num_threads();
-  // Row blocks of at most kMC rows, as many as a multiple of the thread count where the rows allow,
-  // so that the pool's equal cut gives every thread the same work.
-  std::int64_t row_blocks = ceil_div(m, kMC);
-  row_blocks = std::min(ceil_div(row_blocks, threads) * threads, ceil_div(m, kMR));
-  const std::int64_t block_rows = ceil_div(ceil_div(m, row_blocks), kMR) * kMR;
-  row_blocks = ceil_div(m, block_rows);
+  // Row blocks of about kMC rows, as many as a multiple of the thread count where the rows allow, so
+  // that the pool's equal cut gives every thread the same work: block b holds the register tiles
+  // [b * tiles / row_blocks, (b + 1) * tiles / row_blocks), so blocks differ by at most one tile.
+  const std::int64_t tiles = ceil_div(m, kMR);
+  const std::int64_t row_blocks = std::min(ceil_div(ceil_div(m, kMC), threads) * threads, tiles);
+  const std::int64_t block_rows = ceil_div(tiles, row_blocks) * kMR;  // the most rows of a block
+  auto block_start = [&](std::int64_t block) { return std::min(m, block * tiles / row_blocks * kMR); };
 
   std::vector<std::uint32_t>& packed_b = packed_b_buffer();
   for (std::int64_t j0 = 0; j0 < n; j0 += kNC) {
@@ -289,7 +290,7 @@ void gemm_dot_product(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n
         std::int64_t packed_block = -1;
         for (std::int64_t task = lo; task < hi; ++task) {
           const std::int64_t block = task / groups, group = task % groups;
-          const std::int64_t i0 = block * block_rows, rows = std::min(block_rows, m - i0);
+          const std::int64_t i0 = block_start(block), rows = block_start(block + 1) - i0;
           if (block != packed_block) {
             pack_a(trans_a, a, lda, i0, rows, k0, kc, packed_a.data());
             packed_block = block;
