@@ -134,6 +134,73 @@ TEST_CASE("upsampling: bicubic follows torch's upsample_bicubic2d") {
       "interpolate: mode bicubic needs a 4-D input, got shape (1,1,12)", ValueError);
 }
 
+TEST_CASE("upsampling: area and nearest-exact follow torch's") {
+  // The grid of the bicubic case; the first outputs of channel 0 printed by PyTorch 1.13's
+  // F.interpolate(mode='area' / 'nearest-exact') in float64.
+  const Tensor grid = pow(arange(0, 12, 1, kFloat64), 1.5).reshape({1, 1, 3, 4});
+  const Tensor x = concat({grid, -grid}, 1);
+  auto check = [](const Tensor& in, F::InterpolateOptions options, const Shape& shape,
+                  const std::vector<double>& first) {
+    const Tensor y = F::interpolate(in, options);
+    REQUIRE(y.shape() == shape);
+    const std::vector<double> flat = y.select(1, 0).reshape({-1}).to_vector<double>();
+    check_values(
+        from_vector(std::vector<double>(flat.begin(), flat.begin() + static_cast<std::ptrdiff_t>(first.size())),
+                    {static_cast<std::int64_t>(first.size())}),
+        first, 1e-12);
+  };
+  const auto area = F::InterpolateOptions().mode(nn::InterpolateMode::Area);
+  check(x, F::InterpolateOptions(area).size({2, 3}), Shape{1, 2, 2, 3},
+        {5.045084971874737, 7.426426367236052, 10.310444295401005, 17.20193922136712, 21.125013736470454,
+         25.3307117324361});
+  check(x, F::InterpolateOptions(area).size({5, 7}), Shape{1, 2, 5, 7},
+        {0.0, 0.5, 1.0, 1.9142135623730951, 2.8284271247461903, 4.012289773726411, 5.196152422706632, 4.0});
+  check(x, F::InterpolateOptions(area).scale_factor({0.7}), Shape{1, 2, 2, 2},
+        {5.045084971874737, 10.310444295401005, 17.20193922136712, 25.3307117324361});
+  check(grid.reshape({1, 1, 12}), F::InterpolateOptions(area).size({5}), Shape{1, 1, 5},
+        {1.2761423749153968, 5.341526515817608, 13.099384380412538, 22.715892058473884, 31.701883098531066});
+  const Tensor volume = pow(arange(0, 24, 1, kFloat64), 1.5).reshape({1, 1, 2, 3, 4});
+  check(volume, F::InterpolateOptions(area).size({1, 2, 3}), Shape{1, 1, 1, 2, 3},
+        {30.33931518571051, 34.427675433557326, 38.8632928856213, 48.57217015187912, 53.797952407464656,
+         59.25034137218404});
+
+  const auto exact = F::InterpolateOptions().mode(nn::InterpolateMode::NearestExact);
+  check(x, F::InterpolateOptions(exact).size({5, 7}), Shape{1, 2, 5, 7},
+        {0.0, 0.0, 1.0, 2.8284271247461903, 2.8284271247461903, 5.196152422706632, 5.196152422706632, 0.0});
+  check(x, F::InterpolateOptions(exact).scale_factor({2.5}), Shape{1, 2, 7, 10},
+        {0.0, 0.0, 1.0, 1.0, 1.0, 2.8284271247461903, 2.8284271247461903, 5.196152422706632, 5.196152422706632,
+         5.196152422706632, 0.0, 0.0});
+  check(x, F::InterpolateOptions(exact).size({2, 3}), Shape{1, 2, 2, 3},
+        {0.0, 2.8284271247461903, 5.196152422706632, 22.627416997969522, 31.622776601683793, 36.4828726939094});
+  check(volume, F::InterpolateOptions(exact).size({3, 2, 5}), Shape{1, 1, 3, 2, 5},
+        {0.0, 1.0, 2.8284271247461903, 2.8284271247461903, 5.196152422706632, 22.627416997969522, 27.0,
+         31.622776601683793, 31.622776601683793, 36.4828726939094});
+  // Where the two nearest rules part: a factor of 0.6 over 12 entries reads 0, 2, 3, ... (centres) and
+  // 0, 1, 3, ... (legacy).
+  check(grid.reshape({1, 1, 12}), F::InterpolateOptions(exact).scale_factor({0.6}), Shape{1, 1, 7},
+        {0.0, 2.8284271247461903, 8.0, 11.180339887498949, 18.520259177452132, 27.0, 31.622776601683793});
+  check(grid.reshape({1, 1, 12}), F::InterpolateOptions().scale_factor({0.6}), Shape{1, 1, 7},
+        {0.0, 1.0, 5.196152422706632, 11.180339887498949, 14.696938456699069, 22.627416997969522, 31.622776601683793});
+
+  // Gradients: area's averages and nearest-exact's gathers, first and second order in float64.
+  Generator gen(21);
+  const Tensor small = randn({1, 2, 4, 5}, gen, kFloat64);
+  for (const nn::InterpolateMode mode : {nn::InterpolateMode::Area, nn::InterpolateMode::NearestExact})
+    check_gradients(
+        [mode](const TensorList& in) {
+          return F::interpolate(in[0], F::InterpolateOptions().size({3, 7}).mode(mode));
+        },
+        {small});
+  nn::Upsample up{nn::UpsampleOptions().size({2}).mode(nn::InterpolateMode::Area)};
+  check_values(up(tensor({1.0, 2.0, 3.0, 4.0}, kFloat64).reshape({1, 1, 4})), {1.5, 3.5}, 1e-15);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions(area).size({2, 3}).align_corners(true)),
+                       "interpolate: align_corners is for the linear modes and bicubic, not area", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions(exact).size({2, 3}).align_corners(true)),
+                       "interpolate: align_corners is for the linear modes and bicubic, not nearest-exact", ValueError);
+  CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions(area).size({2, 3, 4})),
+                       "interpolate: size takes one value or 2, got (2,3,4)", ValueError);
+}
+
 TEST_CASE("upsampling: errors name the op and the values") {
   const Tensor x = zeros({1, 2, 3, 4});
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions()),
@@ -143,7 +210,7 @@ TEST_CASE("upsampling: errors name the op and the values") {
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2}).mode(nn::InterpolateMode::Linear)),
                        "interpolate: mode linear needs a 3-D input, got shape (1,2,3,4)", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().size({2}).align_corners(true)),
-                       "interpolate: align_corners is for the linear modes, not nearest", ValueError);
+                       "interpolate: align_corners is for the linear modes and bicubic, not nearest", ValueError);
   CHECK_THROWS_WITH_AS(F::interpolate(x, F::InterpolateOptions().scale_factor({0.1})),
                        "interpolate: an input of shape (1,2,3,4) resampled to size 0 along axis 2: both must be at "
                        "least 1",

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tapegrad/nn/conv.h"
 #include "tapegrad/nn/layout.h"
 
 namespace tapegrad::nn::functional {
@@ -23,6 +24,10 @@ const char* mode_name(InterpolateMode mode) {
       return "bicubic";
     case InterpolateMode::Trilinear:
       return "trilinear";
+    case InterpolateMode::NearestExact:
+      return "nearest-exact";
+    case InterpolateMode::Area:
+      return "area";
   }
   return "unknown";
 }
@@ -58,12 +63,15 @@ AxisReads axis_reads(std::int64_t in, std::int64_t out, const std::vector<double
                      const InterpolateOptions& o) {
   AxisReads r;
   const double f = axis_factor(factor, a);
-  if (o.mode() == InterpolateMode::Nearest) {
-    // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1.
+  if (o.mode() == InterpolateMode::Nearest || o.mode() == InterpolateMode::NearestExact) {
+    // torch's nearest_idx: the scale and product in float32, the floor of it, at most in - 1; nearest-exact
+    // takes the product at the entry's centre (in double, then rounded to float32, as torch's floorf does).
     const float scale = f > 0.0 ? static_cast<float>(1.0 / f) : static_cast<float>(in) / static_cast<float>(out);
+    const bool exact = o.mode() == InterpolateMode::NearestExact;
     for (std::int64_t i = 0; i < out; ++i) {
-      const auto j =
-          out == in ? i : std::min(static_cast<std::int64_t>(std::floor(static_cast<float>(i) * scale)), in - 1);
+      const float position = exact ? static_cast<float>((static_cast<double>(i) + 0.5) * static_cast<double>(scale))
+                                   : static_cast<float>(i) * scale;
+      const auto j = out == in && !exact ? i : std::min(static_cast<std::int64_t>(std::floor(position)), in - 1);
       r.low.push_back(j);
       r.high.push_back(j);
       r.weight.push_back(0.0);
@@ -133,7 +141,8 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
         message(op, ": expected an input of shape (N, C, L), (N, C, H, W) or (N, C, D, H, W), got ", x.shape().str()));
   const int axes = x.dim() - 2;
   const InterpolateMode mode = o.mode();
-  // The linear modes and bicubic each fit one rank: linear 3-D, bilinear and bicubic 4-D, trilinear 5-D.
+  // The linear modes and bicubic each fit one rank: linear 3-D, bilinear and bicubic 4-D, trilinear 5-D; the
+  // nearest modes and area fit all three.
   const int wanted = mode == InterpolateMode::Linear                                         ? 1
                      : mode == InterpolateMode::Bilinear || mode == InterpolateMode::Bicubic ? 2
                      : mode == InterpolateMode::Trilinear                                    ? 3
@@ -141,8 +150,9 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   if (axes != wanted)
     throw ValueError(
         message(op, ": mode ", mode_name(mode), " needs a ", wanted + 2, "-D input, got shape ", x.shape().str()));
-  if (mode == InterpolateMode::Nearest && o.align_corners())
-    throw ValueError(message(op, ": align_corners is for the linear modes, not nearest"));
+  if ((mode == InterpolateMode::Nearest || mode == InterpolateMode::NearestExact || mode == InterpolateMode::Area) &&
+      o.align_corners())
+    throw ValueError(message(op, ": align_corners is for the linear modes and bicubic, not ", mode_name(mode)));
   if (!x.is_floating_point())
     throw TypeError(message(op, ": expected a floating-point input, got ", dtype_name(x.dtype())));
   const Dims& size = o.size();
@@ -154,6 +164,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   if (!factor.empty() && factor.size() != 1 && static_cast<int>(factor.size()) != axes)
     throw ValueError(message(op, ": scale_factor takes one value or ", axes, ", got ", factor.size()));
   Tensor y = x;
+  Dims sizes;
   for (int a = 0; a < axes; ++a) {
     const std::int64_t in = x.shape()[2 + a];
     std::int64_t out;
@@ -167,9 +178,15 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     if (out < 1 || in < 1)
       throw ValueError(message(op, ": an input of shape ", x.shape().str(), " resampled to size ", out, " along axis ",
                                2 + a, ": both must be at least 1"));
+    sizes.push_back(out);
+    if (mode == InterpolateMode::Area) continue;
     y = mode == InterpolateMode::Bicubic ? resample_axis_cubic(y, 2 + a, in, out, factor, a, o.align_corners())
                                          : resample_axis(y, 2 + a, axis_reads(in, out, factor, a, o));
   }
+  if (mode == InterpolateMode::Area)
+    return axes == 1   ? adaptive_avg_pool1d(x, sizes)
+           : axes == 2 ? adaptive_avg_pool2d(x, sizes)
+                       : adaptive_avg_pool3d(x, sizes);
   return y;
 }
 

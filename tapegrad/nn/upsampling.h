@@ -1,7 +1,7 @@
 #pragma once
 // Resampling signals, images and volumes, with PyTorch's names and semantics: interpolate (nearest,
-// linear, bilinear, bicubic, trilinear) and its module Upsample, and PixelShuffle / PixelUnshuffle, which move channels
-// into space and back.
+// nearest-exact, linear, bilinear, bicubic, trilinear, area) and its module Upsample, and PixelShuffle /
+// PixelUnshuffle, which move channels into space and back.
 //
 //   namespace F = nn::functional;
 //   F::interpolate(x, F::InterpolateOptions().scale_factor({2}).mode(nn::InterpolateMode::Bilinear));
@@ -10,7 +10,8 @@
 //
 // Each output entry reads one input entry (nearest) or two along each axis (linear, bilinear: the
 // two neighbours of its source position, weighted by distance; trilinear likewise; bicubic four, with
-// Keys's cubic convolution weights), gathered with index_select, so the gradient returns to the entries read.
+// Keys's cubic convolution weights), gathered with index_select, so the gradient returns to the entries read;
+// area averages the window adaptive average pooling gives it.
 
 #include <cstdint>
 #include <vector>
@@ -19,12 +20,15 @@
 
 namespace tapegrad::nn {
 
-// torch's interpolation modes: Nearest (3-D, 4-D or 5-D input), Linear (3-D, (N, C, L)), Bilinear
-// and Bicubic (4-D, (N, C, H, W)) and Trilinear (5-D, (N, C, D, H, W)). Bicubic reads the 4 x 4 entries
-// around each source position (the edge entry repeated past the border) with the weights of Keys's
-// cubic convolution at a = -0.75, as torch's; its source positions are not clamped at 0, and its output
-// may overshoot the input's range.
-enum class InterpolateMode { Nearest, Linear, Bilinear, Bicubic, Trilinear };
+// torch's interpolation modes: Nearest, NearestExact ('nearest-exact') and Area (3-D, 4-D or 5-D input),
+// Linear (3-D, (N, C, L)), Bilinear and Bicubic (4-D, (N, C, H, W)) and Trilinear (5-D, (N, C, D, H, W)).
+// NearestExact reads the entry under each output entry's centre, min(floor((dst + 0.5) * scale), in - 1),
+// where Nearest reads floor(dst * scale) (torch's legacy rule, which shifts the picture by half an
+// entry); Area is adaptive average pooling to the output size (adaptive_avg_pool1d/2d/3d). Bicubic reads the 4 x 4
+// entries around each source position (the edge entry repeated past the border) with the weights of Keys's cubic
+// convolution at a = -0.75, as torch's; its source positions are not clamped at 0, and its output may overshoot the
+// input's range.
+enum class InterpolateMode { Nearest, NearestExact, Linear, Bilinear, Bicubic, Trilinear, Area };
 
 namespace functional {
 
@@ -37,12 +41,13 @@ struct InterpolateOptions {
   TAPEGRAD_ARG(InterpolateMode, mode) = InterpolateMode::Nearest;
   // The linear modes and bicubic: true maps the corner entries of input and output onto each other (source
   // position dst * (in - 1) / (out - 1)); false (torch's default) maps pixel centres, (dst + 0.5) *
-  // in / out - 0.5 (or / factor when a scale_factor is given), clamped at 0. Nearest refuses true.
+  // in / out - 0.5 (or / factor when a scale_factor is given), clamped at 0. The other modes refuse true.
   TAPEGRAD_ARG(bool, align_corners) = false;
 };
 
 // torch's F.interpolate over the axes after (N, C): nearest reads entry min(floor(dst * scale), in - 1)
-// with scale in / out (1 / factor for a scale_factor), computed in float32 as torch's kernels do.
+// with scale in / out (1 / factor for a scale_factor), computed in float32 as torch's kernels do
+// (nearest-exact likewise at dst + 0.5).
 // ValueError for a missing or doubled size, a mode that does not fit the input's rank, a size or
 // factor that is not positive; ShapeError for an input that is not 3-D, 4-D or 5-D.
 Tensor interpolate(const Tensor& x, const InterpolateOptions& options);
