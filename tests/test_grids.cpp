@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -81,10 +82,61 @@ TEST_CASE("grids: cdist matches torch's distances, with a zero distance's gradie
   Generator gen(102);
   check_gradients([](const TensorList& in) { return cdist(in[0], in[1], 2.5); },
                   {randn({2, 3, 4}, gen, kFloat64), randn({2, 5, 4}, gen, kFloat64)});
-  CHECK_THROWS_WITH_AS(cdist(a, b, 0.0), "cdist: p must be positive, got 0", ValueError);
+  CHECK_THROWS_WITH_AS(cdist(a, b, -1.0), "cdist: p must be non-negative, got -1", ValueError);
+  CHECK_THROWS_WITH_AS(cdist(a, b, std::nan("")), "cdist: p must be non-negative, got nan", ValueError);
+  CHECK_THROWS_WITH_AS(cdist(a.to(kInt64), b.to(kInt64)), "cdist: expected floating-point tensors, got int64 and int64",
+                       TypeError);
   CHECK_THROWS_WITH_AS(cdist(a, b.narrow(1, 0, 1)),
                        "cdist: expected x1 (..., P, M) and x2 (..., R, M) with the same M, got (3,2) and (2,1)",
                        ShapeError);
+}
+
+TEST_CASE("grids: cdist's product form past 25 rows, p = 0 and p = infinity, as torch's") {
+  // a = 2 sin(0.7 k) as (30, 3), b = cos(1.3 k) as (4, 3): 30 rows take torch's product form; the values
+  // and the gradient of sum(d * w), w = arange(120) / 100 as (30, 4), printed by PyTorch 1.13 in float64.
+  const Tensor a = (sin(arange(0, 90, 1, kFloat64) * 0.7) * 2.0).reshape({30, 3});
+  const Tensor b = cos(arange(0, 12, 1, kFloat64) * 1.3).reshape({4, 3});
+  const Tensor w = arange(0, 120, 1, kFloat64).reshape({30, 4}) / 100.0;
+  const Tensor ra = a.clone().requires_grad_(true), rb = b.clone().requires_grad_(true);
+  const Tensor d = cdist(ra, rb);
+  check_values(d.select(0, 0), {3.1683903815962395, 1.4791553041600844, 3.378423355633548, 2.2614777488217013}, 1e-13);
+  CHECK(std::abs(d.select(0, 29).select(0, 3).item() - 3.85671644759944) < 1e-13);
+  sum(d * w).backward();
+  check_values(ra.grad().select(0, 0), {-0.00400245708756256, 0.02383509399835963, 0.05000655379676802}, 1e-13);
+  check_values(rb.grad().select(0, 1), {-5.5629933008063475, 1.3193188206102064, 4.268275488395135}, 1e-12);
+  // The forms agree to cancellation error; every mode runs for p = 2 at any size.
+  CHECK(max_abs_diff(d, cdist(a, b, 2.0, CdistMode::DonotMmForEuclid)) < 1e-12);
+  CHECK(max_abs_diff(cdist(b, b, 2.0, CdistMode::MmForEuclid), cdist(b, b)) < 1e-7);
+
+  // float64 gradcheck of the product form, batch axes broadcast: x1 (2, 26, 3), x2 (1, 4, 3).
+  Generator gen(103);
+  check_gradients([](const TensorList& in) { return cdist(in[0], in[1]); },
+                  {randn({2, 26, 3}, gen, kFloat64), randn({1, 4, 3}, gen, kFloat64)});
+  // A zero distance adds nothing to either gradient, as in the other form: a row of x2 equal to x1's first.
+  const Tensor x1 = randn({27, 2}, gen, kFloat64).requires_grad_(true);
+  const Tensor twin = concat({x1.detach().narrow(0, 0, 1), tensor({{5.0, 5.0}}, kFloat64)}, 0);
+  sum(cdist(x1, twin)).backward();
+  const Tensor direct = x1.detach().clone().requires_grad_(true);
+  sum(cdist(direct, twin, 2.0, CdistMode::DonotMmForEuclid)).backward();
+  CHECK(max_abs_diff(x1.grad(), direct.grad()) < 1e-12);
+  CHECK(std::isfinite(max(abs(x1.grad())).item()));
+
+  // Under autocast the product form runs in float32 and returns float32, from float32 or bfloat16 rows.
+  {
+    AutocastGuard autocast(kBFloat16);
+    CHECK(cdist(a.to(kFloat32), b.to(kFloat32)).dtype() == kFloat32);
+    CHECK(cdist(a.to(kBFloat16), b.to(kFloat32)).dtype() == kFloat32);
+    CHECK(max_abs_diff(cdist(a.to(kFloat32), b.to(kFloat32)).to(kFloat64), d.detach()) < 1e-5);
+  }
+
+  // p = 0 counts the coordinates that differ, with a zero gradient; p = infinity the largest difference.
+  const Tensor x = tensor({{0.0, 1.0, 2.0}, {1.0, 1.0, 0.0}}, kFloat64);
+  const Tensor y = tensor({{0.0, 1.0, 2.5}, {3.0, 1.0, 0.0}, {0.0, 1.0, 2.0}}, kFloat64);
+  check_values(cdist(x, y, 0.0), {1, 2, 0, 2, 1, 2}, 1e-15);
+  check_values(cdist(x, y, HUGE_VAL), {0.5, 3, 0, 2.5, 2, 2}, 1e-15);
+  const Tensor rx = x.clone().requires_grad_(true);
+  sum(cdist(rx, y, 0.0)).backward();
+  check_values(rx.grad(), {0, 0, 0, 0, 0, 0}, 1e-15);
 }
 
 TEST_CASE("grids: tril_indices, triu_indices, searchsorted, bucketize and histc as torch's") {

@@ -594,9 +594,16 @@ Tensor kron(const Tensor& a, const Tensor& b);
 // torch.diag_embed over the last two axes: x (..., n) -> (..., m, m), m = n + |offset|, with x[..., i]
 // at [i, i + offset] (offset >= 0) or [i - offset, i], zeros elsewhere.
 Tensor diag_embed(const Tensor& x, std::int64_t offset = 0);
+// How cdist computes p = 2 distances, as torch's compute_mode: in product form (below) when P > 25 or
+// R > 25 (torch's default, use_mm_for_euclid_dist_if_necessary), always, or never.
+enum class CdistMode { MmForEuclidIfNecessary, MmForEuclid, DonotMmForEuclid };
 // torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M) -> (..., P, R),
-// batch axes broadcast; the gradient at a zero distance is 0, as torch's. ValueError for p <= 0.
-Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
+// batch axes broadcast; p = 0 counts the coordinates that differ (its gradient is 0), p = infinity takes
+// the largest difference. The gradient at a zero distance is 0, as torch's. The product form computes
+// sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)) with one matmul, in float32 or float64 (autocast does not lower it),
+// and never holds the (..., P, R, M) differences the other form makes; near rows lose digits to
+// cancellation there, as in torch. ValueError for p < 0 or NaN.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0, CdistMode mode = CdistMode::MmForEuclidIfNecessary);
 // torch.tril_indices / triu_indices: the (row, column) pairs, as Int64 (2, k) in row-major order, of
 // the entries of a rows x cols matrix on or below (above) the diagonal `offset` (> 0: above the main).
 Tensor tril_indices(std::int64_t rows, std::int64_t cols, std::int64_t offset = 0);

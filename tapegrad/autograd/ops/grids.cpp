@@ -7,7 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "tapegrad/autograd/autocast.h"
 #include "tapegrad/autograd/error.h"
+#include "tapegrad/autograd/graph.h"
 #include "tapegrad/autograd/ops.h"
 
 namespace tapegrad {
@@ -86,13 +88,66 @@ Tensor diag_embed(const Tensor& x, std::int64_t offset) {
   return scatter(zeros(flat, x.dtype()), -1, index, x).reshape(square);
 }
 
-Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
-  if (!(p > 0.0)) throw ValueError(message("cdist: p must be positive, got ", p));
+namespace {
+
+// The p = 2 distances between the rows of a (..., P, M) and b (..., R, M), of one floating dtype and one
+// batch shape, in product form. The gradient, the incoming one times (a_i - b_j) / d_ij summed (0 where
+// d_ij = 0), is built from taped ops, so it has a second derivative away from zero distances.
+Tensor euclidean_by_product(const Tensor& a, const Tensor& b) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const Tensor bt = transpose(b, -2, -1);
+    out = sqrt(clamp_min(sum(a * a, {-1}, true) + sum(bt * bt, {-2}, true) - 2.0 * matmul(a, bt), 0.0));
+  }
+  if (any_requires_grad({&a, &b}))
+    record("cdist", out, {a, b},
+           [sa = SavedTensor(a), sb = SavedTensor(b), sd = SavedTensor::output(out)](const Tensor& g) -> TensorList {
+             const Tensor &a = sa.unpack(), &b = sb.unpack(), &d = sd.unpack();
+             const Tensor apart = ne(d, 0.0);
+             // g / d where d > 0; the divisor is 1 elsewhere so that no branch of the where holds 0 / 0.
+             const Tensor ratio = where(apart, g / where(apart, d, 1.0), 0.0);  // (..., P, R)
+             const Tensor ratio_t = transpose(ratio, -2, -1);
+             return {a * sum(ratio, {-1}, true) - matmul(ratio, b), b * sum(ratio_t, {-1}, true) - matmul(ratio_t, a)};
+           });
+  return out;
+}
+
+}  // namespace
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
+  const char* op = "cdist";
+  if (!(p >= 0.0)) throw ValueError(message(op, ": p must be non-negative, got ", p));
   if (x1.dim() < 2 || x2.dim() < 2 || x1.size(-1) != x2.size(-1))
-    throw ShapeError(message("cdist: expected x1 (..., P, M) and x2 (..., R, M) with the same M, got ",
-                             x1.shape().str(), " and ", x2.shape().str()));
+    throw ShapeError(message(op, ": expected x1 (..., P, M) and x2 (..., R, M) with the same M, got ", x1.shape().str(),
+                             " and ", x2.shape().str()));
+  if (!x1.is_floating_point() || !x2.is_floating_point())
+    throw TypeError(message(op, ": expected floating-point tensors, got ", dtype_name(x1.dtype()), " and ",
+                            dtype_name(x2.dtype())));
+  const std::int64_t rows1 = x1.size(-2), rows2 = x2.size(-2);
+  if (p == 0.0) {
+    // The count of differing coordinates: constant between jumps, so its gradient is 0 (as torch's).
+    const Tensor differ = ne(x1.detach().unsqueeze(-2) - x2.detach().unsqueeze(-3), 0.0);
+    const Tensor count = sum(differ.to(promote_types(x1.dtype(), x2.dtype())), {-1});
+    return x1.requires_grad() || x2.requires_grad() ? count + 0.0 * (sum(x1) + sum(x2)) : count;
+  }
+  const bool product = p == 2.0 && (mode == CdistMode::MmForEuclid ||
+                                    (mode == CdistMode::MmForEuclidIfNecessary && (rows1 > 25 || rows2 > 25)));
   // (..., P, 1, M) - (..., 1, R, M) -> (..., P, R, M), normed over M.
-  return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1});
+  if (!product) return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1});
+  detail::AutocastOffGuard autocast_off;  // the squares cancel: the product stays in the inputs' precision
+  DType dtype = promote_types(x1.dtype(), x2.dtype());
+  if (dtype == kBFloat16) dtype = kFloat32;
+  const Shape& s1 = x1.shape();
+  const Shape& s2 = x2.shape();
+  const Shape batch = broadcast_shapes(Shape(s1.begin(), s1.end() - 2), Shape(s2.begin(), s2.end() - 2), op);
+  Shape shape1 = batch, shape2 = batch;
+  shape1.push_back(rows1);
+  shape1.push_back(x1.size(-1));
+  shape2.push_back(rows2);
+  shape2.push_back(x2.size(-1));
+  const Tensor out = euclidean_by_product(expand(x1.to(dtype), shape1), expand(x2.to(dtype), shape2));
+  return detail::precision_result(out, promote_types(x1.dtype(), x2.dtype()));
 }
 
 namespace {
