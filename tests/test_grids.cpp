@@ -134,7 +134,9 @@ TEST_CASE("grids: cdist's product form past 25 rows, p = 0 and p = infinity, as 
   const Tensor y = tensor({{0.0, 1.0, 2.5}, {3.0, 1.0, 0.0}, {0.0, 1.0, 2.0}}, kFloat64);
   check_values(cdist(x, y, 0.0), {1, 2, 0, 2, 1, 2}, 1e-15);
   check_values(cdist(x, y, HUGE_VAL), {0.5, 3, 0, 2.5, 2, 2}, 1e-15);
-  const Tensor rx = x.clone().requires_grad_(true);
+  // An infinite coordinate is one more that differs, and its gradient is 0 too.
+  const Tensor rx = tensor({{0.0, 1.0, HUGE_VAL}, {1.0, 1.0, 0.0}}, kFloat64).requires_grad_(true);
+  check_values(cdist(rx, y, 0.0), {1, 2, 1, 2, 1, 2}, 1e-15);
   sum(cdist(rx, y, 0.0)).backward();
   check_values(rx.grad(), {0, 0, 0, 0, 0, 0}, 1e-15);
 }

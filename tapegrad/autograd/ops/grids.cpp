@@ -129,7 +129,12 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
     // The count of differing coordinates: constant between jumps, so its gradient is 0 (as torch's).
     const Tensor differ = ne(x1.detach().unsqueeze(-2) - x2.detach().unsqueeze(-3), 0.0);
     const Tensor count = sum(differ.to(promote_types(x1.dtype(), x2.dtype())), {-1});
-    return x1.requires_grad() || x2.requires_grad() ? count + 0.0 * (sum(x1) + sum(x2)) : count;
+    if (any_requires_grad({&x1, &x2}))
+      record(op, count, {x1, x2},
+             [shape1 = x1.shape(), shape2 = x2.shape(), dtype1 = x1.dtype(), dtype2 = x2.dtype()](const Tensor&) {
+               return TensorList{zeros(shape1, dtype1), zeros(shape2, dtype2)};
+             });
+    return count;
   }
   const bool product = p == 2.0 && (mode == CdistMode::MmForEuclid ||
                                     (mode == CdistMode::MmForEuclidIfNecessary && (rows1 > 25 || rows2 > 25)));
