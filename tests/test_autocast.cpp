@@ -109,7 +109,7 @@ TEST_CASE("bfloat16 product: the kernel equals float64 arithmetic on the bfloat1
 TEST_CASE("bfloat16 product: the vdpbf16ps kernel and the widening one both equal float64 arithmetic") {
   // The shapes cross the dot-product kernel's blocks: k past one block of 256 (and odd, so the last
   // pair is half empty), rows past one block of 168 and not a multiple of the 14-row tile (401 rows:
-  // 29 tiles in four blocks of 7 or 8), columns past one packed block of 4096 and not a multiple of
+  // 29 tiles, in four blocks of 7 or 8 on two threads), columns past one packed block of 4096 and not a multiple of
   // the 32-column tile, and a single row block (its columns then split among the threads).
   const bool dot_product = kernels::cpu_has_avx512_bf16();
   CHECK(kernels::bf16_gemm_kernel() ==

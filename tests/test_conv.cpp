@@ -561,3 +561,79 @@ TEST_CASE("conv: lp pools are sum pools at p = 1, near max pools at large p, and
   CHECK_THROWS_WITH_AS(F::lp_pool1d(row, std::numeric_limits<double>::infinity(), {2}),
                        "lp_pool1d: norm_type must be positive and finite, got inf", ValueError);
 }
+
+TEST_CASE("conv: fractional max pools place their windows as torch's, from the samples given") {
+  // x = sin(0.37 k) as (2, 3, 7, 9), the samples below; indices and values printed by PyTorch 1.13's
+  // F.fractional_max_pool2d(..., return_indices=True, _random_samples=s) in float64.
+  const Tensor x = sin(arange(0, 2 * 3 * 7 * 9, 1, kFloat64) * 0.37).reshape({2, 3, 7, 9});
+  const Tensor s =
+      tensor({0.13, 0.71, 0.5, 0.05, 0.99, 0.31, 0.0, 0.42, 0.77, 0.88, 0.25, 0.6}, kFloat64).reshape({2, 3, 2});
+  const auto [y, indices] = F::fractional_max_pool2d_with_indices(x, {2, 3}, {4, 3}, {}, s);
+  REQUIRE(y.shape() == Shape{2, 3, 4, 3});
+  auto ints = [](const Tensor& t) { return t.reshape({-1}).to_vector<std::int64_t>(); };
+  CHECK(ints(indices.select(0, 0).select(0, 0)) ==
+        std::vector<std::int64_t>{2, 4, 6, 20, 21, 24, 38, 39, 35, 55, 57, 53});
+  CHECK(ints(indices.select(0, 1).select(0, 2)) ==
+        std::vector<std::int64_t>{11, 12, 15, 11, 12, 26, 29, 30, 44, 46, 48, 62});
+  check_values(y.select(0, 0).select(0, 0),
+               {0.674287911628145, 0.99588084453764, 0.7965654722360868, 0.8987080958116269, 0.9964756147406005,
+                0.5182282059209767, 0.9970241087570002, 0.9574299115788811, 0.37428850114575674, 0.9975263011148543,
+                0.7840403585276232, 0.6892432612306632},
+               1e-15);
+  // The output ratio gives floor(7 * 0.5) x floor(9 * 0.5); float32 rows and samples place the same windows.
+  const auto [half, half_indices] = F::fractional_max_pool2d_with_indices(x, {3}, {}, {0.5, 0.5}, s);
+  REQUIRE(half.shape() == Shape{2, 3, 3, 4});
+  CHECK(ints(half_indices.select(0, 0).select(0, 1)) ==
+        std::vector<std::int64_t>{9, 11, 24, 26, 27, 29, 42, 43, 45, 58, 60, 60});
+  CHECK(ints(F::fractional_max_pool2d_with_indices(x.to(kFloat32), {2, 3}, {4, 3}, {}, s.to(kFloat32)).second) ==
+        ints(indices));
+  // 3-D: samples in (depth, height, width) order.
+  const Tensor v = cos(arange(0, 2 * 5 * 6 * 7, 1, kFloat64) * 0.53).reshape({1, 2, 5, 6, 7});
+  const Tensor s3 = tensor({0.1, 0.6, 0.35, 0.8, 0.2, 0.9}, kFloat64).reshape({1, 2, 3});
+  const Tensor i3 = F::fractional_max_pool3d_with_indices(v, {2, 2, 3}, {3, 4, 3}, {}, s3).second;
+  CHECK(ints(i3.select(0, 0).select(0, 0)) == std::vector<std::int64_t>{0,   11,  12,  23,  59,  60,  71,  24,  25,
+                                                                        71,  72,  83,  84,  95,  95,  107, 59,  60,
+                                                                        71,  107, 118, 71,  72,  83,  177, 178, 130,
+                                                                        142, 142, 153, 154, 191, 202, 154, 165, 166});
+  CHECK(ints(i3.select(0, 0).select(0, 1)) == std::vector<std::int64_t>{51,  51,  4,   51,  51,  62,  15,  16,  27,
+                                                                        28,  39,  39,  51,  51,  97,  51,  51,  62,
+                                                                        98,  109, 110, 121, 122, 75,  134, 170, 181,
+                                                                        134, 135, 181, 182, 193, 193, 205, 205, 158});
+
+  // The gradient returns to the entries taken; an unbatched input takes (C, 2) samples.
+  Generator gen(61);
+  check_gradients(
+      [&](const TensorList& in) {
+        return F::fractional_max_pool2d(in[0], {2}, {3, 4}, {}, s.select(0, 1));
+      },
+      {randn({3, 6, 7}, gen, kFloat64)});
+  // The module draws its samples from the global generator: a seeded forward repeats.
+  nn::FractionalMaxPool2d pool{nn::FractionalMaxPoolOptions({2}).output_ratio({0.5})};
+  manual_seed(5);
+  const Tensor first = pool->forward_with_indices(x).second;
+  manual_seed(5);
+  CHECK(ints(pool->forward_with_indices(x).second) == ints(first));
+  CHECK(pool(x).shape() == Shape{2, 3, 3, 4});
+
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool2d(x, {5, 3}, {4, 3}, {}, s),
+                       "fractional_window_argmax: windows of 5 with 4 outputs need at least 8 entries along axis 2 "
+                       "of the input of shape (2,3,7,9)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool2d(x, {2}, {}, {}, s),
+                       "fractional_max_pool2d: give either output_size or output_ratio (neither given)", ValueError);
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool2d(x, {2}, {}, {1.0}, s),
+                       "fractional_max_pool2d: output_ratio must lie in (0, 1), got 1", ValueError);
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool2d(x, {2}, {3}, {}, s.narrow(0, 0, 1)),
+                       "fractional_window_argmax: samples must be float64 of shape (2,3,2), got float64 (1,3,2)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool2d(x, {2}, {3}, {}, s + 1.0),
+                       "fractional_window_argmax: samples must lie in [0, 1), got 1.13", ValueError);
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool3d(x.select(0, 0), {2}, {3}, {}, s),
+                       "fractional_max_pool3d: expected an input of shape (N, C, D, H, W) or (C, D, H, W), got (3,7,9)",
+                       ShapeError);
+  // A (C, D, H, W) volume is pooled in 3-D, with (C, 3) samples.
+  CHECK_THROWS_WITH_AS(F::fractional_max_pool3d(v.select(0, 0), {2}, {3}, {}, s),
+                       "fractional_window_argmax: samples must be float64 of shape (1,2,3), got float64 (1,2,3,2)",
+                       ValueError);
+  CHECK(F::fractional_max_pool3d(v.select(0, 0), {2}, {3}, {}, s3.select(0, 0)).shape() == Shape{2, 3, 3, 3});
+}

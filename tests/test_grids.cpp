@@ -113,7 +113,8 @@ TEST_CASE("grids: cdist's product form past 25 rows, p = 0 and p = infinity, as 
   check_gradients([](const TensorList& in) { return cdist(in[0], in[1]); },
                   {randn({2, 26, 3}, gen, kFloat64), randn({1, 4, 3}, gen, kFloat64)});
   // A zero distance adds nothing to either gradient, as in the other form: a row of x2 equal to x1's first.
-  const Tensor x1 = randn({27, 2}, gen, kFloat64).requires_grad_(true);
+  // Quarters of small integers, so that every square, product and sum is exact and the distance is 0.
+  const Tensor x1 = (randint(-8, 8, {27, 2}, gen).to(kFloat64) / 4.0).requires_grad_(true);
   const Tensor twin = concat({x1.detach().narrow(0, 0, 1), tensor({{5.0, 5.0}}, kFloat64)}, 0);
   sum(cdist(x1, twin)).backward();
   const Tensor direct = x1.detach().clone().requires_grad_(true);
@@ -126,6 +127,8 @@ TEST_CASE("grids: cdist's product form past 25 rows, p = 0 and p = infinity, as 
     AutocastGuard autocast(kBFloat16);
     CHECK(cdist(a.to(kFloat32), b.to(kFloat32)).dtype() == kFloat32);
     CHECK(cdist(a.to(kBFloat16), b.to(kFloat32)).dtype() == kFloat32);
+    CHECK(cdist(a.to(kBFloat16), b.to(kBFloat16)).dtype() == kFloat32);
+    CHECK(cdist(b.to(kBFloat16), b.to(kBFloat16)).dtype() == kFloat32);  // 4 rows: the difference form
     CHECK(max_abs_diff(cdist(a.to(kFloat32), b.to(kFloat32)).to(kFloat64), d.detach()) < 1e-5);
   }
 

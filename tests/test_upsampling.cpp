@@ -175,8 +175,8 @@ TEST_CASE("upsampling: area and nearest-exact follow torch's") {
   check(volume, F::InterpolateOptions(exact).size({3, 2, 5}), Shape{1, 1, 3, 2, 5},
         {0.0, 1.0, 2.8284271247461903, 2.8284271247461903, 5.196152422706632, 22.627416997969522, 27.0,
          31.622776601683793, 31.622776601683793, 36.4828726939094});
-  // Where the two nearest rules part: a factor of 0.6 over 12 entries reads 0, 2, 3, ... (centres) and
-  // 0, 1, 3, ... (legacy).
+  // Where the two nearest rules part: a factor of 0.6 over 12 entries reads 0, 2, 4, 5, 7, 9, 10 (centres)
+  // and 0, 1, 3, 5, 6, 8, 10 (legacy).
   check(grid.reshape({1, 1, 12}), F::InterpolateOptions(exact).scale_factor({0.6}), Shape{1, 1, 7},
         {0.0, 2.8284271247461903, 8.0, 11.180339887498949, 18.520259177452132, 27.0, 31.622776601683793});
   check(grid.reshape({1, 1, 12}), F::InterpolateOptions().scale_factor({0.6}), Shape{1, 1, 7},

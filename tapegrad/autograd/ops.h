@@ -434,6 +434,15 @@ Tensor window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& dilat
 // over each axis of n entries, window i spanning [floor(i * n / out), ceil((i + 1) * n / out)). ValueError for
 // an output size below 1, ShapeError for an empty spatial axis.
 Tensor adaptive_window_argmax(const Tensor& x, const Dims& output_size);
+// The same for fractional max pooling (Graham 2014, torch's fractional_max_pool2d/3d): windows of
+// kernel_size entries, output_size of them along each axis, placed pseudo-randomly by the plane's
+// samples (N, C, axes) in [0, 1), sample a for spatial axis a (height then width, or depth, height,
+// width) except that, as torch's, a 2-D input reads sample 0 for the width and 1 for the height.
+// Along an axis of n entries, window i < out - 1 starts at floor((i + u) alpha) - floor(u alpha),
+// alpha = (n - k) / (out - 1) computed in x's dtype, and the last at n - k. ValueError when k + out - 1
+// exceeds n along an axis, for sizes below 1, or samples of another shape or dtype or outside [0, 1).
+Tensor fractional_window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                                const Tensor& samples);
 
 // ---------------------------------------------------------------- indexing
 // torch.nonzero: the coordinates of x's nonzero entries (NaN counts as nonzero), Int64 (n, rank),
@@ -599,7 +608,8 @@ Tensor diag_embed(const Tensor& x, std::int64_t offset = 0);
 enum class CdistMode { MmForEuclidIfNecessary, MmForEuclid, DonotMmForEuclid };
 // torch.cdist: the p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M) -> (..., P, R),
 // batch axes broadcast; p = 0 counts the coordinates that differ (its gradient is 0), p = infinity takes
-// the largest difference. The gradient at a zero distance is 0, as torch's. The product form computes
+// the largest difference. The gradient at a zero distance is 0 (torch's product form clamps the squared
+// distance at 1e-30 instead, so its gradient there is finite but not 0). The product form computes
 // sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)) with one matmul, in float32 or float64 (autocast does not lower it),
 // and never holds the (..., P, R, M) differences the other form makes; near rows lose digits to
 // cancellation there, as in torch. ValueError for p < 0 or NaN.

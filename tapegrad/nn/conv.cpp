@@ -427,6 +427,47 @@ std::pair<Tensor, Tensor> adaptive_max_pool_with_indices(const Tensor& x, const 
   return {reshape(best, indices.shape()), indices};
 }
 
+// fractional_max_pool2d_with_indices and fractional_max_pool3d_with_indices over `spatial` axes.
+std::pair<Tensor, Tensor> fractional_max_pool_with_indices(const Tensor& x, const Dims& kernel_size,
+                                                           const Dims& output_size,
+                                                           const std::vector<double>& output_ratio,
+                                                           const Tensor& random_samples, int spatial, const char* op) {
+  if (x.dim() != spatial + 1 && x.dim() != spatial + 2)
+    throw ShapeError(message(op, ": expected an input of shape ",
+                             spatial == 2 ? "(N, C, H, W) or (C, H, W)" : "(N, C, D, H, W) or (C, D, H, W)", ", got ",
+                             x.shape().str()));
+  if (output_size.empty() == output_ratio.empty())
+    throw ValueError(message(op, ": give either output_size or output_ratio (",
+                             output_size.empty() ? "neither" : "both", " given)"));
+  const Dims extents = spatial_extents(x.shape(), spatial);
+  Dims size = output_size;
+  if (!output_ratio.empty()) {
+    if (output_ratio.size() != 1 && static_cast<int>(output_ratio.size()) != spatial)
+      throw ValueError(message(op, ": output_ratio takes one value or ", spatial, ", got ", output_ratio.size()));
+    for (int a = 0; a < spatial; ++a) {
+      const double r = output_ratio[output_ratio.size() == 1 ? 0 : static_cast<std::size_t>(a)];
+      if (!(r > 0.0 && r < 1.0)) throw ValueError(message(op, ": output_ratio must lie in (0, 1), got ", r));
+      size.push_back(static_cast<std::int64_t>(static_cast<double>(extents[a]) * r));
+    }
+  }
+  const bool unbatched = x.dim() == spatial + 1;
+  Tensor samples = random_samples;
+  if (!samples.defined()) {
+    Shape shape(x.shape().begin(), x.shape().end() - spatial);  // (N, C) or (C)
+    shape.push_back(spatial);
+    samples = rand(shape, x.dtype() == kBFloat16 ? kFloat32 : x.dtype());
+  }
+  // Batched for fractional_window_argmax, which reads the number of spatial axes from the rank.
+  Tensor indices = fractional_window_argmax(unbatched ? unsqueeze(x, 0) : x, kernel_size, size,
+                                            unbatched ? unsqueeze(samples, 0) : samples);
+  if (unbatched) indices = squeeze(indices, 0);
+  const std::int64_t volume = extents.numel();
+  const std::int64_t planes = x.numel() == 0 ? 0 : x.numel() / volume;
+  const std::int64_t outputs = spatial_extents(indices.shape(), spatial).numel();
+  const Tensor best = gather(reshape(x, {planes, volume}), 1, reshape(indices, {planes, outputs}));
+  return {reshape(best, indices.shape()), indices};
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Dims& stride, const ConvPadding& padding,
@@ -609,6 +650,32 @@ std::pair<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, cons
 
 std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, const Dims& output_size) {
   return adaptive_max_pool_with_indices(x, output_size, 3, "adaptive_max_pool3d");
+}
+
+std::pair<Tensor, Tensor> fractional_max_pool2d_with_indices(const Tensor& x, const Dims& kernel_size,
+                                                             const Dims& output_size,
+                                                             const std::vector<double>& output_ratio,
+                                                             const Tensor& random_samples) {
+  return fractional_max_pool_with_indices(x, kernel_size, output_size, output_ratio, random_samples, 2,
+                                          "fractional_max_pool2d");
+}
+
+std::pair<Tensor, Tensor> fractional_max_pool3d_with_indices(const Tensor& x, const Dims& kernel_size,
+                                                             const Dims& output_size,
+                                                             const std::vector<double>& output_ratio,
+                                                             const Tensor& random_samples) {
+  return fractional_max_pool_with_indices(x, kernel_size, output_size, output_ratio, random_samples, 3,
+                                          "fractional_max_pool3d");
+}
+
+Tensor fractional_max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                             const std::vector<double>& output_ratio, const Tensor& random_samples) {
+  return fractional_max_pool2d_with_indices(x, kernel_size, output_size, output_ratio, random_samples).first;
+}
+
+Tensor fractional_max_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                             const std::vector<double>& output_ratio, const Tensor& random_samples) {
+  return fractional_max_pool3d_with_indices(x, kernel_size, output_size, output_ratio, random_samples).first;
 }
 
 Tensor adaptive_max_pool2d(const Tensor& x, const Dims& output_size) {
@@ -821,6 +888,20 @@ std::pair<Tensor, Tensor> AdaptiveMaxPool3dImpl::forward_with_indices(const Tens
 Tensor MaxPool1dImpl::forward(const Tensor& x) {
   return functional::max_pool1d(x, options_.kernel_size(), options_.stride(), options_.padding(), options_.dilation(),
                                 options_.ceil_mode());
+}
+
+Tensor FractionalMaxPool2dImpl::forward(const Tensor& x) { return forward_with_indices(x).first; }
+
+std::pair<Tensor, Tensor> FractionalMaxPool2dImpl::forward_with_indices(const Tensor& x) {
+  return functional::fractional_max_pool2d_with_indices(x, options_.kernel_size(), options_.output_size(),
+                                                        options_.output_ratio());
+}
+
+Tensor FractionalMaxPool3dImpl::forward(const Tensor& x) { return forward_with_indices(x).first; }
+
+std::pair<Tensor, Tensor> FractionalMaxPool3dImpl::forward_with_indices(const Tensor& x) {
+  return functional::fractional_max_pool3d_with_indices(x, options_.kernel_size(), options_.output_size(),
+                                                        options_.output_ratio());
 }
 
 Tensor MaxPool2dImpl::forward(const Tensor& x) {

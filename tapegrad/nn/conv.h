@@ -167,6 +167,27 @@ Tensor adaptive_avg_pool3d(const Tensor& x, const Dims& output_size);
 Tensor adaptive_max_pool3d(const Tensor& x, const Dims& output_size);
 std::pair<Tensor, Tensor> adaptive_max_pool3d_with_indices(const Tensor& x, const Dims& output_size);
 
+// torch's F.fractional_max_pool2d / 3d (Graham 2014): the largest entry of each of output_size windows of
+// kernel_size entries (one value for every axis or one per axis), placed pseudo-randomly along each axis as
+// fractional_window_argmax (ops.h) says; output_size is given, or else output_ratio (each in (0, 1); the
+// size floor(input size * ratio)). random_samples (N, C, 2 or 3; (C, 2 or 3) for an unbatched input) of
+// x's dtype in [0, 1) place the windows, one per plane and axis; undefined, they are drawn from the
+// global generator, so a seeded run repeats. The _with_indices forms also return where each value came
+// from, as max_pool2d's. ValueError for neither or both of output_size and output_ratio, a ratio outside
+// (0, 1), windows that do not fit, or samples of another shape.
+Tensor fractional_max_pool2d(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                             const std::vector<double>& output_ratio = {}, const Tensor& random_samples = Tensor());
+Tensor fractional_max_pool3d(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                             const std::vector<double>& output_ratio = {}, const Tensor& random_samples = Tensor());
+std::pair<Tensor, Tensor> fractional_max_pool2d_with_indices(const Tensor& x, const Dims& kernel_size,
+                                                             const Dims& output_size,
+                                                             const std::vector<double>& output_ratio = {},
+                                                             const Tensor& random_samples = Tensor());
+std::pair<Tensor, Tensor> fractional_max_pool3d_with_indices(const Tensor& x, const Dims& kernel_size,
+                                                             const Dims& output_size,
+                                                             const std::vector<double>& output_ratio = {},
+                                                             const Tensor& random_samples = Tensor());
+
 }  // namespace functional
 
 struct ConvOptions {
@@ -527,5 +548,39 @@ class AdaptiveMaxPool3dImpl : public AdaptivePoolImpl {
   std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
 };
 TAPEGRAD_MODULE(AdaptiveMaxPool3d);
+
+// FractionalMaxPool2d / 3d's options: the window, and the output's size or its ratio to the input's.
+struct FractionalMaxPoolOptions {
+  FractionalMaxPoolOptions(const Dims& kernel_size)
+      : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TAPEGRAD_ARG(Dims, kernel_size);
+  TAPEGRAD_ARG(Dims, output_size) = {};
+  TAPEGRAD_ARG(std::vector<double>, output_ratio) = {};
+};
+
+// torch's nn.FractionalMaxPool2d / 3d: each forward draws its samples from the global generator.
+class FractionalMaxPool2dImpl : public UnaryModule {
+ public:
+  explicit FractionalMaxPool2dImpl(const FractionalMaxPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
+  const FractionalMaxPoolOptions& options() const { return options_; }
+
+ private:
+  FractionalMaxPoolOptions options_;
+};
+TAPEGRAD_MODULE(FractionalMaxPool2d);
+
+class FractionalMaxPool3dImpl : public UnaryModule {
+ public:
+  explicit FractionalMaxPool3dImpl(const FractionalMaxPoolOptions& options) : options_(options) {}
+  Tensor forward(const Tensor& x) override;
+  std::pair<Tensor, Tensor> forward_with_indices(const Tensor& x);
+  const FractionalMaxPoolOptions& options() const { return options_; }
+
+ private:
+  FractionalMaxPoolOptions options_;
+};
+TAPEGRAD_MODULE(FractionalMaxPool3d);
 
 }  // namespace tapegrad::nn

@@ -171,7 +171,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     if (!size.empty()) {
       out = size[size.size() == 1 ? 0 : a];
     } else {
-      const double f = factor[factor.size() == 1 ? 0 : static_cast<std::size_t>(a)];
+      const double f = axis_factor(factor, a);
       if (!(f > 0.0)) throw ValueError(message(op, ": scale_factor must be positive, got ", f));
       out = static_cast<std::int64_t>(std::floor(static_cast<double>(in) * f));
     }

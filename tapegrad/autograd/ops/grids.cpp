@@ -124,6 +124,8 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
   if (!x1.is_floating_point() || !x2.is_floating_point())
     throw TypeError(message(op, ": expected floating-point tensors, got ", dtype_name(x1.dtype()), " and ",
                             dtype_name(x2.dtype())));
+  if (promote_types(x1.dtype(), x2.dtype()) == kBFloat16)  // float32 policy (autocast.h), as torch's autocast
+    return detail::precision_result(cdist(x1.to(kFloat32), x2.to(kFloat32), p, mode), kBFloat16);
   const std::int64_t rows1 = x1.size(-2), rows2 = x2.size(-2);
   if (p == 0.0) {
     // The count of differing coordinates: constant between jumps, so its gradient is 0 (as torch's).
@@ -140,9 +142,7 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
                                     (mode == CdistMode::MmForEuclidIfNecessary && (rows1 > 25 || rows2 > 25)));
   // (..., P, 1, M) - (..., 1, R, M) -> (..., P, R, M), normed over M.
   if (!product) return norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1});
-  detail::AutocastOffGuard autocast_off;  // the squares cancel: the product stays in the inputs' precision
-  DType dtype = promote_types(x1.dtype(), x2.dtype());
-  if (dtype == kBFloat16) dtype = kFloat32;
+  const DType dtype = promote_types(x1.dtype(), x2.dtype());
   const Shape& s1 = x1.shape();
   const Shape& s2 = x2.shape();
   const Shape batch = broadcast_shapes(Shape(s1.begin(), s1.end() - 2), Shape(s2.begin(), s2.end() - 2), op);
@@ -151,8 +151,8 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, CdistMode mode) {
   shape1.push_back(x1.size(-1));
   shape2.push_back(rows2);
   shape2.push_back(x2.size(-1));
-  const Tensor out = euclidean_by_product(expand(x1.to(dtype), shape1), expand(x2.to(dtype), shape2));
-  return detail::precision_result(out, promote_types(x1.dtype(), x2.dtype()));
+  detail::AutocastOffGuard autocast_off;  // the squares cancel: the product stays in the inputs' precision
+  return euclidean_by_product(expand(x1.to(dtype), shape1), expand(x2.to(dtype), shape2));
 }
 
 namespace {

@@ -205,4 +205,76 @@ Tensor adaptive_window_argmax(const Tensor& x, const Dims& output_size) {
   });
 }
 
+namespace {
+
+// Where fractional max pooling's windows start along one axis of n entries (see ops.h), with torch's
+// arithmetic in T.
+template <class T>
+kernels::Ranges fractional_ranges(T sample, std::int64_t n, std::int64_t out, std::int64_t k) {
+  kernels::Ranges r;
+  if (out > 1) {
+    const T alpha = static_cast<T>(n - k) / static_cast<T>(out - 1);
+    for (std::int64_t i = 0; i < out - 1; ++i)
+      r.start.push_back(static_cast<std::int64_t>((static_cast<T>(i) + sample) * alpha) -
+                        static_cast<std::int64_t>(sample * alpha));
+  }
+  r.start.push_back(n - k);
+  for (const std::int64_t start : r.start) r.end.push_back(start + k);
+  return r;
+}
+
+}  // namespace
+
+Tensor fractional_window_argmax(const Tensor& x, const Dims& kernel_size, const Dims& output_size,
+                                const Tensor& samples) {
+  const char* op = "fractional_window_argmax";
+  const int spatial = spatial_axes(x, op);
+  if (x.dim() == 3)
+    return squeeze(fractional_window_argmax(unsqueeze(x, 0), kernel_size, output_size, unsqueeze(samples, 0)), 0);
+  if (x.dtype() == kBFloat16)
+    return fractional_window_argmax(x.to(kFloat32), kernel_size, output_size, samples.to(kFloat32));
+  std::int64_t kernel[3] = {1, 1, 1}, size[3] = {1, 1, 1}, in[3] = {1, 1, 1};
+  read_option(kernel_size, kernel, spatial, 1, op, "kernel_size");
+  read_option(output_size, size, spatial, 1, op, "output_size");
+  for (int a = 0; a < spatial; ++a) in[3 - spatial + a] = x.shape()[2 + a];
+  for (int a = 3 - spatial; a < 3; ++a)
+    if (kernel[a] + size[a] - 1 > in[a])
+      throw ValueError(message(op, ": windows of ", kernel[a], " with ", size[a], " outputs need at least ",
+                               kernel[a] + size[a] - 1, " entries along axis ", 2 + a - (3 - spatial),
+                               " of the input of shape ", x.shape().str()));
+  const std::int64_t planes = x.shape()[0] * x.shape()[1];
+  if (samples.shape() != Shape{x.shape()[0], x.shape()[1], spatial} || samples.dtype() != x.dtype())
+    throw ValueError(message(op, ": samples must be ", dtype_name(x.dtype()), " of shape (", x.shape()[0], ",",
+                             x.shape()[1], ",", spatial, "), got ", dtype_name(samples.dtype()), " ",
+                             samples.shape().str()));
+  Shape shape{x.shape()[0], x.shape()[1]};
+  for (int a = 3 - spatial; a < 3; ++a) shape.push_back(size[a]);
+  const Tensor images = kernels::dense(x.detach());
+  const Tensor draws = kernels::dense(samples.detach());
+  return dispatch_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    const T* u = draws.data_ptr<T>();
+    for (std::int64_t i = 0; i < planes * spatial; ++i)
+      if (!(u[i] >= T(0) && u[i] < T(1)))
+        throw ValueError(message(op, ": samples must lie in [0, 1), got ", static_cast<double>(u[i])));
+    Tensor indices = empty(shape, kInt64);
+    const std::int64_t volume = in[0] * in[1] * in[2], outputs = size[0] * size[1] * size[2];
+    const T* image = images.data_ptr<T>();
+    std::int64_t* out = indices.data_ptr<std::int64_t>();
+    parallel_for(0, planes, 1, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t p = first; p < last; ++p) {
+        // torch's order of the samples: (width, height) for 2-D planes, (depth, height, width) for 3-D.
+        const T* plane_u = u + p * spatial;
+        kernels::Ranges ranges[3];
+        ranges[0] =
+            spatial == 3 ? fractional_ranges<T>(plane_u[0], in[0], size[0], kernel[0]) : kernels::Ranges{{0}, {1}};
+        ranges[1] = fractional_ranges<T>(plane_u[1], in[1], size[1], kernel[1]);
+        ranges[2] = fractional_ranges<T>(plane_u[spatial == 3 ? 2 : 0], in[2], size[2], kernel[2]);
+        kernels::ranges_argmax(image + p * volume, out + p * outputs, 1, in, ranges);
+      }
+    });
+    return indices;
+  });
+}
+
 }  // namespace tapegrad
